@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "macro.h"
+
+int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, alloc = 0;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return negative_errno();
+
+        for (;;) {
+                ssize_t n;
+
+                if (alloc - size < 4096 + 1) {
+                        size_t nalloc = alloc ? alloc * 2 : 65536;
+                        char *p;
+
+                        if (nalloc > max_bytes + 1)
+                                nalloc = max_bytes + 1;
+                        if (nalloc <= size + 1)
+                                return -EFBIG;
+                        p = realloc(buf, nalloc);
+                        if (!p)
+                                return -ENOMEM;
+                        buf = p;
+                        alloc = nalloc;
+                }
+
+                n = read(fd, buf + size, alloc - size - 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (n == 0)
+                        break;
+                size += (size_t) n;
+                if (size > max_bytes)
+                        return -EFBIG;
+        }
+
+        buf[size] = 0;
+        *ret = TAKE_PTR(buf);
+        if (ret_size)
+                *ret_size = size;
+        return 0;
+}
+
+char *path_join(const char *root, const char *relpath) {
+        char *p;
+        size_t rl;
+
+        if (!root || !*root)
+                root = "/";
+        while (*relpath == '/')
+                relpath++;
+        rl = strlen(root);
+        if (asprintf(&p, "%s%s%s", root, rl > 0 && root[rl - 1] == '/' ? "" : "/", relpath) < 0)
+                return NULL;
+        return p;
+}
+
+int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *p = path_join(root, relpath);
+
+        if (!p)
+                return -ENOMEM;
+        return read_full_file(p, max_bytes, ret, ret_size);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* Open-addressing hash maps for the ingest path's interning caches. Keys
+ * are byte strings (copied into the map) or 64-bit integers; values are
+ * int64_t. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hashmap hashmap;
+
+int hashmap_new(hashmap **ret);
+hashmap *hashmap_free(hashmap *h);
+void hashmap_clear(hashmap *h);
+size_t hashmap_size(const hashmap *h);
+
+/* Byte-string keys. put replaces an existing value. get: 0 or -ENOENT. */
+int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value);
+int hashmap_get(const hashmap *h, const void *key, size_t key_len, int64_t *ret_value);
+
+/* Integer keys (a separate key space from byte strings of the same map
+ * is not guaranteed: use one kind of key per map). */
+int hashmap_put_u64(hashmap *h, uint64_t key, int64_t value);
+int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value);
+
+/* Two-integer keys, e.g. (parent stack, frame). */
+int hashmap_put_pair(hashmap *h, uint64_t a, uint64_t b, int64_t value);
+int hashmap_get_pair(const hashmap *h, uint64_t a, uint64_t b, int64_t *ret_value);

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* A compact, read-only kernel symbol table built from /proc/kallsyms text:
+ * one sorted array of addresses, parallel arrays of small integers, and a
+ * string pool, not a node per symbol. Lookups are by address. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kallsyms kallsyms;
+
+typedef struct ksym {
+        uint64_t addr;          /* start address */
+        uint64_t end;           /* exclusive end used for lookups (see kallsyms_lookup) */
+        const char *name;       /* points into the table; valid while it lives */
+        const char *module;     /* module name without brackets ("brd"), NULL for the core kernel */
+        char type;              /* kallsyms type letter (t, T, W, ...) */
+} ksym;
+
+/* Parses kallsyms text ("ADDR TYPE NAME [MODULE]" lines). Malformed lines
+ * are skipped and counted (kallsyms_n_skipped()). All-zero addresses (as
+ * shown to unprivileged readers) make the parse fail with -EPERM. */
+int kallsyms_parse(const char *text, size_t len, kallsyms **ret);
+
+/* Reads and parses ROOT/proc/kallsyms (root "/" for the running kernel). */
+int kallsyms_load(const char *root, kallsyms **ret);
+
+kallsyms *kallsyms_free(kallsyms *k);
+
+size_t kallsyms_count(const kallsyms *k);
+size_t kallsyms_n_skipped(const kallsyms *k);
+
+/* Finds the symbol covering addr: the one with the greatest start <= addr,
+ * provided addr < its end. A symbol ends where the next symbol (at a higher
+ * address) of the same module, or of the core kernel, begins; the last
+ * symbol of the core kernel or of a module covers at most
+ * KALLSYMS_LAST_SYMBOL_MAX_BYTES. Returns 0 and fills *ret, or -ENOENT
+ * (before the first symbol, in a gap, past the end). */
+#define KALLSYMS_LAST_SYMBOL_MAX_BYTES 4096
+int kallsyms_lookup(const kallsyms *k, uint64_t addr, ksym *ret);
+
+/* First core-kernel symbol with this name. 0 or -ENOENT. */
+int kallsyms_find(const kallsyms *k, const char *name, uint64_t *ret_addr);
+
+/* The runtime address of the relocation reference: _text, else _stext.
+ * Its difference between boots is the KASLR offset. 0 or -ENOENT. */
+int kallsyms_text_addr(const kallsyms *k, uint64_t *ret_addr);
+
+/* Approximate heap use of the table, for status and benchmarks. */
+size_t kallsyms_memory_bytes(const kallsyms *k);

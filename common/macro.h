@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _likely_(x) __builtin_expect(!!(x), 1)
+#define _unlikely_(x) __builtin_expect(!!(x), 0)
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define NSEC_PER_SEC  1000000000ULL
+#define NSEC_PER_MSEC 1000000ULL
+#define NSEC_PER_USEC 1000ULL
+#define USEC_PER_SEC  1000000ULL
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline void closep(int *fd) {
+        if (*fd >= 0)
+                close(*fd);
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* For types with a NULL-accepting destructor `type *func(type *)`. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                 \
+        static inline void func##p(type *p) {                  \
+                if (*p)                                         \
+                        func(*p);                               \
+        }
+
+/* Hand ownership out of a _cleanup_ variable. */
+#define TAKE_PTR(p)                             \
+        ({                                      \
+                __typeof__(p) _tp = (p);        \
+                (p) = NULL;                     \
+                _tp;                            \
+        })
+
+#define TAKE_FD(fd)                             \
+        ({                                      \
+                int _tfd = (fd);                \
+                (fd) = -1;                      \
+                _tfd;                           \
+        })
+
+/* errno as a negative value, never 0 (for calls that failed but left errno unset). */
+static inline int negative_errno(void) {
+        return errno > 0 ? -errno : -EIO;
+}
+
+/* Overflow-checked size arithmetic for lengths that come from outside. */
+static inline int size_add(size_t a, size_t b, size_t *ret) {
+        return __builtin_add_overflow(a, b, ret) ? -EOVERFLOW : 0;
+}

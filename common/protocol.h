@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* The perfsnapd client protocol: varlink wire format over a unix stream
+ * socket. Each message is one JSON object followed by a NUL byte.
+ *   call:   {"method":"io.perfsnap.Query","parameters":{...}[,"more":true]}
+ *   reply:  {"parameters":{...}[,"continues":true]}
+ *   error:  {"error":"io.perfsnap.InvalidParameter","parameters":{...}}
+ * Methods, parameters and errors are documented in doc/protocol.md.
+ *
+ * Bump PERFSNAP_PROTOCOL_VERSION when a method, parameter or reply field
+ * changes meaning or is removed (adding an optional field does not need a
+ * bump); Status returns it so a client can refuse a daemon it does not
+ * understand. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PERFSNAP_PROTOCOL_VERSION 1
+
+#define PERFSNAP_INTERFACE "io.perfsnap"
+#define PERFSNAP_METHOD_QUERY  "io.perfsnap.Query"
+#define PERFSNAP_METHOD_STATUS "io.perfsnap.Status"
+
+#define PERFSNAP_ERROR_PERMISSION_DENIED "io.perfsnap.PermissionDenied"
+#define PERFSNAP_ERROR_INVALID_PARAMETER "io.perfsnap.InvalidParameter"
+#define PERFSNAP_ERROR_METHOD_NOT_FOUND  "org.varlink.service.MethodNotFound"
+#define PERFSNAP_ERROR_INVALID_MESSAGE   "io.perfsnap.InvalidMessage"
+#define PERFSNAP_ERROR_INTERNAL          "io.perfsnap.InternalError"
+#define PERFSNAP_ERROR_BUSY              "io.perfsnap.Busy"
+
+/* Size bounds: a request larger than this is refused and the client dropped. */
+#define PERFSNAP_MAX_REQUEST_BYTES  (64u * 1024u)
+/* A single reply message; larger answers are split with "continues". */
+#define PERFSNAP_MAX_REPLY_BYTES    (16u * 1024u * 1024u)
+
+/* Incremental NUL-framed message splitter, one per connection. */
+typedef struct msgbuf {
+        char *buf;
+        size_t len, alloc;
+        size_t max_message;     /* a message (without its NUL) longer than this is an error */
+} msgbuf;
+
+void msgbuf_init(msgbuf *m, size_t max_message);
+void msgbuf_done(msgbuf *m);
+
+/* Appends received bytes. -EMSGSIZE if the pending, unterminated message
+ * would exceed max_message. */
+int msgbuf_feed(msgbuf *m, const void *data, size_t size);
+
+/* Pops the next complete message (NUL-terminated copy in *ret, caller frees).
+ * 1 if one was returned, 0 if none is complete yet. */
+int msgbuf_next(msgbuf *m, char **ret);
+
+/* A parsed call. */
+struct json_object;
+typedef struct proto_call {
+        char *method;
+        struct json_object *parameters;  /* an object; empty object if absent */
+        bool more;
+        bool oneway;
+} proto_call;
+
+/* Parses a call message. -EBADMSG if it is not JSON, not an object, has no
+ * string "method", or "parameters" is not an object. */
+int proto_call_parse(const char *msg, proto_call *ret);
+void proto_call_done(proto_call *c);
+
+/* Serialize messages (newly allocated, NUL-terminated C string; the wire
+ * NUL is the terminator, so send strlen()+1 bytes). Takes a reference-
+ * neutral view of parameters (does not consume it). */
+char *proto_format_call(const char *method, struct json_object *parameters, bool more);
+char *proto_format_reply(struct json_object *parameters, bool continues);
+char *proto_format_error(const char *error, struct json_object *parameters);
+
+/* Parses a reply or error message from the daemon. For errors, *ret_error
+ * is set (caller frees) and *ret_parameters may hold the error parameters. */
+int proto_reply_parse(const char *msg, char **ret_error, struct json_object **ret_parameters, bool *ret_continues);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* What a query asks and what it answers, independent of the wire format
+ * (query-json.c) and of the storage (store.c). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct query_params {
+        uint64_t since_ns;      /* wall clock, inclusive; 0 = from the beginning */
+        uint64_t until_ns;      /* wall clock, exclusive; 0 = until now */
+        int64_t pid;            /* -1 = any */
+        int32_t cpu;            /* -1 = any */
+        const char *comm;       /* NULL = any; exact match */
+        uint32_t top;           /* max rows; 0 = no limit (the server still caps it) */
+        bool want_stacks;       /* also return whole stacks (folded output) */
+} query_params;
+
+#define QUERY_PARAMS_INIT { .pid = -1, .cpu = -1 }
+
+/* One row of the report: samples whose leaf frame is (module, symbol) in comm. */
+typedef struct query_row {
+        char *comm;
+        char *module;           /* "[kernel.kallsyms]", "[brd]", a user mapping path, or "[unknown]" */
+        char *symbol;           /* kernel symbol, or "0x<addr>" for an unsymbolized frame */
+        bool kernel;            /* leaf frame is a kernel frame */
+        uint64_t samples;
+} query_row;
+
+/* A whole stack, for folded output: frames outermost caller first, leaf last. */
+typedef struct query_stack {
+        char *comm;
+        char **frames;
+        size_t n_frames;
+        uint64_t samples;
+} query_stack;
+
+typedef struct query_result {
+        uint64_t total_samples; /* all samples matching the filter, not only the rows shown */
+        uint64_t first_ns, last_ns; /* time of first and last matching sample, 0 if none */
+        uint32_t n_cpus;        /* distinct CPUs among matching samples */
+        uint64_t lost;          /* PERF_RECORD_LOST counts in the window (for the CPU filter if set) */
+        query_row *rows;        /* sorted by samples descending, then comm, module, symbol */
+        size_t n_rows;
+        query_stack *stacks;    /* only when want_stacks; sorted by samples descending */
+        size_t n_stacks;
+} query_result;
+
+query_result *query_result_free(query_result *r);

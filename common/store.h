@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* The sqlite store (WAL mode). One writer (the daemon's ingest path) that
+ * interns strings, frames and stacks, so that a stored sample is a handful
+ * of integers, and batches inserts in transactions; any number of readers
+ * on their own read-only connections. The schema is versioned
+ * (PRAGMA user_version) and migrated forward on open. After a crash or
+ * kill -9 the database opens clean with every committed batch intact. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "query.h"
+#include "sample.h"
+
+typedef struct store store;
+
+typedef enum store_mode {
+        STORE_READWRITE,        /* creates the file and schema if needed */
+        STORE_READONLY,         /* fails with -ENOENT if there is no database */
+} store_mode;
+
+#define STORE_SCHEMA_VERSION 1
+
+int store_open(const char *path, store_mode mode, store **ret);
+store *store_free(store *s);    /* commits an open transaction first */
+
+/* Transactions on the writer. store_insert_* outside a transaction run in
+ * their own; the ingest path wraps a drain's worth of samples in one. */
+int store_begin(store *s);
+int store_commit(store *s);
+
+/* Interning; ids are stable for the life of the database. Cached in memory
+ * so a repeated value costs a hash lookup, not a query. */
+int store_intern_string(store *s, const char *str, int64_t *ret_id);
+int store_intern_frame(store *s, const frame *f, int64_t *ret_id);
+/* A stack is a node of a prefix tree: (parent stack, frame). parent 0 is
+ * the root; frames are added outermost caller first. */
+int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id);
+
+typedef struct stored_sample {
+        uint64_t time_ns;
+        uint32_t cpu, pid, tid;
+        int64_t comm_id;        /* 0 if unknown */
+        int64_t stack_id;       /* leaf node */
+        uint64_t period;
+        int64_t boot_id;        /* from store_add_boot() */
+} stored_sample;
+
+int store_insert_sample(store *s, const stored_sample *smp);
+
+/* Interns everything a sample refers to and inserts it. */
+int store_add_sample(store *s, int64_t boot_id, const sample *smp);
+
+/* PERF_RECORD_LOST: lost records on cpu at time_ns. */
+int store_add_lost(store *s, uint64_t time_ns, uint32_t cpu, uint64_t lost);
+
+/* A kernel boot as seen by the daemon: boot_id is /proc/sys/kernel/random/boot_id,
+ * build_id hex, text_addr the runtime _text. The same (boot_uuid, build_id,
+ * text_addr) returns the existing row. */
+int store_add_boot(store *s, const char *boot_uuid, const char *build_id, uint64_t text_addr,
+                   const char *release, uint64_t time_ns, int64_t *ret_id);
+
+/* Deletes samples and lost records older than before_ns; returns the number
+ * of samples deleted. */
+int64_t store_expire(store *s, uint64_t before_ns);
+
+/* Readers. */
+int store_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result **ret);
+
+typedef struct store_stats {
+        uint64_t samples;
+        uint64_t lost;
+        uint64_t first_ns, last_ns;
+        uint64_t db_bytes;      /* main file + WAL */
+        uint64_t n_frames, n_stacks, n_strings;
+} store_stats;
+
+int store_get_stats(store *s, store_stats *ret);
+
+/* Lost totals per CPU (array indexed by cpu, n = max cpu + 1). */
+int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint64_t **ret, size_t *ret_n);

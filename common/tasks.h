@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* What the ingest path knows about user space: thread names (comm) and the
+ * memory mappings of each process, learnt from COMM/FORK/EXIT/MMAP2
+ * side-band records and, for processes that existed before sampling
+ * started, read lazily from ROOT/proc/PID/{comm,maps}. Used to label user
+ * frames with mapping path, build-id and file offset; never with kernel
+ * symbols. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "notes.h"
+
+typedef struct tasks tasks;
+
+typedef struct mapping {
+        uint64_t start, end;    /* [start, end) */
+        uint64_t pgoff;         /* file offset of start */
+        const char *path;       /* owned by the table */
+        char build_id[BUILD_ID_HEX_MAX]; /* "" if unknown */
+} mapping;
+
+/* root: where proc/ is read lazily for unknown pids (NULL disables lazy reads). */
+int tasks_new(const char *root, tasks **ret);
+tasks *tasks_free(tasks *t);
+
+/* Side-band events, in time order per CPU. */
+int tasks_comm(tasks *t, uint32_t pid, uint32_t tid, const char *comm, bool exec);
+int tasks_fork(tasks *t, uint32_t ppid, uint32_t ptid, uint32_t pid, uint32_t tid);
+/* Marks the thread (and the process, if tid == pid) exited at time_ns. It is
+ * kept for samples drained late and freed by tasks_gc(). */
+int tasks_exit(tasks *t, uint32_t pid, uint32_t tid, uint64_t time_ns);
+int tasks_mmap(tasks *t, uint32_t pid, uint64_t start, uint64_t len, uint64_t pgoff,
+               const char *path, const char *build_id_hex /* NULL if none */);
+
+/* comm of a thread; reads ROOT/proc/PID/task/TID/comm once if unknown.
+ * NULL if it cannot be known. Valid until the next tasks_* call. */
+const char *tasks_get_comm(tasks *t, uint32_t pid, uint32_t tid);
+
+/* The mapping of pid covering addr; reads ROOT/proc/PID/maps once if the
+ * pid is unknown. 0, or -ENOENT. *ret valid until the next tasks_* call. */
+int tasks_find_mapping(tasks *t, uint32_t pid, uint64_t addr, mapping *ret);
+
+/* Parses one line of /proc/PID/maps. 0 if it is a file-backed or named
+ * mapping (path set, possibly "[vdso]" etc.), -ENOENT for anonymous
+ * mappings without a name, -EINVAL if malformed. *ret_path points into line. */
+int proc_maps_parse_line(const char *line, uint64_t *ret_start, uint64_t *ret_end,
+                         uint64_t *ret_pgoff, bool *ret_exec, const char **ret_path);
+
+/* Frees threads and processes that exited before before_ns. */
+void tasks_gc(tasks *t, uint64_t before_ns);
+
+size_t tasks_n_threads(const tasks *t);
+size_t tasks_n_processes(const tasks *t);
