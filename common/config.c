@@ -1,2 +1,304 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* not written yet */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "config.h"
+#include "fileio.h"
+#include "macro.h"
+#include "timeparse.h"
+
+#define CONFIG_MAX_BYTES (1024 * 1024)
+
+void config_init(config *c) {
+        *c = (config) {
+                .frequency_hz = 99,
+                .event = strdup("cpu-clock"),
+                .callchain_depth = 64,
+                .ring_buffer_pages = 128,
+                .drain_interval_ns = 250 * NSEC_PER_MSEC,
+                .database = strdup("/var/lib/perfsnapd/perfsnapd.db"),
+                .socket = strdup("/run/perfsnapd/perfsnapd.sock"),
+                .group = strdup("perfsnap"),
+                .retention_ns = 7ULL * 24 * 3600 * NSEC_PER_SEC,
+                .max_clients = 64,
+                .query_max_rows = 10000,
+                .query_max_stacks = 20000,
+                .log_level = LOG_INFO,
+                .root = strdup("/"),
+        };
+}
+
+void config_done(config *c) {
+        free(c->event);
+        free(c->database);
+        free(c->socket);
+        free(c->group);
+        free(c->root);
+        *c = (config) {};
+}
+
+int config_copy(const config *from, config *to) {
+        config n = *from;
+
+        n.event = strdup(from->event);
+        n.database = strdup(from->database);
+        n.socket = strdup(from->socket);
+        n.group = strdup(from->group);
+        n.root = strdup(from->root);
+        if (!n.event || !n.database || !n.socket || !n.group || !n.root) {
+                config_done(&n);
+                return -ENOMEM;
+        }
+        *to = n;
+        return 0;
+}
+
+static const char *const log_levels[] = {
+        [LOG_ERR] = "err",
+        [LOG_WARNING] = "warning",
+        [LOG_NOTICE] = "notice",
+        [LOG_INFO] = "info",
+        [LOG_DEBUG] = "debug",
+};
+
+const char *log_level_to_string(int level) {
+        if (level < 0 || (size_t) level >= ELEMENTSOF(log_levels) || !log_levels[level])
+                return NULL;
+        return log_levels[level];
+}
+
+int log_level_from_string(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(log_levels); i++)
+                if (log_levels[i] && strcmp(log_levels[i], s) == 0)
+                        return (int) i;
+        return -EINVAL;
+}
+
+static int parse_u32(const char *v, uint32_t min, uint32_t max, uint32_t *ret) {
+        char *end;
+        unsigned long long x;
+
+        if (!isdigit((unsigned char) *v))
+                return -EINVAL;
+        errno = 0;
+        x = strtoull(v, &end, 10);
+        if (errno || *end || x < min || x > max)
+                return -ERANGE;
+        *ret = (uint32_t) x;
+        return 0;
+}
+
+static int set_string(char **p, const char *v) {
+        char *n = strdup(v);
+
+        if (!n)
+                return -ENOMEM;
+        free(*p);
+        *p = n;
+        return 0;
+}
+
+static int fail(char **ret_error, const char *source, unsigned line, const char *fmt, ...) _printf_(4, 5);
+static int fail(char **ret_error, const char *source, unsigned line, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        if (ret_error && asprintf(ret_error, "%s:%u: %s", source, line, msg) < 0)
+                *ret_error = NULL;
+        return -EINVAL;
+}
+
+static char *strip(char *s) {
+        char *e;
+
+        while (isspace((unsigned char) *s))
+                s++;
+        e = s + strlen(s);
+        while (e > s && isspace((unsigned char) e[-1]))
+                *--e = 0;
+        return s;
+}
+
+static bool is_power_of_two(uint32_t x) {
+        return x && !(x & (x - 1));
+}
+
+static int config_set(config *c, const char *key, const char *v, const char **ret_why) {
+        uint64_t ns;
+        int r;
+
+        if (strcmp(key, "frequency_hz") == 0)
+                return parse_u32(v, 1, CONFIG_MAX_FREQUENCY_HZ, &c->frequency_hz) < 0
+                        ? (*ret_why = "expected a number of samples per second per CPU, 1..100000", -EINVAL) : 0;
+        if (strcmp(key, "event") == 0) {
+                if (strcmp(v, "cpu-clock") != 0 && strcmp(v, "cycles") != 0)
+                        return *ret_why = "expected cpu-clock or cycles", -EINVAL;
+                return set_string(&c->event, v);
+        }
+        if (strcmp(key, "callchain_depth") == 0)
+                return parse_u32(v, 1, CONFIG_MAX_CALLCHAIN_DEPTH, &c->callchain_depth) < 0
+                        ? (*ret_why = "expected a number of frames, 1..127", -EINVAL) : 0;
+        if (strcmp(key, "ring_buffer_pages") == 0) {
+                uint32_t x;
+                if (parse_u32(v, 1, 1u << 16, &x) < 0 || !is_power_of_two(x))
+                        return *ret_why = "expected a power of two number of pages, 1..65536", -EINVAL;
+                c->ring_buffer_pages = x;
+                return 0;
+        }
+        if (strcmp(key, "drain_interval") == 0) {
+                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_MSEC || ns > 60 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 1ms and 60s (e.g. 250ms)", -EINVAL;
+                /* Whole milliseconds, so --check-config prints what is used. */
+                c->drain_interval_ns = ns - ns % NSEC_PER_MSEC;
+                return 0;
+        }
+        if (strcmp(key, "database") == 0 || strcmp(key, "socket") == 0 || strcmp(key, "root") == 0) {
+                if (v[0] != '/')
+                        return *ret_why = "expected an absolute path", -EINVAL;
+                return set_string(strcmp(key, "database") == 0 ? &c->database :
+                                  strcmp(key, "socket") == 0 ? &c->socket : &c->root, v);
+        }
+        if (strcmp(key, "group") == 0) {
+                for (const char *p = v; *p; p++)
+                        if (!isalnum((unsigned char) *p) && !strchr("_-.", *p))
+                                return *ret_why = "expected a group name (letters, digits, _ - .) or nothing for root only", -EINVAL;
+                return set_string(&c->group, v);
+        }
+        if (strcmp(key, "retention") == 0) {
+                if (strcmp(v, "0") == 0 || strcmp(v, "forever") == 0) {
+                        c->retention_ns = 0;
+                        return 0;
+                }
+                if (duration_parse(v, &ns) < 0 || ns < 60 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration of at least 1m (e.g. 7d), or forever", -EINVAL;
+                c->retention_ns = ns - ns % NSEC_PER_SEC;
+                return 0;
+        }
+        if (strcmp(key, "max_clients") == 0)
+                return parse_u32(v, 1, 4096, &c->max_clients) < 0
+                        ? (*ret_why = "expected a number 1..4096", -EINVAL) : 0;
+        if (strcmp(key, "query_max_rows") == 0)
+                return parse_u32(v, 1, 1000000, &c->query_max_rows) < 0
+                        ? (*ret_why = "expected a number 1..1000000", -EINVAL) : 0;
+        if (strcmp(key, "query_max_stacks") == 0)
+                return parse_u32(v, 1, 1000000, &c->query_max_stacks) < 0
+                        ? (*ret_why = "expected a number 1..1000000", -EINVAL) : 0;
+        if (strcmp(key, "log_level") == 0) {
+                r = log_level_from_string(v);
+                if (r < 0)
+                        return *ret_why = "expected err, warning, notice, info or debug", -EINVAL;
+                c->log_level = r;
+                return 0;
+        }
+        *ret_why = NULL;
+        return -ENOKEY;
+}
+
+int config_parse(config *c, const char *text, const char *source, char **ret_error) {
+        _cleanup_free_ char *copy = strdup(text);
+        char *line, *next;
+        unsigned lineno = 0;
+
+        if (!copy)
+                return -ENOMEM;
+
+        for (line = copy; line; line = next) {
+                const char *why = NULL;
+                char *key, *value, *eq;
+                int r;
+
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = 0;
+                lineno++;
+
+                key = strip(line);
+                if (!*key || *key == '#')
+                        continue;
+
+                eq = strchr(key, '=');
+                if (!eq)
+                        return fail(ret_error, source, lineno, "expected \"key = value\", got \"%.64s\"", key);
+                *eq = 0;
+                value = strip(eq + 1);
+                key = strip(key);
+                if (!*key)
+                        return fail(ret_error, source, lineno, "missing key before '='");
+
+                r = config_set(c, key, value, &why);
+                if (r == -ENOKEY)
+                        return fail(ret_error, source, lineno, "unknown key \"%.64s\"", key);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        return fail(ret_error, source, lineno, "invalid value \"%.64s\" for %s: %s", value, key, why);
+        }
+        return 0;
+}
+
+int config_load(config *c, const char *path, char **ret_error) {
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        r = read_full_file(path, CONFIG_MAX_BYTES, &text, NULL);
+        if (r < 0) {
+                if (ret_error && asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        return config_parse(c, text, path, ret_error);
+}
+
+static char *fmt_duration_key(uint64_t ns, char *buf, size_t size) {
+        /* Print in the largest unit that divides exactly, so the output parses back to the same value. */
+        static const struct { const char *unit; uint64_t ns; } units[] = {
+                { "d", 24ULL * 3600 * NSEC_PER_SEC }, { "h", 3600 * NSEC_PER_SEC },
+                { "m", 60 * NSEC_PER_SEC }, { "s", NSEC_PER_SEC }, { "ms", NSEC_PER_MSEC },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (ns % units[i].ns == 0) {
+                        snprintf(buf, size, "%llu%s", (unsigned long long) (ns / units[i].ns), units[i].unit);
+                        return buf;
+                }
+        snprintf(buf, size, "%llums", (unsigned long long) (ns / NSEC_PER_MSEC));
+        return buf;
+}
+
+char *config_format(const config *c) {
+        char drain[32], retention[32];
+        char *s;
+
+        fmt_duration_key(c->drain_interval_ns, drain, sizeof drain);
+        if (c->retention_ns)
+                fmt_duration_key(c->retention_ns, retention, sizeof retention);
+        else
+                strcpy(retention, "forever");
+
+        if (asprintf(&s,
+                     "frequency_hz = %u\n"
+                     "event = %s\n"
+                     "callchain_depth = %u\n"
+                     "ring_buffer_pages = %u\n"
+                     "drain_interval = %s\n"
+                     "database = %s\n"
+                     "socket = %s\n"
+                     "group = %s\n"
+                     "retention = %s\n"
+                     "max_clients = %u\n"
+                     "query_max_rows = %u\n"
+                     "query_max_stacks = %u\n"
+                     "log_level = %s\n"
+                     "root = %s\n",
+                     c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain,
+                     c->database, c->socket, c->group, retention, c->max_clients,
+                     c->query_max_rows, c->query_max_stacks,
+                     log_level_to_string(c->log_level) ?: "info", c->root) < 0)
+                return NULL;
+        return s;
+}

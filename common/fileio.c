@@ -23,8 +23,18 @@ int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_s
 
                         if (nalloc > max_bytes + 1)
                                 nalloc = max_bytes + 1;
-                        if (nalloc <= size + 1)
-                                return -EFBIG;
+                        if (nalloc <= size + 1) {
+                                /* At the limit: fine only if the file ends here. */
+                                char probe;
+                                n = read(fd, &probe, 1);
+                                if (n < 0 && errno == EINTR)
+                                        continue;
+                                if (n < 0)
+                                        return negative_errno();
+                                if (n > 0)
+                                        return -EFBIG;
+                                break;
+                        }
                         p = realloc(buf, nalloc);
                         if (!p)
                                 return -ENOMEM;
@@ -45,6 +55,11 @@ int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_s
                         return -EFBIG;
         }
 
+        if (!buf) {
+                buf = malloc(1);
+                if (!buf)
+                        return -ENOMEM;
+        }
         buf[size] = 0;
         *ret = TAKE_PTR(buf);
         if (ret_size)

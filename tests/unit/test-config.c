@@ -1,6 +1,127 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <syslog.h>
+
+#include "config.h"
+#include "fileio.h"
+#include "macro.h"
 #include "test.h"
 
-TEST(not_written_yet) {
-        TEST_SKIP("test-config is not written yet");
+/* The shipped conf/perfsnapd.conf documents the defaults: parsing it over
+ * the built-in defaults must change nothing, and every key must be in it. */
+TEST(shipped_config_equals_defaults) {
+        _cleanup_free_ char *shipped = NULL, *a = NULL, *b = NULL, *error = NULL;
+        config def, file;
+
+        config_init(&def);
+        config_init(&file);
+        ASSERT_OK(read_full_file(TEST_SOURCE_DIR "/conf/perfsnapd.conf", 1 << 20, &shipped, NULL));
+        if (config_parse(&file, shipped, "perfsnapd.conf", &error) < 0)
+                TEST_FAIL_("shipped config does not parse: %s", error);
+        a = config_format(&def);
+        b = config_format(&file);
+        ASSERT_STREQ(a, b);
+
+        /* every effective key appears, uncommented, in the shipped file */
+        for (char *line = a, *nl; line && *line; line = nl) {
+                char key[64];
+                nl = strchr(line, '\n');
+                if (nl)
+                        *nl++ = 0;
+                ASSERT_EQ(sscanf(line, "%63[a-z_]", key), 1);
+                char needle[80];
+                snprintf(needle, sizeof needle, "\n%s = ", key);
+                if (!strstr(shipped, needle))
+                        TEST_FAIL_("key %s is not documented in conf/perfsnapd.conf", key);
+        }
+        config_done(&def);
+        config_done(&file);
+}
+
+/* --check-config output is itself a valid config that round-trips. */
+TEST(format_round_trips) {
+        _cleanup_free_ char *error = NULL, *a = NULL, *b = NULL;
+        config c, d;
+
+        config_init(&c);
+        ASSERT_OK(config_parse(&c,
+                               "frequency_hz = 999\n"
+                               "event = cycles\n"
+                               "callchain_depth = 127\n"
+                               "ring_buffer_pages = 1024\n"
+                               "drain_interval = 1500ms\n"
+                               "database = /tmp/x.db\n"
+                               "socket = /tmp/x.sock\n"
+                               "group =\n"
+                               "retention = forever\n"
+                               "max_clients = 3\n"
+                               "query_max_rows = 5\n"
+                               "query_max_stacks = 6\n"
+                               "log_level = debug\n"
+                               "root = /tmp/root\n", "t", &error));
+        ASSERT_EQ(c.frequency_hz, 999);
+        ASSERT_STREQ(c.event, "cycles");
+        ASSERT_EQ(c.callchain_depth, 127);
+        ASSERT_EQ(c.ring_buffer_pages, 1024);
+        ASSERT_U64_EQ(c.drain_interval_ns, 1500 * NSEC_PER_MSEC);
+        ASSERT_STREQ(c.group, "");
+        ASSERT_U64_EQ(c.retention_ns, 0);
+        ASSERT_EQ(c.log_level, LOG_DEBUG);
+        a = config_format(&c);
+        config_init(&d);
+        ASSERT_OK(config_parse(&d, a, "formatted", &error));
+        b = config_format(&d);
+        ASSERT_STREQ(a, b);
+        config_done(&c);
+        config_done(&d);
+}
+
+static void expect_error(const char *text, const char *expected_message) {
+        _cleanup_free_ char *error = NULL;
+        config c;
+
+        config_init(&c);
+        ASSERT_ERROR(config_parse(&c, text, "bad.conf", &error), EINVAL);
+        if (!error || !strstr(error, expected_message))
+                TEST_FAIL_("for %s: expected an error containing \"%s\", got \"%s\"", text, expected_message,
+                           error ?: "(null)");
+        config_done(&c);
+}
+
+TEST(errors_name_file_line_and_problem) {
+        expect_error("frequency_hz = 0\n", "bad.conf:1: invalid value \"0\" for frequency_hz");
+        expect_error("\n\nfrequency_hz = 100001\n", "bad.conf:3:");
+        expect_error("frequency_hz = 12abc\n", "frequency_hz");
+        expect_error("frequency_hz = -5\n", "frequency_hz");
+        expect_error("nonsense = 1\n", "bad.conf:1: unknown key \"nonsense\"");
+        expect_error("just words\n", "expected \"key = value\"");
+        expect_error("= 5\n", "missing key");
+        expect_error("ring_buffer_pages = 100\n", "power of two");
+        expect_error("callchain_depth = 128\n", "1..127");
+        expect_error("event = instructions\n", "cpu-clock or cycles");
+        expect_error("database = relative/path.db\n", "absolute path");
+        expect_error("retention = 10s\n", "at least 1m");
+        expect_error("drain_interval = 2m\n", "1ms and 60s");
+        expect_error("log_level = loud\n", "err, warning");
+        expect_error("group = a b\n", "group name");
+}
+
+TEST(comments_blank_lines_and_spaces) {
+        _cleanup_free_ char *error = NULL;
+        config c;
+
+        config_init(&c);
+        ASSERT_OK(config_parse(&c, "# comment\n\n   \n  frequency_hz=250  \n\t# x = y\nretention = 2h\n", "t", &error));
+        ASSERT_EQ(c.frequency_hz, 250);
+        ASSERT_U64_EQ(c.retention_ns, 2 * 3600 * NSEC_PER_SEC);
+        config_done(&c);
+}
+
+TEST(missing_file) {
+        _cleanup_free_ char *error = NULL;
+        config c;
+
+        config_init(&c);
+        ASSERT_ERROR(config_load(&c, "/nonexistent/perfsnapd.conf", &error), ENOENT);
+        ASSERT_TRUE(error && strstr(error, "/nonexistent/perfsnapd.conf"));
+        config_done(&c);
 }

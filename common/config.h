@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* perfsnapd.conf: "key = value" lines, '#' starts a comment line, blank
+ * lines ignored. Every key is documented in conf/perfsnapd.conf and
+ * perfsnapd.conf(5). Unknown keys and bad values are errors that name the
+ * file, line and key. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct config {
+        uint32_t frequency_hz;          /* per CPU */
+        char *event;                    /* "cpu-clock" or "cycles" */
+        uint32_t callchain_depth;       /* frames per sample, 1..PERF_MAX_STACK_DEPTH */
+        uint32_t ring_buffer_pages;     /* data pages per CPU, power of two */
+        uint64_t drain_interval_ns;     /* timer drain, besides watermark wakeups */
+        char *database;
+        char *socket;
+        char *group;                    /* may query besides root; "" = root only */
+        uint64_t retention_ns;          /* samples older than this are deleted; 0 = keep */
+        uint32_t max_clients;
+        uint32_t query_max_rows;
+        uint32_t query_max_stacks;
+        int log_level;                  /* syslog level */
+        char *root;                     /* where proc/ and sys/ are read */
+} config;
+
+#define CONFIG_MAX_FREQUENCY_HZ 100000u
+#define CONFIG_MAX_CALLCHAIN_DEPTH 127u
+
+void config_init(config *c);            /* the documented defaults */
+void config_done(config *c);
+int config_copy(const config *from, config *to);
+
+/* Parses text over the values already in c. On error returns -EINVAL and
+ * sets *ret_error to a newly allocated "SOURCE:LINE: message". */
+int config_parse(config *c, const char *text, const char *source, char **ret_error);
+
+/* Reads and parses a file; -ENOENT etc. from reading, with *ret_error set. */
+int config_load(config *c, const char *path, char **ret_error);
+
+/* The effective configuration in the file's own syntax (newly allocated). */
+char *config_format(const config *c);
+
+/* Names of log levels as accepted by log_level. */
+const char *log_level_to_string(int level);
+int log_level_from_string(const char *s);
