@@ -1,0 +1,79 @@
+#!/bin/bash
+# Side-by-side cost of perfsnapd and perf on one workload, in one run.
+#
+#   bench/run-vs-perf.sh BUILD_DIR [SECONDS] [FREQ]
+#
+# Starts perfsnapd (from BUILD_DIR) and `perf record -a -g` at the same
+# frequency at the same time, runs a workload that keeps both CPUs busy
+# (one `dd` reading /dev/zero: kernel time; one `yes`: user and kernel
+# time) for SECONDS (default 25), stops both, then runs `perf report` on
+# perf's file. Prints the CPU each side spent and the ratios the targets
+# are stated in. Needs root and perf.
+set -u
+B=$(readlink -f "${1:?usage: run-vs-perf.sh BUILD_DIR [SECONDS] [FREQ]}")
+SECS=${2:-25}
+FREQ=${3:-999}
+[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
+command -v perf >/dev/null || { echo "needs perf" >&2; exit 77; }
+
+T=$(mktemp -d /tmp/perfsnapd-bench.XXXXXX)
+trap 'kill $WL1 $WL2 2>/dev/null; [ -n "${DPID:-}" ] && kill -KILL $DPID 2>/dev/null; rm -rf "$T"' EXIT
+cat > "$T/conf" <<CONF
+database = $T/db
+socket = $T/sock
+frequency_hz = $FREQ
+callchain_depth = 127
+CONF
+export PERFSNAPD_SOCKET=$T/sock
+
+ticks=$(getconf CLK_TCK)
+cpu_of() { awk -v t="$ticks" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
+
+"$B/daemon/perfsnapd" --config "$T/conf" > "$T/daemon.log" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do "$B/client/perfsnapctl" status >/dev/null 2>&1 && break; sleep 0.1; done
+d_start=$(cpu_of $DPID)
+
+perf record -q -a -g -F "$FREQ" -o "$T/perf.data" -- sleep "$SECS" 2> "$T/perf-record.err" &
+PPID_REC=$!
+sleep 0.2
+dd if=/dev/zero of=/dev/null bs=1M 2>/dev/null & WL1=$!
+yes > /dev/null & WL2=$!
+# perf record's own CPU: read its /proc stat just before it exits
+rec_cpu=0
+while kill -0 $PPID_REC 2>/dev/null; do
+        c=$(cpu_of $PPID_REC 2>/dev/null) && rec_cpu=$c
+        sleep 0.5
+done
+wait $PPID_REC
+kill $WL1 $WL2 2>/dev/null; wait $WL1 $WL2 2>/dev/null
+sleep 0.5
+
+"$B/client/perfsnapctl" status --format json > "$T/status.json"
+d_end=$(cpu_of $DPID)
+rss_kb=$(awk '/VmHWM/ { print $2 }' /proc/$DPID/status)
+kill -TERM $DPID; wait $DPID; DPID=
+
+# perf report: the symbolized answer a perf user reads
+TIMEFORMAT='%U %S'
+rep=$( { time perf report -i "$T/perf.data" --no-children --sort comm,dso,sym --stdio > "$T/report.txt" 2>/dev/null; } 2>&1 )
+rep_cpu=$(echo "$rep" | awk '{ printf "%.3f", $1 + $2 }')
+perf_samples=$(perf script -i "$T/perf.data" -F period 2>/dev/null | wc -l)
+
+python3 - "$T/status.json" "$d_start" "$d_end" "$rec_cpu" "$rep_cpu" "$rss_kb" "$SECS" "$FREQ" "$perf_samples" "$(stat -c %s "$T/perf.data")" "$(du -b "$T"/db* | awk '{s+=$1} END {print s}')" <<'PY'
+import json, sys
+st = json.load(open(sys.argv[1])); st = st.get("parameters", st)
+d0, d1, rec, rep, rss_kb, secs, freq, psamples, pbytes, dbbytes = sys.argv[2:]
+d = float(d1) - float(d0); rec = float(rec); rep = float(rep)
+samples = st["samples"]; lost = st["lost"]
+perf_total = rec + rep
+print(f"workload: {secs} s, {freq} Hz, {st['cpus']} CPUs, event {st['event']}")
+print(f"perfsnapd: {samples} samples stored, {lost} lost, daemon CPU {d:.3f} s "
+      f"({1e6 * d / max(samples, 1):.2f} us/sample), peak RSS {int(rss_kb) / 1024:.1f} MiB, database {int(dbbytes) / 1e6:.1f} MB")
+print(f"perf: {psamples} samples, perf record CPU {rec:.3f} s, perf report CPU {rep:.3f} s, total {perf_total:.3f} s, perf.data {int(pbytes) / 1e6:.1f} MB")
+ratio = d / perf_total if perf_total else float("inf")
+print(f"ratio perfsnapd / perf (record + report): {ratio:.3f}  (target <= 0.25)")
+ok = ratio <= 0.25 and 1e6 * d / max(samples, 1) <= 2.0 and lost == 0 and int(rss_kb) <= 64 * 1024
+print("targets:", "met" if ok else "NOT met",
+      f"[ratio {ratio:.3f} <= 0.25, {1e6 * d / max(samples, 1):.2f} us/sample <= 2, lost {lost} == 0, RSS {int(rss_kb) / 1024:.1f} MiB <= 64]")
+PY

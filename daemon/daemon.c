@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <event2/event.h>
+#include <json-c/json.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "ingest.h"
+#include "log.h"
+#include "macro.h"
+#include "perf-events.h"
+#include "protocol.h"
+#include "server.h"
+#include "store.h"
+
+#include "build-config.h"
+
+#define RETENTION_INTERVAL_SEC 600
+
+struct daemon_ctx {
+        config cfg;
+        char *config_path;
+        struct event_base *base;
+        store *store;
+        ingest *ingest;
+        perf_events *events;
+        ringbuf **bufs;
+        uint32_t *cpus;
+        size_t n_cpus;
+        struct event **cpu_evs;
+        struct event *drain_timer, *retention_timer, *watchdog_timer;
+        struct event *sig_term, *sig_int, *sig_hup;
+        server *server;
+        uint64_t start_mono_ns;
+        uint64_t watchdog_usec;
+        int exit_code;
+};
+
+static uint64_t clock_ns(clockid_t id) {
+        struct timespec ts;
+        clock_gettime(id, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+}
+
+/* The events stamp records with CLOCK_MONOTONIC; samples are stored in
+ * wall-clock time. The offset is re-read at every drain, so a clock step
+ * applies from the next drain on. */
+static int64_t mono_to_wall_ns(void) {
+        return (int64_t) (clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
+}
+
+static struct timeval tv_from_ns(uint64_t ns) {
+        return (struct timeval) { .tv_sec = (time_t) (ns / NSEC_PER_SEC), .tv_usec = (suseconds_t) (ns % NSEC_PER_SEC / 1000) };
+}
+
+static void daemon_drain(daemon_ctx *d) {
+        if (!d->events)
+                return;
+        (void) ingest_drain(d->ingest, d->bufs, d->cpus, d->n_cpus, mono_to_wall_ns());
+}
+
+static void on_cpu_readable(evutil_socket_t fd, short what, void *userdata) {
+        daemon_drain(userdata);
+}
+
+static void on_drain_timer(evutil_socket_t fd, short what, void *userdata) {
+        daemon_drain(userdata);
+}
+
+static void on_retention_timer(evutil_socket_t fd, short what, void *userdata) {
+        daemon_ctx *d = userdata;
+        uint64_t now = clock_ns(CLOCK_REALTIME);
+        int64_t n;
+
+        if (d->cfg.retention_ns == 0 || now < d->cfg.retention_ns)
+                return;
+        n = store_expire(d->store, now - d->cfg.retention_ns);
+        if (n < 0)
+                log_warning_errno((int) n, "Failed to delete expired samples: %m");
+        else if (n > 0)
+                log_info("Deleted %lld samples older than the retention period.", (long long) n);
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *userdata) {
+        /* Sent from the loop itself: a stalled loop stops the pings. */
+        (void) sd_notify(0, "WATCHDOG=1");
+}
+
+static void on_sigterm(evutil_socket_t sig, short what, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        log_info("Received %s; flushing samples and stopping.", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        (void) sd_notify(0, "STOPPING=1");
+        event_base_loopbreak(d->base);
+}
+
+static void apply_frequency(daemon_ctx *d, uint32_t freq) {
+        for (size_t i = 0; i < d->n_cpus; i++) {
+                uint64_t f = freq;
+                /* With attr.freq set, PERF_EVENT_IOC_PERIOD takes the new sample_freq. */
+                if (ioctl(perf_events_fd(d->events, i), PERF_EVENT_IOC_PERIOD, &f) < 0)
+                        log_warning_errno(errno, "Failed to set the sampling frequency on CPU %u: %m", d->cpus[i]);
+        }
+}
+
+static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
+        daemon_ctx *d = userdata;
+        _cleanup_free_ char *error = NULL;
+        config n;
+        int r;
+
+        (void) sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) (clock_ns(CLOCK_MONOTONIC) / 1000));
+        config_init(&n);
+        r = config_load(&n, d->config_path, &error);
+        if (r < 0) {
+                log_error("Reload failed, keeping the running configuration: %s", error ?: strerror(-r));
+                config_done(&n);
+                (void) sd_notify(0, "READY=1");
+                return;
+        }
+        if (strcmp(n.database, d->cfg.database) != 0 || strcmp(n.socket, d->cfg.socket) != 0 ||
+            strcmp(n.root, d->cfg.root) != 0 || strcmp(n.event, d->cfg.event) != 0 ||
+            n.ring_buffer_pages != d->cfg.ring_buffer_pages || n.callchain_depth != d->cfg.callchain_depth)
+                log_notice("database, socket, root, event, ring_buffer_pages and callchain_depth take effect at the next restart.");
+
+        log_set_max_level(n.log_level);
+        if (n.frequency_hz != d->cfg.frequency_hz && d->events)
+                apply_frequency(d, n.frequency_hz);
+        d->cfg.frequency_hz = n.frequency_hz;
+        d->cfg.retention_ns = n.retention_ns;
+        d->cfg.log_level = n.log_level;
+        if (n.drain_interval_ns != d->cfg.drain_interval_ns) {
+                struct timeval tv = tv_from_ns(n.drain_interval_ns);
+                d->cfg.drain_interval_ns = n.drain_interval_ns;
+                event_add(d->drain_timer, &tv);
+        }
+        d->cfg.max_clients = n.max_clients;
+        d->cfg.query_max_rows = n.query_max_rows;
+        d->cfg.query_max_stacks = n.query_max_stacks;
+        free(d->cfg.group);
+        d->cfg.group = TAKE_PTR(n.group);
+        if (d->server)
+                (void) server_reconfigure(d->server, &d->cfg);
+        config_done(&n);
+        log_info("Reloaded %s.", d->config_path);
+        (void) sd_notify(0, "READY=1");
+}
+
+static void status_fill(json_object *p, void *userdata) {
+        daemon_ctx *d = userdata;
+        const ingest_stats *st = ingest_get_stats(d->ingest);
+        const kernel_info *k = ingest_kernel(d->ingest);
+        char text[32];
+        json_object *lost = json_object_new_array();
+        const uint64_t *lpc;
+        size_t n;
+
+        json_object_object_add(p, "version", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(p, "protocol", json_object_new_int(PERFSNAP_PROTOCOL_VERSION));
+        json_object_object_add(p, "pid", json_object_new_int((int) getpid()));
+        json_object_object_add(p, "uptime_ns", json_object_new_int64((int64_t) (clock_ns(CLOCK_MONOTONIC) - d->start_mono_ns)));
+        json_object_object_add(p, "cpus", json_object_new_int((int) d->n_cpus));
+        json_object_object_add(p, "frequency_hz", json_object_new_int((int) d->cfg.frequency_hz));
+        json_object_object_add(p, "event", json_object_new_string(d->events ? perf_events_kind(d->events) : "none"));
+        json_object_object_add(p, "samples", json_object_new_int64((int64_t) st->samples));
+        json_object_object_add(p, "lost", json_object_new_int64((int64_t) st->lost));
+        lpc = ingest_lost_per_cpu(d->ingest, &n);
+        for (size_t i = 0; i < d->n_cpus; i++)
+                json_object_array_add(lost, json_object_new_int64(d->cpus[i] < n ? (int64_t) lpc[d->cpus[i]] : 0));
+        json_object_object_add(p, "lost_per_cpu", lost);
+        json_object_object_add(p, "bad_records", json_object_new_int64((int64_t) st->bad_records));
+        json_object_object_add(p, "ingest_cpu_ns", json_object_new_int64((int64_t) st->cpu_ns));
+        json_object_object_add(p, "db_path", json_object_new_string(d->cfg.database));
+        json_object_object_add(p, "kernel_release", json_object_new_string(k->release));
+        json_object_object_add(p, "kernel_build_id", json_object_new_string(k->build_id));
+        snprintf(text, sizeof text, "0x%llx", (unsigned long long) k->text_addr);
+        json_object_object_add(p, "kernel_text_addr", json_object_new_string(text));
+        json_object_object_add(p, "kernel_symbols", json_object_new_int64((int64_t) ingest_n_symbols(d->ingest)));
+        json_object_object_add(p, "clients", json_object_new_int((int) server_n_clients(d->server)));
+}
+
+int daemon_new(const config *c, const char *config_path, daemon_ctx **ret) {
+        daemon_ctx *d;
+        int r;
+
+        d = calloc(1, sizeof *d);
+        if (!d)
+                return -ENOMEM;
+        r = config_copy(c, &d->cfg);
+        if (r < 0) {
+                free(d);
+                return r;
+        }
+        d->config_path = config_path ? strdup(config_path) : NULL;
+        d->base = event_base_new();
+        if (!d->base) {
+                daemon_free(d);
+                return -ENOMEM;
+        }
+        d->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+        *ret = d;
+        return 0;
+}
+
+static int mkdir_parent(const char *path, mode_t mode) {
+        _cleanup_free_ char *dir = strdup(path);
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+                return 0;
+        *slash = 0;
+        if (mkdir(dir, mode) < 0 && errno != EEXIST)
+                return negative_errno();
+        return 0;
+}
+
+static int add_signal(daemon_ctx *d, int sig, event_callback_fn cb, struct event **ret) {
+        *ret = evsignal_new(d->base, sig, cb, d);
+        if (!*ret || event_add(*ret, NULL) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int daemon_start(daemon_ctx *d) {
+        perf_events_config pc = {
+                .freq_hz = d->cfg.frequency_hz,
+                .max_stack = d->cfg.callchain_depth,
+                .pages = d->cfg.ring_buffer_pages,
+                .use_cycles = strcmp(d->cfg.event, "cycles") == 0,
+                .wakeup_bytes = (uint32_t) ((size_t) d->cfg.ring_buffer_pages * (size_t) sysconf(_SC_PAGESIZE) / 4),
+                .clockid = CLOCK_MONOTONIC,
+                .want_ksymbol = false,
+        };
+        struct timeval tv;
+        int r;
+
+        signal(SIGPIPE, SIG_IGN);
+
+        r = mkdir_parent(d->cfg.database, 0750);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the directory of %s: %m", d->cfg.database);
+        r = store_open(d->cfg.database, STORE_READWRITE, &d->store);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open the database %s: %m", d->cfg.database);
+
+        r = ingest_new(d->store, d->cfg.root, &d->ingest);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the ingest path: %m");
+        r = ingest_load_kernel(d->ingest);
+        if (r < 0)
+                return r;
+
+        r = perf_events_open(&pc, &d->events);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open perf events: %m%s",
+                                       r == -EACCES || r == -EPERM ? " (perfsnapd needs root or CAP_PERFMON)" : "");
+        d->n_cpus = perf_events_count(d->events);
+        d->bufs = calloc(d->n_cpus, sizeof *d->bufs);
+        d->cpus = calloc(d->n_cpus, sizeof *d->cpus);
+        d->cpu_evs = calloc(d->n_cpus, sizeof *d->cpu_evs);
+        if (!d->bufs || !d->cpus || !d->cpu_evs)
+                return log_oom();
+        for (size_t i = 0; i < d->n_cpus; i++) {
+                d->bufs[i] = perf_events_ringbuf(d->events, i);
+                d->cpus[i] = perf_events_cpu(d->events, i);
+                /* Readable when the kernel crossed the wakeup watermark. */
+                d->cpu_evs[i] = event_new(d->base, perf_events_fd(d->events, i), EV_READ | EV_PERSIST, on_cpu_readable, d);
+                if (!d->cpu_evs[i] || event_add(d->cpu_evs[i], NULL) < 0)
+                        return log_oom();
+        }
+
+        d->drain_timer = event_new(d->base, -1, EV_PERSIST, on_drain_timer, d);
+        tv = tv_from_ns(d->cfg.drain_interval_ns);
+        if (!d->drain_timer || event_add(d->drain_timer, &tv) < 0)
+                return log_oom();
+        d->retention_timer = event_new(d->base, -1, EV_PERSIST, on_retention_timer, d);
+        tv = (struct timeval) { .tv_sec = RETENTION_INTERVAL_SEC };
+        if (!d->retention_timer || event_add(d->retention_timer, &tv) < 0)
+                return log_oom();
+        on_retention_timer(-1, 0, d);
+
+        if (add_signal(d, SIGTERM, on_sigterm, &d->sig_term) < 0 ||
+            add_signal(d, SIGINT, on_sigterm, &d->sig_int) < 0 ||
+            add_signal(d, SIGHUP, on_sighup, &d->sig_hup) < 0)
+                return log_oom();
+
+        if (sd_watchdog_enabled(0, &d->watchdog_usec) > 0) {
+                d->watchdog_timer = event_new(d->base, -1, EV_PERSIST, on_watchdog, d);
+                tv = tv_from_ns(d->watchdog_usec * 1000 / 2);
+                if (!d->watchdog_timer || event_add(d->watchdog_timer, &tv) < 0)
+                        return log_oom();
+        }
+
+        r = server_new(d->base, &d->cfg, status_fill, d, &d->server);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the socket server: %m");
+        r = server_listen(d->server);
+        if (r < 0)
+                return r;
+
+        r = perf_events_enable(d->events);
+        if (r < 0)
+                return log_error_errno(r, "Failed to enable the perf events: %m");
+
+        log_info("Sampling %s at %u Hz on %zu CPUs, callchains up to %u frames, database %s.",
+                 perf_events_kind(d->events), d->cfg.frequency_hz, d->n_cpus, d->cfg.callchain_depth, d->cfg.database);
+        (void) sd_notifyf(0, "READY=1\nSTATUS=Sampling %zu CPUs at %u Hz", d->n_cpus, d->cfg.frequency_hz);
+        return 0;
+}
+
+int daemon_run(daemon_ctx *d) {
+        const ingest_stats *st;
+
+        if (event_base_dispatch(d->base) < 0)
+                return log_error_errno(-EIO, "The event loop failed.");
+
+        /* Stop sampling, then take everything still in the buffers. */
+        if (d->events) {
+                (void) perf_events_disable(d->events);
+                daemon_drain(d);
+        }
+        st = ingest_get_stats(d->ingest);
+        log_info("Stopped: %llu samples stored, %llu lost, %llu malformed records skipped.",
+                 (unsigned long long) st->samples, (unsigned long long) st->lost,
+                 (unsigned long long) st->bad_records);
+        return 0;
+}
+
+daemon_ctx *daemon_free(daemon_ctx *d) {
+        if (!d)
+                return NULL;
+        server_free(d->server);
+        /* Let deferred frees scheduled by the server run. */
+        if (d->base)
+                event_base_loop(d->base, EVLOOP_NONBLOCK);
+        for (size_t i = 0; d->cpu_evs && i < d->n_cpus; i++)
+                if (d->cpu_evs[i])
+                        event_free(d->cpu_evs[i]);
+        free(d->cpu_evs);
+        free(d->bufs);
+        free(d->cpus);
+        perf_events_free(d->events);
+        ingest_free(d->ingest);
+        store_free(d->store);
+        if (d->drain_timer)
+                event_free(d->drain_timer);
+        if (d->retention_timer)
+                event_free(d->retention_timer);
+        if (d->watchdog_timer)
+                event_free(d->watchdog_timer);
+        if (d->sig_term)
+                event_free(d->sig_term);
+        if (d->sig_int)
+                event_free(d->sig_int);
+        if (d->sig_hup)
+                event_free(d->sig_hup);
+        if (d->base)
+                event_base_free(d->base);
+        config_done(&d->cfg);
+        free(d->config_path);
+        free(d);
+        return NULL;
+}

@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <string.h>
+#include <time.h>
+
+#include "fileio.h"
+#include "hashmap.h"
+#include "ingest.h"
+#include "log.h"
+#include "macro.h"
+
+#define MAX_CPUS 4096
+
+/* One raw record copied out of a ring buffer, waiting to be merged. */
+typedef struct pending {
+        uint64_t time;
+        uint32_t seq;           /* arrival order, keeps the sort stable */
+        uint32_t len;
+        size_t off;             /* into the arena */
+} pending;
+
+struct ingest {
+        store *store;
+        char *root;
+        kallsyms *ksyms;
+        kernel_info kernel;
+        int64_t boot_id;
+        tasks *tasks;
+
+        /* kernel address -> interned frame id, valid for one kernel layout */
+        hashmap *kframe_cache;
+
+        /* the merge buffer of one drain pass */
+        uint8_t *arena;
+        size_t arena_len, arena_alloc;
+        pending *pend;
+        size_t n_pend, pend_alloc;
+
+        int64_t *frame_ids;     /* scratch, callchain_depth + slack */
+        size_t frame_ids_alloc;
+
+        uint64_t lost_per_cpu[MAX_CPUS];
+        size_t n_lost_cpus;
+
+        ingest_stats stats;
+};
+
+int ingest_new(store *st, const char *root, ingest **ret) {
+        ingest *in;
+        int r;
+
+        in = calloc(1, sizeof *in);
+        if (!in)
+                return -ENOMEM;
+        in->store = st;
+        in->root = strdup(root ?: "/");
+        if (!in->root) {
+                ingest_free(in);
+                return -ENOMEM;
+        }
+        r = hashmap_new(&in->kframe_cache);
+        if (r >= 0)
+                r = tasks_new(in->root, &in->tasks);
+        if (r < 0) {
+                ingest_free(in);
+                return r;
+        }
+        *ret = in;
+        return 0;
+}
+
+ingest *ingest_free(ingest *in) {
+        if (!in)
+                return NULL;
+        kallsyms_free(in->ksyms);
+        tasks_free(in->tasks);
+        hashmap_free(in->kframe_cache);
+        free(in->arena);
+        free(in->pend);
+        free(in->frame_ids);
+        free(in->root);
+        free(in);
+        return NULL;
+}
+
+static void read_line_file(const char *root, const char *rel, char *buf, size_t size) {
+        _cleanup_free_ char *s = NULL;
+
+        buf[0] = 0;
+        if (read_full_file_at(root, rel, 4096, &s, NULL) < 0)
+                return;
+        s[strcspn(s, "\n")] = 0;
+        snprintf(buf, size, "%s", s);
+}
+
+static uint64_t now_wall_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+}
+
+int ingest_load_kernel(ingest *in) {
+        kallsyms *k = NULL;
+        int r;
+
+        r = kallsyms_load(in->root, &k);
+        if (r < 0)
+                return log_error_errno(r, "Failed to load %s/proc/kallsyms: %m%s", in->root,
+                                       r == -EPERM ? " (addresses are hidden: run as root, or lower kernel.kptr_restrict)" : "");
+        kallsyms_free(in->ksyms);
+        in->ksyms = k;
+        hashmap_clear(in->kframe_cache);
+
+        if (kallsyms_text_addr(k, &in->kernel.text_addr) < 0)
+                log_warning("Neither _text nor _stext is in kallsyms: the KASLR offset is not recorded.");
+
+        r = notes_kernel_build_id(in->root, in->kernel.build_id);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to read the kernel build-id from %s/sys/kernel/notes: %m", in->root);
+                in->kernel.build_id[0] = 0;
+        }
+        read_line_file(in->root, "proc/sys/kernel/osrelease", in->kernel.release, sizeof in->kernel.release);
+        read_line_file(in->root, "proc/sys/kernel/random/boot_id", in->kernel.boot_uuid, sizeof in->kernel.boot_uuid);
+
+        r = store_add_boot(in->store, in->kernel.boot_uuid, in->kernel.build_id, in->kernel.text_addr,
+                           in->kernel.release, now_wall_ns(), &in->boot_id);
+        if (r < 0)
+                return log_error_errno(r, "Failed to record the kernel in the database: %m");
+
+        log_info("Kernel %s, build-id %s, _text at 0x%llx, %zu symbols (%zu KiB)",
+                 in->kernel.release[0] ? in->kernel.release : "(unknown release)",
+                 in->kernel.build_id[0] ? in->kernel.build_id : "(unknown)",
+                 (unsigned long long) in->kernel.text_addr, kallsyms_count(k),
+                 kallsyms_memory_bytes(k) / 1024);
+        return 0;
+}
+
+const kernel_info *ingest_kernel(const ingest *in) {
+        return &in->kernel;
+}
+
+size_t ingest_n_symbols(const ingest *in) {
+        return in->ksyms ? kallsyms_count(in->ksyms) : 0;
+}
+
+const ingest_stats *ingest_get_stats(const ingest *in) {
+        return &in->stats;
+}
+
+const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n) {
+        *ret_n = in->n_lost_cpus;
+        return in->lost_per_cpu;
+}
+
+static int kernel_frame_id(ingest *in, uint64_t ip, int64_t *ret) {
+        char module[80];
+        frame f = { .kind = FRAME_KERNEL, .addr = ip };
+        ksym s;
+        int r;
+
+        if (hashmap_get_u64(in->kframe_cache, ip, ret) >= 0)
+                return 0;
+
+        if (in->ksyms && kallsyms_lookup(in->ksyms, ip, &s) >= 0) {
+                f.symbol = s.name;
+                f.offset = ip - s.addr;
+                if (s.module) {
+                        snprintf(module, sizeof module, "[%s]", s.module);
+                        f.module = module;
+                } else {
+                        f.module = MODULE_KERNEL;
+                        f.build_id = in->kernel.build_id[0] ? in->kernel.build_id : NULL;
+                }
+        } else
+                in->stats.unresolved_kernel_frames++;
+
+        r = store_intern_frame(in->store, &f, ret);
+        if (r < 0)
+                return r;
+        return hashmap_put_u64(in->kframe_cache, ip, *ret);
+}
+
+static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, int64_t *ret) {
+        frame f = { .kind = FRAME_USER, .addr = ip };
+        mapping m;
+
+        if (tasks_find_mapping(in->tasks, pid, ip, &m) >= 0) {
+                f.module = m.path;
+                f.offset = m.pgoff + (ip - m.start);
+                f.build_id = m.build_id[0] ? m.build_id : NULL;
+        }
+        return store_intern_frame(in->store, &f, ret);
+}
+
+static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns) {
+        /* Callchain layout: PERF_CONTEXT_KERNEL, kernel ips..., PERF_CONTEXT_USER,
+         * user ips... (leaf first). Entries are attributed to the context of the
+         * last marker seen; without a callchain, the sample ip and the record's
+         * cpumode decide. */
+        uint64_t context = ps->user ? PERF_CONTEXT_USER : PERF_CONTEXT_KERNEL;
+        size_t n = 0, need = ps->nr + 1;
+        int64_t stack = 0, comm_id = 0;
+        const char *comm;
+        int r;
+
+        if (in->frame_ids_alloc < need) {
+                int64_t *p = realloc(in->frame_ids, need * sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                in->frame_ids = p;
+                in->frame_ids_alloc = need;
+        }
+
+        if (ps->nr == 0) {
+                r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(in, ps->ip, &in->frame_ids[n])
+                                                   : user_frame_id(in, ps->pid, ps->ip, &in->frame_ids[n]);
+                if (r < 0)
+                        return r;
+                n++;
+        }
+
+        for (uint64_t i = 0; i < ps->nr; i++) {
+                uint64_t ip;
+
+                memcpy(&ip, &ps->ips[i], sizeof ip);
+                if (perf_callchain_is_context(ip)) {
+                        context = ip;
+                        continue;
+                }
+                if (context == PERF_CONTEXT_KERNEL) {
+                        r = kernel_frame_id(in, ip, &in->frame_ids[n]);
+                        in->stats.kernel_frames++;
+                } else if (context == PERF_CONTEXT_USER) {
+                        r = user_frame_id(in, ps->pid, ip, &in->frame_ids[n]);
+                        in->stats.user_frames++;
+                } else
+                        continue;       /* guest contexts: not ours to resolve */
+                if (r < 0)
+                        return r;
+                n++;
+        }
+
+        /* Stacks are interned outermost caller first. */
+        for (size_t i = n; i > 0; i--) {
+                r = store_intern_stack(in->store, stack, in->frame_ids[i - 1], &stack);
+                if (r < 0)
+                        return r;
+        }
+
+        /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
+        comm = ps->pid == 0 ? "swapper" : tasks_get_comm(in->tasks, ps->pid, ps->tid);
+        if (comm) {
+                r = store_intern_string(in->store, comm, &comm_id);
+                if (r < 0)
+                        return r;
+        }
+
+        r = store_insert_sample(in->store, &(stored_sample) {
+                        .time_ns = (uint64_t) ((int64_t) ps->time + mono_to_wall_ns),
+                        .cpu = ps->cpu,
+                        .pid = ps->pid,
+                        .tid = ps->tid,
+                        .comm_id = comm_id,
+                        .stack_id = stack,
+                        .period = ps->period,
+                        .boot_id = in->boot_id,
+                });
+        if (r < 0)
+                return r;
+        in->stats.samples++;
+        return 0;
+}
+
+int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
+        char bid[BUILD_ID_HEX_MAX];
+        int r;
+
+        switch (rec->type) {
+        case PERF_RECORD_SAMPLE:
+                return ingest_sample(in, &rec->sample, mono_to_wall_ns);
+
+        case PERF_RECORD_COMM:
+                return tasks_comm(in->tasks, rec->comm.pid, rec->comm.tid, rec->comm.comm, rec->comm.exec);
+
+        case PERF_RECORD_FORK:
+                return tasks_fork(in->tasks, rec->task.ppid, rec->task.ptid, rec->task.pid, rec->task.tid);
+
+        case PERF_RECORD_EXIT:
+                return tasks_exit(in->tasks, rec->task.pid, rec->task.tid,
+                                  (uint64_t) ((int64_t) rec->task.time + mono_to_wall_ns));
+
+        case PERF_RECORD_MMAP2:
+                if (rec->mmap2.build_id_size > 0)
+                        build_id_to_hex(rec->mmap2.build_id, MIN(rec->mmap2.build_id_size, BUILD_ID_MAX_BYTES), bid);
+                return tasks_mmap(in->tasks, rec->mmap2.pid, rec->mmap2.addr, rec->mmap2.len, rec->mmap2.pgoff,
+                                  rec->mmap2.filename, rec->mmap2.build_id_size > 0 ? bid : NULL);
+
+        case PERF_RECORD_LOST:
+                in->stats.lost += rec->lost.lost;
+                if (rec->sid.cpu < MAX_CPUS) {
+                        in->lost_per_cpu[rec->sid.cpu] += rec->lost.lost;
+                        in->n_lost_cpus = MAX(in->n_lost_cpus, (size_t) rec->sid.cpu + 1);
+                }
+                r = store_add_lost(in->store, (uint64_t) ((int64_t) rec->sid.time + mono_to_wall_ns),
+                                   rec->sid.cpu, rec->lost.lost);
+                if (r < 0)
+                        return r;
+                log_warning("Lost %llu records on CPU %u: the ring buffer overflowed (raise ring_buffer_pages or lower frequency_hz)",
+                            (unsigned long long) rec->lost.lost, rec->sid.cpu);
+                return 0;
+
+        default:
+                return 0;
+        }
+}
+
+/* Copies one record out of the ring buffer into the merge arena. */
+static int collect_record(const struct perf_event_header *hdr, void *userdata) {
+        ingest *in = userdata;
+        perf_record rec;
+        uint64_t time = 0;
+
+        if (perf_record_decode(hdr, hdr->size, PERFSNAP_SAMPLE_TYPE, &rec) >= 0)
+                time = rec.type == PERF_RECORD_SAMPLE ? rec.sample.time : rec.sid.time;
+
+        if (in->arena_alloc - in->arena_len < hdr->size) {
+                size_t n = MAX(in->arena_alloc * 2, in->arena_len + hdr->size + 65536);
+                uint8_t *p = realloc(in->arena, n);
+                if (!p)
+                        return -ENOMEM;
+                in->arena = p;
+                in->arena_alloc = n;
+        }
+        if (in->n_pend == in->pend_alloc) {
+                size_t n = MAX(in->pend_alloc * 2, 1024);
+                pending *p = realloc(in->pend, n * sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                in->pend = p;
+                in->pend_alloc = n;
+        }
+        memcpy(in->arena + in->arena_len, hdr, hdr->size);
+        in->pend[in->n_pend] = (pending) {
+                .time = time,
+                .seq = (uint32_t) in->n_pend,
+                .len = hdr->size,
+                .off = in->arena_len,
+        };
+        in->n_pend++;
+        in->arena_len += hdr->size;
+        return 0;
+}
+
+static int pending_cmp(const void *a, const void *b) {
+        const pending *x = a, *y = b;
+
+        if (x->time != y->time)
+                return x->time < y->time ? -1 : 1;
+        return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static uint64_t thread_cpu_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+}
+
+int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns) {
+        uint64_t t0 = thread_cpu_ns();
+        int r, ret = 0;
+
+        in->n_pend = 0;
+        in->arena_len = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                r = ringbuf_drain(bufs[i], collect_record, in);
+                if (r == -EBADMSG)
+                        log_warning("Ring buffer of CPU %u held a malformed record; skipped to its head.", cpus[i]);
+                else if (r < 0)
+                        return log_error_errno(r, "Failed to drain the ring buffer of CPU %u: %m", cpus[i]);
+        }
+
+        if (in->n_pend == 0)
+                goto done;
+
+        /* Each CPU's records are in time order; merge them. */
+        qsort(in->pend, in->n_pend, sizeof *in->pend, pending_cmp);
+
+        r = store_begin(in->store);
+        if (r < 0)
+                return log_error_errno(r, "Failed to begin a database transaction: %m");
+
+        for (size_t i = 0; i < in->n_pend; i++) {
+                perf_record rec;
+
+                in->stats.records++;
+                r = perf_record_decode(in->arena + in->pend[i].off, in->pend[i].len, PERFSNAP_SAMPLE_TYPE, &rec);
+                if (r < 0) {
+                        in->stats.bad_records++;
+                        log_debug_errno(r, "Skipping a malformed perf record: %m");
+                        continue;
+                }
+                r = ingest_record(in, &rec, mono_to_wall_ns);
+                if (r < 0) {
+                        ret = log_error_errno(r, "Failed to store a perf record: %m");
+                        break;
+                }
+        }
+
+        r = store_commit(in->store);
+        if (r < 0)
+                ret = log_error_errno(r, "Failed to commit samples to the database: %m");
+
+        tasks_gc(in->tasks, (uint64_t) ((int64_t) in->pend[in->n_pend - 1].time + mono_to_wall_ns) - 10 * NSEC_PER_SEC);
+
+done:
+        in->stats.drains++;
+        in->stats.cpu_ns += thread_cpu_ns() - t0;
+        return ret;
+}

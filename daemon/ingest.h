@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* The ingest path: raw perf records from every CPU's ring buffer are
+ * copied out, merged by time, decoded, symbolized against the kernel
+ * layout and the user-space task table, and written to the store in one
+ * transaction per drain pass. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kallsyms.h"
+#include "notes.h"
+#include "perf-record.h"
+#include "ringbuf.h"
+#include "store.h"
+#include "tasks.h"
+
+typedef struct ingest ingest;
+
+typedef struct ingest_stats {
+        uint64_t samples;               /* stored since start */
+        uint64_t records;               /* all records decoded */
+        uint64_t bad_records;           /* failed to decode, skipped */
+        uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
+        uint64_t kernel_frames, user_frames, unresolved_kernel_frames;
+        uint64_t drains;
+        uint64_t cpu_ns;                /* thread CPU time spent in ingest_drain() */
+} ingest_stats;
+
+typedef struct kernel_info {
+        char build_id[BUILD_ID_HEX_MAX];        /* "" if unknown */
+        uint64_t text_addr;
+        char release[128];
+        char boot_uuid[64];
+} kernel_info;
+
+/* Takes ownership of nothing; store must outlive the ingest object. */
+int ingest_new(store *st, const char *root, ingest **ret);
+ingest *ingest_free(ingest *in);
+
+/* Loads kallsyms, notes, boot id and registers the boot in the store. */
+int ingest_load_kernel(ingest *in);
+const kernel_info *ingest_kernel(const ingest *in);
+size_t ingest_n_symbols(const ingest *in);
+
+/* Drains every ring buffer, merges the records by time and stores them.
+ * mono_to_wall_ns converts the events' CLOCK_MONOTONIC time to wall clock. */
+int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns);
+
+/* Processes one decoded record (exposed for tests). */
+int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns);
+
+const ingest_stats *ingest_get_stats(const ingest *in);
+/* Lost records per CPU since start (n entries, indexed by cpu). */
+const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n);

@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "log.h"
+#include "macro.h"
+#include "protocol.h"
+#include "query-json.h"
+#include "server.h"
+#include "store.h"
+
+#define MAX_PENDING_JOBS 16
+#define MAX_GROUPS 256
+
+typedef struct client client;
+
+typedef enum job_kind { JOB_QUERY, JOB_STATUS } job_kind;
+
+typedef struct job {
+        struct job *next;
+        job_kind kind;
+        client *client;
+        json_object *params;    /* request parameters (query) or live status fields */
+        uint32_t max_rows, max_stacks; /* limits as configured when submitted */
+        char *reply;            /* formatted message, set by the worker */
+} job;
+
+struct client {
+        server *server;
+        struct bufferevent *bev;
+        client *prev, *next;
+        msgbuf in;
+        uid_t uid;
+        pid_t pid;
+        bool authorized;
+        bool busy;              /* a job is in flight; further calls wait */
+        bool dead;              /* disconnected; freed when no job refers to it */
+        bool close_after_write;
+        unsigned refs;
+};
+
+struct server {
+        struct event_base *base;
+        struct evconnlistener *listener;
+        char *socket_path;
+        char *db_path;
+        char *group;
+        gid_t gid;
+        bool have_gid;
+        uint32_t max_clients, max_rows, max_stacks;
+        server_status_cb status_cb;
+        void *userdata;
+
+        client *clients;
+        unsigned n_clients;
+
+        /* worker */
+        pthread_t thread;
+        bool thread_started;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        job *todo_head, *todo_tail;
+        job *done_head;
+        unsigned n_jobs;
+        bool stop;
+        int notify_pipe[2];
+        struct event *notify_ev;
+        store *ro;              /* the worker's own connection */
+};
+
+static void client_unref(client *c);
+
+static void job_free(job *j) {
+        if (!j)
+                return;
+        if (j->params)
+                json_object_put(j->params);
+        free(j->reply);
+        free(j);
+}
+
+/* ---- worker thread ---------------------------------------------------- */
+
+static char *error_reply(const char *error, const char *message) {
+        json_object *p = json_object_new_object();
+        char *s;
+
+        json_object_object_add(p, "message", json_object_new_string(message));
+        s = proto_format_error(error, p);
+        json_object_put(p);
+        return s;
+}
+
+static int worker_store(server *s, store **ret) {
+        int r;
+
+        if (!s->ro) {
+                r = store_open(s->db_path, STORE_READONLY, &s->ro);
+                if (r < 0)
+                        return r;
+        }
+        *ret = s->ro;
+        return 0;
+}
+
+static char *worker_query(server *s, job *j) {
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *res = NULL;
+        const char *why = NULL;
+        char msg[256];
+        json_object *out;
+        store *st;
+        char *reply;
+        int r;
+
+        r = query_params_from_json(j->params, &q, &why);
+        if (r < 0)
+                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters");
+
+        r = worker_store(s, &st);
+        if (r < 0) {
+                snprintf(msg, sizeof msg, "cannot open the database %s: %s", s->db_path, strerror(-r));
+                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
+        }
+        r = store_query(st, &q, j->max_rows, j->max_stacks, &res);
+        if (r < 0) {
+                snprintf(msg, sizeof msg, "query failed: %s", strerror(-r));
+                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
+        }
+        out = query_result_to_json(res);
+        query_result_free(res);
+        if (!out)
+                return error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory");
+        reply = proto_format_reply(out, false);
+        json_object_put(out);
+        if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
+                free(reply);
+                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER,
+                                   "the answer is larger than 16 MiB: narrow the time range or lower --top");
+        }
+        return reply;
+}
+
+static char *worker_status(server *s, job *j) {
+        store_stats st = {};
+        store *ro;
+
+        if (worker_store(s, &ro) >= 0 && store_get_stats(ro, &st) >= 0) {
+                json_object_object_add(j->params, "stored_samples", json_object_new_int64((int64_t) st.samples));
+                json_object_object_add(j->params, "stored_lost", json_object_new_int64((int64_t) st.lost));
+                json_object_object_add(j->params, "db_bytes", json_object_new_int64((int64_t) st.db_bytes));
+                json_object_object_add(j->params, "oldest_sample_ns", json_object_new_int64((int64_t) st.first_ns));
+                json_object_object_add(j->params, "newest_sample_ns", json_object_new_int64((int64_t) st.last_ns));
+        }
+        return proto_format_reply(j->params, false);
+}
+
+static void *worker_main(void *userdata) {
+        server *s = userdata;
+
+        pthread_mutex_lock(&s->lock);
+        for (;;) {
+                job *j;
+
+                while (!s->todo_head && !s->stop)
+                        pthread_cond_wait(&s->cond, &s->lock);
+                if (s->stop)
+                        break;
+                j = s->todo_head;
+                s->todo_head = j->next;
+                if (!s->todo_head)
+                        s->todo_tail = NULL;
+                pthread_mutex_unlock(&s->lock);
+
+                j->reply = j->kind == JOB_QUERY ? worker_query(s, j) : worker_status(s, j);
+
+                pthread_mutex_lock(&s->lock);
+                j->next = s->done_head;
+                s->done_head = j;
+                /* Wake the loop; a full pipe already means a wake-up is pending. */
+                (void) !write(s->notify_pipe[1], "x", 1);
+        }
+        pthread_mutex_unlock(&s->lock);
+        store_free(s->ro);
+        s->ro = NULL;
+        return NULL;
+}
+
+/* ---- clients ---------------------------------------------------------- */
+
+static void client_send(client *c, char *msg) {
+        if (!msg) {
+                log_error("Out of memory formatting a reply; dropping client (pid %d).", (int) c->pid);
+                c->close_after_write = true;
+                return;
+        }
+        if (!c->dead)
+                bufferevent_write(c->bev, msg, strlen(msg) + 1);
+        free(msg);
+}
+
+static void client_destroy_deferred(evutil_socket_t fd, short what, void *userdata) {
+        client_unref(userdata);
+}
+
+static void client_free(client *c) {
+        if (c->bev)
+                bufferevent_free(c->bev);
+        msgbuf_done(&c->in);
+        free(c);
+}
+
+static void client_unref(client *c) {
+        if (--c->refs == 0)
+                client_free(c);
+}
+
+/* Never frees inside the client's own callback: unlinks, marks dead, and
+ * drops the loop's reference on the next loop iteration. */
+static void client_disconnect(client *c) {
+        server *s = c->server;
+
+        if (c->dead)
+                return;
+        c->dead = true;
+        bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                s->clients = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        s->n_clients--;
+        event_base_once(s->base, -1, EV_TIMEOUT, client_destroy_deferred, c, NULL);
+}
+
+static int submit_job(server *s, client *c, job_kind kind, json_object *params) {
+        job *j;
+
+        if (s->n_jobs >= MAX_PENDING_JOBS)
+                return -EBUSY;
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->kind = kind;
+        j->client = c;
+        j->params = params;
+        j->max_rows = s->max_rows;
+        j->max_stacks = s->max_stacks;
+        c->refs++;
+        c->busy = true;
+        s->n_jobs++;
+
+        pthread_mutex_lock(&s->lock);
+        if (s->todo_tail)
+                s->todo_tail->next = j;
+        else
+                s->todo_head = j;
+        s->todo_tail = j;
+        pthread_cond_signal(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+}
+
+static void client_process(client *c);
+
+static void on_jobs_done(evutil_socket_t fd, short what, void *userdata) {
+        server *s = userdata;
+        char buf[64];
+        job *j, *next;
+
+        while (read(fd, buf, sizeof buf) > 0)
+                ;
+        pthread_mutex_lock(&s->lock);
+        j = s->done_head;
+        s->done_head = NULL;
+        pthread_mutex_unlock(&s->lock);
+
+        for (; j; j = next) {
+                client *c = j->client;
+
+                next = j->next;
+                s->n_jobs--;
+                c->busy = false;
+                if (!c->dead) {
+                        client_send(c, TAKE_PTR(j->reply));
+                        client_process(c);      /* calls that arrived meanwhile */
+                }
+                j->client = NULL;
+                job_free(j);
+                client_unref(c);
+        }
+}
+
+static bool group_allows(server *s, client *c) {
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        gid_t groups[MAX_GROUPS];
+        socklen_t glen = sizeof groups;
+        int fd = bufferevent_getfd(c->bev);
+
+        if (c->uid == 0)
+                return true;
+        if (!s->have_gid)
+                return false;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) >= 0 && cred.gid == s->gid)
+                return true;
+        /* Supplementary groups of the peer at connect time (Linux 4.13+). */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) >= 0)
+                for (size_t i = 0; i < glen / sizeof(gid_t); i++)
+                        if (groups[i] == s->gid)
+                                return true;
+        return false;
+}
+
+static void handle_call(client *c, const char *msg) {
+        server *s = c->server;
+        proto_call call = {};
+        json_object *p;
+        char text[256];
+        int r;
+
+        r = proto_call_parse(msg, &call);
+        if (r < 0) {
+                log_debug("Malformed call from pid %d; disconnecting it.", (int) c->pid);
+                client_send(c, error_reply(PERFSNAP_ERROR_INVALID_MESSAGE,
+                                           "not a varlink call: expected a JSON object with a string \"method\""));
+                c->close_after_write = true;
+                return;
+        }
+
+        if (!c->authorized) {
+                p = json_object_new_object();
+                json_object_object_add(p, "group", json_object_new_string(s->group));
+                snprintf(text, sizeof text, "only root%s%s%s may query perfsnapd",
+                         s->group[0] ? " and members of group '" : "", s->group, s->group[0] ? "'" : "");
+                json_object_object_add(p, "message", json_object_new_string(text));
+                client_send(c, proto_format_error(PERFSNAP_ERROR_PERMISSION_DENIED, p));
+                json_object_put(p);
+                c->close_after_write = true;
+                goto out;
+        }
+
+        if (strcmp(call.method, PERFSNAP_METHOD_QUERY) == 0) {
+                r = submit_job(s, c, JOB_QUERY, json_object_get(call.parameters));
+        } else if (strcmp(call.method, PERFSNAP_METHOD_STATUS) == 0) {
+                p = json_object_new_object();
+                s->status_cb(p, s->userdata);
+                r = submit_job(s, c, JOB_STATUS, p);
+                if (r < 0)
+                        json_object_put(p);
+        } else {
+                p = json_object_new_object();
+                json_object_object_add(p, "method", json_object_new_string(call.method));
+                client_send(c, proto_format_error(PERFSNAP_ERROR_METHOD_NOT_FOUND, p));
+                json_object_put(p);
+                goto out;
+        }
+        if (r == -EBUSY)
+                client_send(c, error_reply(PERFSNAP_ERROR_BUSY, "too many requests in progress; try again"));
+        else if (r < 0)
+                client_send(c, error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+        if (r < 0 && call.method && strcmp(call.method, PERFSNAP_METHOD_QUERY) == 0)
+                json_object_put(call.parameters);       /* the reference taken for the job */
+out:
+        proto_call_done(&call);
+}
+
+static void client_process(client *c) {
+        while (!c->busy && !c->dead && !c->close_after_write) {
+                _cleanup_free_ char *msg = NULL;
+
+                if (msgbuf_next(&c->in, &msg) <= 0)
+                        break;
+                handle_call(c, msg);
+        }
+        if (c->close_after_write && !c->dead && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+                client_disconnect(c);
+}
+
+static void on_client_read(struct bufferevent *bev, void *userdata) {
+        client *c = userdata;
+        struct evbuffer *input = bufferevent_get_input(bev);
+        char chunk[16384];
+        int n;
+
+        while (!c->close_after_write && (n = evbuffer_remove(input, chunk, sizeof chunk)) > 0) {
+                if (msgbuf_feed(&c->in, chunk, (size_t) n) < 0) {
+                        log_warning("Client pid %d sent a request over %u bytes; disconnecting it.",
+                                    (int) c->pid, PERFSNAP_MAX_REQUEST_BYTES);
+                        client_send(c, error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, "request too large"));
+                        c->close_after_write = true;
+                        break;
+                }
+        }
+        if (c->close_after_write)
+                evbuffer_drain(input, evbuffer_get_length(input));
+        client_process(c);
+}
+
+static void on_client_write(struct bufferevent *bev, void *userdata) {
+        client *c = userdata;
+
+        if (c->close_after_write)
+                client_disconnect(c);
+}
+
+static void on_client_event(struct bufferevent *bev, short what, void *userdata) {
+        client *c = userdata;
+
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+                client_disconnect(c);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int socklen, void *userdata) {
+        server *s = userdata;
+        struct ucred cred = {};
+        socklen_t len = sizeof cred;
+        client *c;
+
+        if (s->n_clients >= s->max_clients) {
+                log_warning("Refusing a client: %u connections already (max_clients).", s->n_clients);
+                close(fd);
+                return;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                log_warning_errno(errno, "Failed to get the peer credentials of a client: %m");
+                close(fd);
+                return;
+        }
+
+        c = calloc(1, sizeof *c);
+        if (!c) {
+                close(fd);
+                return;
+        }
+        c->server = s;
+        c->refs = 1;
+        c->uid = cred.uid;
+        c->pid = cred.pid;
+        msgbuf_init(&c->in, PERFSNAP_MAX_REQUEST_BYTES);
+        c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!c->bev) {
+                close(fd);
+                client_free(c);
+                return;
+        }
+        c->authorized = group_allows(s, c);
+        bufferevent_setcb(c->bev, on_client_read, on_client_write, on_client_event, c);
+        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+
+        c->next = s->clients;
+        if (s->clients)
+                s->clients->prev = c;
+        s->clients = c;
+        s->n_clients++;
+        log_debug("Client connected: pid %d uid %u (%s).", (int) cred.pid, (unsigned) cred.uid,
+                  c->authorized ? "allowed" : "not allowed");
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+static int resolve_group(server *s) {
+        struct group grp, *res = NULL;
+        char buf[16384];
+
+        s->have_gid = false;
+        if (!s->group[0])
+                return 0;
+        if (getgrnam_r(s->group, &grp, buf, sizeof buf, &res) != 0 || !res) {
+                log_warning("Group '%s' does not exist: only root may query (create it, e.g. with systemd-sysusers).",
+                            s->group);
+                return 0;
+        }
+        s->gid = res->gr_gid;
+        s->have_gid = true;
+        return 0;
+}
+
+int server_reconfigure(server *s, const config *c) {
+        char *g = strdup(c->group);
+
+        if (!g)
+                return -ENOMEM;
+        free(s->group);
+        s->group = g;
+        s->max_clients = c->max_clients;
+        s->max_rows = c->query_max_rows;
+        s->max_stacks = c->query_max_stacks;
+        return resolve_group(s);
+}
+
+int server_new(struct event_base *base, const config *c, server_status_cb status_cb, void *userdata, server **ret) {
+        server *s;
+        int r;
+
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->base = base;
+        s->status_cb = status_cb;
+        s->userdata = userdata;
+        s->notify_pipe[0] = s->notify_pipe[1] = -1;
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+
+        s->socket_path = strdup(c->socket);
+        s->db_path = strdup(c->database);
+        if (!s->socket_path || !s->db_path) {
+                server_free(s);
+                return -ENOMEM;
+        }
+        r = server_reconfigure(s, c);
+        if (r < 0) {
+                server_free(s);
+                return r;
+        }
+
+        if (pipe2(s->notify_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+                r = negative_errno();
+                server_free(s);
+                return r;
+        }
+        s->notify_ev = event_new(base, s->notify_pipe[0], EV_READ | EV_PERSIST, on_jobs_done, s);
+        if (!s->notify_ev || event_add(s->notify_ev, NULL) < 0) {
+                server_free(s);
+                return -ENOMEM;
+        }
+        r = pthread_create(&s->thread, NULL, worker_main, s);
+        if (r != 0) {
+                server_free(s);
+                return -r;
+        }
+        s->thread_started = true;
+        *ret = s;
+        return 0;
+}
+
+static int socket_in_use(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+                return negative_errno();
+        memcpy(sa.sun_path, path, strlen(path));
+        return connect(fd, (struct sockaddr *) &sa, sizeof sa) >= 0;
+}
+
+int server_listen(server *s) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_free_ char *dir = NULL;
+        struct stat st;
+        char *slash;
+        int r;
+
+        if (strlen(s->socket_path) >= sizeof sa.sun_path)
+                return log_error_errno(-ENAMETOOLONG, "Socket path %s is too long (max %zu bytes).",
+                                       s->socket_path, sizeof sa.sun_path - 1);
+        memcpy(sa.sun_path, s->socket_path, strlen(s->socket_path));
+
+        dir = strdup(s->socket_path);
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = 0;
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Failed to create %s: %m", dir);
+        }
+
+        if (lstat(s->socket_path, &st) >= 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return log_error_errno(-EEXIST, "%s exists and is not a socket; refusing to replace it.",
+                                               s->socket_path);
+                if (socket_in_use(s->socket_path) > 0)
+                        return log_error_errno(-EADDRINUSE, "Another perfsnapd is listening on %s.", s->socket_path);
+                (void) unlink(s->socket_path);
+        }
+
+        s->listener = evconnlistener_new_bind(s->base, on_accept, s,
+                                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
+                                              (struct sockaddr *) &sa, sizeof sa);
+        if (!s->listener)
+                return log_error_errno(errno, "Failed to listen on %s: %m", s->socket_path);
+
+        if (chmod(s->socket_path, 0660) < 0)
+                return log_error_errno(errno, "Failed to set the mode of %s: %m", s->socket_path);
+        if (s->have_gid && chown(s->socket_path, 0, s->gid) < 0) {
+                r = log_warning_errno(errno, "Failed to give %s to group %s: %m", s->socket_path, s->group);
+                (void) r;
+        }
+        log_info("Listening on %s (root%s%s).", s->socket_path,
+                 s->have_gid ? " and group " : " only", s->have_gid ? s->group : "");
+        return 0;
+}
+
+unsigned server_n_clients(const server *s) {
+        return s->n_clients;
+}
+
+server *server_free(server *s) {
+        if (!s)
+                return NULL;
+        if (s->thread_started) {
+                pthread_mutex_lock(&s->lock);
+                s->stop = true;
+                pthread_cond_signal(&s->cond);
+                pthread_mutex_unlock(&s->lock);
+                pthread_join(s->thread, NULL);
+        }
+        /* Jobs the worker never picked up or whose replies were not sent. */
+        for (job *j = s->todo_head, *n; j; j = n) {
+                n = j->next;
+                client_unref(j->client);
+                job_free(j);
+        }
+        for (job *j = s->done_head, *n; j; j = n) {
+                n = j->next;
+                client_unref(j->client);
+                job_free(j);
+        }
+        while (s->clients) {
+                client *c = s->clients;
+                s->clients = c->next;
+                c->dead = true;
+                client_unref(c);
+        }
+        if (s->listener) {
+                evconnlistener_free(s->listener);
+                (void) unlink(s->socket_path);
+        }
+        if (s->notify_ev)
+                event_free(s->notify_ev);
+        if (s->notify_pipe[0] >= 0)
+                close(s->notify_pipe[0]);
+        if (s->notify_pipe[1] >= 0)
+                close(s->notify_pipe[1]);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s->socket_path);
+        free(s->db_path);
+        free(s->group);
+        free(s);
+        return NULL;
+}

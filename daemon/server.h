@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* The varlink socket: accepts perfsnapctl connections, checks the caller
+ * with SO_PEERCRED (root, or a member of the configured group), frames
+ * NUL-terminated JSON calls, and answers them. Anything that reads the
+ * database runs on a worker thread with its own read-only connection, so
+ * a big query never delays draining the ring buffers. */
+
+#include <event2/event.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct json_object;
+typedef struct server server;
+
+/* Fills the live part of a Status reply (the loop's own counters). */
+typedef void (*server_status_cb)(struct json_object *params, void *userdata);
+
+int server_new(struct event_base *base, const config *c, server_status_cb status_cb, void *userdata, server **ret);
+server *server_free(server *s);
+
+/* Binds and listens; the socket gets mode 0660 and the configured group. */
+int server_listen(server *s);
+
+/* Applies reloadable settings (group, limits). */
+int server_reconfigure(server *s, const config *c);
+
+unsigned server_n_clients(const server *s);

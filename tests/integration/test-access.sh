@@ -1,0 +1,40 @@
+#!/bin/bash
+# Who may query: root and members of the configured group. A caller
+# outside it is refused, by the socket's mode (0660 root:GROUP) and, when
+# the mode is opened up, by the daemon's own SO_PEERCRED check.
+. "$(dirname "$0")/lib.sh"
+require_root
+command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
+GROUP=adm   # exists on every Debian system; the test changes no group
+getent group $GROUP >/dev/null || skip "group $GROUP does not exist"
+GID=$(getent group $GROUP | cut -d: -f3)
+
+setup_dir "group = $GROUP"
+chmod 755 "$T"
+start_daemon
+
+mode=$(stat -c '%a %U:%G' "$SOCK")
+[ "$mode" = "660 root:$GROUP" ] || fail "socket is $mode, expected 660 root:$GROUP"
+pass "socket is $mode"
+
+as_member() { setpriv --reuid=65534 --regid=65534 --groups="$GID" -- "$@"; }
+as_other() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+
+as_member "$PERFSNAPCTL" status > "$T/member.txt" 2>&1 || { cat "$T/member.txt"; fail "a member of $GROUP could not query"; }
+pass "a member of $GROUP may query"
+
+out=$(as_other "$PERFSNAPCTL" query --since 1m 2>&1); rc=$?
+echo "$out"
+[ $rc = 1 ] || fail "non-member: exit $rc, expected 1"
+echo "$out" | grep -qi "permission denied" || fail "non-member: no 'permission denied' in: $out"
+echo "$out" | grep -q "$GROUP" || fail "non-member: the message does not name group $GROUP"
+pass "a non-member is refused by the socket mode"
+
+chmod 666 "$SOCK"
+out=$(as_other "$PERFSNAPCTL" query --since 1m 2>&1); rc=$?
+echo "$out"
+[ $rc = 1 ] || fail "non-member on an open socket: exit $rc, expected 1"
+echo "$out" | grep -qi "permission denied" || fail "daemon did not refuse: $out"
+echo "$out" | grep -q "$GROUP" || fail "the refusal does not name group $GROUP"
+pass "a non-member is refused by the daemon (SO_PEERCRED)"
+kill -0 "$DPID" || fail "daemon died"

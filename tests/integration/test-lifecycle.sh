@@ -1,0 +1,60 @@
+#!/bin/bash
+# Start, status, SIGHUP reload, client error messages, clean stop.
+. "$(dirname "$0")/lib.sh"
+require_root
+setup_dir "frequency_hz = 99"
+
+out=$("$PERFSNAPCTL" status 2>&1); rc=$?
+[ $rc = 1 ] || fail "status without a daemon: exit $rc, expected 1"
+echo "$out" | grep -q "$SOCK" || fail "the not-running error does not name the socket: $out"
+pass "no daemon: '$out'"
+
+start_daemon
+"$PERFSNAPCTL" status --format json > "$T/s1.json" || fail "status failed"
+python3 - "$T/s1.json" <<'PY' || fail "status fields"
+import json, sys, os
+s = json.load(open(sys.argv[1]))
+s = s.get("parameters", s)
+for k in ("version", "protocol", "uptime_ns", "cpus", "frequency_hz", "samples", "lost", "db_bytes"):
+    assert k in s, f"status lacks {k}: {sorted(s)}"
+assert s["frequency_hz"] == 99, s["frequency_hz"]
+assert s["cpus"] == os.cpu_count(), (s["cpus"], os.cpu_count())
+print("status:", {k: s[k] for k in ("cpus", "frequency_hz", "event", "samples", "lost")})
+PY
+pass "status reports cpus, frequency, counters"
+
+sed -i 's/^frequency_hz = 99$/frequency_hz = 499/' "$CONF"
+kill -HUP "$DPID"
+sleep 0.5
+"$PERFSNAPCTL" status --format json > "$T/s2.json" || fail "status after reload failed"
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s=s.get('parameters',s); assert s['frequency_hz']==499, s['frequency_hz']" "$T/s2.json" \
+        || fail "frequency not reloaded"
+grep -q "Reloaded" "$T/daemon.log" || fail "no reload log line"
+pass "SIGHUP reloaded frequency_hz = 499"
+
+echo "frequency_hz = banana" >> "$CONF"
+kill -HUP "$DPID"
+sleep 0.5
+kill -0 "$DPID" || fail "a bad config on reload killed the daemon"
+grep -q "Reload failed" "$T/daemon.log" || fail "bad reload not reported"
+pass "a bad config on reload is reported and the old one kept"
+
+out=$("$PERFSNAPCTL" query --since 5x 2>&1); rc=$?
+[ $rc = 1 ] || fail "bad time: exit $rc"
+echo "$out" | grep -q "invalid --since '5x'" || fail "bad time message: $out"
+echo "$out" | grep -q "30s, 5m" || fail "bad time message does not say what is accepted: $out"
+pass "bad time expression: '$out'"
+
+"$PERFSNAPCTL" query --since "@$(date +%s)" --until now >/dev/null || fail "@EPOCH .. now failed"
+"$PERFSNAPCTL" query --since "$(date '+%Y-%m-%d %H:%M')" >/dev/null || fail "local time form failed"
+pass "absolute time forms accepted"
+
+"$PERFSNAPD" --config "$CONF" --check-config >/dev/null 2>&1 && fail "--check-config accepted an invalid file"
+"$PERFSNAPD" --check-config --config "$CONF" 2>&1 | grep -q "$CONF:[0-9]*: invalid value \"banana\" for frequency_hz" \
+        || fail "--check-config does not name file, line and key"
+pass "--check-config reports file:line: problem"
+
+stop_daemon
+[ "$DRC" = 0 ] || fail "exit status $DRC after SIGTERM"
+[ -S "$SOCK" ] && fail "socket left behind"
+pass "clean stop, socket removed"
