@@ -37,11 +37,20 @@ size_t kallsyms_n_skipped(const kallsyms *k);
  * address) of the same module, or of the core kernel, begins; the last
  * symbol of the core kernel or of a module covers at most
  * KALLSYMS_LAST_SYMBOL_MAX_BYTES. Returns 0 and fills *ret, or -ENOENT
- * (before the first symbol, in a gap, past the end). */
+ * (before the first symbol, in a gap, past the end).
+ * Where several symbols share an address, the global one (uppercase type)
+ * is returned, else the first in file order. Absolute symbols (types A/a,
+ * the per-CPU offsets) form a region of their own, so they never cover
+ * real kernel addresses. */
 #define KALLSYMS_LAST_SYMBOL_MAX_BYTES 4096
 int kallsyms_lookup(const kallsyms *k, uint64_t addr, ksym *ret);
 
-/* First core-kernel symbol with this name. 0 or -ENOENT. */
+/* The i-th symbol in address order (0 <= i < kallsyms_count()), for
+ * iterating the table. 0 or -ENOENT. */
+int kallsyms_get(const kallsyms *k, size_t i, ksym *ret);
+
+/* Core-kernel symbol with this name (the lowest address if several;
+ * linear scan). 0 or -ENOENT. */
 int kallsyms_find(const kallsyms *k, const char *name, uint64_t *ret_addr);
 
 /* The runtime address of the relocation reference: _text, else _stext.

@@ -20,5 +20,9 @@ int notes_find_build_id(const uint8_t *data, size_t size, char ret_hex[static BU
 /* Reads ROOT/sys/kernel/notes and extracts the kernel's build-id. */
 int notes_kernel_build_id(const char *root, char ret_hex[static BUILD_ID_HEX_MAX]);
 
+/* Reads ROOT/sys/module/MODULE/notes/.note.gnu.build-id and extracts the
+ * module's build-id. -EINVAL for a name that is not a single path component. */
+int notes_module_build_id(const char *root, const char *module, char ret_hex[static BUILD_ID_HEX_MAX]);
+
 /* Lowercase hex of size bytes (size <= BUILD_ID_MAX_BYTES) into ret_hex. */
 void build_id_to_hex(const uint8_t *id, size_t size, char ret_hex[static BUILD_ID_HEX_MAX]);
