@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct json_object;
+
 #define PERFSNAP_PROTOCOL_VERSION 1
 
 #define PERFSNAP_INTERFACE "io.perfsnap"
@@ -35,26 +37,44 @@
 /* A single reply message; larger answers are split with "continues". */
 #define PERFSNAP_MAX_REPLY_BYTES    (16u * 1024u * 1024u)
 
-/* Incremental NUL-framed message splitter, one per connection. */
+/* JSON nesting bound for every message: the deepest legitimate message (a
+ * Query reply: reply -> parameters -> stacks -> stack -> frames) has 5 levels. */
+#define PERFSNAP_MAX_JSON_DEPTH 16
+
+/* Incremental NUL-framed message splitter, one per connection. Bytes
+ * [head, len) are unread; [head, complete) hold only whole messages, so
+ * popping a message never rescans a partial tail and never moves the
+ * buffer (it is compacted only when it must grow). */
 typedef struct msgbuf {
         char *buf;
         size_t len, alloc;
         size_t max_message;     /* a message (without its NUL) longer than this is an error */
+        size_t head;            /* first unread byte */
+        size_t complete;        /* end of the last NUL-terminated message fed */
 } msgbuf;
 
 void msgbuf_init(msgbuf *m, size_t max_message);
 void msgbuf_done(msgbuf *m);
 
-/* Appends received bytes. -EMSGSIZE if the pending, unterminated message
- * would exceed max_message. */
+/* Appends received bytes. -EMSGSIZE if any message in them, or the
+ * pending, unterminated message, would exceed max_message; nothing is
+ * appended then (the connection is beyond repair). -ENOMEM. */
 int msgbuf_feed(msgbuf *m, const void *data, size_t size);
 
 /* Pops the next complete message (NUL-terminated copy in *ret, caller frees).
- * 1 if one was returned, 0 if none is complete yet. */
+ * 1 if one was returned, 0 if none is complete yet, -ENOMEM. An empty
+ * message (a lone NUL) is returned as "". */
 int msgbuf_next(msgbuf *m, char **ret);
 
+/* Bytes fed but not yet returned by msgbuf_next() (complete or not). */
+size_t msgbuf_pending(const msgbuf *m);
+
+/* Parses one JSON text the way every message is parsed: strict syntax,
+ * valid UTF-8, nesting bounded by PERFSNAP_MAX_JSON_DEPTH, nothing but
+ * whitespace after the value. -EBADMSG or -ENOMEM. Any JSON type. */
+int proto_json_parse(const char *text, struct json_object **ret);
+
 /* A parsed call. */
-struct json_object;
 typedef struct proto_call {
         char *method;
         struct json_object *parameters;  /* an object; empty object if absent */
@@ -63,7 +83,9 @@ typedef struct proto_call {
 } proto_call;
 
 /* Parses a call message. -EBADMSG if it is not JSON, not an object, has no
- * string "method", or "parameters" is not an object. */
+ * string "method" (a varlink name: [A-Za-z0-9.] only, at most 255 bytes),
+ * "parameters" is not an object, or "more"/"oneway" is not a boolean.
+ * Unknown top-level keys are ignored, as varlink allows. -ENOMEM. */
 int proto_call_parse(const char *msg, proto_call *ret);
 void proto_call_done(proto_call *c);
 
@@ -75,5 +97,8 @@ char *proto_format_reply(struct json_object *parameters, bool continues);
 char *proto_format_error(const char *error, struct json_object *parameters);
 
 /* Parses a reply or error message from the daemon. For errors, *ret_error
- * is set (caller frees) and *ret_parameters may hold the error parameters. */
+ * is set (caller frees) and *ret_parameters may hold the error parameters.
+ * Returns 0 for a reply (*ret_error = NULL), 1 for an error reply,
+ * -EBADMSG or -ENOMEM. *ret_parameters is always an object (empty if
+ * absent; caller puts it). Any ret_* may be NULL. */
 int proto_reply_parse(const char *msg, char **ret_error, struct json_object **ret_parameters, bool *ret_continues);

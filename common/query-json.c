@@ -1,2 +1,551 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* not written yet */
+/* io.perfsnap.Query parameters and answers <-> JSON; field names and
+ * units are documented in doc/protocol.md. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "macro.h"
+#include "protocol.h"
+#include "query-json.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put)
+
+/* query.h has no .c of its own; results are built here (from JSON) and by
+ * the store. Weak, so that a definition in store.c (written in parallel)
+ * takes precedence instead of breaking the link; both free exactly the
+ * fields query.h declares. */
+__attribute__((weak)) query_result *query_result_free(query_result *r) {
+        if (!r)
+                return NULL;
+        for (size_t i = 0; i < r->n_rows; i++) {
+                free(r->rows[i].comm);
+                free(r->rows[i].module);
+                free(r->rows[i].symbol);
+        }
+        free(r->rows);
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                free(r->stacks[i].comm);
+                for (size_t j = 0; j < r->stacks[i].n_frames; j++)
+                        free(r->stacks[i].frames[j]);
+                free(r->stacks[i].frames);
+        }
+        free(r->stacks);
+        free(r);
+        return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
+
+/* JSON integer within [min, max]. json-c keeps integers above INT64_MAX as
+ * uint64 and clamps json_object_get_int64() for them, so look at the
+ * unsigned value for non-negative numbers. */
+static bool json_int_in_range(struct json_object *v, int64_t min, int64_t max, int64_t *ret) {
+        int64_t s;
+
+        if (!json_object_is_type(v, json_type_int))
+                return false;
+        s = json_object_get_int64(v);
+        if (s >= 0) {
+                uint64_t u = json_object_get_uint64(v);
+                if (u > (uint64_t) max)
+                        return false;
+                s = (int64_t) u;
+        }
+        if (s < min || s > max)
+                return false;
+        *ret = s;
+        return true;
+}
+
+static bool json_u64(struct json_object *v, uint64_t max, uint64_t *ret) {
+        uint64_t u;
+
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+                return false;
+        u = json_object_get_uint64(v);
+        if (u > max)
+                return false;
+        *ret = u;
+        return true;
+}
+
+/* "name: unknown parameter" with the name made safe to log and echo. */
+static const char *unknown_field_error(const char *name) {
+        static _Thread_local char buf[128];
+        size_t n = 0;
+
+        for (const char *p = name; *p && n < 64; p++, n++)
+                buf[n] = *p > 0x20 && *p < 0x7f ? *p : '?';
+        snprintf(buf + n, sizeof(buf) - n, "%s: unknown parameter", n == 64 ? "..." : "");
+        return buf;
+}
+
+int query_params_from_json(struct json_object *params, query_params *ret, const char **ret_error) {
+        query_params q = QUERY_PARAMS_INIT;
+        const char *error = NULL;
+        int64_t v;
+
+        if (params && !json_object_is_type(params, json_type_object)) {
+                error = "parameters: expected an object";
+                goto fail;
+        }
+
+        if (params) {
+                json_object_object_foreach(params, key, val) {
+                        if (!val)
+                                continue; /* null: as if absent */
+
+                        if (strcmp(key, "since_ns") == 0) {
+                                if (!json_int_in_range(val, 0, INT64_MAX, &v)) {
+                                        error = "since_ns: expected an integer from 0 to 9223372036854775807 (nanoseconds since the epoch)";
+                                        goto fail;
+                                }
+                                q.since_ns = (uint64_t) v;
+                        } else if (strcmp(key, "until_ns") == 0) {
+                                if (!json_int_in_range(val, 0, INT64_MAX, &v)) {
+                                        error = "until_ns: expected an integer from 0 to 9223372036854775807 (nanoseconds since the epoch)";
+                                        goto fail;
+                                }
+                                q.until_ns = (uint64_t) v;
+                        } else if (strcmp(key, "pid") == 0) {
+                                if (!json_int_in_range(val, -1, QUERY_PID_MAX, &v)) {
+                                        error = "pid: expected -1 (any) or a process id from 0 to 4194303";
+                                        goto fail;
+                                }
+                                q.pid = v;
+                        } else if (strcmp(key, "cpu") == 0) {
+                                if (!json_int_in_range(val, -1, QUERY_CPU_MAX, &v)) {
+                                        error = "cpu: expected -1 (any) or a CPU number from 0 to 8191";
+                                        goto fail;
+                                }
+                                q.cpu = (int32_t) v;
+                        } else if (strcmp(key, "comm") == 0) {
+                                int len;
+
+                                if (!json_object_is_type(val, json_type_string)) {
+                                        error = "comm: expected a string";
+                                        goto fail;
+                                }
+                                len = json_object_get_string_len(val);
+                                /* An embedded NUL would make the C string a different name. */
+                                if (len < 1 || len > QUERY_COMM_MAX ||
+                                    strlen(json_object_get_string(val)) != (size_t) len) {
+                                        error = "comm: expected a name of 1 to 64 bytes without NUL";
+                                        goto fail;
+                                }
+                                q.comm = json_object_get_string(val);
+                        } else if (strcmp(key, "top") == 0) {
+                                if (!json_int_in_range(val, 0, UINT32_MAX, &v)) {
+                                        error = "top: expected an integer from 0 (server's limit) to 4294967295";
+                                        goto fail;
+                                }
+                                q.top = (uint32_t) v;
+                        } else if (strcmp(key, "stacks") == 0) {
+                                if (!json_object_is_type(val, json_type_boolean)) {
+                                        error = "stacks: expected a boolean";
+                                        goto fail;
+                                }
+                                q.want_stacks = json_object_get_boolean(val);
+                        } else {
+                                error = unknown_field_error(key);
+                                goto fail;
+                        }
+                }
+        }
+
+        if (q.since_ns > 0 && q.until_ns > 0 && q.until_ns <= q.since_ns) {
+                error = "until_ns: must be later than since_ns";
+                goto fail;
+        }
+
+        *ret = q;
+        return 0;
+
+fail:
+        if (ret_error)
+                *ret_error = error;
+        return -EINVAL;
+}
+
+static int add(struct json_object *o, const char *key, struct json_object *v) {
+        if (!v || json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+struct json_object *query_params_to_json(const query_params *q) {
+        _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        if (add(o, "since_ns", json_object_new_uint64(q->since_ns)) < 0 ||
+            add(o, "until_ns", json_object_new_uint64(q->until_ns)) < 0)
+                return NULL;
+        if (q->pid >= 0 && add(o, "pid", json_object_new_int64(q->pid)) < 0)
+                return NULL;
+        if (q->cpu >= 0 && add(o, "cpu", json_object_new_int64(q->cpu)) < 0)
+                return NULL;
+        if (q->comm && add(o, "comm", json_object_new_string(q->comm)) < 0)
+                return NULL;
+        if (q->top > 0 && add(o, "top", json_object_new_int64(q->top)) < 0)
+                return NULL;
+        if (q->want_stacks && add(o, "stacks", json_object_new_boolean(1)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static struct json_object *row_to_json(const query_row *row) {
+        _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
+
+        if (!o ||
+            add(o, "comm", json_object_new_string(row->comm ? row->comm : "")) < 0 ||
+            add(o, "module", json_object_new_string(row->module ? row->module : "")) < 0 ||
+            add(o, "symbol", json_object_new_string(row->symbol ? row->symbol : "")) < 0 ||
+            add(o, "kernel", json_object_new_boolean(row->kernel)) < 0 ||
+            add(o, "samples", json_object_new_uint64(row->samples)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static struct json_object *stack_to_json(const query_stack *st) {
+        _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
+        struct json_object *frames;
+
+        if (!o || add(o, "comm", json_object_new_string(st->comm ? st->comm : "")) < 0)
+                return NULL;
+        frames = json_object_new_array_ext((int) MIN(st->n_frames, (size_t) INT32_MAX));
+        if (add(o, "frames", frames) < 0)
+                return NULL;
+        for (size_t i = 0; i < st->n_frames; i++) {
+                struct json_object *f = json_object_new_string(st->frames[i] ? st->frames[i] : "");
+                if (!f || json_object_array_add(frames, f) < 0) {
+                        json_object_put(f);
+                        return NULL;
+                }
+        }
+        if (add(o, "samples", json_object_new_uint64(st->samples)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* The scalar part of an answer, with empty "rows" (and "stacks"). */
+static struct json_object *result_header_to_json(const query_result *r, bool stacks) {
+        _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
+
+        if (!o ||
+            add(o, "total", json_object_new_uint64(r->total_samples)) < 0 ||
+            add(o, "first_ns", json_object_new_uint64(r->first_ns)) < 0 ||
+            add(o, "last_ns", json_object_new_uint64(r->last_ns)) < 0 ||
+            add(o, "cpus", json_object_new_uint64(r->n_cpus)) < 0 ||
+            add(o, "lost", json_object_new_uint64(r->lost)) < 0 ||
+            add(o, "rows", json_object_new_array()) < 0)
+                return NULL;
+        if (stacks && add(o, "stacks", json_object_new_array()) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int append(struct json_object *array, struct json_object *item) {
+        if (!item || json_object_array_add(array, item) < 0) {
+                json_object_put(item);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+struct json_object *query_result_to_json(const query_result *r) {
+        _cleanup_(json_object_putp) struct json_object *o = result_header_to_json(r, r->n_stacks > 0);
+
+        if (!o)
+                return NULL;
+        for (size_t i = 0; i < r->n_rows; i++)
+                if (append(json_object_object_get(o, "rows"), row_to_json(&r->rows[i])) < 0)
+                        return NULL;
+        for (size_t i = 0; i < r->n_stacks; i++)
+                if (append(json_object_object_get(o, "stacks"), stack_to_json(&r->stacks[i])) < 0)
+                        return NULL;
+        return TAKE_PTR(o);
+}
+
+/* A required string member, copied. */
+static int dup_string(struct json_object *obj, const char *key, char **ret) {
+        struct json_object *v;
+        char *s;
+
+        if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+        s = strdup(json_object_get_string(v));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static int get_u64(struct json_object *obj, const char *key, bool required, uint64_t max, uint64_t *ret) {
+        struct json_object *v;
+
+        if (!json_object_object_get_ex(obj, key, &v) || !v) {
+                if (required)
+                        return -EBADMSG;
+                *ret = 0;
+                return 0;
+        }
+        return json_u64(v, max, ret) ? 0 : -EBADMSG;
+}
+
+static int row_from_json(struct json_object *o, query_row *row) {
+        struct json_object *k;
+        int r;
+
+        if (!json_object_is_type(o, json_type_object))
+                return -EBADMSG;
+        if ((r = dup_string(o, "comm", &row->comm)) < 0 ||
+            (r = dup_string(o, "module", &row->module)) < 0 ||
+            (r = dup_string(o, "symbol", &row->symbol)) < 0 ||
+            (r = get_u64(o, "samples", true, UINT64_MAX, &row->samples)) < 0)
+                return r;
+        if (!json_object_object_get_ex(o, "kernel", &k) || !json_object_is_type(k, json_type_boolean))
+                return -EBADMSG;
+        row->kernel = json_object_get_boolean(k);
+        return 0;
+}
+
+static int stack_from_json(struct json_object *o, query_stack *st) {
+        struct json_object *frames;
+        size_t n;
+        int r;
+
+        if (!json_object_is_type(o, json_type_object))
+                return -EBADMSG;
+        if ((r = dup_string(o, "comm", &st->comm)) < 0 ||
+            (r = get_u64(o, "samples", true, UINT64_MAX, &st->samples)) < 0)
+                return r;
+        if (!json_object_object_get_ex(o, "frames", &frames) || !json_object_is_type(frames, json_type_array))
+                return -EBADMSG;
+
+        n = json_object_array_length(frames);
+        st->frames = calloc(MAX(n, (size_t) 1), sizeof(char *));
+        if (!st->frames)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *f = json_object_array_get_idx(frames, i);
+
+                if (!json_object_is_type(f, json_type_string))
+                        return -EBADMSG;
+                st->frames[i] = strdup(json_object_get_string(f));
+                if (!st->frames[i])
+                        return -ENOMEM;
+                st->n_frames = i + 1;
+        }
+        return 0;
+}
+
+int query_result_from_json(struct json_object *obj, query_result **ret) {
+        _cleanup_(query_result_freep) query_result *r = NULL;
+        struct json_object *rows, *stacks;
+        uint64_t cpus;
+        size_t n;
+        int k;
+
+        if (!json_object_is_type(obj, json_type_object))
+                return -EBADMSG;
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+
+        if ((k = get_u64(obj, "total", true, UINT64_MAX, &r->total_samples)) < 0 ||
+            (k = get_u64(obj, "first_ns", false, UINT64_MAX, &r->first_ns)) < 0 ||
+            (k = get_u64(obj, "last_ns", false, UINT64_MAX, &r->last_ns)) < 0 ||
+            (k = get_u64(obj, "cpus", false, UINT32_MAX, &cpus)) < 0 ||
+            (k = get_u64(obj, "lost", false, UINT64_MAX, &r->lost)) < 0)
+                return k;
+        r->n_cpus = (uint32_t) cpus;
+
+        if (!json_object_object_get_ex(obj, "rows", &rows) || !json_object_is_type(rows, json_type_array))
+                return -EBADMSG;
+        n = json_object_array_length(rows);
+        if (n > 0) {
+                r->rows = calloc(n, sizeof(query_row));
+                if (!r->rows)
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                /* Count the row before filling it so a half-built one is freed. */
+                r->n_rows = i + 1;
+                k = row_from_json(json_object_array_get_idx(rows, i), &r->rows[i]);
+                if (k < 0)
+                        return k;
+        }
+
+        if (json_object_object_get_ex(obj, "stacks", &stacks) && stacks) {
+                if (!json_object_is_type(stacks, json_type_array))
+                        return -EBADMSG;
+                n = json_object_array_length(stacks);
+                if (n > 0) {
+                        r->stacks = calloc(n, sizeof(query_stack));
+                        if (!r->stacks)
+                                return -ENOMEM;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        r->n_stacks = i + 1;
+                        k = stack_from_json(json_object_array_get_idx(stacks, i), &r->stacks[i]);
+                        if (k < 0)
+                                return k;
+                }
+        }
+
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+static size_t json_plain_len(struct json_object *o) {
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        return s ? strlen(s) : SIZE_MAX;
+}
+
+static void json_object_array_putp(struct json_object ***items) {
+        /* Arrays of references built below end with a NULL sentinel. */
+        if (!*items)
+                return;
+        for (struct json_object **i = *items; *i; i++)
+                json_object_put(*i);
+        free(*items);
+}
+
+static void strv_freep(char ***strv) {
+        if (!*strv)
+                return;
+        for (char **s = *strv; *s; s++)
+                free(*s);
+        free(*strv);
+}
+
+/* One reply: the header plus items [from, to) (rows first, then stacks). */
+static char *format_chunk(const query_result *r, struct json_object **items, size_t from, size_t to, bool continues) {
+        _cleanup_(json_object_putp) struct json_object *o = result_header_to_json(r, r->n_stacks > 0);
+
+        if (!o)
+                return NULL;
+        for (size_t i = from; i < to; i++) {
+                struct json_object *array = json_object_object_get(o, i < r->n_rows ? "rows" : "stacks");
+                if (append(array, json_object_get(items[i])) < 0)
+                        return NULL;
+        }
+        return proto_format_reply(o, continues);
+}
+
+int query_result_format_replies(const query_result *r, size_t max_bytes, char ***ret_messages, size_t *ret_n) {
+        _cleanup_(json_object_array_putp) struct json_object **items = NULL;
+        _cleanup_(strv_freep) char **messages = NULL;
+        _cleanup_(json_object_putp) struct json_object *header = NULL;
+        _cleanup_free_ size_t *starts = NULL;
+        size_t n_items, n_chunks = 0, base, cur, n_in_chunk[2] = {};
+        char *s;
+
+        if (size_add(r->n_rows, r->n_stacks, &n_items) < 0 || n_items >= SIZE_MAX / sizeof(void *) - 1)
+                return -ENOMEM;
+
+        items = calloc(n_items + 1, sizeof(struct json_object *));
+        /* At most one chunk per item, plus one for an empty answer, plus the end. */
+        starts = calloc(n_items + 2, sizeof(size_t));
+        if (!items || !starts)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_items; i++) {
+                items[i] = i < r->n_rows ? row_to_json(&r->rows[i]) : stack_to_json(&r->stacks[i - r->n_rows]);
+                if (!items[i])
+                        return -ENOMEM;
+        }
+
+        /* The serialized size is exactly computable in PLAIN mode: the
+         * message with empty arrays and "continues":true, plus each item,
+         * plus a comma between items of the same array. */
+        header = result_header_to_json(r, r->n_stacks > 0);
+        if (!header)
+                return -ENOMEM;
+        s = proto_format_reply(header, true);
+        if (!s)
+                return -ENOMEM;
+        base = strlen(s);
+        free(s);
+        if (base > max_bytes)
+                return -E2BIG;
+
+        cur = base;
+        starts[n_chunks++] = 0;
+        for (size_t i = 0; i < n_items; i++) {
+                unsigned which = i < r->n_rows ? 0 : 1;
+                size_t len = json_plain_len(items[i]), add_len;
+
+                if (len == SIZE_MAX)
+                        return -ENOMEM;
+                add_len = len + (n_in_chunk[which] > 0 ? 1 : 0);
+                if (add_len > max_bytes - cur) {
+                        if (n_in_chunk[0] + n_in_chunk[1] == 0 || len > max_bytes - base)
+                                return -E2BIG;
+                        starts[n_chunks++] = i;
+                        n_in_chunk[0] = n_in_chunk[1] = 0;
+                        cur = base;
+                        add_len = len;
+                }
+                cur += add_len;
+                n_in_chunk[which]++;
+        }
+        starts[n_chunks] = n_items;
+
+        messages = calloc(n_chunks + 1, sizeof(char *));
+        if (!messages)
+                return -ENOMEM;
+        for (size_t c = 0; c < n_chunks; c++) {
+                messages[c] = format_chunk(r, items, starts[c], starts[c + 1], c + 1 < n_chunks);
+                if (!messages[c])
+                        return -ENOMEM;
+        }
+
+        *ret_messages = TAKE_PTR(messages);
+        if (ret_n)
+                *ret_n = n_chunks;
+        return 0;
+}
+
+static int merge_array(struct json_object *into, struct json_object *more, const char *key) {
+        struct json_object *a, *b;
+        size_t n;
+
+        if (!json_object_object_get_ex(more, key, &b) || !b)
+                return 0;
+        if (!json_object_is_type(b, json_type_array))
+                return -EBADMSG;
+
+        if (!json_object_object_get_ex(into, key, &a) || !a) {
+                a = json_object_new_array();
+                if (add(into, key, a) < 0)
+                        return -ENOMEM;
+        } else if (!json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+
+        n = json_object_array_length(b);
+        for (size_t i = 0; i < n; i++)
+                if (append(a, json_object_get(json_object_array_get_idx(b, i))) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+int query_result_json_merge(struct json_object *into, struct json_object *more) {
+        int r;
+
+        if (!json_object_is_type(into, json_type_object) || !json_object_is_type(more, json_type_object))
+                return -EBADMSG;
+        r = merge_array(into, more, "rows");
+        if (r < 0)
+                return r;
+        return merge_array(into, more, "stacks");
+}

@@ -1,6 +1,369 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* io.perfsnap.Query parameters and answers <-> JSON (query-json.c). */
+#include <errno.h>
+
+#include <json-c/json.h>
+
+#include "macro.h"
+#include "protocol.h"
+#include "query-json.h"
 #include "test.h"
 
-TEST(not_written_yet) {
-        TEST_SKIP("test-query-json is not written yet");
+static struct json_object *parse(const char *text) {
+        struct json_object *o = NULL;
+
+        ASSERT_OK(proto_json_parse(text, &o));
+        return o;
+}
+
+TEST(params_all_fields) {
+        struct json_object *o = parse("{\"since_ns\":1763733600000000000,\"until_ns\":1763733900000000000,"
+                                      "\"pid\":4194303,\"cpu\":8191,\"comm\":\"dd\",\"top\":25,\"stacks\":true}");
+        query_params q;
+        const char *error = NULL;
+
+        ASSERT_OK(query_params_from_json(o, &q, &error));
+        ASSERT_NULL(error);
+        ASSERT_U64_EQ(q.since_ns, 1763733600000000000ull);
+        ASSERT_U64_EQ(q.until_ns, 1763733900000000000ull);
+        ASSERT_EQ(q.pid, 4194303);
+        ASSERT_EQ(q.cpu, 8191);
+        ASSERT_STREQ(q.comm, "dd");
+        ASSERT_EQ(q.top, 25);
+        ASSERT_TRUE(q.want_stacks);
+        json_object_put(o);
+}
+
+TEST(params_defaults) {
+        struct json_object *o = parse("{\"pid\":null,\"comm\":null,\"since_ns\":0}");
+        query_params q;
+
+        ASSERT_OK(query_params_from_json(NULL, &q, NULL));
+        ASSERT_U64_EQ(q.since_ns, 0);
+        ASSERT_U64_EQ(q.until_ns, 0);
+        ASSERT_EQ(q.pid, -1);
+        ASSERT_EQ(q.cpu, -1);
+        ASSERT_NULL(q.comm);
+        ASSERT_EQ(q.top, 0);
+        ASSERT_TRUE(!q.want_stacks);
+
+        /* null is as if absent; -1 is the explicit "any" */
+        ASSERT_OK(query_params_from_json(o, &q, NULL));
+        ASSERT_EQ(q.pid, -1);
+        ASSERT_NULL(q.comm);
+        json_object_put(o);
+
+        o = parse("{\"pid\":-1,\"cpu\":-1,\"pid\":0}");
+        ASSERT_OK(query_params_from_json(o, &q, NULL));
+        ASSERT_EQ(q.pid, 0);    /* last duplicate wins, and pid 0 (idle) is valid */
+        ASSERT_EQ(q.cpu, -1);
+        json_object_put(o);
+}
+
+TEST(params_rejected) {
+        static const struct {
+                const char *json;
+                const char *error_prefix;
+        } bad[] = {
+                { "[]",                                        "parameters: " },
+                { "{\"since_ns\":-1}",                         "since_ns: " },
+                { "{\"since_ns\":9223372036854775808}",        "since_ns: " },
+                { "{\"since_ns\":1.5}",                        "since_ns: " },
+                { "{\"since_ns\":\"5m\"}",                     "since_ns: " },
+                { "{\"until_ns\":true}",                       "until_ns: " },
+                { "{\"since_ns\":20,\"until_ns\":20}",         "until_ns: " },
+                { "{\"since_ns\":20,\"until_ns\":10}",         "until_ns: " },
+                { "{\"pid\":-2}",                              "pid: " },
+                { "{\"pid\":4194304}",                         "pid: " },
+                { "{\"pid\":\"1\"}",                           "pid: " },
+                { "{\"cpu\":-2}",                              "cpu: " },
+                { "{\"cpu\":8192}",                            "cpu: " },
+                { "{\"cpu\":2147483648}",                      "cpu: " },
+                { "{\"comm\":\"\"}",                           "comm: " },
+                { "{\"comm\":\"0123456789012345678901234567890123456789012345678901234567890123X\"}", "comm: " },
+                { "{\"comm\":\"d\\u0000d\"}",                  "comm: " },
+                { "{\"comm\":[\"dd\"]}",                       "comm: " },
+                { "{\"top\":-1}",                              "top: " },
+                { "{\"top\":4294967296}",                      "top: " },
+                { "{\"stacks\":1}",                            "stacks: " },
+                { "{\"frobnicate\":1}",                        "frobnicate: unknown parameter" },
+                { "{\"top\":1,\"x\\u001b[2J\":1}",             "x?[2J: unknown parameter" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct json_object *o = parse(bad[i].json);
+                query_params q = { .top = 12345 };
+                const char *error = NULL;
+                int r = query_params_from_json(o, &q, &error);
+
+                if (r != -EINVAL || !error || strncmp(error, bad[i].error_prefix, strlen(bad[i].error_prefix)) != 0)
+                        TEST_FAIL_("%s: expected -EINVAL and \"%s...\", got %d \"%s\"",
+                                   bad[i].json, bad[i].error_prefix, r, error ?: "(null)");
+                ASSERT_EQ(q.top, 12345);        /* untouched */
+                json_object_put(o);
+        }
+
+        /* comm of exactly 64 bytes is accepted */
+        struct json_object *o = parse("{\"comm\":\"0123456789012345678901234567890123456789012345678901234567890123\"}");
+        query_params q;
+        ASSERT_OK(query_params_from_json(o, &q, NULL));
+        ASSERT_EQ(strlen(q.comm), 64);
+        json_object_put(o);
+}
+
+TEST(params_round_trip) {
+        const query_params cases[] = {
+                QUERY_PARAMS_INIT,
+                { .since_ns = 1, .until_ns = INT64_MAX, .pid = 0, .cpu = 0, .comm = "kworker/0:1", .top = UINT32_MAX, .want_stacks = true },
+                { .since_ns = 1763733600000000000ull, .pid = -1, .cpu = 3, .top = 25 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct json_object *o = query_params_to_json(&cases[i]);
+                const char *text;
+                struct json_object *back;
+                query_params q;
+
+                ASSERT_TRUE(o);
+                /* through the wire text, not just the object */
+                text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+                back = parse(text);
+                ASSERT_OK(query_params_from_json(back, &q, NULL));
+                ASSERT_U64_EQ(q.since_ns, cases[i].since_ns);
+                ASSERT_U64_EQ(q.until_ns, cases[i].until_ns);
+                ASSERT_EQ(q.pid, cases[i].pid);
+                ASSERT_EQ(q.cpu, cases[i].cpu);
+                if (cases[i].comm)
+                        ASSERT_STREQ(q.comm, cases[i].comm);
+                else
+                        ASSERT_NULL(q.comm);
+                ASSERT_EQ(q.top, cases[i].top);
+                ASSERT_EQ(q.want_stacks, cases[i].want_stacks);
+                json_object_put(back);
+                json_object_put(o);
+        }
+
+        /* defaults stay off the wire */
+        query_params d = QUERY_PARAMS_INIT;
+        struct json_object *o = query_params_to_json(&d);
+        ASSERT_STREQ(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), "{\"since_ns\":0,\"until_ns\":0}");
+        json_object_put(o);
+}
+
+static char *xstrdup(const char *s) {
+        char *p = strdup(s);
+        ASSERT_TRUE(p);
+        return p;
+}
+
+/* A result with n rows and n stacks of distinct content. */
+static query_result *make_result(size_t n) {
+        query_result *r = calloc(1, sizeof(*r));
+
+        ASSERT_TRUE(r);
+        *r = (query_result) {
+                .total_samples = 1000000,
+                .first_ns = 1763733600000000000ull,
+                .last_ns = 1763733900000000000ull,
+                .n_cpus = 2,
+                .lost = 7,
+        };
+        r->rows = calloc(n + 1, sizeof(query_row));
+        r->stacks = calloc(n + 1, sizeof(query_stack));
+        ASSERT_TRUE(r->rows && r->stacks);
+        for (size_t i = 0; i < n; i++) {
+                char name[64];
+
+                snprintf(name, sizeof(name), "sym_%zu\"\\/\x01", i);
+                r->rows[i] = (query_row) {
+                        .comm = xstrdup(i % 2 ? "dd" : "kworker/u4:2"),
+                        .module = xstrdup(i % 3 ? "[kernel.kallsyms]" : "/usr/lib/libc.so.6"),
+                        .symbol = xstrdup(name),
+                        .kernel = i % 3 != 0,
+                        .samples = UINT64_MAX - i,
+                };
+                r->n_rows++;
+
+                r->stacks[i].comm = xstrdup("dd");
+                r->stacks[i].n_frames = i % 4;
+                r->stacks[i].frames = calloc(4, sizeof(char *));
+                for (size_t j = 0; j < i % 4; j++)
+                        r->stacks[i].frames[j] = xstrdup(j == 0 ? "_start" : name);
+                r->stacks[i].samples = i + 1;
+                r->n_stacks++;
+        }
+        return r;
+}
+
+static void assert_result_equal(const query_result *a, const query_result *b) {
+        ASSERT_U64_EQ(a->total_samples, b->total_samples);
+        ASSERT_U64_EQ(a->first_ns, b->first_ns);
+        ASSERT_U64_EQ(a->last_ns, b->last_ns);
+        ASSERT_EQ(a->n_cpus, b->n_cpus);
+        ASSERT_U64_EQ(a->lost, b->lost);
+        ASSERT_EQ(a->n_rows, b->n_rows);
+        for (size_t i = 0; i < a->n_rows; i++) {
+                ASSERT_STREQ(a->rows[i].comm, b->rows[i].comm);
+                ASSERT_STREQ(a->rows[i].module, b->rows[i].module);
+                ASSERT_STREQ(a->rows[i].symbol, b->rows[i].symbol);
+                ASSERT_EQ(a->rows[i].kernel, b->rows[i].kernel);
+                ASSERT_U64_EQ(a->rows[i].samples, b->rows[i].samples);
+        }
+        ASSERT_EQ(a->n_stacks, b->n_stacks);
+        for (size_t i = 0; i < a->n_stacks; i++) {
+                ASSERT_STREQ(a->stacks[i].comm, b->stacks[i].comm);
+                ASSERT_EQ(a->stacks[i].n_frames, b->stacks[i].n_frames);
+                for (size_t j = 0; j < a->stacks[i].n_frames; j++)
+                        ASSERT_STREQ(a->stacks[i].frames[j], b->stacks[i].frames[j]);
+                ASSERT_U64_EQ(a->stacks[i].samples, b->stacks[i].samples);
+        }
+}
+
+TEST(result_round_trip) {
+        for (size_t n = 0; n < 6; n++) {
+                query_result *r = make_result(n), *back = NULL;
+                struct json_object *o = query_result_to_json(r), *reparsed;
+
+                ASSERT_TRUE(o);
+                ASSERT_EQ(json_object_object_get_ex(o, "stacks", NULL), n > 0);
+                reparsed = parse(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+                ASSERT_OK(query_result_from_json(reparsed, &back));
+                assert_result_equal(r, back);
+                query_result_free(back);
+                json_object_put(reparsed);
+                json_object_put(o);
+                query_result_free(r);
+        }
+}
+
+TEST(result_rejected) {
+        static const char *bad[] = {
+                "[]",
+                "{\"rows\":[]}",
+                "{\"total\":1}",
+                "{\"total\":-1,\"rows\":[]}",
+                "{\"total\":\"1\",\"rows\":[]}",
+                "{\"total\":1,\"rows\":{}}",
+                "{\"total\":1,\"cpus\":4294967296,\"rows\":[]}",
+                "{\"total\":1,\"first_ns\":1.5,\"rows\":[]}",
+                "{\"total\":1,\"rows\":[1]}",
+                "{\"total\":1,\"rows\":[{\"comm\":\"dd\",\"module\":\"m\",\"symbol\":\"s\",\"samples\":1}]}",
+                "{\"total\":1,\"rows\":[{\"comm\":\"dd\",\"module\":\"m\",\"symbol\":\"s\",\"kernel\":1,\"samples\":1}]}",
+                "{\"total\":1,\"rows\":[{\"comm\":\"dd\",\"module\":2,\"symbol\":\"s\",\"kernel\":true,\"samples\":1}]}",
+                "{\"total\":1,\"rows\":[{\"comm\":\"dd\",\"module\":\"m\",\"symbol\":\"s\",\"kernel\":true,\"samples\":-1}]}",
+                "{\"total\":1,\"rows\":[],\"stacks\":{}}",
+                "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":[\"a\",2],\"samples\":1}]}",
+                "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":\"a\",\"samples\":1}]}",
+                "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":[]}]}",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct json_object *o = parse(bad[i]);
+                query_result *r = (query_result *) 0x1;
+                int k = query_result_from_json(o, &r);
+
+                if (k != -EBADMSG)
+                        TEST_FAIL_("%s: expected -EBADMSG, got %d", bad[i], k);
+                ASSERT_TRUE(r == (query_result *) 0x1);
+                json_object_put(o);
+        }
+
+        /* optional scalars default to 0, stacks to none */
+        struct json_object *o = parse("{\"total\":0,\"rows\":[],\"stacks\":null}");
+        query_result *r = NULL;
+        ASSERT_OK(query_result_from_json(o, &r));
+        ASSERT_EQ(r->n_rows, 0);
+        ASSERT_EQ(r->n_stacks, 0);
+        ASSERT_U64_EQ(r->first_ns, 0);
+        query_result_free(r);
+        json_object_put(o);
+}
+
+/* The daemon splits an answer into bounded replies; the client merges them
+ * back into the same result. */
+TEST(result_split_and_merge) {
+        const size_t limits[] = { 100000, 4096, 700 };
+        query_result *r = make_result(40);
+
+        for (size_t l = 0; l < ELEMENTSOF(limits); l++) {
+                struct json_object *merged = NULL;
+                query_result *back = NULL;
+                char **msgs = NULL;
+                size_t n = 0;
+
+                ASSERT_OK(query_result_format_replies(r, limits[l], &msgs, &n));
+                ASSERT_GE(n, 1);
+                if (limits[l] < 5000)
+                        ASSERT_GT(n, 1);
+                ASSERT_NULL(msgs[n]);
+                for (size_t i = 0; i < n; i++) {
+                        struct json_object *p = NULL;
+                        char *error = NULL;
+                        bool continues;
+
+                        ASSERT_LE(strlen(msgs[i]), limits[l]);
+                        ASSERT_EQ(proto_reply_parse(msgs[i], &error, &p, &continues), 0);
+                        ASSERT_EQ(continues, i + 1 < n);
+                        if (!merged)
+                                merged = p;
+                        else {
+                                ASSERT_OK(query_result_json_merge(merged, p));
+                                json_object_put(p);
+                        }
+                        free(msgs[i]);
+                }
+                free(msgs);
+
+                ASSERT_OK(query_result_from_json(merged, &back));
+                assert_result_equal(r, back);
+                query_result_free(back);
+                json_object_put(merged);
+        }
+
+        /* an empty answer is one message */
+        query_result *empty = make_result(0);
+        char **msgs = NULL;
+        size_t n = 0;
+        ASSERT_OK(query_result_format_replies(empty, 1000, &msgs, &n));
+        ASSERT_EQ(n, 1);
+        ASSERT_TRUE(!strstr(msgs[0], "continues"));
+        free(msgs[0]);
+        free(msgs);
+        query_result_free(empty);
+
+        /* a bound smaller than the header or than one row cannot be met */
+        ASSERT_ERROR(query_result_format_replies(r, 10, &msgs, &n), E2BIG);
+        query_result_free(r);
+        r = make_result(2);
+        free(r->rows[1].symbol);
+        r->rows[1].symbol = calloc(1, 1001);
+        memset(r->rows[1].symbol, 'x', 1000);
+        ASSERT_ERROR(query_result_format_replies(r, 1000, &msgs, &n), E2BIG);
+        /* fits alone, but not after the header and the first row */
+        ASSERT_OK(query_result_format_replies(r, 1300, &msgs, &n));
+        ASSERT_GE(n, 2);
+        ASSERT_TRUE(!strstr(msgs[0], "xxxx") && strstr(msgs[1], "xxxx"));
+        for (size_t i = 0; i < n; i++) {
+                ASSERT_LE(strlen(msgs[i]), 1300);
+                free(msgs[i]);
+        }
+        free(msgs);
+        query_result_free(r);
+}
+
+TEST(merge_rejects_wrong_shapes) {
+        struct json_object *a = parse("{\"total\":1,\"rows\":[]}");
+        struct json_object *b = parse("{\"rows\":{}}");
+        struct json_object *c = parse("{\"total\":1,\"rows\":5}");
+        struct json_object *d = parse("{\"rows\":[1],\"stacks\":[2]}");
+
+        ASSERT_ERROR(query_result_json_merge(a, b), EBADMSG);
+        ASSERT_ERROR(query_result_json_merge(c, d), EBADMSG);
+        ASSERT_OK(query_result_json_merge(a, d));
+        ASSERT_EQ(json_object_array_length(json_object_object_get(a, "rows")), 1);
+        ASSERT_EQ(json_object_array_length(json_object_object_get(a, "stacks")), 1);
+        json_object_put(a);
+        json_object_put(b);
+        json_object_put(c);
+        json_object_put(d);
 }
