@@ -33,7 +33,10 @@ typedef struct perf_sample {
         uint32_t cpu;
         uint64_t period;
         uint64_t nr;            /* callchain entries, context markers included */
-        const uint64_t *ips;    /* points into the record (may be unaligned-safe copy); nr entries */
+        /* nr entries, pointing into the record. 8-byte aligned whenever the
+         * record is (ring-buffer records and ringbuf's scratch copy are);
+         * perf_sample_ip() reads an entry from any buffer. */
+        const uint64_t *ips;
         bool user;              /* header.misc says PERF_RECORD_MISC_USER */
 } perf_sample;
 
@@ -53,6 +56,9 @@ typedef struct perf_mmap2 {
         uint64_t addr, len, pgoff;
         uint32_t prot, flags;
         const char *filename;   /* NUL-terminated within the record, checked */
+        /* Without PERF_RECORD_MISC_MMAP_BUILD_ID: the file's identity. */
+        uint32_t maj, min;
+        uint64_t ino, ino_generation;
         uint8_t build_id[20];
         uint8_t build_id_size;  /* 0 unless PERF_RECORD_MISC_MMAP_BUILD_ID */
 } perf_mmap2;
@@ -95,10 +101,24 @@ typedef struct perf_record {
 
 /* Decodes one record (data starts with struct perf_event_header; size is
  * the number of bytes available, at least header.size). sample_type must
- * be PERFSNAP_SAMPLE_TYPE-compatible (the bits in it are what is parsed).
+ * be PERFSNAP_SAMPLE_TYPE-compatible (the bits in it are what is parsed;
+ * bits the decoder cannot size, e.g. PERF_SAMPLE_READ, give -EOPNOTSUPP).
+ * Non-sample records are expected to carry the sample_id trailer
+ * (attr.sample_id_all = 1, as perfsnapd always sets).
  * Unknown record types return 0 with only type/misc/size set.
- * Pointers in *ret point into data. */
+ * Pointers in *ret point into data. Any alignment of data is accepted.
+ * Returns -EBADMSG for a record that is short, oversized or inconsistent. */
 int perf_record_decode(const void *data, size_t size, uint64_t sample_type, perf_record *ret);
+
+/* Size of the sample_id trailer that sample_id_all appends for sample_type. */
+size_t perf_sample_id_size(uint64_t sample_type);
+
+/* Entry i (< s->nr) of a decoded callchain, safe for unaligned records. */
+static inline uint64_t perf_sample_ip(const perf_sample *s, uint64_t i) {
+        uint64_t v;
+        __builtin_memcpy(&v, (const uint8_t *) s->ips + i * sizeof(uint64_t), sizeof(v));
+        return v;
+}
 
 /* Marker values in callchains (PERF_CONTEXT_*): true if ip is one. */
 static inline bool perf_callchain_is_context(uint64_t ip) {
