@@ -336,7 +336,8 @@ char *duration_format(uint64_t ns, char *buf, size_t size) {
                 if (ns >= units[i].ns)
                         break;
 
-        if (units[i].ns >= NSEC_PER_SEC)
+        /* "30s", not "30s 0ms"; but "5m 0s" keeps the minutes' precision visible. */
+        if (units[i].ns >= NSEC_PER_SEC && !(units[i].ns == NSEC_PER_SEC && ns % NSEC_PER_SEC < NSEC_PER_MSEC))
                 k = snprintf(buf, size, "%" PRIu64 "%s %" PRIu64 "%s",
                              ns / units[i].ns, units[i].name,
                              (ns % units[i].ns) / units[i + 1].ns, units[i + 1].name);

@@ -43,7 +43,7 @@ char *time_format_local_decimals(uint64_t ns, unsigned decimals, char *buf, size
 
 #define DURATION_FORMAT_MAX 32
 
-/* The two most significant units down to seconds, truncated: "1d 2h",
- * "1h 0m", "5m 3s", "5s 250ms"; below a second one unit: "250ms", "3us",
- * "17ns"; "0s". Returns buf, or NULL if size is too small. */
+/* The two most significant units, truncated: "1d 2h", "1h 0m", "5m 3s",
+ * "5s 250ms" (but "30s" for whole seconds); below a second one unit:
+ * "250ms", "3us", "17ns"; "0s". Returns buf, or NULL if size is too small. */
 char *duration_format(uint64_t ns, char *buf, size_t size);

@@ -196,6 +196,8 @@ TEST(duration_format) {
                 { 3 * NSEC_PER_USEC + 999,             "3us" },
                 { 250 * NSEC_PER_MSEC,                 "250ms" },
                 { 5 * SEC + 250 * NSEC_PER_MSEC,       "5s 250ms" },
+                { 30 * SEC + 999 * NSEC_PER_USEC,      "30s" },
+                { 30 * SEC + NSEC_PER_MSEC,            "30s 1ms" },
                 { 300 * SEC,                           "5m 0s" },
                 { 303 * SEC + 999,                     "5m 3s" },
                 { 3600 * SEC,                          "1h 0m" },
