@@ -1,2 +1,312 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* not written yet */
+/* Open addressing with linear probing over a power-of-two table. There is
+ * no deletion (only clear), so probing needs no tombstones: a lookup stops
+ * at the first empty slot. Each slot keeps the full 64-bit hash, so a probe
+ * compares key bytes only when the hashes match and a grow never rehashes
+ * key bytes. Keys up to 16 bytes (integers and pairs) live in the slot;
+ * longer keys are copied into an arena that is freed as a whole. */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "macro.h"
+
+#define INLINE_KEY_MAX 16
+#define INITIAL_CAPACITY 16
+#define ARENA_CHUNK_BYTES (64 * 1024)
+
+typedef struct entry {
+        uint64_t hash;          /* 0 marks an empty slot; real hashes are never 0 */
+        int64_t value;
+        uint32_t key_len;
+        union {
+                uint8_t inline_key[INLINE_KEY_MAX];
+                const uint8_t *key;
+        };
+} entry;
+
+typedef struct arena_chunk {
+        struct arena_chunk *next;
+        size_t used, size;
+        uint8_t data[];
+} arena_chunk;
+
+struct hashmap {
+        entry *entries;
+        size_t capacity;        /* 0 or a power of two */
+        size_t size;
+        arena_chunk *arena;     /* head is the chunk being filled */
+};
+
+/* Odd 64-bit constants with well-spread bits, used as multipliers. */
+#define K0 0x9e3779b97f4a7c15ULL
+#define K1 0xc2b2ae3d27d4eb4fULL
+#define K2 0x94d049bb133111ebULL
+
+/* Multiply to 128 bits and fold: every input bit reaches the middle of the
+ * product, and the xor of both halves brings them back to the low 64. */
+static inline uint64_t fold_mul(uint64_t a, uint64_t b) {
+        __uint128_t r = (__uint128_t) a * b;
+        return (uint64_t) r ^ (uint64_t) (r >> 64);
+}
+
+/* Finalizer: alternating xor-shifts and multiplies so that every input bit
+ * affects every output bit (the low bits index the table). */
+static inline uint64_t mix64(uint64_t x) {
+        x ^= x >> 31;
+        x *= K2;
+        x ^= x >> 29;
+        x *= K0;
+        x ^= x >> 32;
+        return x;
+}
+
+static inline uint64_t load64(const uint8_t *p) {
+        uint64_t v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+}
+
+static uint64_t hash_bytes(const void *key, size_t len) {
+        const uint8_t *p = key;
+        uint64_t h = K0 ^ ((uint64_t) len * K1);
+        size_t n = len;
+
+        /* Long keys (whole call stacks): four independent lanes, so the
+         * multiplies overlap instead of waiting on each other. Each lane
+         * starts from a different seed, so moving data between lanes
+         * changes the result. */
+        if (n >= 64) {
+                uint64_t a = h, b = h ^ K0, c = h ^ K1, d = h ^ K2;
+
+                do {
+                        a = fold_mul(load64(p) ^ K1 ^ a, load64(p + 8) ^ K2);
+                        b = fold_mul(load64(p + 16) ^ K1 ^ b, load64(p + 24) ^ K2);
+                        c = fold_mul(load64(p + 32) ^ K1 ^ c, load64(p + 40) ^ K2);
+                        d = fold_mul(load64(p + 48) ^ K1 ^ d, load64(p + 56) ^ K2);
+                        p += 64;
+                        n -= 64;
+                } while (n >= 64);
+
+                h = fold_mul(a ^ K1, b ^ K2);
+                h = fold_mul(h ^ c ^ K1, d ^ K2);
+        }
+
+        while (n >= 16) {
+                h = fold_mul(load64(p) ^ K1 ^ h, load64(p + 8) ^ K2);
+                p += 16;
+                n -= 16;
+        }
+
+        /* Tail of 0..15 bytes, zero padded; the length already went into h,
+         * so keys that differ only by trailing zero bytes still differ. */
+        uint8_t tail[16] = {};
+        memcpy(tail, p, n);
+        h = fold_mul(load64(tail) ^ K1 ^ h, load64(tail + 8) ^ K2 ^ n);
+
+        h = mix64(h);
+        return h != 0 ? h : 1;
+}
+
+static inline const uint8_t *entry_key(const entry *e) {
+        return e->key_len <= INLINE_KEY_MAX ? e->inline_key : e->key;
+}
+
+int hashmap_new(hashmap **ret) {
+        hashmap *h;
+
+        if (!ret)
+                return -EINVAL;
+
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+
+        *ret = h;
+        return 0;
+}
+
+static void arena_free(arena_chunk *c) {
+        while (c) {
+                arena_chunk *next = c->next;
+                free(c);
+                c = next;
+        }
+}
+
+hashmap *hashmap_free(hashmap *h) {
+        if (!h)
+                return NULL;
+
+        arena_free(h->arena);
+        free(h->entries);
+        free(h);
+        return NULL;
+}
+
+void hashmap_clear(hashmap *h) {
+        if (!h)
+                return;
+
+        arena_free(h->arena);
+        h->arena = NULL;
+        /* Keep the table: a map that is cleared (e.g. a cache at its size
+         * limit) is about to fill up to the same size again. */
+        if (h->entries)
+                memset(h->entries, 0, h->capacity * sizeof(entry));
+        h->size = 0;
+}
+
+size_t hashmap_size(const hashmap *h) {
+        return h ? h->size : 0;
+}
+
+static const uint8_t *arena_copy(hashmap *h, const void *key, size_t len) {
+        arena_chunk *c = h->arena;
+
+        if (!c || c->size - c->used < len) {
+                size_t size = MAX((size_t) ARENA_CHUNK_BYTES, len);
+
+                c = malloc(sizeof(arena_chunk) + size);
+                if (!c)
+                        return NULL;
+                c->used = 0;
+                c->size = size;
+                c->next = h->arena;
+                h->arena = c;
+        }
+
+        uint8_t *p = c->data + c->used;
+        memcpy(p, key, len);
+        c->used += len;
+        return p;
+}
+
+/* Returns the slot holding key, or the empty slot where it would go. */
+static entry *find_slot(const hashmap *h, uint64_t hash, const void *key, size_t len) {
+        size_t mask = h->capacity - 1;
+
+        for (size_t i = hash & mask;; i = (i + 1) & mask) {
+                entry *e = h->entries + i;
+
+                if (e->hash == 0)
+                        return e;
+                if (e->hash == hash && e->key_len == len && memcmp(entry_key(e), key, len) == 0)
+                        return e;
+        }
+}
+
+static int grow(hashmap *h) {
+        size_t new_capacity;
+        entry *n;
+
+        if (h->capacity == 0)
+                new_capacity = INITIAL_CAPACITY;
+        else if (__builtin_mul_overflow(h->capacity, (size_t) 2, &new_capacity) ||
+                 new_capacity > SIZE_MAX / sizeof(entry))
+                return -ENOMEM;
+
+        n = calloc(new_capacity, sizeof(entry));
+        if (!n)
+                return -ENOMEM;
+
+        size_t mask = new_capacity - 1;
+        for (size_t i = 0; i < h->capacity; i++) {
+                const entry *e = h->entries + i;
+                size_t j;
+
+                if (e->hash == 0)
+                        continue;
+
+                /* Keys are unique already: just find the first empty slot. */
+                for (j = e->hash & mask; n[j].hash != 0; j = (j + 1) & mask)
+                        ;
+                n[j] = *e;
+        }
+
+        free(h->entries);
+        h->entries = n;
+        h->capacity = new_capacity;
+        return 0;
+}
+
+int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value) {
+        uint64_t hash;
+        entry *e;
+        int r;
+
+        if (!h || (!key && key_len > 0))
+                return -EINVAL;
+        if (key_len > UINT32_MAX)
+                return -E2BIG;
+
+        /* Grow before the load factor passes 70%: linear probing degrades
+         * quickly beyond that. */
+        if ((h->size + 1) * 10 > h->capacity * 7) {
+                r = grow(h);
+                if (r < 0)
+                        return r;
+        }
+
+        hash = hash_bytes(key, key_len);
+        e = find_slot(h, hash, key, key_len);
+        if (e->hash != 0) {
+                e->value = value;
+                return 0;
+        }
+
+        if (key_len <= INLINE_KEY_MAX) {
+                memset(e->inline_key, 0, sizeof(e->inline_key));
+                if (key_len > 0)
+                        memcpy(e->inline_key, key, key_len);
+        } else {
+                const uint8_t *copy = arena_copy(h, key, key_len);
+                if (!copy)
+                        return -ENOMEM;
+                e->key = copy;
+        }
+
+        e->hash = hash;
+        e->key_len = (uint32_t) key_len;
+        e->value = value;
+        h->size++;
+        return 0;
+}
+
+int hashmap_get(const hashmap *h, const void *key, size_t key_len, int64_t *ret_value) {
+        const entry *e;
+
+        if (!h || (!key && key_len > 0))
+                return -EINVAL;
+        if (h->capacity == 0 || key_len > UINT32_MAX)
+                return -ENOENT;
+
+        e = find_slot(h, hash_bytes(key, key_len), key, key_len);
+        if (e->hash == 0)
+                return -ENOENT;
+
+        if (ret_value)
+                *ret_value = e->value;
+        return 0;
+}
+
+int hashmap_put_u64(hashmap *h, uint64_t key, int64_t value) {
+        return hashmap_put(h, &key, sizeof(key), value);
+}
+
+int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value) {
+        return hashmap_get(h, &key, sizeof(key), ret_value);
+}
+
+int hashmap_put_pair(hashmap *h, uint64_t a, uint64_t b, int64_t value) {
+        uint64_t key[2] = { a, b };
+        return hashmap_put(h, key, sizeof(key), value);
+}
+
+int hashmap_get_pair(const hashmap *h, uint64_t a, uint64_t b, int64_t *ret_value) {
+        uint64_t key[2] = { a, b };
+        return hashmap_get(h, key, sizeof(key), ret_value);
+}

@@ -1,6 +1,212 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+
+#include "hashmap.h"
+#include "macro.h"
 #include "test.h"
 
-TEST(not_written_yet) {
-        TEST_SKIP("test-hashmap is not written yet");
+DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free);
+#define _cleanup_hashmap_ _cleanup_(hashmap_freep)
+
+TEST(put_get_replace_miss) {
+        _cleanup_hashmap_ hashmap *h = NULL;
+        int64_t v = 12345;
+
+        ASSERT_OK(hashmap_new(&h));
+        ASSERT_EQ(hashmap_size(h), 0);
+
+        /* A lookup in a map that never had a table misses cleanly. */
+        ASSERT_ERROR(hashmap_get(h, "a", 1, &v), ENOENT);
+        ASSERT_EQ(v, 12345);
+
+        ASSERT_OK(hashmap_put(h, "alpha", 5, 1));
+        ASSERT_OK(hashmap_put(h, "beta", 4, 2));
+        ASSERT_EQ(hashmap_size(h), 2);
+
+        ASSERT_OK(hashmap_get(h, "alpha", 5, &v));
+        ASSERT_EQ(v, 1);
+        ASSERT_OK(hashmap_get(h, "beta", 4, &v));
+        ASSERT_EQ(v, 2);
+
+        /* Replacing keeps the size and changes the value. */
+        ASSERT_OK(hashmap_put(h, "alpha", 5, -7));
+        ASSERT_EQ(hashmap_size(h), 2);
+        ASSERT_OK(hashmap_get(h, "alpha", 5, &v));
+        ASSERT_EQ(v, -7);
+
+        /* Misses: prefix, different length, different bytes. ret untouched. */
+        v = 99;
+        ASSERT_ERROR(hashmap_get(h, "alph", 4, &v), ENOENT);
+        ASSERT_ERROR(hashmap_get(h, "alphaX", 6, &v), ENOENT);
+        ASSERT_ERROR(hashmap_get(h, "gamma", 5, &v), ENOENT);
+        ASSERT_EQ(v, 99);
+
+        /* The empty key is a key like any other. */
+        ASSERT_OK(hashmap_put(h, "", 0, 42));
+        ASSERT_OK(hashmap_get(h, "", 0, &v));
+        ASSERT_EQ(v, 42);
+        ASSERT_EQ(hashmap_size(h), 3);
+
+        /* NULL ret_value is allowed for a membership test. */
+        ASSERT_OK(hashmap_get(h, "beta", 4, NULL));
+
+        ASSERT_ERROR(hashmap_put(NULL, "x", 1, 1), EINVAL);
+        ASSERT_ERROR(hashmap_put(h, NULL, 1, 1), EINVAL);
+        ASSERT_NULL(hashmap_free(NULL));
+}
+
+TEST(keys_are_copied) {
+        _cleanup_hashmap_ hashmap *h = NULL;
+        char short_key[8], long_key[200];
+        int64_t v;
+
+        ASSERT_OK(hashmap_new(&h));
+
+        /* Both the inline (short) and the arena (long) storage must copy. */
+        memcpy(short_key, "short", 6);
+        memset(long_key, 'L', sizeof(long_key));
+        ASSERT_OK(hashmap_put(h, short_key, 5, 1));
+        ASSERT_OK(hashmap_put(h, long_key, sizeof(long_key), 2));
+
+        memset(short_key, 'x', sizeof(short_key));
+        memset(long_key, 'y', sizeof(long_key));
+        ASSERT_ERROR(hashmap_get(h, short_key, 5, NULL), ENOENT);
+        ASSERT_ERROR(hashmap_get(h, long_key, sizeof(long_key), NULL), ENOENT);
+
+        memcpy(short_key, "short", 6);
+        memset(long_key, 'L', sizeof(long_key));
+        ASSERT_OK(hashmap_get(h, short_key, 5, &v));
+        ASSERT_EQ(v, 1);
+        ASSERT_OK(hashmap_get(h, long_key, sizeof(long_key), &v));
+        ASSERT_EQ(v, 2);
+}
+
+TEST(million_integer_keys) {
+        _cleanup_hashmap_ hashmap *h = NULL;
+        const uint64_t n = 1000000;
+        int64_t v;
+
+        ASSERT_OK(hashmap_new(&h));
+
+        /* Sequential integers and kernel-address-like keys (high bits set,
+         * low bits aligned): both are bad for a weak hash. */
+        for (uint64_t i = 0; i < n; i++)
+                ASSERT_OK(hashmap_put_u64(h, i, (int64_t) (i * 3)));
+        for (uint64_t i = 0; i < n; i++)
+                ASSERT_OK(hashmap_put_u64(h, 0xffffffff81000000ULL + i * 64, -(int64_t) i));
+        ASSERT_EQ(hashmap_size(h), 2 * n);
+
+        for (uint64_t i = 0; i < n; i++) {
+                ASSERT_OK(hashmap_get_u64(h, i, &v));
+                if (v != (int64_t) (i * 3))
+                        ASSERT_EQ(v, (int64_t) (i * 3));
+                ASSERT_OK(hashmap_get_u64(h, 0xffffffff81000000ULL + i * 64, &v));
+                if (v != -(int64_t) i)
+                        ASSERT_EQ(v, -(int64_t) i);
+        }
+
+        ASSERT_ERROR(hashmap_get_u64(h, n, NULL), ENOENT);
+        ASSERT_ERROR(hashmap_get_u64(h, UINT64_MAX, NULL), ENOENT);
+        ASSERT_ERROR(hashmap_get_u64(h, 0xffffffff81000000ULL + 1, NULL), ENOENT);
+}
+
+TEST(collisions_and_growth) {
+        _cleanup_hashmap_ hashmap *h = NULL;
+        uint8_t key[64];
+        int64_t v;
+        size_t n = 0;
+
+        ASSERT_OK(hashmap_new(&h));
+
+        /* Keys that differ only in length (all zero bytes, 0..64 long) and
+         * keys that differ in a single bit: with the length mixed in and a
+         * full finalizer these are all distinct, and with linear probing
+         * in small tables many of them share a home slot. After every put
+         * all earlier keys must still be found, across each grow. */
+        memset(key, 0, sizeof(key));
+        for (size_t len = 0; len <= sizeof(key); len++) {
+                ASSERT_OK(hashmap_put(h, key, len, (int64_t) len));
+                n++;
+                for (size_t l = 0; l <= len; l++) {
+                        ASSERT_OK(hashmap_get(h, key, l, &v));
+                        ASSERT_EQ(v, (int64_t) l);
+                }
+        }
+        for (size_t bit = 0; bit < sizeof(key) * 8; bit++) {
+                memset(key, 0, sizeof(key));
+                key[bit / 8] = (uint8_t) (1u << (bit % 8));
+                ASSERT_OK(hashmap_put(h, key, sizeof(key), 1000 + (int64_t) bit));
+                n++;
+        }
+        ASSERT_EQ(hashmap_size(h), n);
+
+        for (size_t bit = 0; bit < sizeof(key) * 8; bit++) {
+                memset(key, 0, sizeof(key));
+                key[bit / 8] = (uint8_t) (1u << (bit % 8));
+                ASSERT_OK(hashmap_get(h, key, sizeof(key), &v));
+                ASSERT_EQ(v, 1000 + (int64_t) bit);
+        }
+        memset(key, 0, sizeof(key));
+        for (size_t len = 0; len <= sizeof(key); len++) {
+                ASSERT_OK(hashmap_get(h, key, len, &v));
+                ASSERT_EQ(v, (int64_t) len);
+        }
+}
+
+TEST(clear) {
+        _cleanup_hashmap_ hashmap *h = NULL;
+        char key[100];
+        int64_t v;
+
+        ASSERT_OK(hashmap_new(&h));
+        hashmap_clear(h);       /* clearing an empty map is fine */
+
+        memset(key, 'k', sizeof(key));
+        for (int i = 0; i < 1000; i++) {
+                key[0] = (char) (i & 0xff);
+                key[1] = (char) (i >> 8);
+                ASSERT_OK(hashmap_put(h, key, sizeof(key), i));
+        }
+        ASSERT_EQ(hashmap_size(h), 1000);
+
+        hashmap_clear(h);
+        ASSERT_EQ(hashmap_size(h), 0);
+        key[0] = 5;
+        key[1] = 0;
+        ASSERT_ERROR(hashmap_get(h, key, sizeof(key), &v), ENOENT);
+
+        /* The map is usable after a clear, with fresh values. */
+        ASSERT_OK(hashmap_put(h, key, sizeof(key), 77));
+        ASSERT_OK(hashmap_get(h, key, sizeof(key), &v));
+        ASSERT_EQ(v, 77);
+        ASSERT_EQ(hashmap_size(h), 1);
+}
+
+TEST(pair_keys) {
+        _cleanup_hashmap_ hashmap *h = NULL;
+        int64_t v;
+
+        ASSERT_OK(hashmap_new(&h));
+
+        /* (a, b) and (b, a) are different keys; so are (0, x) and (x, 0). */
+        for (uint64_t a = 0; a < 300; a++)
+                for (uint64_t b = 0; b < 300; b++)
+                        ASSERT_OK(hashmap_put_pair(h, a, b, (int64_t) (a * 1000 + b)));
+        ASSERT_EQ(hashmap_size(h), 300 * 300);
+
+        for (uint64_t a = 0; a < 300; a++)
+                for (uint64_t b = 0; b < 300; b++) {
+                        ASSERT_OK(hashmap_get_pair(h, a, b, &v));
+                        if (v != (int64_t) (a * 1000 + b))
+                                ASSERT_EQ(v, (int64_t) (a * 1000 + b));
+                }
+
+        ASSERT_ERROR(hashmap_get_pair(h, 300, 0, NULL), ENOENT);
+        ASSERT_ERROR(hashmap_get_pair(h, 0, 300, NULL), ENOENT);
+
+        ASSERT_OK(hashmap_put_pair(h, 7, 9, -1));
+        ASSERT_OK(hashmap_get_pair(h, 7, 9, &v));
+        ASSERT_EQ(v, -1);
+        ASSERT_OK(hashmap_get_pair(h, 9, 7, &v));
+        ASSERT_EQ(v, 9007);
 }
