@@ -1,2 +1,2167 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* not written yet */
+/* The sqlite store. See store.h for the model; the notes here are about
+ * why it is built the way it is.
+ *
+ * - Integers: sqlite INTEGER is a signed 64-bit value. Addresses, offsets,
+ *   times and periods are uint64_t and are stored as their two's-complement
+ *   int64_t image, so kernel addresses (0xffff...) read back from SQL as
+ *   negative numbers; every reader here casts back to uint64_t. SQL range
+ *   conditions are only used on time_ns, which stays below 2^63 until 2262.
+ * - "None" in a key column is 0, never NULL: sqlite's UNIQUE treats NULLs as
+ *   distinct, which would let the same frame be interned twice.
+ * - The ingest path is dominated by the interning lookups, so each kind of
+ *   value has an in-memory cache in front of INSERT OR IGNORE + SELECT, and
+ *   every statement is prepared once and reused. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hashmap.h"
+#include "macro.h"
+#include "store.h"
+
+/* Readers wait this long for a writer's checkpoint or a schema change;
+ * the writer waits this long for a reader holding the WAL. */
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/* Interning caches are dropped and refilled from the database when they
+ * grow past this: ids are stable, so a dropped entry only costs a query.
+ * Bounds the daemon's memory on a long-lived database with many stacks
+ * (an entry is 40 bytes, the table at most ~70% full). */
+#define STORE_CACHE_MAX_ENTRIES (512 * 1024)
+
+/* The whole-stack cache holds call stacks of ~1 KiB each: bound it by key
+ * bytes rather than entries. */
+#define STORE_STACK_KEY_CACHE_MAX_BYTES (32 * 1024 * 1024)
+
+/* Lost records from a CPU number above this are ignored by
+ * store_get_lost_per_cpu(): it sizes an array by the largest CPU seen.
+ * The kernel's NR_CPUS is at most 8192 on x86-64. */
+#define STORE_MAX_CPU 65535
+
+/* Samples are inserted this many rows per INSERT statement: a statement
+ * execution has a fixed cost about as large as a row's, so a batch of rows
+ * per execution cuts the insert cost by ~40% (measured with sqlite 3.40). */
+#define SAMPLE_ROWS_PER_INSERT 32
+
+enum {
+        STMT_BEGIN,
+        STMT_COMMIT,
+        STMT_ROLLBACK,
+        STMT_STRING_INSERT,
+        STMT_STRING_SELECT,
+        STMT_FRAME_INSERT,
+        STMT_FRAME_SELECT,
+        STMT_STACK_INSERT,
+        STMT_STACK_SELECT,
+        STMT_SAMPLE_INSERT,
+        STMT_SAMPLE_INSERT_MANY,        /* SAMPLE_ROWS_PER_INSERT rows; SQL made by sample_insert_many_sql() */
+        STMT_LOST_INSERT,
+        STMT_BOOT_INSERT,
+        STMT_BOOT_SELECT,
+        _STMT_MAX,
+};
+
+static const char *const stmt_sql[_STMT_MAX] = {
+        /* IMMEDIATE: take the write lock at the start of a batch, not in
+         * the middle of it. */
+        [STMT_BEGIN]         = "BEGIN IMMEDIATE",
+        [STMT_COMMIT]        = "COMMIT",
+        [STMT_ROLLBACK]      = "ROLLBACK",
+        [STMT_STRING_INSERT] = "INSERT OR IGNORE INTO strings(s) VALUES (?1)",
+        [STMT_STRING_SELECT] = "SELECT id FROM strings WHERE s = ?1",
+        [STMT_FRAME_INSERT]  = "INSERT OR IGNORE INTO frames(kind, addr, symbol_id, offset, module_id, build_id_id) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [STMT_FRAME_SELECT]  = "SELECT id FROM frames WHERE kind = ?1 AND addr = ?2 AND symbol_id = ?3 "
+                               "AND offset = ?4 AND module_id = ?5 AND build_id_id = ?6",
+        [STMT_STACK_INSERT]  = "INSERT OR IGNORE INTO stacks(parent, frame) VALUES (?1, ?2)",
+        [STMT_STACK_SELECT]  = "SELECT id FROM stacks WHERE parent = ?1 AND frame = ?2",
+        [STMT_SAMPLE_INSERT] = "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [STMT_LOST_INSERT]   = "INSERT INTO lost(time_ns, cpu, count) VALUES (?1, ?2, ?3)",
+        [STMT_BOOT_INSERT]   = "INSERT OR IGNORE INTO boots(boot_uuid, build_id, text_addr, release, first_ns) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5)",
+        [STMT_BOOT_SELECT]   = "SELECT id FROM boots WHERE boot_uuid = ?1 AND build_id = ?2 AND text_addr = ?3",
+};
+
+struct store {
+        sqlite3 *db;
+        char *path;
+        store_mode mode;
+        bool in_tx;             /* inside store_begin() .. store_commit() */
+
+        sqlite3_stmt *stmts[_STMT_MAX];
+
+        hashmap *string_cache;  /* string bytes -> id */
+        hashmap *frame_cache;   /* frame content (see frame_key()) -> id */
+        hashmap *stack_cache;   /* (parent, frame) -> id */
+        hashmap *chain_cache;   /* a sample's whole call stack (see chain_key()) -> leaf stack id */
+        size_t chain_cache_bytes;
+
+        /* Sample rows of the open batch not yet given to sqlite. */
+        stored_sample pending[SAMPLE_ROWS_PER_INSERT];
+        size_t n_pending;
+        int batch_error;        /* a write of the open batch failed: commit must not succeed */
+
+        uint8_t *keybuf;        /* scratch for frame_key() */
+        size_t keybuf_size;
+        uint8_t *chainbuf;      /* scratch for chain_key() */
+        size_t chainbuf_size;
+
+        /* The previous sample's chain, outermost first: consecutive samples
+         * mostly share their outer callers (syscall entry, the idle loop),
+         * so that prefix is reused without a lookup. */
+        int64_t *chain_frames, *chain_nodes;
+        size_t chain_len, chain_alloc;
+};
+
+/* ---- errors and small helpers ---- */
+
+static int errno_from_sqlite(sqlite3 *db, int rc) {
+        switch (rc & 0xff) {
+        case SQLITE_OK:
+        case SQLITE_ROW:
+        case SQLITE_DONE:
+                return 0;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_READONLY:
+                return -EROFS;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+                return -EBADMSG;
+        case SQLITE_CONSTRAINT:
+                return -EEXIST;
+        case SQLITE_TOOBIG:
+                return -E2BIG;
+        case SQLITE_PERM:
+        case SQLITE_AUTH:
+                return -EPERM;
+        case SQLITE_MISUSE:
+        case SQLITE_RANGE:
+                return -EINVAL;
+        case SQLITE_CANTOPEN:
+        case SQLITE_IOERR: {
+                int e = db ? sqlite3_system_errno(db) : 0;
+                if (e > 0)
+                        return -e;
+                return (rc & 0xff) == SQLITE_CANTOPEN ? -ENOENT : -EIO;
+        }
+        default:
+                return -EIO;
+        }
+}
+
+static inline int64_t i64(uint64_t v) {
+        return (int64_t) v;
+}
+
+static inline uint64_t u64(int64_t v) {
+        return (uint64_t) v;
+}
+
+/* Runs SQL without results. */
+static int exec_sql(sqlite3 *db, const char *sql) {
+        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        return errno_from_sqlite(db, rc);
+}
+
+static void sqlite3_finalizep(sqlite3_stmt **st) {
+        if (*st)
+                sqlite3_finalize(*st);
+}
+#define _cleanup_finalize_ _cleanup_(sqlite3_finalizep)
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free);
+#define _cleanup_hashmap_ _cleanup_(hashmap_freep)
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free);
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret) {
+        int rc = sqlite3_prepare_v2(db, sql, -1, ret, NULL);
+        return errno_from_sqlite(db, rc);
+}
+
+/* Runs a one-row query and returns its first column as an integer; -ENOENT
+ * if there is no row. */
+static int query_int64(sqlite3 *db, const char *sql, int64_t *ret) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = prepare(db, sql, &st);
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return errno_from_sqlite(db, rc);
+        *ret = sqlite3_column_int64(st, 0);
+        return 0;
+}
+
+static void sample_insert_many_sql(char *buf, size_t size) {
+        size_t n;
+
+        n = (size_t) snprintf(buf, size, "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot) VALUES ");
+        for (unsigned i = 0; i < SAMPLE_ROWS_PER_INSERT && n < size; i++)
+                n += (size_t) snprintf(buf + n, size - n, "%s(?,?,?,?,?,?,?,?)", i > 0 ? "," : "");
+}
+
+static int get_stmt(store *s, unsigned idx, sqlite3_stmt **ret) {
+        if (!s->stmts[idx]) {
+                char many[128 + SAMPLE_ROWS_PER_INSERT * 20];
+                const char *sql = stmt_sql[idx];
+                int rc;
+
+                if (idx == STMT_SAMPLE_INSERT_MANY) {
+                        sample_insert_many_sql(many, sizeof(many));
+                        sql = many;
+                }
+                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[idx], NULL);
+                if (rc != SQLITE_OK)
+                        return errno_from_sqlite(s->db, rc);
+        }
+        *ret = s->stmts[idx];
+        return 0;
+}
+
+/* Steps a write statement to completion and resets it. */
+static int step_done(store *s, sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        int r = rc == SQLITE_DONE ? 0 : errno_from_sqlite(s->db, rc);
+
+        sqlite3_reset(st);
+        return r == 0 && rc != SQLITE_DONE ? -EIO : r;
+}
+
+/* Steps a lookup statement: its single integer column, or -ENOENT. */
+static int step_id(store *s, sqlite3_stmt *st, int64_t *ret) {
+        int rc = sqlite3_step(st), r;
+
+        if (rc == SQLITE_ROW) {
+                *ret = sqlite3_column_int64(st, 0);
+                r = 0;
+        } else if (rc == SQLITE_DONE)
+                r = -ENOENT;
+        else
+                r = errno_from_sqlite(s->db, rc);
+
+        sqlite3_reset(st);
+        return r;
+}
+
+static void caches_clear(store *s) {
+        hashmap_clear(s->string_cache);
+        hashmap_clear(s->frame_cache);
+        hashmap_clear(s->stack_cache);
+        hashmap_clear(s->chain_cache);
+        s->chain_cache_bytes = 0;
+        s->chain_len = 0;
+}
+
+/* Ids cached during a transaction that was rolled back do not exist:
+ * forget everything. sqlite rolls a transaction back on its own after
+ * some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM), which shows as
+ * autocommit being on again. */
+static void check_rolled_back(store *s) {
+        if (s->in_tx && sqlite3_get_autocommit(s->db)) {
+                s->in_tx = false;
+                s->n_pending = 0;
+                s->batch_error = 0;
+                caches_clear(s);
+        }
+}
+
+static void bind_sample(sqlite3_stmt *st, int base, const stored_sample *smp) {
+        sqlite3_bind_int64(st, base + 1, i64(smp->time_ns));
+        sqlite3_bind_int64(st, base + 2, smp->cpu);
+        sqlite3_bind_int64(st, base + 3, smp->pid);
+        sqlite3_bind_int64(st, base + 4, smp->tid);
+        sqlite3_bind_int64(st, base + 5, smp->comm_id);
+        sqlite3_bind_int64(st, base + 6, smp->stack_id);
+        sqlite3_bind_int64(st, base + 7, i64(smp->period));
+        sqlite3_bind_int64(st, base + 8, smp->boot_id);
+}
+
+/* Hands the buffered sample rows to sqlite. On failure they are dropped
+ * and the batch is marked failed, so that store_commit() cannot report a
+ * batch as committed with rows missing. */
+static int flush_samples(store *s) {
+        sqlite3_stmt *st = NULL;
+        size_t n = s->n_pending;
+        int r = 0;
+
+        if (n == 0)
+                return 0;
+        s->n_pending = 0;
+
+        if (n == SAMPLE_ROWS_PER_INSERT) {
+                r = get_stmt(s, STMT_SAMPLE_INSERT_MANY, &st);
+                if (r >= 0) {
+                        for (size_t i = 0; i < n; i++)
+                                bind_sample(st, (int) i * 8, s->pending + i);
+                        r = step_done(s, st);
+                }
+        } else {
+                r = get_stmt(s, STMT_SAMPLE_INSERT, &st);
+                for (size_t i = 0; r >= 0 && i < n; i++) {
+                        bind_sample(st, 0, s->pending + i);
+                        r = step_done(s, st);
+                }
+        }
+
+        if (r < 0 && s->batch_error == 0)
+                s->batch_error = r;
+        return r;
+}
+
+static int cache_put(hashmap *h, const void *key, size_t len, int64_t id) {
+        if (hashmap_size(h) >= STORE_CACHE_MAX_ENTRIES)
+                hashmap_clear(h);
+        return hashmap_put(h, key, len, id);
+}
+
+/* ---- schema ---- */
+
+/* Migration N moves a database from user_version N to N + 1. Append new
+ * ones; never edit a released one. Each runs in the open transaction. */
+static int migrate_0_to_1(sqlite3 *db) {
+        /* Indexes are kept to what lookups need: every index costs on each
+         * insert, and samples are inserted at the sampling rate. The UNIQUE
+         * constraints double as the interning lookups' indexes. */
+        return exec_sql(db,
+                "CREATE TABLE strings(id INTEGER PRIMARY KEY, s TEXT UNIQUE NOT NULL);"
+                "CREATE TABLE frames(id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, addr INTEGER NOT NULL,"
+                "  symbol_id INTEGER NOT NULL, offset INTEGER NOT NULL, module_id INTEGER NOT NULL,"
+                "  build_id_id INTEGER NOT NULL,"
+                "  UNIQUE(kind, addr, symbol_id, offset, module_id, build_id_id));"
+                "CREATE TABLE stacks(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, frame INTEGER NOT NULL,"
+                "  UNIQUE(parent, frame));"
+                "CREATE TABLE boots(id INTEGER PRIMARY KEY, boot_uuid TEXT NOT NULL, build_id TEXT NOT NULL,"
+                "  text_addr INTEGER NOT NULL, release TEXT, first_ns INTEGER,"
+                "  UNIQUE(boot_uuid, build_id, text_addr));"
+                "CREATE TABLE samples(time_ns INTEGER NOT NULL, cpu INTEGER, pid INTEGER, tid INTEGER,"
+                "  comm INTEGER, stack INTEGER, period INTEGER, boot INTEGER);"
+                "CREATE INDEX samples_time ON samples(time_ns);"
+                "CREATE TABLE lost(time_ns INTEGER NOT NULL, cpu INTEGER, count INTEGER);"
+                "CREATE INDEX lost_time ON lost(time_ns);");
+}
+
+typedef int (*migration_fn)(sqlite3 *db);
+
+static const migration_fn migrations[] = {
+        migrate_0_to_1,
+};
+
+_Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
+
+static int read_user_version(sqlite3 *db, int64_t *ret) {
+        return query_int64(db, "PRAGMA user_version", ret);
+}
+
+static int schema_migrate(sqlite3 *db) {
+        int64_t version;
+        char sql[64];
+        int r;
+
+        /* IMMEDIATE: two writers starting at once must not both migrate. */
+        r = exec_sql(db, "BEGIN IMMEDIATE");
+        if (r < 0)
+                return r;
+
+        r = read_user_version(db, &version);
+        if (r < 0)
+                goto fail;
+        if (version < 0 || version > STORE_SCHEMA_VERSION) {
+                r = -EPROTO;
+                goto fail;
+        }
+
+        for (int64_t v = version; v < STORE_SCHEMA_VERSION; v++) {
+                r = migrations[v](db);
+                if (r < 0)
+                        goto fail;
+        }
+
+        if (version != STORE_SCHEMA_VERSION) {
+                snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", STORE_SCHEMA_VERSION);
+                r = exec_sql(db, sql);
+                if (r < 0)
+                        goto fail;
+        }
+
+        r = exec_sql(db, "COMMIT");
+        if (r < 0)
+                goto fail;
+        return 0;
+
+fail:
+        (void) exec_sql(db, "ROLLBACK");
+        return r;
+}
+
+/* ---- open / close ---- */
+
+static int configure_writer(sqlite3 *db) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        /* Page size only takes effect before the first table is created.
+         * Bigger pages mean fewer b-tree splits and WAL frames per batch of
+         * appended samples. */
+        r = exec_sql(db, "PRAGMA page_size = 8192");
+        if (r < 0)
+                return r;
+
+        r = prepare(db, "PRAGMA journal_mode = WAL", &st);
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return errno_from_sqlite(db, rc) ?: -EIO;
+        /* The pragma answers the mode in effect; it stays "delete" e.g. on
+         * file systems without shared memory support. Readers concurrent
+         * with the writer need WAL. */
+        if (strcmp((const char *) sqlite3_column_text(st, 0) ?: "", "wal") != 0)
+                return -EOPNOTSUPP;
+
+        /* In WAL mode, NORMAL syncs at checkpoints only: a committed batch
+         * survives a crash of the process (it is in the WAL, in the page
+         * cache), and a power loss can only lose the last batches, never
+         * corrupt the file. */
+        return exec_sql(db,
+                        "PRAGMA synchronous = NORMAL;"
+                        /* Truncate the WAL after checkpoints that found it
+                         * larger than this, so a burst does not leave a huge file. */
+                        "PRAGMA journal_size_limit = 67108864;"
+                        /* 16 MiB page cache: the interning indexes stay hot. */
+                        "PRAGMA cache_size = -16384;"
+                        "PRAGMA temp_store = MEMORY;");
+}
+
+int store_open(const char *path, store_mode mode, store **ret) {
+        _cleanup_(store_freep) store *s = NULL;
+        int64_t version;
+        int flags, r, rc;
+
+        if (!path || !ret || (mode != STORE_READWRITE && mode != STORE_READONLY))
+                return -EINVAL;
+
+        if (mode == STORE_READONLY) {
+                struct stat st;
+
+                /* sqlite reports a missing file as a generic CANTOPEN. */
+                if (stat(path, &st) < 0)
+                        return -errno;
+                if (!S_ISREG(st.st_mode))
+                        return -EINVAL;
+        }
+
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->mode = mode;
+        s->path = strdup(path);
+        if (!s->path)
+                return -ENOMEM;
+
+        /* NOMUTEX: a connection is used by one thread at a time. */
+        flags = SQLITE_OPEN_NOMUTEX |
+                (mode == STORE_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+        rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+        if (rc != SQLITE_OK)
+                return errno_from_sqlite(s->db, rc);
+
+        sqlite3_extended_result_codes(s->db, 1);
+        rc = sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
+        if (rc != SQLITE_OK)
+                return errno_from_sqlite(s->db, rc);
+
+        if (mode == STORE_READWRITE) {
+                r = configure_writer(s->db);
+                if (r < 0)
+                        return r;
+                r = schema_migrate(s->db);
+                if (r < 0)
+                        return r;
+
+                r = hashmap_new(&s->string_cache);
+                if (r < 0)
+                        return r;
+                r = hashmap_new(&s->frame_cache);
+                if (r < 0)
+                        return r;
+                r = hashmap_new(&s->stack_cache);
+                if (r < 0)
+                        return r;
+                r = hashmap_new(&s->chain_cache);
+                if (r < 0)
+                        return r;
+        } else {
+                /* Belt and braces: the connection is read-only already;
+                 * query_only also refuses e.g. a PRAGMA that would write. */
+                r = exec_sql(s->db, "PRAGMA query_only = 1");
+                if (r < 0)
+                        return r;
+                r = exec_sql(s->db, "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;");
+                if (r < 0)
+                        return r;
+        }
+
+        /* Reading user_version also reads the header: a file that is not a
+         * database fails here (-EBADMSG), not at the first query. A reader
+         * cannot migrate, so it needs the exact version; a newer version
+         * means a newer daemon wrote it and we must not touch it. */
+        r = read_user_version(s->db, &version);
+        if (r < 0)
+                return r;
+        if (version != STORE_SCHEMA_VERSION)
+                return -EPROTO;
+
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+store *store_free(store *s) {
+        if (!s)
+                return NULL;
+
+        if (s->in_tx)
+                (void) store_commit(s);
+
+        for (unsigned i = 0; i < _STMT_MAX; i++)
+                sqlite3_finalize(s->stmts[i]);
+        /* The last connection to close checkpoints and removes the WAL. */
+        sqlite3_close_v2(s->db);
+
+        hashmap_free(s->string_cache);
+        hashmap_free(s->frame_cache);
+        hashmap_free(s->stack_cache);
+        hashmap_free(s->chain_cache);
+        free(s->keybuf);
+        free(s->chainbuf);
+        free(s->chain_frames);
+        free(s->chain_nodes);
+        free(s->path);
+        free(s);
+        return NULL;
+}
+
+
+/* ---- transactions ---- */
+
+int store_begin(store *s) {
+        sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        if (s->mode != STORE_READWRITE)
+                return -EROFS;
+        if (s->in_tx)
+                return -EBUSY;
+
+        r = get_stmt(s, STMT_BEGIN, &st);
+        if (r < 0)
+                return r;
+        r = step_done(s, st);
+        if (r < 0)
+                return r;
+
+        s->in_tx = true;
+        return 0;
+}
+
+int store_rollback(store *s) {
+        sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        if (!s->in_tx)
+                return -EINVAL;
+
+        s->in_tx = false;
+        s->n_pending = 0;
+        s->batch_error = 0;
+        caches_clear(s);
+
+        if (sqlite3_get_autocommit(s->db))
+                return 0;       /* sqlite rolled it back already */
+
+        r = get_stmt(s, STMT_ROLLBACK, &st);
+        if (r < 0)
+                return r;
+        return step_done(s, st);
+}
+
+int store_commit(store *s) {
+        sqlite3_stmt *st = NULL;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        if (!s->in_tx)
+                return -EINVAL;
+
+        r = flush_samples(s);
+        if (r >= 0)
+                r = s->batch_error;
+        if (r >= 0)
+                r = get_stmt(s, STMT_COMMIT, &st);
+        if (r >= 0)
+                r = step_done(s, st);
+        if (r < 0) {
+                /* A failed COMMIT leaves the transaction open (e.g. busy);
+                 * the batch is lost either way, and the caches must not
+                 * keep its ids. */
+                (void) store_rollback(s);
+                return r;
+        }
+
+        s->in_tx = false;
+        return 0;
+}
+
+/* Writes outside store_begin() .. store_commit() run in a transaction of
+ * their own, so that a multi-statement operation is atomic. */
+static int auto_begin(store *s, bool *ret_owned) {
+        int r;
+
+        if (s->mode != STORE_READWRITE)
+                return -EROFS;
+
+        *ret_owned = false;
+        if (s->in_tx)
+                return 0;
+
+        r = store_begin(s);
+        if (r < 0)
+                return r;
+        *ret_owned = true;
+        return 0;
+}
+
+static int auto_end(store *s, bool owned, int r) {
+        if (!owned) {
+                if (r < 0)
+                        check_rolled_back(s);
+                return r;
+        }
+        if (r < 0) {
+                (void) store_rollback(s);
+                return r;
+        }
+        return store_commit(s);
+}
+
+/* ---- interning ---- */
+
+static int intern_string_locked(store *s, const char *str, size_t len, int64_t *ret_id) {
+        sqlite3_stmt *st = NULL;
+        int64_t id = 0;
+        int r;
+
+        if (hashmap_get(s->string_cache, str, len, ret_id) >= 0)
+                return 0;
+
+        r = get_stmt(s, STMT_STRING_INSERT, &st);
+        if (r < 0)
+                return r;
+        if (sqlite3_bind_text(st, 1, str, (int) len, SQLITE_STATIC) != SQLITE_OK)
+                return -ENOMEM;
+        r = step_done(s, st);
+        if (r < 0)
+                return r;
+
+        if (sqlite3_changes(s->db) > 0)
+                id = sqlite3_last_insert_rowid(s->db);
+        else {
+                /* Known to the database, not to this cache (e.g. after a
+                 * restart). */
+                r = get_stmt(s, STMT_STRING_SELECT, &st);
+                if (r < 0)
+                        return r;
+                if (sqlite3_bind_text(st, 1, str, (int) len, SQLITE_STATIC) != SQLITE_OK)
+                        return -ENOMEM;
+                r = step_id(s, st, &id);
+                if (r < 0)
+                        return r == -ENOENT ? -EIO : r;
+        }
+
+        r = cache_put(s->string_cache, str, len, id);
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
+int store_intern_string(store *s, const char *str, int64_t *ret_id) {
+        size_t len;
+        bool owned;
+        int64_t id = 0;
+        int r;
+
+        if (!s || !str || !ret_id)
+                return -EINVAL;
+        len = strlen(str);
+        if (len > INT_MAX)
+                return -E2BIG;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = auto_end(s, owned, intern_string_locked(s, str, len, &id));
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
+static int intern_optional_string(store *s, const char *str, int64_t *ret_id) {
+        size_t len;
+
+        if (!str) {
+                *ret_id = 0;
+                return 0;
+        }
+        len = strlen(str);
+        if (len > INT_MAX)
+                return -E2BIG;
+        return intern_string_locked(s, str, len, ret_id);
+}
+
+/* The frame cache is keyed by the frame's content, not by the ids of its
+ * strings, so that a cached frame costs one hash of ~100 bytes instead of
+ * three string lookups plus one of the id tuple:
+ *   kind (1) | addr (8) | offset (8) | presence bits (1) | each present string, NUL terminated.
+ * Strings cannot contain NUL, so the encoding is unambiguous. */
+static int frame_key(store *s, const frame *f, size_t *ret_len) {
+        const char *strs[3] = { f->symbol, f->module, f->build_id };
+        size_t lens[3], need = 18;
+        uint8_t *p, present = 0;
+        int r;
+
+        for (unsigned i = 0; i < 3; i++) {
+                lens[i] = strs[i] ? strlen(strs[i]) : 0;
+                if (strs[i]) {
+                        present |= 1u << i;
+                        r = size_add(need, lens[i] + 1, &need);
+                        if (r < 0)
+                                return r;
+                }
+        }
+
+        if (need > s->keybuf_size) {
+                size_t n = MAX(need, (size_t) 256);
+                uint8_t *b = realloc(s->keybuf, n);
+                if (!b)
+                        return -ENOMEM;
+                s->keybuf = b;
+                s->keybuf_size = n;
+        }
+
+        p = s->keybuf;
+        *p++ = (uint8_t) f->kind;
+        memcpy(p, &f->addr, 8);
+        p += 8;
+        memcpy(p, &f->offset, 8);
+        p += 8;
+        *p++ = present;
+        for (unsigned i = 0; i < 3; i++)
+                if (strs[i]) {
+                        memcpy(p, strs[i], lens[i] + 1);
+                        p += lens[i] + 1;
+                }
+
+        *ret_len = need;
+        return 0;
+}
+
+static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
+        int64_t symbol_id, module_id, build_id_id, id = 0;
+        sqlite3_stmt *st = NULL;
+        size_t key_len;
+        int r;
+
+        if (f->kind != FRAME_KERNEL && f->kind != FRAME_USER)
+                return -EINVAL;
+
+        r = frame_key(s, f, &key_len);
+        if (r < 0)
+                return r;
+        if (hashmap_get(s->frame_cache, s->keybuf, key_len, ret_id) >= 0)
+                return 0;
+
+        r = intern_optional_string(s, f->symbol, &symbol_id);
+        if (r < 0)
+                return r;
+        r = intern_optional_string(s, f->module, &module_id);
+        if (r < 0)
+                return r;
+        r = intern_optional_string(s, f->build_id, &build_id_id);
+        if (r < 0)
+                return r;
+
+        for (unsigned pass = 0; pass < 2; pass++) {
+                r = get_stmt(s, pass == 0 ? STMT_FRAME_INSERT : STMT_FRAME_SELECT, &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int(st, 1, (int) f->kind);
+                sqlite3_bind_int64(st, 2, i64(f->addr));
+                sqlite3_bind_int64(st, 3, symbol_id);
+                sqlite3_bind_int64(st, 4, i64(f->offset));
+                sqlite3_bind_int64(st, 5, module_id);
+                sqlite3_bind_int64(st, 6, build_id_id);
+
+                if (pass == 0) {
+                        r = step_done(s, st);
+                        if (r < 0)
+                                return r;
+                        if (sqlite3_changes(s->db) > 0) {
+                                id = sqlite3_last_insert_rowid(s->db);
+                                break;
+                        }
+                } else {
+                        r = step_id(s, st, &id);
+                        if (r < 0)
+                                return r == -ENOENT ? -EIO : r;
+                }
+        }
+
+        /* frame_key() output is still in keybuf: the string interning
+         * above does not touch it. */
+        r = cache_put(s->frame_cache, s->keybuf, key_len, id);
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
+int store_intern_frame(store *s, const frame *f, int64_t *ret_id) {
+        bool owned;
+        int64_t id = 0;
+        int r;
+
+        if (!s || !f || !ret_id)
+                return -EINVAL;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = auto_end(s, owned, intern_frame_locked(s, f, &id));
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
+static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id) {
+        uint64_t key[2] = { u64(parent_id), u64(frame_id) };
+        sqlite3_stmt *st = NULL;
+        int64_t id = 0;
+        int r;
+
+        if (hashmap_get(s->stack_cache, key, sizeof(key), ret_id) >= 0)
+                return 0;
+
+        for (unsigned pass = 0; pass < 2; pass++) {
+                r = get_stmt(s, pass == 0 ? STMT_STACK_INSERT : STMT_STACK_SELECT, &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(st, 1, parent_id);
+                sqlite3_bind_int64(st, 2, frame_id);
+
+                if (pass == 0) {
+                        r = step_done(s, st);
+                        if (r < 0)
+                                return r;
+                        if (sqlite3_changes(s->db) > 0) {
+                                id = sqlite3_last_insert_rowid(s->db);
+                                break;
+                        }
+                } else {
+                        r = step_id(s, st, &id);
+                        if (r < 0)
+                                return r == -ENOENT ? -EIO : r;
+                }
+        }
+
+        r = cache_put(s->stack_cache, key, sizeof(key), id);
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
+int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id) {
+        bool owned;
+        int64_t id = 0;
+        int r;
+
+        if (!s || !ret_id || parent_id < 0 || frame_id <= 0)
+                return -EINVAL;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = auto_end(s, owned, intern_stack_locked(s, parent_id, frame_id, &id));
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
+/* ---- inserts ---- */
+
+/* Always inside a transaction (the caller's batch or auto_begin()'s), which
+ * store_commit() flushes before committing. */
+static int insert_sample_locked(store *s, const stored_sample *smp) {
+        if (s->n_pending == SAMPLE_ROWS_PER_INSERT) {
+                int r = flush_samples(s);
+                if (r < 0)
+                        return r;
+        }
+        s->pending[s->n_pending++] = *smp;
+        return 0;
+}
+
+int store_insert_sample(store *s, const stored_sample *smp) {
+        bool owned;
+        int r;
+
+        if (!s || !smp)
+                return -EINVAL;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        return auto_end(s, owned, insert_sample_locked(s, smp));
+}
+
+static int chain_reserve(store *s, size_t n) {
+        if (n <= s->chain_alloc)
+                return 0;
+
+        size_t m = MAX(n, (size_t) 64);
+        int64_t *f = realloc(s->chain_frames, m * sizeof(int64_t));
+        if (!f)
+                return -ENOMEM;
+        s->chain_frames = f;
+        int64_t *nd = realloc(s->chain_nodes, m * sizeof(int64_t));
+        if (!nd)
+                return -ENOMEM;
+        s->chain_nodes = nd;
+        s->chain_alloc = m;
+        return 0;
+}
+
+static int buf_reserve(uint8_t **buf, size_t *size, size_t need) {
+        size_t n;
+        uint8_t *b;
+
+        if (need <= *size)
+                return 0;
+        n = MAX(need, *size * 2);
+        b = realloc(*buf, n);
+        if (!b)
+                return -ENOMEM;
+        *buf = b;
+        *size = n;
+        return 0;
+}
+
+/* Key of a whole call stack, for the cache that lets a repeated stack cost
+ * one lookup instead of one per frame. Per frame: kind, addr, offset, then
+ * for each of symbol, module, build_id a tag: 0 = NULL, 1 = the same
+ * pointer as the previous frame's (so the same text: it is the same memory
+ * at the same moment; kernel frames share module and build id), 2 = text
+ * follows, NUL terminated. Equal keys imply equal contents; equal contents
+ * with different pointer sharing only make different keys, i.e. a miss. */
+static int chain_key(store *s, const sample *smp, size_t *ret_len) {
+        size_t len = 0;
+        int r;
+
+        for (size_t i = 0; i < smp->n_frames; i++) {
+                const frame *f = smp->frames + i, *prev = i > 0 ? f - 1 : NULL;
+                const char *strs[3] = { f->symbol, f->module, f->build_id };
+                const char *prevs[3] = { prev ? prev->symbol : NULL, prev ? prev->module : NULL,
+                                         prev ? prev->build_id : NULL };
+                size_t need;
+                uint8_t *p;
+
+                r = size_add(len, 1 + 8 + 8 + 3, &need);
+                if (r < 0)
+                        return r;
+                r = buf_reserve(&s->chainbuf, &s->chainbuf_size, need);
+                if (r < 0)
+                        return r;
+
+                p = s->chainbuf + len;
+                *p++ = (uint8_t) f->kind;
+                memcpy(p, &f->addr, 8);
+                p += 8;
+                memcpy(p, &f->offset, 8);
+                p += 8;
+                len = need - 3;
+
+                for (unsigned k = 0; k < 3; k++) {
+                        size_t sl;
+
+                        if (!strs[k] || strs[k] == prevs[k]) {
+                                s->chainbuf[len++] = strs[k] ? 1 : 0;
+                                continue;
+                        }
+
+                        sl = strlen(strs[k]) + 1;
+                        r = size_add(len, 1 + sl + (2 - k), &need);
+                        if (r < 0)
+                                return r;
+                        r = buf_reserve(&s->chainbuf, &s->chainbuf_size, need);
+                        if (r < 0)
+                                return r;
+                        s->chainbuf[len++] = 2;
+                        memcpy(s->chainbuf + len, strs[k], sl);
+                        len += sl;
+                }
+        }
+
+        *ret_len = len;
+        return 0;
+}
+
+static int add_sample_locked(store *s, int64_t boot_id, const sample *smp) {
+        stored_sample row = {
+                .time_ns = smp->time_ns,
+                .cpu = smp->cpu,
+                .pid = smp->pid,
+                .tid = smp->tid,
+                .period = smp->period,
+                .boot_id = boot_id,
+        };
+        int64_t parent = 0;
+        size_t depth = 0, key_len;
+        bool prefix = true;
+        int r;
+
+        r = intern_optional_string(s, smp->comm, &row.comm_id);
+        if (r < 0)
+                return r;
+
+        if (smp->n_frames == 0) {
+                row.stack_id = 0;
+                return insert_sample_locked(s, &row);
+        }
+
+        r = chain_key(s, smp, &key_len);
+        if (r < 0)
+                return r;
+        if (hashmap_get(s->chain_cache, s->chainbuf, key_len, &row.stack_id) >= 0)
+                return insert_sample_locked(s, &row);
+
+        r = chain_reserve(s, smp->n_frames);
+        if (r < 0)
+                return r;
+
+        /* Outermost caller (frames[n-1]) first, down to the leaf. */
+        for (size_t i = smp->n_frames; i-- > 0; depth++) {
+                int64_t frame_id, node;
+
+                r = intern_frame_locked(s, &smp->frames[i], &frame_id);
+                if (r < 0)
+                        goto fail;
+
+                if (prefix && depth < s->chain_len && s->chain_frames[depth] == frame_id)
+                        node = s->chain_nodes[depth];
+                else {
+                        prefix = false;
+                        r = intern_stack_locked(s, parent, frame_id, &node);
+                        if (r < 0)
+                                goto fail;
+                }
+
+                s->chain_frames[depth] = frame_id;
+                s->chain_nodes[depth] = node;
+                parent = node;
+        }
+        s->chain_len = depth;
+        row.stack_id = parent;
+
+        /* chainbuf still holds this sample's key: interning frames and
+         * stacks does not touch it. */
+        if (s->chain_cache_bytes + key_len > STORE_STACK_KEY_CACHE_MAX_BYTES ||
+            hashmap_size(s->chain_cache) >= STORE_CACHE_MAX_ENTRIES) {
+                hashmap_clear(s->chain_cache);
+                s->chain_cache_bytes = 0;
+        }
+        r = hashmap_put(s->chain_cache, s->chainbuf, key_len, row.stack_id);
+        if (r < 0)
+                return r;
+        s->chain_cache_bytes += key_len;
+
+        return insert_sample_locked(s, &row);
+
+fail:
+        s->chain_len = 0;
+        return r;
+}
+
+int store_add_sample(store *s, int64_t boot_id, const sample *smp) {
+        bool owned;
+        int r;
+
+        if (!s || !smp || (smp->n_frames > 0 && !smp->frames))
+                return -EINVAL;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        return auto_end(s, owned, add_sample_locked(s, boot_id, smp));
+}
+
+static int add_lost_locked(store *s, uint64_t time_ns, uint32_t cpu, uint64_t lost) {
+        sqlite3_stmt *st = NULL;
+        int r;
+
+        r = get_stmt(s, STMT_LOST_INSERT, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, i64(time_ns));
+        sqlite3_bind_int64(st, 2, cpu);
+        sqlite3_bind_int64(st, 3, i64(lost));
+        return step_done(s, st);
+}
+
+int store_add_lost(store *s, uint64_t time_ns, uint32_t cpu, uint64_t lost) {
+        bool owned;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        return auto_end(s, owned, add_lost_locked(s, time_ns, cpu, lost));
+}
+
+static int add_boot_locked(store *s, const char *boot_uuid, const char *build_id, uint64_t text_addr,
+                           const char *release, uint64_t time_ns, int64_t *ret_id) {
+        sqlite3_stmt *st = NULL;
+        int r;
+
+        r = get_stmt(s, STMT_BOOT_INSERT, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, boot_uuid, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, build_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, i64(text_addr));
+        if (release)
+                sqlite3_bind_text(st, 4, release, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, 4);
+        sqlite3_bind_int64(st, 5, i64(time_ns));
+        r = step_done(s, st);
+        sqlite3_clear_bindings(st);
+        if (r < 0)
+                return r;
+
+        if (sqlite3_changes(s->db) > 0) {
+                *ret_id = sqlite3_last_insert_rowid(s->db);
+                return 0;
+        }
+
+        r = get_stmt(s, STMT_BOOT_SELECT, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, boot_uuid, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, build_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, i64(text_addr));
+        r = step_id(s, st, ret_id);
+        sqlite3_clear_bindings(st);
+        return r == -ENOENT ? -EIO : r;
+}
+
+int store_add_boot(store *s, const char *boot_uuid, const char *build_id, uint64_t text_addr,
+                   const char *release, uint64_t time_ns, int64_t *ret_id) {
+        bool owned;
+        int64_t id = 0;
+        int r;
+
+        if (!s || !boot_uuid || !ret_id)
+                return -EINVAL;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        /* An unknown build id is "", not NULL: see UNIQUE and NULL above. */
+        r = auto_end(s, owned, add_boot_locked(s, boot_uuid, build_id ?: "", text_addr, release, time_ns, &id));
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
+static int expire_locked(store *s, uint64_t before_ns, int64_t *ret_deleted) {
+        _cleanup_finalize_ sqlite3_stmt *st_samples = NULL, *st_lost = NULL;
+        int64_t before = before_ns > INT64_MAX ? INT64_MAX : i64(before_ns);
+        int r;
+
+        r = flush_samples(s);
+        if (r < 0)
+                return r;
+
+        r = prepare(s->db, "DELETE FROM samples WHERE time_ns < ?1", &st_samples);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st_samples, 1, before);
+        r = step_done(s, st_samples);
+        if (r < 0)
+                return r;
+        *ret_deleted = sqlite3_changes64(s->db);
+
+        r = prepare(s->db, "DELETE FROM lost WHERE time_ns < ?1", &st_lost);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st_lost, 1, before);
+        return step_done(s, st_lost);
+}
+
+int64_t store_expire(store *s, uint64_t before_ns) {
+        int64_t deleted = 0;
+        bool owned;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = auto_end(s, owned, expire_locked(s, before_ns, &deleted));
+        if (r < 0)
+                return r;
+        return deleted;
+}
+
+/* ---- readers ---- */
+
+/* A consistent snapshot for a multi-statement read. On the writer inside a
+ * batch the batch's transaction is that snapshot already. */
+static int read_begin(store *s, bool *ret_owned) {
+        int r;
+
+        *ret_owned = false;
+        if (s->in_tx)
+                /* The writer reads its own batch, buffered rows included. */
+                return flush_samples(s);
+        r = exec_sql(s->db, "BEGIN");
+        if (r < 0)
+                return r;
+        *ret_owned = true;
+        return 0;
+}
+
+static void read_end(store *s, bool owned) {
+        if (owned)
+                (void) exec_sql(s->db, "COMMIT");
+}
+
+static int file_size(const char *path, const char *suffix, uint64_t *ret) {
+        _cleanup_free_ char *p = NULL;
+        struct stat st;
+
+        if (asprintf(&p, "%s%s", path, suffix) < 0)
+                return -ENOMEM;
+        if (stat(p, &st) < 0) {
+                if (errno == ENOENT) {
+                        *ret = 0;
+                        return 0;
+                }
+                return -errno;
+        }
+        *ret = (uint64_t) st.st_size;
+        return 0;
+}
+
+static int stats_locked(store *s, store_stats *st) {
+        _cleanup_finalize_ sqlite3_stmt *q = NULL;
+        int64_t v;
+        int r, rc;
+
+        r = prepare(s->db, "SELECT count(*), coalesce(min(time_ns), 0), coalesce(max(time_ns), 0) FROM samples", &q);
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(q);
+        if (rc != SQLITE_ROW)
+                return errno_from_sqlite(s->db, rc) ?: -EIO;
+        st->samples = u64(sqlite3_column_int64(q, 0));
+        st->first_ns = u64(sqlite3_column_int64(q, 1));
+        st->last_ns = u64(sqlite3_column_int64(q, 2));
+
+        r = query_int64(s->db, "SELECT coalesce(sum(count), 0) FROM lost", &v);
+        if (r < 0)
+                return r;
+        st->lost = u64(v);
+
+        /* max(id) is one b-tree descent; ids are never deleted. */
+        r = query_int64(s->db, "SELECT coalesce(max(id), 0) FROM frames", &v);
+        if (r < 0)
+                return r;
+        st->n_frames = u64(v);
+        r = query_int64(s->db, "SELECT coalesce(max(id), 0) FROM stacks", &v);
+        if (r < 0)
+                return r;
+        st->n_stacks = u64(v);
+        r = query_int64(s->db, "SELECT coalesce(max(id), 0) FROM strings", &v);
+        if (r < 0)
+                return r;
+        st->n_strings = u64(v);
+        return 0;
+}
+
+int store_get_stats(store *s, store_stats *ret) {
+        store_stats st = {};
+        uint64_t main_bytes, wal_bytes;
+        bool owned;
+        int r;
+
+        if (!s || !ret)
+                return -EINVAL;
+
+        r = read_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = stats_locked(s, &st);
+        read_end(s, owned);
+        if (r < 0)
+                return r;
+
+        r = file_size(s->path, "", &main_bytes);
+        if (r < 0)
+                return r;
+        r = file_size(s->path, "-wal", &wal_bytes);
+        if (r < 0)
+                return r;
+        st.db_bytes = main_bytes + wal_bytes;
+
+        *ret = st;
+        return 0;
+}
+
+int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint64_t **ret, size_t *ret_n) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ uint64_t *a = NULL;
+        size_t n = 0;
+        int r, rc;
+
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+
+        r = prepare(s->db,
+                    "SELECT cpu, sum(count) FROM lost WHERE time_ns >= ?1 AND (?2 = 0 OR time_ns < ?2) "
+                    "GROUP BY cpu ORDER BY cpu",
+                    &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
+        sqlite3_bind_int64(st, 2, until_ns > INT64_MAX ? INT64_MAX : i64(until_ns));
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                int64_t cpu = sqlite3_column_int64(st, 0);
+
+                /* The array is sized by the largest CPU: do not let one
+                 * bogus row allocate gigabytes. */
+                if (cpu < 0 || cpu > STORE_MAX_CPU)
+                        continue;
+                if ((size_t) cpu >= n) {
+                        uint64_t *b = realloc(a, ((size_t) cpu + 1) * sizeof(uint64_t));
+                        if (!b)
+                                return -ENOMEM;
+                        memset(b + n, 0, ((size_t) cpu + 1 - n) * sizeof(uint64_t));
+                        a = b;
+                        n = (size_t) cpu + 1;
+                }
+                a[cpu] += u64(sqlite3_column_int64(st, 1));
+        }
+        if (rc != SQLITE_DONE)
+                return errno_from_sqlite(s->db, rc) ?: -EIO;
+
+        *ret = TAKE_PTR(a);
+        *ret_n = n;
+        return 0;
+}
+
+int store_check_integrity(store *s) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        const char *answer;
+        int r, rc;
+
+        if (!s)
+                return -EINVAL;
+
+        r = prepare(s->db, "PRAGMA integrity_check(1)", &st);
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return errno_from_sqlite(s->db, rc) ?: -EIO;
+        answer = (const char *) sqlite3_column_text(st, 0);
+        return answer && strcmp(answer, "ok") == 0 ? 0 : -EBADMSG;
+}
+
+/* ---- store_query ---- */
+
+/* Rows and stacks are aggregated by SQL into (comm, stack) -> count, one
+ * pass over the matching samples; names are then resolved per distinct
+ * stack and frame through small caches, not per sample. */
+
+typedef struct group {
+        int64_t comm_id, stack_id;
+        uint64_t samples;
+} group;
+
+typedef struct node_info {
+        int64_t parent, frame;
+} node_info;
+
+typedef struct frame_info {
+        int kind;
+        uint64_t addr, offset;
+        int64_t symbol_id, module_id;
+        char *folded;           /* name in folded stacks, made on first use */
+} frame_info;
+
+/* Key of a report row before names are resolved. A symbolized frame is
+ * identified by its symbol whatever the offset; an unsymbolized one by its
+ * address. */
+typedef struct row_key {
+        int64_t comm_id, kind, module_id, symbol_id;
+        uint64_t addr;
+} row_key;
+
+typedef struct row_acc {
+        row_key key;
+        uint64_t samples;
+} row_acc;
+
+typedef struct query_ctx {
+        store *s;
+        sqlite3_stmt *node_st, *frame_st, *string_st;
+
+        hashmap *node_idx;      /* stack id -> index in nodes */
+        node_info *nodes;
+        size_t n_nodes, alloc_nodes;
+
+        hashmap *frame_idx;     /* frame id -> index in frames */
+        frame_info *frames;
+        size_t n_frames, alloc_frames;
+
+        hashmap *string_idx;    /* string id -> index in strings */
+        char **strings;
+        size_t n_strings, alloc_strings;
+} query_ctx;
+
+static void query_ctx_done(query_ctx *c) {
+        sqlite3_finalize(c->node_st);
+        sqlite3_finalize(c->frame_st);
+        sqlite3_finalize(c->string_st);
+        hashmap_free(c->node_idx);
+        hashmap_free(c->frame_idx);
+        hashmap_free(c->string_idx);
+        free(c->nodes);
+        for (size_t i = 0; i < c->n_frames; i++)
+                free(c->frames[i].folded);
+        free(c->frames);
+        for (size_t i = 0; i < c->n_strings; i++)
+                free(c->strings[i]);
+        free(c->strings);
+}
+
+static int query_ctx_init(query_ctx *c, store *s) {
+        int r;
+
+        *c = (query_ctx) { .s = s };
+
+        r = prepare(s->db, "SELECT parent, frame FROM stacks WHERE id = ?1", &c->node_st);
+        if (r < 0)
+                return r;
+        r = prepare(s->db, "SELECT kind, addr, offset, symbol_id, module_id FROM frames WHERE id = ?1", &c->frame_st);
+        if (r < 0)
+                return r;
+        r = prepare(s->db, "SELECT s FROM strings WHERE id = ?1", &c->string_st);
+        if (r < 0)
+                return r;
+        r = hashmap_new(&c->node_idx);
+        if (r < 0)
+                return r;
+        r = hashmap_new(&c->frame_idx);
+        if (r < 0)
+                return r;
+        return hashmap_new(&c->string_idx);
+}
+
+/* Makes room for one more element in a growable array. */
+static int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
+        size_t m;
+        void *q;
+
+        if (n < *alloc)
+                return 0;
+        m = MAX(*alloc * 2, (size_t) 16);
+        if (m > SIZE_MAX / elem)
+                return -ENOMEM;
+        q = realloc(*p, m * elem);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *alloc = m;
+        return 0;
+}
+
+static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
+        int64_t idx;
+        int r, rc;
+
+        if (hashmap_get_u64(c->node_idx, u64(stack_id), &idx) >= 0) {
+                *ret = c->nodes[idx];
+                return 0;
+        }
+
+        r = array_reserve_one((void **) &c->nodes, &c->alloc_nodes, c->n_nodes, sizeof(node_info));
+        if (r < 0)
+                return r;
+
+        sqlite3_bind_int64(c->node_st, 1, stack_id);
+        rc = sqlite3_step(c->node_st);
+        if (rc == SQLITE_ROW) {
+                node_info n = {
+                        .parent = sqlite3_column_int64(c->node_st, 0),
+                        .frame = sqlite3_column_int64(c->node_st, 1),
+                };
+                c->nodes[c->n_nodes] = n;
+                r = 0;
+        } else
+                r = rc == SQLITE_DONE ? -EBADMSG : (errno_from_sqlite(c->s->db, rc) ?: -EIO);
+        sqlite3_reset(c->node_st);
+        if (r < 0)
+                return r;
+
+        /* Nodes are created after their parent, so a parent's id is always
+         * smaller: this is what guarantees that walking up terminates,
+         * whatever the file contains. */
+        if (c->nodes[c->n_nodes].parent < 0 || c->nodes[c->n_nodes].parent >= stack_id)
+                return -EBADMSG;
+
+        r = hashmap_put_u64(c->node_idx, u64(stack_id), (int64_t) c->n_nodes);
+        if (r < 0)
+                return r;
+        *ret = c->nodes[c->n_nodes++];
+        return 0;
+}
+
+/* Returns an index into c->frames (stable; pointers are not). */
+static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
+        int64_t idx;
+        int r, rc;
+
+        if (hashmap_get_u64(c->frame_idx, u64(frame_id), &idx) >= 0) {
+                *ret_idx = (size_t) idx;
+                return 0;
+        }
+
+        r = array_reserve_one((void **) &c->frames, &c->alloc_frames, c->n_frames, sizeof(frame_info));
+        if (r < 0)
+                return r;
+
+        sqlite3_bind_int64(c->frame_st, 1, frame_id);
+        rc = sqlite3_step(c->frame_st);
+        if (rc == SQLITE_ROW) {
+                frame_info f = {
+                        .kind = sqlite3_column_int(c->frame_st, 0),
+                        .addr = u64(sqlite3_column_int64(c->frame_st, 1)),
+                        .offset = u64(sqlite3_column_int64(c->frame_st, 2)),
+                        .symbol_id = sqlite3_column_int64(c->frame_st, 3),
+                        .module_id = sqlite3_column_int64(c->frame_st, 4),
+                };
+                c->frames[c->n_frames] = f;
+                r = 0;
+        } else
+                r = rc == SQLITE_DONE ? -EBADMSG : (errno_from_sqlite(c->s->db, rc) ?: -EIO);
+        sqlite3_reset(c->frame_st);
+        if (r < 0)
+                return r;
+
+        r = hashmap_put_u64(c->frame_idx, u64(frame_id), (int64_t) c->n_frames);
+        if (r < 0)
+                return r;
+        *ret_idx = c->n_frames++;
+        return 0;
+}
+
+/* The string with this id, owned by the context; NULL for id 0. */
+static int ctx_string(query_ctx *c, int64_t id, const char **ret) {
+        const unsigned char *t;
+        int64_t idx;
+        char *copy = NULL;
+        int r, rc;
+
+        if (id == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        if (hashmap_get_u64(c->string_idx, u64(id), &idx) >= 0) {
+                *ret = c->strings[idx];
+                return 0;
+        }
+
+        r = array_reserve_one((void **) &c->strings, &c->alloc_strings, c->n_strings, sizeof(char *));
+        if (r < 0)
+                return r;
+
+        sqlite3_bind_int64(c->string_st, 1, id);
+        rc = sqlite3_step(c->string_st);
+        if (rc == SQLITE_ROW) {
+                t = sqlite3_column_text(c->string_st, 0);
+                copy = strdup(t ? (const char *) t : "");
+                r = copy ? 0 : -ENOMEM;
+        } else
+                r = rc == SQLITE_DONE ? -EBADMSG : (errno_from_sqlite(c->s->db, rc) ?: -EIO);
+        sqlite3_reset(c->string_st);
+        if (r < 0)
+                return r;
+
+        r = hashmap_put_u64(c->string_idx, u64(id), (int64_t) c->n_strings);
+        if (r < 0) {
+                free(copy);
+                return r;
+        }
+        c->strings[c->n_strings++] = copy;
+        *ret = copy;
+        return 0;
+}
+
+static int ctx_comm(query_ctx *c, int64_t comm_id, char **ret) {
+        const char *comm;
+        int r;
+
+        r = ctx_string(c, comm_id, &comm);
+        if (r < 0)
+                return r;
+        *ret = strdup(comm ?: "[unknown]");
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* The name of a frame in a folded stack; see store.h. */
+static int ctx_folded(query_ctx *c, size_t fi, const char **ret) {
+        frame_info *f = c->frames + fi;
+        const char *symbol, *module;
+        char *name;
+        int r;
+
+        if (f->folded) {
+                *ret = f->folded;
+                return 0;
+        }
+
+        r = ctx_string(c, f->symbol_id, &symbol);
+        if (r < 0)
+                return r;
+        r = ctx_string(c, f->module_id, &module);
+        if (r < 0)
+                return r;
+        f = c->frames + fi;
+
+        if (symbol)
+                name = strdup(symbol);
+        else if (f->kind == FRAME_USER && module) {
+                const char *base = strrchr(module, '/');
+                base = base ? base + 1 : module;
+                r = asprintf(&name, "[%s]+0x%" PRIx64, base, f->offset);
+                if (r < 0)
+                        name = NULL;
+        } else {
+                r = asprintf(&name, "0x%" PRIx64, f->addr);
+                if (r < 0)
+                        name = NULL;
+        }
+        if (!name)
+                return -ENOMEM;
+
+        f->folded = name;
+        *ret = name;
+        return 0;
+}
+
+static void query_rows_free(query_row *rows, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(rows[i].comm);
+                free(rows[i].module);
+                free(rows[i].symbol);
+        }
+}
+
+static void query_stack_done(query_stack *st) {
+        free(st->comm);
+        for (size_t i = 0; i < st->n_frames; i++)
+                free(st->frames[i]);
+        free(st->frames);
+}
+
+query_result *query_result_free(query_result *r) {
+        if (!r)
+                return NULL;
+
+        query_rows_free(r->rows, r->n_rows);
+        free(r->rows);
+        for (size_t i = 0; i < r->n_stacks; i++)
+                query_stack_done(r->stacks + i);
+        free(r->stacks);
+        free(r);
+        return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free);
+
+static int row_cmp_names(const query_row *a, const query_row *b) {
+        int d = strcmp(a->comm, b->comm);
+        if (d == 0)
+                d = strcmp(a->module, b->module);
+        if (d == 0)
+                d = strcmp(a->symbol, b->symbol);
+        return d;
+}
+
+static int row_cmp_by_name(const void *x, const void *y) {
+        return row_cmp_names(x, y);
+}
+
+static int row_cmp_by_samples(const void *x, const void *y) {
+        const query_row *a = x, *b = y;
+
+        if (a->samples != b->samples)
+                return a->samples > b->samples ? -1 : 1;
+        return row_cmp_names(a, b);
+}
+
+static int group_cmp(const void *x, const void *y) {
+        const group *a = x, *b = y;
+
+        if (a->samples != b->samples)
+                return a->samples > b->samples ? -1 : 1;
+        if (a->comm_id != b->comm_id)
+                return a->comm_id < b->comm_id ? -1 : 1;
+        if (a->stack_id != b->stack_id)
+                return a->stack_id < b->stack_id ? -1 : 1;
+        return 0;
+}
+
+static int stack_cmp(const void *x, const void *y) {
+        const query_stack *a = x, *b = y;
+        int d;
+
+        if (a->samples != b->samples)
+                return a->samples > b->samples ? -1 : 1;
+        d = strcmp(a->comm, b->comm);
+        if (d != 0)
+                return d;
+        for (size_t i = 0; i < a->n_frames && i < b->n_frames; i++) {
+                d = strcmp(a->frames[i], b->frames[i]);
+                if (d != 0)
+                        return d;
+        }
+        return a->n_frames < b->n_frames ? -1 : a->n_frames > b->n_frames;
+}
+
+/* Filters shared by the statements of one query. Named parameters are
+ * bound only where the clause is present. */
+static void where_clause(const query_params *q, bool time_only, char *buf, size_t size) {
+        snprintf(buf, size, "time_ns >= :since%s%s%s%s",
+                 q->until_ns > 0 ? " AND time_ns < :until" : "",
+                 !time_only && q->pid >= 0 ? " AND pid = :pid" : "",
+                 q->cpu >= 0 ? " AND cpu = :cpu" : "",
+                 !time_only && q->comm ? " AND comm = :comm" : "");
+}
+
+static void bind_named(sqlite3_stmt *st, const char *name, int64_t v) {
+        int idx = sqlite3_bind_parameter_index(st, name);
+        if (idx > 0)
+                sqlite3_bind_int64(st, idx, v);
+}
+
+static void bind_filters(sqlite3_stmt *st, const query_params *q, int64_t comm_id) {
+        bind_named(st, ":since", q->since_ns > INT64_MAX ? INT64_MAX : i64(q->since_ns));
+        bind_named(st, ":until", q->until_ns > INT64_MAX ? INT64_MAX : i64(q->until_ns));
+        bind_named(st, ":pid", q->pid);
+        bind_named(st, ":cpu", q->cpu);
+        bind_named(st, ":comm", comm_id);
+}
+
+static int query_totals(store *s, const query_params *q, int64_t comm_id, query_result *res) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        char where[256], sql[512];
+        int r, rc;
+
+        where_clause(q, false, where, sizeof(where));
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*), coalesce(min(time_ns), 0), coalesce(max(time_ns), 0), count(DISTINCT cpu) "
+                 "FROM samples WHERE %s", where);
+        r = prepare(s->db, sql, &st);
+        if (r < 0)
+                return r;
+        bind_filters(st, q, comm_id);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return errno_from_sqlite(s->db, rc) ?: -EIO;
+
+        res->total_samples = u64(sqlite3_column_int64(st, 0));
+        res->first_ns = u64(sqlite3_column_int64(st, 1));
+        res->last_ns = u64(sqlite3_column_int64(st, 2));
+        res->n_cpus = (uint32_t) sqlite3_column_int64(st, 3);
+        return 0;
+}
+
+static int query_lost(store *s, const query_params *q, query_result *res) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        char where[256], sql[512];
+        int r, rc;
+
+        /* Lost records have no pid or comm: only time and CPU apply. */
+        where_clause(q, true, where, sizeof(where));
+        snprintf(sql, sizeof(sql), "SELECT coalesce(sum(count), 0) FROM lost WHERE %s", where);
+        r = prepare(s->db, sql, &st);
+        if (r < 0)
+                return r;
+        bind_filters(st, q, 0);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return errno_from_sqlite(s->db, rc) ?: -EIO;
+        res->lost = u64(sqlite3_column_int64(st, 0));
+        return 0;
+}
+
+static int query_groups(store *s, const query_params *q, int64_t comm_id, group **ret, size_t *ret_n) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        _cleanup_free_ group *groups = NULL;
+        size_t n = 0, alloc = 0;
+        char where[256], sql[512];
+        int r, rc;
+
+        where_clause(q, false, where, sizeof(where));
+        snprintf(sql, sizeof(sql), "SELECT comm, stack, count(*) FROM samples WHERE %s GROUP BY comm, stack", where);
+        r = prepare(s->db, sql, &st);
+        if (r < 0)
+                return r;
+        bind_filters(st, q, comm_id);
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = array_reserve_one((void **) &groups, &alloc, n, sizeof(group));
+                if (r < 0)
+                        return r;
+                groups[n++] = (group) {
+                        .comm_id = sqlite3_column_int64(st, 0),
+                        .stack_id = sqlite3_column_int64(st, 1),
+                        .samples = u64(sqlite3_column_int64(st, 2)),
+                };
+        }
+        if (rc != SQLITE_DONE)
+                return errno_from_sqlite(s->db, rc) ?: -EIO;
+
+        *ret = TAKE_PTR(groups);
+        *ret_n = n;
+        return 0;
+}
+
+static int build_rows(query_ctx *c, const group *groups, size_t n_groups, size_t limit, query_result *res) {
+        _cleanup_hashmap_ hashmap *idx = NULL;
+        _cleanup_free_ row_acc *acc = NULL;
+        _cleanup_free_ query_row *rows = NULL;
+        size_t n_acc = 0, alloc_acc = 0, n_rows = 0;
+        int r;
+
+        r = hashmap_new(&idx);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < n_groups; i++) {
+                row_key key = { .comm_id = groups[i].comm_id };
+                int64_t j;
+
+                if (groups[i].stack_id != 0) {
+                        node_info n;
+                        size_t fi;
+
+                        r = ctx_node(c, groups[i].stack_id, &n);
+                        if (r < 0)
+                                return r;
+                        r = ctx_frame(c, n.frame, &fi);
+                        if (r < 0)
+                                return r;
+                        key.kind = c->frames[fi].kind;
+                        key.module_id = c->frames[fi].module_id;
+                        key.symbol_id = c->frames[fi].symbol_id;
+                        key.addr = key.symbol_id != 0 ? 0 : c->frames[fi].addr;
+                }
+
+                if (hashmap_get(idx, &key, sizeof(key), &j) >= 0) {
+                        acc[j].samples += groups[i].samples;
+                        continue;
+                }
+                r = array_reserve_one((void **) &acc, &alloc_acc, n_acc, sizeof(row_acc));
+                if (r < 0)
+                        return r;
+                acc[n_acc] = (row_acc) { .key = key, .samples = groups[i].samples };
+                r = hashmap_put(idx, &key, sizeof(key), (int64_t) n_acc);
+                if (r < 0)
+                        return r;
+                n_acc++;
+        }
+
+        if (n_acc == 0)
+                return 0;
+
+        rows = calloc(n_acc, sizeof(query_row));
+        if (!rows)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n_acc; i++) {
+                const row_key *k = &acc[i].key;
+                query_row *row = rows + n_rows;
+                const char *module, *symbol;
+
+                r = ctx_comm(c, k->comm_id, &row->comm);
+                n_rows++;
+                if (r < 0)
+                        goto fail;
+                r = ctx_string(c, k->module_id, &module);
+                if (r < 0)
+                        goto fail;
+                r = ctx_string(c, k->symbol_id, &symbol);
+                if (r < 0)
+                        goto fail;
+
+                row->module = strdup(module ?: "[unknown]");
+                if (symbol)
+                        row->symbol = strdup(symbol);
+                else if (k->kind == 0)
+                        row->symbol = strdup("[unknown]");      /* a sample without frames */
+                else if (asprintf(&row->symbol, "0x%" PRIx64, k->addr) < 0)
+                        row->symbol = NULL;
+                row->kernel = k->kind == FRAME_KERNEL;
+                row->samples = acc[i].samples;
+                if (!row->module || !row->symbol) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+
+        /* Different keys can still name the same row (e.g. a module path
+         * that reads "[unknown]"): merge by name. */
+        qsort(rows, n_rows, sizeof(query_row), row_cmp_by_name);
+        size_t w = 0;
+        for (size_t i = 0; i < n_rows; i++) {
+                if (w > 0 && row_cmp_names(rows + w - 1, rows + i) == 0) {
+                        rows[w - 1].samples += rows[i].samples;
+                        query_rows_free(rows + i, 1);
+                        continue;
+                }
+                rows[w++] = rows[i];
+        }
+        n_rows = w;
+
+        qsort(rows, n_rows, sizeof(query_row), row_cmp_by_samples);
+        if (limit > 0 && n_rows > limit) {
+                query_rows_free(rows + limit, n_rows - limit);
+                n_rows = limit;
+        }
+
+        res->rows = TAKE_PTR(rows);
+        res->n_rows = n_rows;
+        return 0;
+
+fail:
+        query_rows_free(rows, n_rows);
+        return r;
+}
+
+/* Walks a stack from its leaf node up to the root. */
+static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
+        _cleanup_free_ int64_t *frame_ids = NULL;
+        size_t n = 0, alloc = 0;
+        query_stack st = { .samples = g->samples };
+        int r;
+
+        for (int64_t id = g->stack_id; id != 0;) {
+                node_info node;
+
+                r = ctx_node(c, id, &node);
+                if (r < 0)
+                        return r;
+                r = array_reserve_one((void **) &frame_ids, &alloc, n, sizeof(int64_t));
+                if (r < 0)
+                        return r;
+                frame_ids[n++] = node.frame;
+                id = node.parent;
+        }
+
+        r = ctx_comm(c, g->comm_id, &st.comm);
+        if (r < 0)
+                return r;
+
+        if (n > 0) {
+                st.frames = calloc(n, sizeof(char *));
+                if (!st.frames) {
+                        query_stack_done(&st);
+                        return -ENOMEM;
+                }
+        }
+
+        /* frame_ids is leaf first; the result is outermost caller first. */
+        for (size_t i = 0; i < n; i++) {
+                const char *name;
+                size_t fi;
+
+                r = ctx_frame(c, frame_ids[n - 1 - i], &fi);
+                if (r >= 0)
+                        r = ctx_folded(c, fi, &name);
+                if (r >= 0) {
+                        st.frames[i] = strdup(name);
+                        if (!st.frames[i])
+                                r = -ENOMEM;
+                }
+                if (r < 0) {
+                        query_stack_done(&st);
+                        return r;
+                }
+                st.n_frames++;
+        }
+
+        *ret = st;
+        return 0;
+}
+
+static int build_stacks(query_ctx *c, group *groups, size_t n_groups, size_t limit, query_result *res) {
+        size_t n;
+        int r;
+
+        qsort(groups, n_groups, sizeof(group), group_cmp);
+        n = limit > 0 ? MIN(limit, n_groups) : n_groups;
+        if (n == 0)
+                return 0;
+
+        res->stacks = calloc(n, sizeof(query_stack));
+        if (!res->stacks)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n; i++) {
+                r = expand_stack(c, groups + i, res->stacks + i);
+                if (r < 0)
+                        return r;       /* the caller frees what is in res */
+                res->n_stacks++;
+        }
+
+        qsort(res->stacks, res->n_stacks, sizeof(query_stack), stack_cmp);
+        return 0;
+}
+
+static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result *res) {
+        _cleanup_(query_ctx_done) query_ctx c = {};
+        _cleanup_free_ group *groups = NULL;
+        size_t n_groups = 0, row_limit;
+        int64_t comm_id = 0;
+        int r;
+
+        r = query_lost(s, q, res);
+        if (r < 0)
+                return r;
+
+        if (q->comm) {
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+
+                r = prepare(s->db, "SELECT id FROM strings WHERE s = ?1", &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_text(st, 1, q->comm, -1, SQLITE_STATIC);
+                r = step_id(s, st, &comm_id);
+                if (r == -ENOENT)
+                        return 0;       /* no sample ever had this comm */
+                if (r < 0)
+                        return r;
+        }
+
+        r = query_totals(s, q, comm_id, res);
+        if (r < 0)
+                return r;
+        if (res->total_samples == 0)
+                return 0;
+
+        r = query_groups(s, q, comm_id, &groups, &n_groups);
+        if (r < 0)
+                return r;
+
+        r = query_ctx_init(&c, s);
+        if (r < 0)
+                return r;
+
+        /* q->top = 0 asks for all rows; max_rows = 0 means no server cap. */
+        row_limit = q->top;
+        if (max_rows > 0 && (row_limit == 0 || row_limit > max_rows))
+                row_limit = max_rows;
+
+        r = build_rows(&c, groups, n_groups, row_limit, res);
+        if (r < 0)
+                return r;
+
+        if (q->want_stacks) {
+                r = build_stacks(&c, groups, n_groups, max_stacks, res);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int store_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result **ret) {
+        _cleanup_(query_result_freep) query_result *res = NULL;
+        bool owned;
+        int r;
+
+        if (!s || !q || !ret)
+                return -EINVAL;
+        if (q->until_ns > 0 && q->until_ns <= q->since_ns)
+                return -EINVAL;
+
+        res = calloc(1, sizeof(*res));
+        if (!res)
+                return -ENOMEM;
+
+        r = read_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = query_locked(s, q, max_rows, max_stacks, res);
+        read_end(s, owned);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(res);
+        return 0;
+}

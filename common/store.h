@@ -15,6 +15,20 @@
 #include "query.h"
 #include "sample.h"
 
+/* Integers: sqlite INTEGER is signed 64-bit. Addresses, offsets, times and
+ * periods are uint64_t and are stored as their int64_t two's-complement
+ * image, so kernel addresses read as negative numbers in the sqlite3 shell;
+ * everything returned by this API is converted back to uint64_t.
+ *
+ * Errors: negative errno. Specifically:
+ *   -ENOENT     STORE_READONLY on a path that does not exist
+ *   -EPROTO     the file's schema (user_version) is newer than
+ *               STORE_SCHEMA_VERSION (written by a newer perfsnapd: refuse
+ *               to touch it), or, for a reader, older (the writer migrates)
+ *   -EBADMSG    not a database, or a corrupt one
+ *   -EROFS      a write on a STORE_READONLY store
+ *   -EBUSY      store_begin() inside a batch; or the lock wait timed out
+ *   -EINVAL     store_commit()/store_rollback() outside a batch */
 typedef struct store store;
 
 typedef enum store_mode {
@@ -28,9 +42,17 @@ int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
 
 /* Transactions on the writer. store_insert_* outside a transaction run in
- * their own; the ingest path wraps a drain's worth of samples in one. */
+ * their own; the ingest path wraps a drain's worth of samples in one.
+ * Inside a batch, sample rows are handed to sqlite in groups, so a write
+ * error may surface from a later call of the same batch; store_commit()
+ * then fails and rolls the whole batch back: a batch that commits is
+ * complete. A store (like its sqlite connection) is used by one thread at
+ * a time. */
 int store_begin(store *s);
 int store_commit(store *s);
+/* Drops the open batch (and the interning caches, which may hold its ids).
+ * A failed store_commit() rolls back by itself. */
+int store_rollback(store *s);
 
 /* Interning; ids are stable for the life of the database. Cached in memory
  * so a repeated value costs a hash lookup, not a query. */
@@ -67,7 +89,21 @@ int store_add_boot(store *s, const char *boot_uuid, const char *build_id, uint64
  * of samples deleted. */
 int64_t store_expire(store *s, uint64_t before_ns);
 
-/* Readers. */
+/* Readers.
+ *
+ * store_query(): q->top rows (0 = all), capped at max_rows (0 = no cap);
+ * with q->want_stacks also the max_stacks (0 = all) most frequent
+ * (comm, stack) pairs. Rows: see query_row. A leaf frame without symbol
+ * reports symbol "0x<addr>" and its module or "[unknown]"; a sample with no
+ * frames reports module and symbol "[unknown]" (kernel = false). Unknown
+ * comm reads "[unknown]".
+ *
+ * Frame names in stacks (folded output):
+ *   frame with a symbol        "symbol"                 e.g. "brd_submit_bio"
+ *   user frame with a mapping  "[basename]+0x<offset>"  e.g. "[libc.so.6]+0x2a1b4"
+ *                              (offset is the file offset, see frame.offset)
+ *   anything else              "0x<addr>"               e.g. "0xffffffffc0a01234"
+ * A stack of a sample without frames has n_frames 0. */
 int store_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result **ret);
 
 typedef struct store_stats {
@@ -79,6 +115,10 @@ typedef struct store_stats {
 } store_stats;
 
 int store_get_stats(store *s, store_stats *ret);
+
+/* PRAGMA integrity_check: 0 if the file is sound, -EBADMSG if not. Reads
+ * the whole file: for tests and tools, not the daemon's start-up. */
+int store_check_integrity(store *s);
 
 /* Lost totals per CPU (array indexed by cpu, n = max cpu + 1). */
 int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint64_t **ret, size_t *ret_n);

@@ -1,6 +1,897 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "store.h"
 #include "test.h"
 
-TEST(not_written_yet) {
-        TEST_SKIP("test-store is not written yet");
+DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free);
+#define _cleanup_store_ _cleanup_(store_freep)
+#define _cleanup_result_ _cleanup_(query_result_freep)
+
+/* A private directory per test, removed (with the -wal/-shm files) after. */
+typedef struct tmpdir {
+        char dir[64];
+        char db[128];
+} tmpdir;
+
+static void tmpdir_make(tmpdir *t) {
+        snprintf(t->dir, sizeof(t->dir), "/tmp/test-store-XXXXXX");
+        ASSERT_TRUE(mkdtemp(t->dir));
+        snprintf(t->db, sizeof(t->db), "%s/samples.db", t->dir);
+}
+
+static void tmpdir_remove(tmpdir *t) {
+        DIR *d = opendir(t->dir);
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+        (void) rmdir(t->dir);
+}
+#define _cleanup_tmpdir_ _cleanup_(tmpdir_remove)
+
+/* Reads one integer straight from the file, bypassing the store. */
+static int64_t sql_int(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        int64_t v;
+
+        ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        sqlite3_busy_timeout(db, 5000);
+        ASSERT_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+        v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return v;
+}
+
+static const frame K_MEMCPY_10 = { FRAME_KERNEL, 0xffffffff81a00010ULL, "memcpy", 0x10, MODULE_KERNEL, "ab12" };
+static const frame K_MEMCPY_20 = { FRAME_KERNEL, 0xffffffff81a00020ULL, "memcpy", 0x20, MODULE_KERNEL, "ab12" };
+static const frame K_ENTRY = { FRAME_KERNEL, 0xffffffff82000040ULL, "entry_SYSCALL_64", 0x40, MODULE_KERNEL, "ab12" };
+static const frame K_OPEN = { FRAME_KERNEL, 0xffffffff81300100ULL, "do_sys_open", 0x100, MODULE_KERNEL, "ab12" };
+static const frame K_BRD = { FRAME_KERNEL, 0xffffffffc0a01234ULL, "brd_submit_bio", 0x34, "[brd]", NULL };
+static const frame K_NOSYM = { FRAME_KERNEL, 0xffffffffc0001234ULL, NULL, 0, NULL, NULL };
+static const frame U_LIBC = { FRAME_USER, 0x7f0000021234ULL, NULL, 0x1234, "/usr/lib/x86_64-linux-gnu/libc.so.6", NULL };
+static const frame U_NOMAP = { FRAME_USER, 0x401000ULL, NULL, 0, NULL, NULL };
+
+#define T0 1700000000000000000ULL
+
+static void add(store *s, uint64_t t, uint32_t cpu, uint32_t pid, const char *comm, const frame *frames, size_t n) {
+        sample smp = {
+                .time_ns = t, .cpu = cpu, .pid = pid, .tid = pid, .comm = comm,
+                .period = 1, .n_frames = n, .frames = frames,
+        };
+        ASSERT_OK(store_add_sample(s, 1, &smp));
+}
+
+static query_result *run_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks) {
+        query_result *r = NULL;
+        ASSERT_OK(store_query(s, q, max_rows, max_stacks, &r));
+        ASSERT_TRUE(r);
+        return r;
+}
+
+static void assert_row(const query_result *r, size_t i, const char *comm, const char *module, const char *symbol,
+                       uint64_t samples) {
+        ASSERT_LT(i, r->n_rows);
+        ASSERT_STREQ(r->rows[i].comm, comm);
+        ASSERT_STREQ(r->rows[i].module, module);
+        ASSERT_STREQ(r->rows[i].symbol, symbol);
+        ASSERT_EQ(r->rows[i].samples, samples);
+}
+
+TEST(schema_version_and_wal) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        /* WAL is a property of the file: a plain connection sees it. */
+        ASSERT_EQ(sql_int(t.db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                                "('strings', 'frames', 'stacks', 'boots', 'samples', 'lost')"), 6);
+
+        /* Reopening an up-to-date file migrates nothing and succeeds. */
+        s = store_free(s);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+}
+
+TEST(future_schema_is_refused) {
+        _cleanup_tmpdir_ tmpdir t;
+        store *s = NULL;
+        sqlite3 *db;
+
+        tmpdir_make(&t);
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE x(y); PRAGMA user_version = 99;", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_ERROR(store_open(t.db, STORE_READWRITE, &s), EPROTO);
+        ASSERT_NULL(s);
+        ASSERT_ERROR(store_open(t.db, STORE_READONLY, &s), EPROTO);
+        ASSERT_NULL(s);
+        /* And the newer file was left alone. */
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), 99);
+}
+
+TEST(open_errors) {
+        _cleanup_tmpdir_ tmpdir t;
+        char path[256];
+        store *s = NULL;
+        int fd;
+
+        tmpdir_make(&t);
+
+        /* A reader never creates the database. */
+        ASSERT_ERROR(store_open(t.db, STORE_READONLY, &s), ENOENT);
+        ASSERT_NULL(s);
+        ASSERT_TRUE(access(t.db, F_OK) < 0 && errno == ENOENT);
+
+        snprintf(path, sizeof(path), "%s/garbage.db", t.dir);
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        ASSERT_GE(fd, 0);
+        char junk[4096];
+        memset(junk, 'J', sizeof(junk));
+        ASSERT_EQ(write(fd, junk, sizeof(junk)), (ssize_t) sizeof(junk));
+        close(fd);
+        ASSERT_ERROR(store_open(path, STORE_READWRITE, &s), EBADMSG);
+        ASSERT_ERROR(store_open(path, STORE_READONLY, &s), EBADMSG);
+        ASSERT_NULL(s);
+
+        ASSERT_ERROR(store_open(NULL, STORE_READWRITE, &s), EINVAL);
+}
+
+TEST(readonly_refuses_writes) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *w = NULL, *r = NULL;
+        int64_t id;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &w));
+        ASSERT_OK(store_open(t.db, STORE_READONLY, &r));
+
+        ASSERT_ERROR(store_begin(r), EROFS);
+        ASSERT_ERROR(store_intern_string(r, "x", &id), EROFS);
+        ASSERT_ERROR(store_add_lost(r, T0, 0, 1), EROFS);
+        ASSERT_ERROR(store_expire(r, T0), EROFS);
+}
+
+TEST(interning_is_idempotent_across_reopen) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        int64_t str_a, str_b, f1, f2, f3, f4, f5, st1, st2, st3, id, boot1, boot2;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        ASSERT_OK(store_intern_string(s, "alpha", &str_a));
+        ASSERT_OK(store_intern_string(s, "beta", &str_b));
+        ASSERT_GT(str_a, 0);
+        ASSERT_NE(str_a, str_b);
+        ASSERT_OK(store_intern_string(s, "alpha", &id));
+        ASSERT_EQ(id, str_a);
+
+        ASSERT_OK(store_intern_frame(s, &K_MEMCPY_10, &f1));
+        ASSERT_OK(store_intern_frame(s, &K_MEMCPY_20, &f2));    /* same symbol, other offset */
+        ASSERT_OK(store_intern_frame(s, &U_LIBC, &f3));
+        /* NULL and "" are different values for a frame's module. */
+        frame empty_module = U_NOMAP;
+        empty_module.module = "";
+        ASSERT_OK(store_intern_frame(s, &U_NOMAP, &f4));
+        ASSERT_OK(store_intern_frame(s, &empty_module, &f5));
+        ASSERT_NE(f1, f2);
+        ASSERT_NE(f4, f5);
+        ASSERT_OK(store_intern_frame(s, &K_MEMCPY_10, &id));
+        ASSERT_EQ(id, f1);
+
+        /* A frame equal in content but built from other string buffers. */
+        char sym[] = "memcpy", mod[] = MODULE_KERNEL, bid[] = "ab12";
+        frame copy = { FRAME_KERNEL, K_MEMCPY_10.addr, sym, 0x10, mod, bid };
+        ASSERT_OK(store_intern_frame(s, &copy, &id));
+        ASSERT_EQ(id, f1);
+
+        ASSERT_OK(store_intern_stack(s, 0, f1, &st1));
+        ASSERT_OK(store_intern_stack(s, st1, f2, &st2));
+        ASSERT_OK(store_intern_stack(s, 0, f2, &st3));
+        ASSERT_NE(st2, st3);
+        ASSERT_OK(store_intern_stack(s, st1, f2, &id));
+        ASSERT_EQ(id, st2);
+
+        ASSERT_OK(store_add_boot(s, "uuid-1", "ab12", 0xffffffff81000000ULL, "6.1.0", T0, &boot1));
+        ASSERT_OK(store_add_boot(s, "uuid-1", "ab12", 0xffffffff81000000ULL, "6.1.0", T0 + 5, &id));
+        ASSERT_EQ(id, boot1);
+        ASSERT_OK(store_add_boot(s, "uuid-1", "ab12", 0xffffffff9a000000ULL, NULL, T0, &boot2));
+        ASSERT_NE(boot1, boot2);
+
+        ASSERT_ERROR(store_intern_frame(s, &(frame) { .kind = 7 }, &id), EINVAL);
+        ASSERT_ERROR(store_intern_stack(s, 0, 0, &id), EINVAL);
+
+        /* Reopen: the caches are empty, so this exercises the SELECT path. */
+        s = store_free(s);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        ASSERT_OK(store_intern_string(s, "beta", &id));
+        ASSERT_EQ(id, str_b);
+        ASSERT_OK(store_intern_frame(s, &K_MEMCPY_20, &id));
+        ASSERT_EQ(id, f2);
+        ASSERT_OK(store_intern_frame(s, &empty_module, &id));
+        ASSERT_EQ(id, f5);
+        ASSERT_OK(store_intern_frame(s, &U_LIBC, &id));
+        ASSERT_EQ(id, f3);
+        ASSERT_OK(store_intern_stack(s, st1, f2, &id));
+        ASSERT_EQ(id, st2);
+        ASSERT_OK(store_add_boot(s, "uuid-1", "ab12", 0xffffffff81000000ULL, "6.1.0", T0, &id));
+        ASSERT_EQ(id, boot1);
+
+        /* Nothing was interned twice. 2 strings + symbol, 2 modules, "",
+         * build id: "alpha" "beta" "memcpy" "[kernel.kallsyms]" "ab12"
+         * "/usr/.../libc.so.6" "". */
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM strings"), 7);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM frames"), 5);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stacks"), 3);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM boots"), 2);
+
+        /* Addresses round trip through int64: the kernel one is negative in SQL. */
+        char sql[128];
+        snprintf(sql, sizeof(sql), "SELECT addr FROM frames WHERE id = %" PRId64, f1);
+        ASSERT_U64_EQ((uint64_t) sql_int(t.db, sql), K_MEMCPY_10.addr);
+        ASSERT_LT(sql_int(t.db, sql), 0);
+}
+
+TEST(rollback_forgets_cached_ids) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        int64_t id1, id2, f;
+        char sql[128];
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        ASSERT_OK(store_begin(s));
+        ASSERT_ERROR(store_begin(s), EBUSY);
+        ASSERT_OK(store_intern_string(s, "gone", &id1));
+        ASSERT_OK(store_intern_frame(s, &K_OPEN, &f));
+        ASSERT_OK(store_rollback(s));
+        ASSERT_ERROR(store_commit(s), EINVAL);
+
+        /* The cache must not answer with the rolled-back ids: the string
+         * has to exist in the file under the id returned now. */
+        ASSERT_OK(store_intern_string(s, "gone", &id2));
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM strings WHERE id = %" PRId64 " AND s = 'gone'", id2);
+        ASSERT_EQ(sql_int(t.db, sql), 1);
+        ASSERT_OK(store_intern_frame(s, &K_OPEN, &f));
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM frames WHERE id = %" PRId64, f);
+        ASSERT_EQ(sql_int(t.db, sql), 1);
+}
+
+/* The data set of the query tests; times T0 + 1..12. */
+static void fill_query_data(store *s) {
+        const frame c1[] = { K_MEMCPY_10, K_ENTRY };
+        const frame c2[] = { K_MEMCPY_20, K_ENTRY };
+        const frame c3[] = { U_LIBC };
+        const frame d1[] = { K_BRD, K_ENTRY };
+        const frame n1[] = { K_NOSYM };
+
+        ASSERT_OK(store_begin(s));
+        add(s, T0 + 1, 0, 100, "cat", c1, 2);
+        add(s, T0 + 2, 0, 100, "cat", c1, 2);
+        add(s, T0 + 3, 0, 100, "cat", c1, 2);
+        add(s, T0 + 4, 0, 100, "cat", c2, 2);
+        add(s, T0 + 5, 0, 100, "cat", c2, 2);
+        add(s, T0 + 6, 1, 100, "cat", c3, 1);
+        add(s, T0 + 7, 1, 200, "dd", d1, 2);
+        add(s, T0 + 8, 1, 200, "dd", d1, 2);
+        add(s, T0 + 9, 1, 200, "dd", d1, 2);
+        add(s, T0 + 10, 1, 200, "dd", d1, 2);
+        add(s, T0 + 11, 3, 0, NULL, NULL, 0);
+        add(s, T0 + 12, 3, 300, "kworker/0:1", n1, 1);
+        ASSERT_OK(store_add_lost(s, T0 + 3, 0, 7));
+        ASSERT_OK(store_add_lost(s, T0 + 8, 1, 5));
+        ASSERT_OK(store_add_lost(s, T0 + 20, 1, 100));
+        ASSERT_OK(store_commit(s));
+}
+
+TEST(query_round_trip_and_filters) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        query_result *r;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        fill_query_data(s);
+
+        /* Everything. */
+        query_params q = QUERY_PARAMS_INIT;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 12);
+        ASSERT_U64_EQ(r->first_ns, T0 + 1);
+        ASSERT_U64_EQ(r->last_ns, T0 + 12);
+        ASSERT_EQ(r->n_cpus, 3);
+        ASSERT_EQ(r->lost, 112);
+        ASSERT_EQ(r->n_rows, 5);
+        ASSERT_EQ(r->n_stacks, 0);
+        /* memcpy+0x10 and memcpy+0x20 are one row. Ties at 1 by comm:
+         * "[unknown]" < "cat" < "kworker/0:1" in byte order. */
+        assert_row(r, 0, "cat", MODULE_KERNEL, "memcpy", 5);
+        ASSERT_TRUE(r->rows[0].kernel);
+        assert_row(r, 1, "dd", "[brd]", "brd_submit_bio", 4);
+        assert_row(r, 2, "[unknown]", "[unknown]", "[unknown]", 1);
+        ASSERT_TRUE(!r->rows[2].kernel);
+        assert_row(r, 3, "cat", "/usr/lib/x86_64-linux-gnu/libc.so.6", "0x7f0000021234", 1);
+        ASSERT_TRUE(!r->rows[3].kernel);
+        assert_row(r, 4, "kworker/0:1", "[unknown]", "0xffffffffc0001234", 1);
+        ASSERT_TRUE(r->rows[4].kernel);
+        query_result_free(r);
+
+        /* pid */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.pid = 200;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 4);
+        ASSERT_EQ(r->n_rows, 1);
+        assert_row(r, 0, "dd", "[brd]", "brd_submit_bio", 4);
+        ASSERT_EQ(r->lost, 112);        /* pid does not filter lost records */
+        query_result_free(r);
+
+        /* cpu: filters samples and lost records */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.cpu = 1;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 5);
+        ASSERT_EQ(r->n_cpus, 1);
+        ASSERT_U64_EQ(r->first_ns, T0 + 6);
+        ASSERT_U64_EQ(r->last_ns, T0 + 10);
+        ASSERT_EQ(r->lost, 105);
+        ASSERT_EQ(r->n_rows, 2);
+        assert_row(r, 0, "dd", "[brd]", "brd_submit_bio", 4);
+        assert_row(r, 1, "cat", "/usr/lib/x86_64-linux-gnu/libc.so.6", "0x7f0000021234", 1);
+        query_result_free(r);
+
+        /* comm: exact match only */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.comm = "cat";
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 6);
+        ASSERT_EQ(r->n_cpus, 2);
+        ASSERT_EQ(r->n_rows, 2);
+        query_result_free(r);
+
+        q.comm = "ca";
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 0);
+        ASSERT_EQ(r->n_rows, 0);
+        ASSERT_U64_EQ(r->first_ns, 0);
+        ASSERT_EQ(r->lost, 112);
+        query_result_free(r);
+
+        /* time: [since, until) */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.since_ns = T0 + 3;
+        q.until_ns = T0 + 8;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 5);         /* T0+3 .. T0+7 */
+        ASSERT_U64_EQ(r->first_ns, T0 + 3);
+        ASSERT_U64_EQ(r->last_ns, T0 + 7);
+        ASSERT_EQ(r->lost, 7);                  /* T0+3 in, T0+8 out */
+        assert_row(r, 0, "cat", MODULE_KERNEL, "memcpy", 3);
+        query_result_free(r);
+
+        q.until_ns = 0;
+        q.since_ns = T0 + 11;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 2);
+        ASSERT_EQ(r->lost, 100);
+        query_result_free(r);
+
+        /* Everything combined. */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.since_ns = T0 + 2;
+        q.until_ns = T0 + 9;
+        q.pid = 100;
+        q.cpu = 0;
+        q.comm = "cat";
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 4);
+        ASSERT_EQ(r->lost, 7);
+        ASSERT_EQ(r->n_rows, 1);
+        assert_row(r, 0, "cat", MODULE_KERNEL, "memcpy", 4);
+        query_result_free(r);
+
+        /* An empty window is not an error; an inverted one is. */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.since_ns = T0 + 100;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 0);
+        ASSERT_EQ(r->n_cpus, 0);
+        query_result_free(r);
+        q.until_ns = T0 + 50;
+        r = NULL;
+        ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EINVAL);
+        ASSERT_NULL(r);
+}
+
+TEST(query_ordering_ties_and_top) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame fa[] = { { FRAME_KERNEL, 0xffffffff81000010ULL, "a_func", 0, MODULE_KERNEL, NULL } };
+        const frame fb[] = { { FRAME_KERNEL, 0xffffffff81000020ULL, "b_func", 0, MODULE_KERNEL, NULL } };
+        const frame fm[] = { { FRAME_KERNEL, 0xffffffffc0000020ULL, "a_func", 0, "[amod]", NULL } };
+        query_result *r;
+        uint64_t tm = T0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        /* Insert in an order unrelated to the expected one. Six rows of
+         * 2 samples each, one of 3. */
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 2; i++) {
+                add(s, ++tm, 0, 1, "zed", fa, 1);
+                add(s, ++tm, 0, 1, "abc", fb, 1);
+                add(s, ++tm, 0, 1, "abc", fa, 1);
+                add(s, ++tm, 0, 1, "abc", fm, 1);
+                add(s, ++tm, 0, 1, "mid", fb, 1);
+                add(s, ++tm, 0, 1, "mid", fa, 1);
+        }
+        add(s, ++tm, 0, 1, "zed", fb, 1);
+        add(s, ++tm, 0, 1, "zed", fb, 1);
+        add(s, ++tm, 0, 1, "zed", fb, 1);
+        ASSERT_OK(store_commit(s));
+
+        query_params q = QUERY_PARAMS_INIT;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_rows, 7);
+        assert_row(r, 0, "zed", MODULE_KERNEL, "b_func", 3);
+        /* samples desc, then comm, module ("[amod]" < "[kernel.kallsyms]"), symbol */
+        assert_row(r, 1, "abc", "[amod]", "a_func", 2);
+        assert_row(r, 2, "abc", MODULE_KERNEL, "a_func", 2);
+        assert_row(r, 3, "abc", MODULE_KERNEL, "b_func", 2);
+        assert_row(r, 4, "mid", MODULE_KERNEL, "a_func", 2);
+        assert_row(r, 5, "mid", MODULE_KERNEL, "b_func", 2);
+        assert_row(r, 6, "zed", MODULE_KERNEL, "a_func", 2);
+        query_result_free(r);
+
+        /* top limits rows, not the totals. */
+        q.top = 3;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_rows, 3);
+        ASSERT_EQ(r->total_samples, 15);
+        assert_row(r, 2, "abc", MODULE_KERNEL, "a_func", 2);
+        query_result_free(r);
+
+        /* The server cap wins over a larger top, and applies to top = 0. */
+        q.top = 5;
+        r = run_query(s, &q, 2, 0);
+        ASSERT_EQ(r->n_rows, 2);
+        query_result_free(r);
+        q.top = 0;
+        r = run_query(s, &q, 4, 0);
+        ASSERT_EQ(r->n_rows, 4);
+        assert_row(r, 3, "abc", MODULE_KERNEL, "b_func", 2);
+        query_result_free(r);
+        q.top = 1;
+        r = run_query(s, &q, 4, 0);
+        ASSERT_EQ(r->n_rows, 1);
+        assert_row(r, 0, "zed", MODULE_KERNEL, "b_func", 3);
+        query_result_free(r);
+}
+
+static void assert_frames(const query_stack *st, const char *const *want, size_t n) {
+        ASSERT_EQ(st->n_frames, n);
+        for (size_t i = 0; i < n; i++)
+                ASSERT_STREQ(st->frames[i], want[i]);
+}
+
+TEST(query_stacks) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        /* leaf first, as perf delivers them */
+        const frame full[] = { K_OPEN, K_NOSYM, K_ENTRY, U_LIBC, U_NOMAP };
+        const frame abc[] = { K_MEMCPY_10, K_BRD, K_ENTRY };
+        const frame axc[] = { K_MEMCPY_10, K_OPEN, K_ENTRY };
+        store_stats stats;
+        query_result *r;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        ASSERT_OK(store_begin(s));
+        add(s, T0 + 1, 0, 1, "sh", full, 5);
+        add(s, T0 + 2, 0, 1, "sh", full, 5);
+        add(s, T0 + 3, 0, 1, "sh", full, 5);
+        /* abc, then axc diverging in the middle, then abc again: the
+         * second abc must land on the first one's node, not on axc's. */
+        add(s, T0 + 4, 0, 2, "io", abc, 3);
+        add(s, T0 + 5, 0, 2, "io", axc, 3);
+        add(s, T0 + 6, 0, 2, "io", abc, 3);
+        add(s, T0 + 7, 0, 2, "io", NULL, 0);
+        /* Same stack, other comm: a separate stack entry. */
+        add(s, T0 + 8, 0, 3, "cp", abc, 3);
+        ASSERT_OK(store_commit(s));
+
+        /* Trie nodes: full = 5; abc = 3; axc shares entry_SYSCALL_64 = 2. */
+        ASSERT_OK(store_get_stats(s, &stats));
+        ASSERT_EQ(stats.n_stacks, 10);
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_stacks, 5);
+
+        static const char *const want_full[] = {
+                "0x401000", "[libc.so.6]+0x1234", "entry_SYSCALL_64", "0xffffffffc0001234", "do_sys_open",
+        };
+        static const char *const want_abc[] = { "entry_SYSCALL_64", "brd_submit_bio", "memcpy" };
+        static const char *const want_axc[] = { "entry_SYSCALL_64", "do_sys_open", "memcpy" };
+
+        ASSERT_STREQ(r->stacks[0].comm, "sh");
+        ASSERT_EQ(r->stacks[0].samples, 3);
+        assert_frames(&r->stacks[0], want_full, ELEMENTSOF(want_full));
+        ASSERT_STREQ(r->stacks[1].comm, "io");
+        ASSERT_EQ(r->stacks[1].samples, 2);
+        assert_frames(&r->stacks[1], want_abc, ELEMENTSOF(want_abc));
+        /* Ties at 1: by comm, then frames: "cp" < "io"; then in "io" the
+         * empty stack sorts before any frames, then brd < do_sys_open. */
+        ASSERT_STREQ(r->stacks[2].comm, "cp");
+        assert_frames(&r->stacks[2], want_abc, ELEMENTSOF(want_abc));
+        ASSERT_STREQ(r->stacks[3].comm, "io");
+        ASSERT_EQ(r->stacks[3].n_frames, 0);
+        ASSERT_STREQ(r->stacks[4].comm, "io");
+        assert_frames(&r->stacks[4], want_axc, ELEMENTSOF(want_axc));
+        ASSERT_EQ(r->stacks[4].samples, 1);
+
+        /* Rows still group by leaf symbol: memcpy in io (2 + 1). */
+        assert_row(r, 0, "io", MODULE_KERNEL, "memcpy", 3);
+        assert_row(r, 1, "sh", MODULE_KERNEL, "do_sys_open", 3);
+        query_result_free(r);
+
+        /* max_stacks keeps the most frequent. */
+        r = run_query(s, &q, 0, 2);
+        ASSERT_EQ(r->n_stacks, 2);
+        ASSERT_EQ(r->stacks[0].samples, 3);
+        ASSERT_EQ(r->stacks[1].samples, 2);
+        query_result_free(r);
+
+        /* Stacks follow the filters. */
+        q.comm = "cp";
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_stacks, 1);
+        assert_frames(&r->stacks[0], want_abc, ELEMENTSOF(want_abc));
+        query_result_free(r);
+}
+
+TEST(stack_cache_follows_content_not_pointers) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        char sym[32], mod[32];
+        query_result *r;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        /* The symbolizer may reuse a buffer (e.g. after a module unload):
+         * the same pointers with other text are another stack. */
+        snprintf(sym, sizeof(sym), "first_func");
+        snprintf(mod, sizeof(mod), "[modA]");
+        frame f[2] = {
+                { FRAME_KERNEL, 0xffffffffc0000010ULL, sym, 0x10, mod, NULL },
+                { FRAME_KERNEL, 0xffffffffc0000100ULL, "caller", 0x0, mod, NULL },
+        };
+        ASSERT_OK(store_begin(s));
+        add(s, T0 + 1, 0, 1, "x", f, 2);
+        snprintf(sym, sizeof(sym), "other_func");
+        add(s, T0 + 2, 0, 1, "x", f, 2);
+        snprintf(mod, sizeof(mod), "[modB]");
+        add(s, T0 + 3, 0, 1, "x", f, 2);
+
+        /* The same text from other buffers, and with different pointer
+         * sharing between frames, is the same stack. */
+        char sym2[] = "first_func", mod2[] = "[modA]", mod3[] = "[modA]";
+        frame g[2] = {
+                { FRAME_KERNEL, 0xffffffffc0000010ULL, sym2, 0x10, mod2, NULL },
+                { FRAME_KERNEL, 0xffffffffc0000100ULL, "caller", 0x0, mod3, NULL },
+        };
+        add(s, T0 + 4, 0, 1, "x", g, 2);
+        ASSERT_OK(store_commit(s));
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_rows, 3);
+        assert_row(r, 0, "x", "[modA]", "first_func", 2);
+        assert_row(r, 1, "x", "[modA]", "other_func", 1);
+        assert_row(r, 2, "x", "[modB]", "other_func", 1);
+        /* [modA] caller and [modB] caller are different frames, so 3 stacks. */
+        ASSERT_EQ(r->n_stacks, 3);
+        ASSERT_EQ(r->stacks[0].samples, 2);
+        ASSERT_STREQ(r->stacks[0].frames[1], "first_func");
+        query_result_free(r);
+}
+
+TEST(lost_sums) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        _cleanup_free_ uint64_t *per_cpu = NULL;
+        size_t n = 99;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        ASSERT_OK(store_get_lost_per_cpu(s, 0, 0, &per_cpu, &n));
+        ASSERT_EQ(n, 0);
+        ASSERT_NULL(per_cpu);
+
+        /* Outside a batch each runs in its own transaction. */
+        ASSERT_OK(store_add_lost(s, T0 + 1, 0, 10));
+        ASSERT_OK(store_add_lost(s, T0 + 2, 2, 20));
+        ASSERT_OK(store_add_lost(s, T0 + 3, 2, 30));
+        ASSERT_OK(store_add_lost(s, T0 + 4, 0, 40));
+        /* A bogus CPU number does not make the per-CPU array huge. */
+        ASSERT_OK(store_add_lost(s, T0 + 4, 4000000000u, 1));
+
+        ASSERT_OK(store_get_lost_per_cpu(s, 0, 0, &per_cpu, &n));
+        ASSERT_EQ(n, 3);
+        ASSERT_EQ(per_cpu[0], 50);
+        ASSERT_EQ(per_cpu[1], 0);
+        ASSERT_EQ(per_cpu[2], 50);
+        free(per_cpu);
+        per_cpu = NULL;
+
+        ASSERT_OK(store_get_lost_per_cpu(s, T0 + 2, T0 + 4, &per_cpu, &n));
+        ASSERT_EQ(n, 3);
+        ASSERT_EQ(per_cpu[0], 0);
+        ASSERT_EQ(per_cpu[2], 50);
+        free(per_cpu);
+        per_cpu = NULL;
+
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->lost, 101);
+        ASSERT_EQ(r->total_samples, 0);
+        query_result_free(r);
+
+        q.cpu = 2;
+        q.since_ns = T0 + 3;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->lost, 30);
+        query_result_free(r);
+}
+
+TEST(expire) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN };
+        store_stats st;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        ASSERT_OK(store_begin(s));
+        for (uint64_t i = 1; i <= 10; i++)
+                add(s, T0 + i * 1000, 0, 1, "x", f, 1);
+        ASSERT_OK(store_add_lost(s, T0 + 2000, 0, 3));
+        ASSERT_OK(store_add_lost(s, T0 + 8000, 0, 4));
+        ASSERT_OK(store_commit(s));
+
+        /* Strictly older than: T0+1000 .. T0+4000 go, T0+5000 stays. */
+        ASSERT_EQ(store_expire(s, T0 + 5000), 4);
+        ASSERT_EQ(store_expire(s, T0 + 5000), 0);
+
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 6);
+        ASSERT_U64_EQ(st.first_ns, T0 + 5000);
+        ASSERT_U64_EQ(st.last_ns, T0 + 10000);
+        ASSERT_EQ(st.lost, 4);
+
+        /* Inside a batch it is part of the batch. */
+        ASSERT_OK(store_begin(s));
+        ASSERT_EQ(store_expire(s, T0 + 7000), 2);
+        ASSERT_OK(store_rollback(s));
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 6);
+
+        ASSERT_EQ(store_expire(s, UINT64_MAX), 6);
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 0);
+        ASSERT_EQ(st.first_ns, 0);
+        ASSERT_EQ(st.lost, 0);
+        /* Interned values stay: ids are stable for the database's life. */
+        ASSERT_EQ(st.n_frames, 1);
+}
+
+TEST(stats) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        char wal[160];
+        struct stat a, b;
+        store_stats st;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        fill_query_data(s);
+
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 12);
+        ASSERT_EQ(st.lost, 112);
+        ASSERT_U64_EQ(st.first_ns, T0 + 1);
+        ASSERT_U64_EQ(st.last_ns, T0 + 12);
+        ASSERT_EQ(st.n_frames, 6);
+        /* memcpy10>entry, memcpy20>entry share entry: 3; libc 1; brd 1
+         * under entry; nosym 1. */
+        ASSERT_EQ(st.n_stacks, 6);
+        /* cat dd kworker/0:1 memcpy entry_SYSCALL_64 brd_submit_bio
+         * [kernel.kallsyms] [brd] ab12 libc-path */
+        ASSERT_EQ(st.n_strings, 10);
+
+        /* The WAL has not been checkpointed into the main file yet: both count. */
+        snprintf(wal, sizeof(wal), "%s-wal", t.db);
+        ASSERT_EQ(stat(t.db, &a), 0);
+        ASSERT_EQ(stat(wal, &b), 0);
+        ASSERT_GT(b.st_size, 0);
+        ASSERT_EQ(st.db_bytes, (uint64_t) (a.st_size + b.st_size));
+}
+
+TEST(reader_concurrent_with_writer) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *w = NULL, *rd = NULL;
+        const frame f[] = { K_OPEN, K_ENTRY };
+        store_stats st;
+        query_result *r;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &w));
+        ASSERT_OK(store_begin(w));
+        for (uint64_t i = 0; i < 10; i++)
+                add(w, T0 + i, 0, 1, "a", f, 2);
+        ASSERT_OK(store_commit(w));
+
+        /* The writer holds an open batch while the reader opens and reads:
+         * in WAL mode neither waits, and the reader sees the last commit. */
+        ASSERT_OK(store_begin(w));
+        for (uint64_t i = 10; i < 15; i++)
+                add(w, T0 + i, 0, 1, "a", f, 2);
+
+        ASSERT_OK(store_open(t.db, STORE_READONLY, &rd));
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        r = run_query(rd, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 10);
+        ASSERT_EQ(r->n_stacks, 1);
+        query_result_free(r);
+
+        /* The writer sees its own uncommitted batch. */
+        r = run_query(w, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 15);
+        query_result_free(r);
+
+        ASSERT_OK(store_commit(w));
+        r = run_query(rd, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 15);
+        query_result_free(r);
+
+        /* A reader on a file whose writer has gone away (WAL checkpointed
+         * and removed) still works. */
+        rd = store_free(rd);
+        w = store_free(w);
+        ASSERT_OK(store_open(t.db, STORE_READONLY, &rd));
+        ASSERT_OK(store_get_stats(rd, &st));
+        ASSERT_EQ(st.samples, 15);
+        ASSERT_OK(store_check_integrity(rd));
+}
+
+TEST(free_commits_open_batch) {
+        _cleanup_tmpdir_ tmpdir t;
+        store *s = NULL;
+        const frame f[] = { K_OPEN };
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        add(s, T0, 0, 1, "a", f, 1);
+        add(s, T0 + 1, 0, 1, "a", f, 1);
+        ASSERT_NULL(store_free(s));
+
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM samples"), 2);
+}
+
+#define CRASH_BATCH 50
+
+static _Noreturn void crash_child(const char *path, int fd) {
+        const frame f[] = { K_MEMCPY_10, K_OPEN, K_ENTRY, U_LIBC };
+        store *s = NULL;
+        uint32_t commits = 0;
+
+        if (store_open(path, STORE_READWRITE, &s) < 0)
+                _exit(EXIT_FAILURE);
+        for (uint64_t t = T0;;) {
+                if (store_begin(s) < 0)
+                        _exit(EXIT_FAILURE);
+                for (int i = 0; i < CRASH_BATCH; i++) {
+                        sample smp = {
+                                .time_ns = t++, .cpu = (uint32_t) (t & 1), .pid = 7, .comm = "writer",
+                                .n_frames = 1 + (t % ELEMENTSOF(f)), .frames = f,
+                        };
+                        if (store_add_sample(s, 0, &smp) < 0)
+                                _exit(EXIT_FAILURE);
+                }
+                if (store_commit(s) < 0)
+                        _exit(EXIT_FAILURE);
+                commits++;
+                if (write(fd, &commits, sizeof(commits)) != sizeof(commits))
+                        _exit(EXIT_FAILURE);
+        }
+}
+
+TEST(crash_keeps_committed_batches) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        uint32_t reported = 0, c;
+        store_stats st;
+        int pipefd[2], status;
+        pid_t pid;
+
+        tmpdir_make(&t);
+        ASSERT_EQ(pipe2(pipefd, O_CLOEXEC), 0);
+
+        pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+                close(pipefd[0]);
+                crash_child(t.db, pipefd[1]);
+        }
+        close(pipefd[1]);
+
+        /* Let it commit a while, then kill it mid-stream: it starts the
+         * next batch right after reporting one. */
+        while (reported < 500) {
+                ssize_t n = read(pipefd[0], &c, sizeof(c));
+                if (n != sizeof(c))
+                        break;
+                reported = c;
+        }
+        ASSERT_EQ(kill(pid, SIGKILL), 0);
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        close(pipefd[0]);
+        ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        ASSERT_GE(reported, 500);
+
+        /* The killed writer left its WAL behind; a reader copes with that... */
+        ASSERT_OK(store_open(t.db, STORE_READONLY, &s));
+        ASSERT_OK(store_check_integrity(s));
+        ASSERT_OK(store_get_stats(s, &st));
+        s = store_free(s);
+
+        /* ...and so does a new writer, which recovers the WAL. */
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_check_integrity(s));
+        ASSERT_EQ(sql_int(t.db, "SELECT integrity_check = 'ok' FROM pragma_integrity_check"), 1);
+        ASSERT_OK(store_get_stats(s, &st));
+        fprintf(stderr, "reported %u commits, found %" PRIu64 " samples\n", reported, st.samples);
+
+        /* Every reported commit is there, and batches are all or nothing. */
+        ASSERT_GE(st.samples, (uint64_t) reported * CRASH_BATCH);
+        ASSERT_EQ(st.samples % CRASH_BATCH, 0);
+        ASSERT_U64_EQ(st.first_ns, T0);
+        ASSERT_U64_EQ(st.last_ns, T0 + st.samples - 1);
+
+        /* And it takes writes again. */
+        const frame f[] = { K_OPEN };
+        add(s, T0 + st.samples, 0, 1, "after", f, 1);
 }
