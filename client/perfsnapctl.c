@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -159,8 +161,18 @@ static int connect_daemon(const char *path) {
                 if (e == ENOENT || e == ECONNREFUSED)
                         fail("cannot connect to perfsnapd at %s: %s (is the daemon running? try: systemctl start perfsnapd)",
                              path, strerror(e));
-                else if (e == EACCES || e == EPERM)
-                        fail("permission denied by perfsnapd: only root and members of group '%s' may query", DEFAULT_GROUP);
+                else if (e == EACCES || e == EPERM) {
+                        /* The socket is root:GROUP 0660; its group is the one that may query. */
+                        struct stat st;
+                        struct group *g = stat(path, &st) >= 0 ? getgrgid(st.st_gid) : NULL;
+
+                        if (g)
+                                fail("permission denied by perfsnapd: only root and members of group '%s' may query (socket %s)",
+                                     g->gr_name, path);
+                        else
+                                fail("permission denied by perfsnapd: cannot reach %s: %s (only root and members of the group configured in perfsnapd.conf may query)",
+                                     path, strerror(e));
+                }
                 else
                         fail("cannot connect to perfsnapd at %s: %s", path, strerror(e));
                 return -1;

@@ -16,30 +16,7 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put)
 
-/* query.h has no .c of its own; results are built here (from JSON) and by
- * the store. Weak, so that a definition in store.c (written in parallel)
- * takes precedence instead of breaking the link; both free exactly the
- * fields query.h declares. */
-__attribute__((weak)) query_result *query_result_free(query_result *r) {
-        if (!r)
-                return NULL;
-        for (size_t i = 0; i < r->n_rows; i++) {
-                free(r->rows[i].comm);
-                free(r->rows[i].module);
-                free(r->rows[i].symbol);
-        }
-        free(r->rows);
-        for (size_t i = 0; i < r->n_stacks; i++) {
-                free(r->stacks[i].comm);
-                for (size_t j = 0; j < r->stacks[i].n_frames; j++)
-                        free(r->stacks[i].frames[j]);
-                free(r->stacks[i].frames);
-        }
-        free(r->stacks);
-        free(r);
-        return NULL;
-}
-
+/* query_result_free() lives in store.c, beside the other producer of results. */
 DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
 
 /* JSON integer within [min, max]. json-c keeps integers above INT64_MAX as

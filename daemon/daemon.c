@@ -102,9 +102,16 @@ static void on_sigterm(evutil_socket_t sig, short what, void *userdata) {
 }
 
 static void apply_frequency(daemon_ctx *d, uint32_t freq) {
+        /* PERF_EVENT_IOC_PERIOD takes a frequency only while attr.freq is set.
+         * The kernel turns a cpu-clock (hrtimer) event's frequency into a fixed
+         * period in ns at creation and clears attr.freq
+         * (kernel/events/core.c, perf_swevent_init_hrtimer()), so for it the
+         * value must be the period: NSEC_PER_SEC / freq. */
+        bool hrtimer = strcmp(perf_events_kind(d->events), "cpu-clock") == 0;
+        uint64_t value = hrtimer ? NSEC_PER_SEC / freq : freq;
+
         for (size_t i = 0; i < d->n_cpus; i++) {
-                uint64_t f = freq;
-                /* With attr.freq set, PERF_EVENT_IOC_PERIOD takes the new sample_freq. */
+                uint64_t f = value;
                 if (ioctl(perf_events_fd(d->events, i), PERF_EVENT_IOC_PERIOD, &f) < 0)
                         log_warning_errno(errno, "Failed to set the sampling frequency on CPU %u: %m", d->cpus[i]);
         }

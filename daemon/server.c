@@ -31,7 +31,8 @@ typedef struct job {
         client *client;
         json_object *params;    /* request parameters (query) or live status fields */
         uint32_t max_rows, max_stacks; /* limits as configured when submitted */
-        char *reply;            /* formatted message, set by the worker */
+        bool more;              /* the caller accepts an answer split over replies */
+        char **replies;         /* NULL-terminated formatted messages, set by the worker */
 } job;
 
 struct client {
@@ -84,7 +85,9 @@ static void job_free(job *j) {
                 return;
         if (j->params)
                 json_object_put(j->params);
-        free(j->reply);
+        for (size_t i = 0; j->replies && j->replies[i]; i++)
+                free(j->replies[i]);
+        free(j->replies);
         free(j);
 }
 
@@ -112,42 +115,58 @@ static int worker_store(server *s, store **ret) {
         return 0;
 }
 
-static char *worker_query(server *s, job *j) {
+/* One message as a NULL-terminated array. */
+static char **single(char *msg) {
+        char **v;
+
+        if (!msg)
+                return NULL;
+        v = calloc(2, sizeof *v);
+        if (!v) {
+                free(msg);
+                return NULL;
+        }
+        v[0] = msg;
+        return v;
+}
+
+static char **worker_query(server *s, job *j) {
         query_params q = QUERY_PARAMS_INIT;
         query_result *res = NULL;
         const char *why = NULL;
-        char msg[256];
-        json_object *out;
+        char msg[256], **replies = NULL;
+        size_t n = 0;
         store *st;
-        char *reply;
         int r;
 
         r = query_params_from_json(j->params, &q, &why);
         if (r < 0)
-                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters");
+                return single(error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters"));
 
         r = worker_store(s, &st);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "cannot open the database %s: %s", s->db_path, strerror(-r));
-                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
+                return single(error_reply(PERFSNAP_ERROR_INTERNAL, msg));
         }
         r = store_query(st, &q, j->max_rows, j->max_stacks, &res);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "query failed: %s", strerror(-r));
-                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
+                return single(error_reply(PERFSNAP_ERROR_INTERNAL, msg));
         }
-        out = query_result_to_json(res);
+        r = query_result_format_replies(res, PERFSNAP_MAX_REPLY_BYTES, &replies, &n);
         query_result_free(res);
-        if (!out)
-                return error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory");
-        reply = proto_format_reply(out, false);
-        json_object_put(out);
-        if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
-                free(reply);
-                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER,
-                                   "the answer is larger than 16 MiB: narrow the time range or lower --top");
+        if (r == -E2BIG)
+                return single(error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, "a single row does not fit in one reply"));
+        if (r < 0)
+                return single(error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+        if (n > 1 && !j->more) {
+                for (size_t i = 0; i < n; i++)
+                        free(replies[i]);
+                free(replies);
+                return single(error_reply(PERFSNAP_ERROR_INVALID_PARAMETER,
+                                          "answer too large for one reply: call with more, or lower top"));
         }
-        return reply;
+        return replies;
 }
 
 static char *worker_status(server *s, job *j) {
@@ -181,7 +200,7 @@ static void *worker_main(void *userdata) {
                         s->todo_tail = NULL;
                 pthread_mutex_unlock(&s->lock);
 
-                j->reply = j->kind == JOB_QUERY ? worker_query(s, j) : worker_status(s, j);
+                j->replies = j->kind == JOB_QUERY ? worker_query(s, j) : single(worker_status(s, j));
 
                 pthread_mutex_lock(&s->lock);
                 j->next = s->done_head;
@@ -243,7 +262,7 @@ static void client_disconnect(client *c) {
         event_base_once(s->base, -1, EV_TIMEOUT, client_destroy_deferred, c, NULL);
 }
 
-static int submit_job(server *s, client *c, job_kind kind, json_object *params) {
+static int submit_job(server *s, client *c, job_kind kind, json_object *params, bool more) {
         job *j;
 
         if (s->n_jobs >= MAX_PENDING_JOBS)
@@ -256,6 +275,7 @@ static int submit_job(server *s, client *c, job_kind kind, json_object *params) 
         j->params = params;
         j->max_rows = s->max_rows;
         j->max_stacks = s->max_stacks;
+        j->more = more;
         c->refs++;
         c->busy = true;
         s->n_jobs++;
@@ -292,7 +312,10 @@ static void on_jobs_done(evutil_socket_t fd, short what, void *userdata) {
                 s->n_jobs--;
                 c->busy = false;
                 if (!c->dead) {
-                        client_send(c, TAKE_PTR(j->reply));
+                        if (!j->replies)
+                                client_send(c, NULL);   /* out of memory: drop the client */
+                        for (size_t i = 0; j->replies && j->replies[i]; i++)
+                                client_send(c, TAKE_PTR(j->replies[i]));
                         client_process(c);      /* calls that arrived meanwhile */
                 }
                 j->client = NULL;
@@ -351,11 +374,11 @@ static void handle_call(client *c, const char *msg) {
         }
 
         if (strcmp(call.method, PERFSNAP_METHOD_QUERY) == 0) {
-                r = submit_job(s, c, JOB_QUERY, json_object_get(call.parameters));
+                r = submit_job(s, c, JOB_QUERY, json_object_get(call.parameters), call.more);
         } else if (strcmp(call.method, PERFSNAP_METHOD_STATUS) == 0) {
                 p = json_object_new_object();
                 s->status_cb(p, s->userdata);
-                r = submit_job(s, c, JOB_STATUS, p);
+                r = submit_job(s, c, JOB_STATUS, p, false);
                 if (r < 0)
                         json_object_put(p);
         } else {
@@ -428,7 +451,12 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         client *c;
 
         if (s->n_clients >= s->max_clients) {
+                _cleanup_free_ char *msg = error_reply(PERFSNAP_ERROR_BUSY,
+                                                       "too many connections (max_clients); try again");
                 log_warning("Refusing a client: %u connections already (max_clients).", s->n_clients);
+                /* Best effort: a fresh socket's send buffer takes this without blocking. */
+                if (msg)
+                        (void) !send(fd, msg, strlen(msg) + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
                 close(fd);
                 return;
         }
@@ -587,7 +615,7 @@ int server_listen(server *s) {
         }
 
         s->listener = evconnlistener_new_bind(s->base, on_accept, s,
-                                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
+                                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, SOMAXCONN,
                                               (struct sockaddr *) &sa, sizeof sa);
         if (!s->listener)
                 return log_error_errno(errno, "Failed to listen on %s: %m", s->socket_path);

@@ -29,6 +29,18 @@ sleep 0.5
 "$PERFSNAPCTL" status --format json > "$T/s2.json" || fail "status after reload failed"
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s=s.get('parameters',s); assert s['frequency_hz']==499, s['frequency_hz']" "$T/s2.json" \
         || fail "frequency not reloaded"
+# The new rate must be the rate asked for: 499 Hz on every CPU, nothing lost.
+a=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s.get('parameters',s)['samples'])" "$T/s2.json")
+sleep 2
+"$PERFSNAPCTL" status --format json > "$T/s3.json" || fail "status failed"
+python3 - "$T/s3.json" "$a" <<'PY' || fail "sampling rate after reload is wrong"
+import json, os, sys
+s = json.load(open(sys.argv[1])); s = s.get("parameters", s)
+rate = (s["samples"] - int(sys.argv[2])) / 2.0 / os.cpu_count()
+print(f"after reload: {rate:.0f} samples/s per CPU, lost {s['lost']}")
+assert s["lost"] == 0, f"lost {s['lost']} records after the reload"
+assert 250 <= rate <= 700, f"expected about 499 samples/s per CPU, got {rate:.0f}"
+PY
 grep -q "Reloaded" "$T/daemon.log" || fail "no reload log line"
 pass "SIGHUP reloaded frequency_hz = 499"
 

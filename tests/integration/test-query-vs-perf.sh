@@ -21,7 +21,7 @@ sleep 0.5
 cat "$T/table.txt"
 "$PERFSNAPCTL" query --since 2m --comm dd --format json > "$T/q.json" || fail "query --format json failed"
 "$PERFSNAPCTL" query --since 2m --format folded > "$T/folded.txt" || fail "query --format folded failed"
-perf report -i "$T/perf.data" --no-children --comm dd --sort sym --stdio -F overhead,sym \
+perf report -i "$T/perf.data" --no-children --comm dd --sort sym --stdio -g none --percentage relative \
         2>/dev/null > "$T/perf-report.txt" || fail "perf report failed"
 
 python3 - "$T" <<'PY' || fail "perfsnapd and perf disagree (see above)"
@@ -39,6 +39,7 @@ for line in open(f"{t}/perf-report.txt"):
     if m:
         theirs.append((float(m.group(1)), m.group(2)))
 assert theirs, "perf report listed no kernel symbols for dd"
+theirs.sort(key=lambda x: -x[0])
 print("perfsnapd top kernel symbols:", ours[:5])
 print("perf report top kernel symbols:", [s for _, s in theirs[:5]])
 top_theirs = theirs[0][1]

@@ -1,0 +1,76 @@
+#!/bin/sh
+# Runs inside the VM (systemd is PID 1, Debian's kernel, real modules and
+# /proc/kcore). Installs the build tree, drives perfsnapd through
+# systemctl, and prints one "PASS: ..." or "FAIL: ..." line per check.
+# Environment: BUILD_DIR (the host's meson build directory, visible at the
+# same path through the 9p root).
+set -u
+failed=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failed=1; }
+check() { desc=$1; shift; if "$@"; then pass "$desc"; else fail "$desc"; fi; }
+
+wait_active() {
+        for _ in $(seq 1 60); do
+                [ "$(systemctl is-active perfsnapd)" = active ] && return 0
+                sleep 0.5
+        done
+        return 1
+}
+
+echo "kernel $(uname -r), $(nproc) CPUs, PID 1 is $(ps -o comm= -p 1)"
+
+meson install -C "$BUILD_DIR" --no-rebuild --quiet > /tmp/install.log 2>&1 \
+        || { cat /tmp/install.log; fail "meson install"; exit 1; }
+pass "meson install"
+systemd-sysusers >/dev/null 2>&1
+check "sysusers created group perfsnap" getent group perfsnap
+systemctl daemon-reload
+systemctl start perfsnapd
+check "systemctl start perfsnapd: active" wait_active
+systemctl --no-pager status perfsnapd | head -5
+
+mode=$(stat -c '%a %U:%G' /run/perfsnapd/perfsnapd.sock 2>/dev/null)
+check "socket is 660 root:perfsnap ($mode)" [ "$mode" = "660 root:perfsnap" ]
+
+dd if=/dev/zero of=/dev/null bs=1M count=4000 2>/dev/null
+sleep 1
+perfsnapctl query --since 5m --comm dd --top 5 > /tmp/q1.txt 2>&1
+cat /tmp/q1.txt
+check "query shows dd in kernel code" grep -q "dd .*\[kernel.kallsyms\]" /tmp/q1.txt
+n1=$(perfsnapctl query --since 5m --comm dd --format json | sed -n 's/.*"total": *\([0-9]*\).*/\1/p' | head -1)
+echo "dd samples before restart: $n1"
+
+systemctl reload perfsnapd
+sleep 1
+check "reload keeps it active" wait_active
+check "journal shows the reload" sh -c 'journalctl -u perfsnapd --no-pager | grep -q Reloaded'
+
+systemctl restart perfsnapd
+check "restart: active again" wait_active
+n2=$(perfsnapctl query --since 5m --comm dd --format json | sed -n 's/.*"total": *\([0-9]*\).*/\1/p' | head -1)
+echo "dd samples after restart: $n2"
+check "samples from before the restart are still there ($n1 -> $n2)" [ -n "$n1" ] && [ "${n2:-0}" -ge "$n1" ] && [ "$n1" -gt 0 ]
+
+useradd -M -G perfsnap member 2>/dev/null
+useradd -M outsider 2>/dev/null
+check "a member of perfsnap can query" runuser -u member -- perfsnapctl status
+out=$(runuser -u outsider -- perfsnapctl query --since 1m 2>&1); rc=$?
+echo "outsider: rc=$rc $out"
+check "a non-member gets the permission error" sh -c "[ $rc = 1 ] && echo \"\$0\" | grep -qi 'permission denied'" "$out"
+
+journalctl -u perfsnapd --no-pager -o short-precise > /tmp/journal.txt
+check "journal shows the start-up lines" grep -q "Sampling cpu-clock" /tmp/journal.txt
+check "journal has priorities (warning or info levels set)" sh -c 'journalctl -u perfsnapd -p info --no-pager | grep -q Listening'
+
+t0=$(date +%s%N)
+systemctl stop perfsnapd
+t1=$(date +%s%N)
+ms=$(( (t1 - t0) / 1000000 ))
+echo "systemctl stop took $ms ms"
+check "stop within 5 s" [ "$ms" -lt 5000 ]
+check "stopped cleanly (Result=success)" sh -c '[ "$(systemctl show -p Result --value perfsnapd)" = success ]'
+journalctl -u perfsnapd --no-pager | tail -3
+
+systemd-analyze security perfsnapd --no-pager 2>/dev/null | tail -1
+exit $failed
