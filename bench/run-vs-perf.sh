@@ -26,26 +26,24 @@ callchain_depth = 127
 CONF
 export PERFSNAPD_SOCKET=$T/sock
 
-ticks=$(getconf CLK_TCK)
-cpu_of() { awk -v t="$ticks" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
+# CPU time of all threads of a live process, in seconds with ns precision
+# (/proc/PID/task/*/schedstat: first field is time on a CPU in ns).
+cpu_of() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.4f", s / 1e9 }'; }
 
 "$B/daemon/perfsnapd" --config "$T/conf" > "$T/daemon.log" 2>&1 &
 DPID=$!
 for _ in $(seq 100); do "$B/client/perfsnapctl" status >/dev/null 2>&1 && break; sleep 0.1; done
 d_start=$(cpu_of $DPID)
 
-perf record -q -a -g -F "$FREQ" -o "$T/perf.data" -- sleep "$SECS" 2> "$T/perf-record.err" &
+# perf record's whole CPU time, its exit-time build-id collection included
+# (its child is `sleep`, which costs nothing).
+( TIMEFORMAT='%U %S'; time perf record -q -a -g -F "$FREQ" -o "$T/perf.data" -- sleep "$SECS" 2> "$T/perf-record.err" ) 2> "$T/perf-record.time" &
 PPID_REC=$!
 sleep 0.2
 dd if=/dev/zero of=/dev/null bs=1M 2>/dev/null & WL1=$!
 yes > /dev/null & WL2=$!
-# perf record's own CPU: read its /proc stat just before it exits
-rec_cpu=0
-while kill -0 $PPID_REC 2>/dev/null; do
-        c=$(cpu_of $PPID_REC 2>/dev/null) && rec_cpu=$c
-        sleep 0.5
-done
 wait $PPID_REC
+rec_cpu=$(awk '{ printf "%.3f", $1 + $2 }' "$T/perf-record.time")
 kill $WL1 $WL2 2>/dev/null; wait $WL1 $WL2 2>/dev/null
 sleep 0.5
 

@@ -19,6 +19,7 @@ void config_init(config *c) {
                 .callchain_depth = 64,
                 .ring_buffer_pages = 128,
                 .drain_interval_ns = 250 * NSEC_PER_MSEC,
+                .commit_interval_ns = 1 * NSEC_PER_SEC,
                 .database = strdup("/var/lib/perfsnapd/perfsnapd.db"),
                 .socket = strdup("/run/perfsnapd/perfsnapd.sock"),
                 .group = strdup("perfsnap"),
@@ -158,6 +159,12 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 c->drain_interval_ns = ns - ns % NSEC_PER_MSEC;
                 return 0;
         }
+        if (strcmp(key, "commit_interval") == 0) {
+                if (duration_parse(v, &ns) < 0 || ns < 10 * NSEC_PER_MSEC || ns > 60 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 10ms and 60s (e.g. 1s)", -EINVAL;
+                c->commit_interval_ns = ns - ns % NSEC_PER_MSEC;
+                return 0;
+        }
         if (strcmp(key, "database") == 0 || strcmp(key, "socket") == 0 || strcmp(key, "root") == 0) {
                 if (v[0] != '/')
                         return *ret_why = "expected an absolute path", -EINVAL;
@@ -271,10 +278,11 @@ static char *fmt_duration_key(uint64_t ns, char *buf, size_t size) {
 }
 
 char *config_format(const config *c) {
-        char drain[32], retention[32];
+        char drain[32], commit[32], retention[32];
         char *s;
 
         fmt_duration_key(c->drain_interval_ns, drain, sizeof drain);
+        fmt_duration_key(c->commit_interval_ns, commit, sizeof commit);
         if (c->retention_ns)
                 fmt_duration_key(c->retention_ns, retention, sizeof retention);
         else
@@ -286,6 +294,7 @@ char *config_format(const config *c) {
                      "callchain_depth = %u\n"
                      "ring_buffer_pages = %u\n"
                      "drain_interval = %s\n"
+                     "commit_interval = %s\n"
                      "database = %s\n"
                      "socket = %s\n"
                      "group = %s\n"
@@ -295,7 +304,7 @@ char *config_format(const config *c) {
                      "query_max_stacks = %u\n"
                      "log_level = %s\n"
                      "root = %s\n",
-                     c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain,
+                     c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, c->max_clients,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root) < 0)

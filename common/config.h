@@ -15,6 +15,7 @@ typedef struct config {
         uint32_t callchain_depth;       /* frames per sample, 1..PERF_MAX_STACK_DEPTH */
         uint32_t ring_buffer_pages;     /* data pages per CPU, power of two */
         uint64_t drain_interval_ns;     /* timer drain, besides watermark wakeups */
+        uint64_t commit_interval_ns;    /* how long drained samples may wait for a commit */
         char *database;
         char *socket;
         char *group;                    /* may query besides root; "" = root only */

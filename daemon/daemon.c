@@ -35,7 +35,7 @@ struct daemon_ctx {
         uint32_t *cpus;
         size_t n_cpus;
         struct event **cpu_evs;
-        struct event *drain_timer, *retention_timer, *watchdog_timer;
+        struct event *drain_timer, *commit_timer, *retention_timer, *watchdog_timer;
         struct event *sig_term, *sig_int, *sig_hup;
         server *server;
         uint64_t start_mono_ns;
@@ -74,6 +74,12 @@ static void on_drain_timer(evutil_socket_t fd, short what, void *userdata) {
         daemon_drain(userdata);
 }
 
+static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        (void) ingest_commit(d->ingest);
+}
+
 static void on_retention_timer(evutil_socket_t fd, short what, void *userdata) {
         daemon_ctx *d = userdata;
         uint64_t now = clock_ns(CLOCK_REALTIME);
@@ -81,6 +87,8 @@ static void on_retention_timer(evutil_socket_t fd, short what, void *userdata) {
 
         if (d->cfg.retention_ns == 0 || now < d->cfg.retention_ns)
                 return;
+        /* store_expire() runs in its own transaction: close the batch first. */
+        (void) ingest_commit(d->ingest);
         n = store_expire(d->store, now - d->cfg.retention_ns);
         if (n < 0)
                 log_warning_errno((int) n, "Failed to delete expired samples: %m");
@@ -148,6 +156,11 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
                 d->cfg.drain_interval_ns = n.drain_interval_ns;
                 event_add(d->drain_timer, &tv);
         }
+        if (n.commit_interval_ns != d->cfg.commit_interval_ns) {
+                struct timeval tv = tv_from_ns(n.commit_interval_ns);
+                d->cfg.commit_interval_ns = n.commit_interval_ns;
+                event_add(d->commit_timer, &tv);
+        }
         d->cfg.max_clients = n.max_clients;
         d->cfg.query_max_rows = n.query_max_rows;
         d->cfg.query_max_stacks = n.query_max_stacks;
@@ -184,6 +197,8 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "lost_per_cpu", lost);
         json_object_object_add(p, "bad_records", json_object_new_int64((int64_t) st->bad_records));
         json_object_object_add(p, "ingest_cpu_ns", json_object_new_int64((int64_t) st->cpu_ns));
+        json_object_object_add(p, "stack_cache_hits", json_object_new_int64((int64_t) st->stack_cache_hits));
+        json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
         json_object_object_add(p, "db_path", json_object_new_string(d->cfg.database));
         json_object_object_add(p, "kernel_release", json_object_new_string(k->release));
         json_object_object_add(p, "kernel_build_id", json_object_new_string(k->build_id));
@@ -290,6 +305,10 @@ int daemon_start(daemon_ctx *d) {
         tv = tv_from_ns(d->cfg.drain_interval_ns);
         if (!d->drain_timer || event_add(d->drain_timer, &tv) < 0)
                 return log_oom();
+        d->commit_timer = event_new(d->base, -1, EV_PERSIST, on_commit_timer, d);
+        tv = tv_from_ns(d->cfg.commit_interval_ns);
+        if (!d->commit_timer || event_add(d->commit_timer, &tv) < 0)
+                return log_oom();
         d->retention_timer = event_new(d->base, -1, EV_PERSIST, on_retention_timer, d);
         tv = (struct timeval) { .tv_sec = RETENTION_INTERVAL_SEC };
         if (!d->retention_timer || event_add(d->retention_timer, &tv) < 0)
@@ -336,6 +355,8 @@ int daemon_run(daemon_ctx *d) {
                 (void) perf_events_disable(d->events);
                 daemon_drain(d);
         }
+        if (d->ingest)
+                (void) ingest_commit(d->ingest);
         st = ingest_get_stats(d->ingest);
         log_info("Stopped: %llu samples stored, %llu lost, %llu malformed records skipped.",
                  (unsigned long long) st->samples, (unsigned long long) st->lost,
@@ -361,6 +382,8 @@ daemon_ctx *daemon_free(daemon_ctx *d) {
         store_free(d->store);
         if (d->drain_timer)
                 event_free(d->drain_timer);
+        if (d->commit_timer)
+                event_free(d->commit_timer);
         if (d->retention_timer)
                 event_free(d->retention_timer);
         if (d->watchdog_timer)

@@ -9,6 +9,7 @@
 #include "macro.h"
 
 #define MAX_CPUS 4096
+#define STACK_CACHE_MAX_ENTRIES (256 * 1024)
 
 /* One raw record copied out of a ring buffer, waiting to be merged. */
 typedef struct pending {
@@ -28,6 +29,13 @@ struct ingest {
 
         /* kernel address -> interned frame id, valid for one kernel layout */
         hashmap *kframe_cache;
+        /* (pid, maps generation of pid, raw callchain) -> leaf stack id. A
+         * repeated call chain costs one lookup instead of one per frame. */
+        hashmap *stack_cache;
+        hashmap *maps_gen;      /* pid -> generation, bumped on MMAP2 and exec */
+        uint64_t next_gen;
+        uint64_t *key;          /* scratch for stack_cache keys */
+        size_t key_alloc;
 
         /* the merge buffer of one drain pass */
         uint8_t *arena;
@@ -40,6 +48,8 @@ struct ingest {
 
         uint64_t lost_per_cpu[MAX_CPUS];
         size_t n_lost_cpus;
+
+        bool in_transaction;    /* a batch is open across drains until ingest_commit() */
 
         ingest_stats stats;
 };
@@ -59,6 +69,10 @@ int ingest_new(store *st, const char *root, ingest **ret) {
         }
         r = hashmap_new(&in->kframe_cache);
         if (r >= 0)
+                r = hashmap_new(&in->stack_cache);
+        if (r >= 0)
+                r = hashmap_new(&in->maps_gen);
+        if (r >= 0)
                 r = tasks_new(in->root, &in->tasks);
         if (r < 0) {
                 ingest_free(in);
@@ -74,6 +88,9 @@ ingest *ingest_free(ingest *in) {
         kallsyms_free(in->ksyms);
         tasks_free(in->tasks);
         hashmap_free(in->kframe_cache);
+        hashmap_free(in->stack_cache);
+        hashmap_free(in->maps_gen);
+        free(in->key);
         free(in->arena);
         free(in->pend);
         free(in->frame_ids);
@@ -109,6 +126,7 @@ int ingest_load_kernel(ingest *in) {
         kallsyms_free(in->ksyms);
         in->ksyms = k;
         hashmap_clear(in->kframe_cache);
+        hashmap_clear(in->stack_cache);
 
         if (kallsyms_text_addr(k, &in->kernel.text_addr) < 0)
                 log_warning("Neither _text nor _stext is in kallsyms: the KASLR offset is not recorded.");
@@ -202,6 +220,28 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         const char *comm;
         int r;
 
+        /* Key: pid, the pid's maps generation, cpumode, the raw callchain. */
+        if (in->key_alloc < ps->nr + 4) {
+                uint64_t *k = realloc(in->key, (ps->nr + 4) * sizeof *k);
+                if (!k)
+                        return -ENOMEM;
+                in->key = k;
+                in->key_alloc = ps->nr + 4;
+        }
+        int64_t gen = 0;
+        (void) hashmap_get_u64(in->maps_gen, ps->pid, &gen);
+        in->key[0] = ps->pid;
+        in->key[1] = (uint64_t) gen;
+        in->key[2] = ps->nr == 0 ? ps->ip : 0;
+        in->key[3] = ps->user;
+        for (uint64_t i = 0; i < ps->nr; i++)
+                memcpy(&in->key[4 + i], &ps->ips[i], sizeof(uint64_t));
+        size_t key_len = (ps->nr + 4) * sizeof(uint64_t);
+        if (hashmap_get(in->stack_cache, in->key, key_len, &stack) >= 0) {
+                in->stats.stack_cache_hits++;
+                goto insert;
+        }
+
         if (in->frame_ids_alloc < need) {
                 int64_t *p = realloc(in->frame_ids, need * sizeof *p);
                 if (!p)
@@ -246,6 +286,14 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                         return r;
         }
 
+        /* Bounded: start over rather than grow without limit. */
+        if (hashmap_size(in->stack_cache) >= STACK_CACHE_MAX_ENTRIES)
+                hashmap_clear(in->stack_cache);
+        r = hashmap_put(in->stack_cache, in->key, key_len, stack);
+        if (r < 0)
+                return r;
+
+insert:
         /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
         comm = ps->pid == 0 ? "swapper" : tasks_get_comm(in->tasks, ps->pid, ps->tid);
         if (comm) {
@@ -270,6 +318,18 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         return 0;
 }
 
+/* User frames of pid resolve differently from now on: cached stacks of the
+ * previous generation no longer match. */
+static void maps_changed(ingest *in, uint32_t pid) {
+        (void) hashmap_put_u64(in->maps_gen, pid, (int64_t) ++in->next_gen);
+        if (hashmap_size(in->maps_gen) >= STACK_CACHE_MAX_ENTRIES) {
+                /* Forgetting generations would make old keys match again:
+                 * forget the stacks keyed by them too. */
+                hashmap_clear(in->maps_gen);
+                hashmap_clear(in->stack_cache);
+        }
+}
+
 int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
         char bid[BUILD_ID_HEX_MAX];
         int r;
@@ -279,6 +339,8 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                 return ingest_sample(in, &rec->sample, mono_to_wall_ns);
 
         case PERF_RECORD_COMM:
+                if (rec->comm.exec)
+                        maps_changed(in, rec->comm.pid);
                 return tasks_comm(in->tasks, rec->comm.pid, rec->comm.tid, rec->comm.comm, rec->comm.exec);
 
         case PERF_RECORD_FORK:
@@ -289,6 +351,7 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                                   (uint64_t) ((int64_t) rec->task.time + mono_to_wall_ns));
 
         case PERF_RECORD_MMAP2:
+                maps_changed(in, rec->mmap2.pid);
                 if (rec->mmap2.build_id_size > 0)
                         build_id_to_hex(rec->mmap2.build_id, MIN(rec->mmap2.build_id_size, BUILD_ID_MAX_BYTES), bid);
                 return tasks_mmap(in->tasks, rec->mmap2.pid, rec->mmap2.addr, rec->mmap2.len, rec->mmap2.pgoff,
@@ -311,6 +374,28 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
         default:
                 return 0;
         }
+}
+
+/* The store rolled a batch back: ids interned in it are gone from the
+ * database, so the caches that hold them must go too. */
+static void forget_batch_ids(ingest *in) {
+        hashmap_clear(in->kframe_cache);
+        hashmap_clear(in->stack_cache);
+}
+
+int ingest_commit(ingest *in) {
+        int r;
+
+        if (!in->in_transaction)
+                return 0;
+        in->in_transaction = false;
+        r = store_commit(in->store);
+        if (r < 0) {
+                forget_batch_ids(in);
+                return log_error_errno(r, "Failed to commit samples to the database: %m");
+        }
+        in->stats.commits++;
+        return 0;
 }
 
 /* Copies one record out of the ring buffer into the merge arena. */
@@ -385,9 +470,12 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         /* Each CPU's records are in time order; merge them. */
         qsort(in->pend, in->n_pend, sizeof *in->pend, pending_cmp);
 
-        r = store_begin(in->store);
-        if (r < 0)
-                return log_error_errno(r, "Failed to begin a database transaction: %m");
+        if (!in->in_transaction) {
+                r = store_begin(in->store);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to begin a database transaction: %m");
+                in->in_transaction = true;
+        }
 
         for (size_t i = 0; i < in->n_pend; i++) {
                 perf_record rec;
@@ -406,9 +494,12 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
                 }
         }
 
-        r = store_commit(in->store);
-        if (r < 0)
-                ret = log_error_errno(r, "Failed to commit samples to the database: %m");
+        if (ret < 0) {
+                /* Do not commit half a drain: drop the batch. */
+                (void) store_rollback(in->store);
+                in->in_transaction = false;
+                forget_batch_ids(in);
+        }
 
         tasks_gc(in->tasks, (uint64_t) ((int64_t) in->pend[in->n_pend - 1].time + mono_to_wall_ns) - 10 * NSEC_PER_SEC);
 

@@ -24,7 +24,9 @@ typedef struct ingest_stats {
         uint64_t bad_records;           /* failed to decode, skipped */
         uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
         uint64_t kernel_frames, user_frames, unresolved_kernel_frames;
+        uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
         uint64_t drains;
+        uint64_t commits;
         uint64_t cpu_ns;                /* thread CPU time spent in ingest_drain() */
 } ingest_stats;
 
@@ -44,9 +46,14 @@ int ingest_load_kernel(ingest *in);
 const kernel_info *ingest_kernel(const ingest *in);
 size_t ingest_n_symbols(const ingest *in);
 
-/* Drains every ring buffer, merges the records by time and stores them.
+/* Drains every ring buffer, merges the records by time and stores them in
+ * the open batch (one is begun if needed); ingest_commit() makes them
+ * durable and visible to readers. A failing drain drops the batch.
  * mono_to_wall_ns converts the events' CLOCK_MONOTONIC time to wall clock. */
 int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns);
+
+/* Commits the open batch, if any. */
+int ingest_commit(ingest *in);
 
 /* Processes one decoded record (exposed for tests). */
 int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns);

@@ -15,7 +15,7 @@ start_daemon
 perf record -q -a -g -F 999 -o "$T/perf.data" -- \
         dd if=/dev/zero of=/dev/null bs=1M count=60000 2>"$T/dd.log" >/dev/null \
         || fail "perf record failed"
-sleep 0.5
+sleep 1.5   # commit_interval is 1s
 
 "$PERFSNAPCTL" query --since 2m --comm dd --top 10 > "$T/table.txt" || fail "query (table) failed"
 cat "$T/table.txt"

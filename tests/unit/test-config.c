@@ -49,6 +49,7 @@ TEST(format_round_trips) {
                                "callchain_depth = 127\n"
                                "ring_buffer_pages = 1024\n"
                                "drain_interval = 1500ms\n"
+                               "commit_interval = 2s\n"
                                "database = /tmp/x.db\n"
                                "socket = /tmp/x.sock\n"
                                "group =\n"
@@ -63,6 +64,7 @@ TEST(format_round_trips) {
         ASSERT_EQ(c.callchain_depth, 127);
         ASSERT_EQ(c.ring_buffer_pages, 1024);
         ASSERT_U64_EQ(c.drain_interval_ns, 1500 * NSEC_PER_MSEC);
+        ASSERT_U64_EQ(c.commit_interval_ns, 2 * NSEC_PER_SEC);
         ASSERT_STREQ(c.group, "");
         ASSERT_U64_EQ(c.retention_ns, 0);
         ASSERT_EQ(c.log_level, LOG_DEBUG);
@@ -101,6 +103,7 @@ TEST(errors_name_file_line_and_problem) {
         expect_error("database = relative/path.db\n", "absolute path");
         expect_error("retention = 10s\n", "at least 1m");
         expect_error("drain_interval = 2m\n", "1ms and 60s");
+        expect_error("commit_interval = 1ms\n", "10ms and 60s");
         expect_error("log_level = loud\n", "err, warning");
         expect_error("group = a b\n", "group name");
 }

@@ -34,7 +34,7 @@ mode=$(stat -c '%a %U:%G' /run/perfsnapd/perfsnapd.sock 2>/dev/null)
 check "socket is 660 root:perfsnap ($mode)" [ "$mode" = "660 root:perfsnap" ]
 
 dd if=/dev/zero of=/dev/null bs=1M count=4000 2>/dev/null
-sleep 1
+sleep 2     # commit_interval is 1s
 perfsnapctl query --since 5m --comm dd --top 5 > /tmp/q1.txt 2>&1
 cat /tmp/q1.txt
 check "query shows dd in kernel code" grep -q "dd .*\[kernel.kallsyms\]" /tmp/q1.txt
