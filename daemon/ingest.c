@@ -121,8 +121,8 @@ int ingest_load_kernel(ingest *in) {
 
         r = kallsyms_load(in->root, &k);
         if (r < 0)
-                return log_error_errno(r, "Failed to load %s/proc/kallsyms: %m%s", in->root,
-                                       r == -EPERM ? " (addresses are hidden: run as root, or lower kernel.kptr_restrict)" : "");
+                return log_error_errno(r, "Failed to load %s%sproc/kallsyms: %m%s", in->root, in->root[strlen(in->root) - 1] == '/' ? "" : "/",
+                                       r == -EPERM ? " (the addresses are hidden: perfsnapd needs CAP_SYSLOG, and kernel.kptr_restrict must be below 2)" : "");
         kallsyms_free(in->ksyms);
         in->ksyms = k;
         hashmap_clear(in->kframe_cache);

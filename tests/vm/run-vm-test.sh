@@ -10,7 +10,7 @@ ls /boot/vmlinuz-* >/dev/null 2>&1 || { echo "SKIP: no kernel image in /boot (sh
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (qemu 9p export of /)"; exit 77; }
 SHARE=$(mktemp -d /tmp/perfsnapd-vm.XXXXXX)
 trap 'rm -rf "$SHARE"' EXIT
-"$HERE/vmrun" "$HERE/$SCENARIO" "$SHARE" "BUILD_DIR=$BUILD_DIR" "SOURCE_DIR=$SOURCE_DIR" > "$SHARE/out.txt" 2>&1
+VMRUN_EXPORTS="$SOURCE_DIR $BUILD_DIR" "$HERE/vmrun" "$HERE/$SCENARIO" "$SHARE" "BUILD_DIR=$BUILD_DIR" "SOURCE_DIR=$SOURCE_DIR" > "$SHARE/out.txt" 2>&1
 rc=$?
 cat "$SHARE/out.txt"
 npass=$(grep -c '^PASS:' "$SHARE/out.txt")

@@ -30,6 +30,15 @@ systemctl start perfsnapd
 check "systemctl start perfsnapd: active" wait_active
 systemctl --no-pager status perfsnapd | head -5
 
+check "/etc/perfsnapd.conf installed" [ -f /etc/perfsnapd.conf ]
+check "man pages installed" sh -c 'ls "$(systemd-path system-shared 2>/dev/null || echo /usr/local/share)"/man/man8/perfsnapd.8 /usr/local/share/man/man5/perfsnapd.conf.5 /usr/local/share/man/man1/perfsnapctl.1 >/dev/null 2>&1 || ls /usr/local/share/man/man8/perfsnapd.8 /usr/local/share/man/man5/perfsnapd.conf.5 /usr/local/share/man/man1/perfsnapctl.1'
+pid=$(systemctl show -p MainPID --value perfsnapd)
+capbnd=$(awk '/^CapBnd/ { print $2 }' /proc/$pid/status)
+# CAP_SYSLOG is bit 34, CAP_PERFMON bit 38
+check "the service runs with only CAP_PERFMON and CAP_SYSLOG (CapBnd $capbnd)" [ "$capbnd" = 0000004400000000 ]
+check "the service runs with NoNewPrivs" sh -c "grep -q '^NoNewPrivs:[[:space:]]*1' /proc/$pid/status"
+check "the database is in the StateDirectory" [ -f /var/lib/perfsnapd/perfsnapd.db ]
+
 mode=$(stat -c '%a %U:%G' /run/perfsnapd/perfsnapd.sock 2>/dev/null)
 check "socket is 660 root:perfsnap ($mode)" [ "$mode" = "660 root:perfsnap" ]
 
@@ -72,5 +81,17 @@ check "stop within 5 s" [ "$ms" -lt 5000 ]
 check "stopped cleanly (Result=success)" sh -c '[ "$(systemctl show -p Result --value perfsnapd)" = success ]'
 journalctl -u perfsnapd --no-pager | tail -3
 
-systemd-analyze security perfsnapd --no-pager 2>/dev/null | tail -1
+# Exposure before and after hardening: the same service without any of
+# the sandboxing settings, next to the shipped unit.
+cat > /etc/systemd/system/perfsnapd-unhardened.service <<U
+[Service]
+Type=notify
+ExecStart=$(command -v perfsnapd) --config /etc/perfsnapd.conf
+U
+systemctl daemon-reload
+before=$(systemd-analyze security --no-pager perfsnapd-unhardened.service 2>/dev/null | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+after=$(systemd-analyze security --no-pager perfsnapd.service 2>/dev/null | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+echo "systemd-analyze security: unhardened $before, perfsnapd.service $after"
+systemd-analyze security --no-pager perfsnapd.service 2>/dev/null | grep -E '^✗|^  ✗' | head -20
+check "hardening lowers the exposure ($before -> $after)" awk -v b="$before" -v a="$after" 'BEGIN { exit !(a != "" && b != "" && a + 0 < b + 0) }'
 exit $failed
