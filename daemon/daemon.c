@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "fileio.h"
 #include "ingest.h"
 #include "log.h"
 #include "macro.h"
@@ -283,9 +284,18 @@ int daemon_start(daemon_ctx *d) {
                 return r;
 
         r = perf_events_open(&pc, &d->events);
+        if (r == -EACCES || r == -EPERM) {
+                _cleanup_free_ char *p = NULL;
+                int paranoid = read_full_file_at(d->cfg.root, "proc/sys/kernel/perf_event_paranoid", 64, &p, NULL) >= 0 ? atoi(p) : -1;
+
+                if (paranoid >= 3)
+                        /* A Debian kernel patch: level 3 demands CAP_SYS_ADMIN even for CAP_PERFMON holders. */
+                        return log_error_errno(r, "Failed to open perf events: %m (kernel.perf_event_paranoid is %d: "
+                                               "this kernel then requires CAP_SYS_ADMIN; or set it to 2)", paranoid);
+                return log_error_errno(r, "Failed to open perf events: %m (perfsnapd needs CAP_PERFMON or CAP_SYS_ADMIN)");
+        }
         if (r < 0)
-                return log_error_errno(r, "Failed to open perf events: %m%s",
-                                       r == -EACCES || r == -EPERM ? " (perfsnapd needs root or CAP_PERFMON)" : "");
+                return log_error_errno(r, "Failed to open perf events: %m");
         d->n_cpus = perf_events_count(d->events);
         d->bufs = calloc(d->n_cpus, sizeof *d->bufs);
         d->cpus = calloc(d->n_cpus, sizeof *d->cpus);
