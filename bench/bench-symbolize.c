@@ -13,6 +13,7 @@
 #include "fileio.h"
 #include "kallsyms.h"
 #include "macro.h"
+#include "timeparse.h"
 
 #define N_LOOKUPS 20000000ULL
 #define N_ADDRS (1u << 20)              /* distinct precomputed addresses, cycled */
@@ -20,10 +21,7 @@
 #define FIXTURE TEST_DATA_DIR "/kernel-6.1-brd/proc/kallsyms.loaded.gz"
 
 static double now_sec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+        return (double) clock_ns(CLOCK_MONOTONIC) / 1e9;
 }
 
 /* xorshift64*: fixed seed, so every run looks up the same addresses. */

@@ -72,13 +72,6 @@ static const char *socket_path(void) {
         return DEFAULT_SOCKET;
 }
 
-static uint64_t now_realtime_ns(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
-}
-
 /* Names come from processes (any process may set its comm to terminal
  * escape sequences): never print control characters. */
 static void put_sanitized(FILE *f, const char *s, size_t n) {
@@ -528,7 +521,7 @@ static int cmd_query(int argc, char **argv) {
         if (optind < argc)
                 return fail("unexpected argument '%s' (see 'perfsnapctl query --help')", argv[optind]);
 
-        now_ns = now_realtime_ns();
+        now_ns = clock_ns(CLOCK_REALTIME);
         if (parse_time_option("--since", since, now_ns, &q.since_ns) != 0)
                 return EXIT_FAILURE;
         if (until && parse_time_option("--until", until, now_ns, &q.until_ns) != 0)

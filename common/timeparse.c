@@ -345,3 +345,10 @@ char *duration_format(uint64_t ns, char *buf, size_t size) {
                 k = snprintf(buf, size, "%" PRIu64 "%s", ns / units[i].ns, units[i].name);
         return k >= 0 && (size_t) k < size ? buf : NULL;
 }
+
+uint64_t clock_ns(clockid_t id) {
+        struct timespec ts;
+
+        clock_gettime(id, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+}

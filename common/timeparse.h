@@ -3,6 +3,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+
+/* clock_gettime(id) in nanoseconds. */
+uint64_t clock_ns(clockid_t id);
 
 /* Time expressions accepted by --since/--until:
  *   durations before now:  "30s", "5m", "2h", "7d", "1h30m", "500ms"

@@ -20,6 +20,7 @@
 #include "protocol.h"
 #include "server.h"
 #include "store.h"
+#include "timeparse.h"
 
 #include "build-config.h"
 
@@ -43,12 +44,6 @@ struct daemon_ctx {
         uint64_t watchdog_usec;
         int exit_code;
 };
-
-static uint64_t clock_ns(clockid_t id) {
-        struct timespec ts;
-        clock_gettime(id, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
-}
 
 /* The events stamp records with CLOCK_MONOTONIC; samples are stored in
  * wall-clock time. The offset is re-read at every drain, so a clock step

@@ -7,6 +7,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "macro.h"
+#include "timeparse.h"
 
 #define MAX_CPUS 4096
 #define STACK_CACHE_MAX_ENTRIES (256 * 1024)
@@ -109,12 +110,6 @@ static void read_line_file(const char *root, const char *rel, char *buf, size_t 
         snprintf(buf, size, "%s", s);
 }
 
-static uint64_t now_wall_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
-}
-
 int ingest_load_kernel(ingest *in) {
         kallsyms *k = NULL;
         int r;
@@ -140,7 +135,7 @@ int ingest_load_kernel(ingest *in) {
         read_line_file(in->root, "proc/sys/kernel/random/boot_id", in->kernel.boot_uuid, sizeof in->kernel.boot_uuid);
 
         r = store_add_boot(in->store, in->kernel.boot_uuid, in->kernel.build_id, in->kernel.text_addr,
-                           in->kernel.release, now_wall_ns(), &in->boot_id);
+                           in->kernel.release, clock_ns(CLOCK_REALTIME), &in->boot_id);
         if (r < 0)
                 return log_error_errno(r, "Failed to record the kernel in the database: %m");
 
@@ -443,14 +438,8 @@ static int pending_cmp(const void *a, const void *b) {
         return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static uint64_t thread_cpu_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
-}
-
 int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns) {
-        uint64_t t0 = thread_cpu_ns();
+        uint64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
         int r, ret = 0;
 
         in->n_pend = 0;
@@ -505,6 +494,6 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
 done:
         in->stats.drains++;
-        in->stats.cpu_ns += thread_cpu_ns() - t0;
+        in->stats.cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
         return ret;
 }
