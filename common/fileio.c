@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "fileio.h"
@@ -87,4 +88,19 @@ int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, c
         if (!p)
                 return -ENOMEM;
         return read_full_file(p, max_bytes, ret, ret_size);
+}
+
+int mkdir_parent(const char *path, mode_t mode) {
+        _cleanup_free_ char *dir = strdup(path);
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+                return 0;
+        *slash = 0;
+        if (mkdir(dir, mode) < 0 && errno != EEXIST)
+                return negative_errno();
+        return 0;
 }

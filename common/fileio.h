@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Reads a whole file into a NUL-terminated buffer. Works on /proc and /sys
  * files, which report st_size 0, by reading until EOF. Fails with -EFBIG if
@@ -13,3 +14,7 @@ int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, c
 
 /* Joins root and a relative path ("proc/kallsyms") into a newly allocated path. */
 char *path_join(const char *root, const char *relpath);
+
+/* Creates the directory that holds path (one level, not its parents);
+ * an existing directory is fine. */
+int mkdir_parent(const char *path, mode_t mode);

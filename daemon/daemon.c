@@ -227,21 +227,6 @@ int daemon_new(const config *c, const char *config_path, daemon_ctx **ret) {
         return 0;
 }
 
-static int mkdir_parent(const char *path, mode_t mode) {
-        _cleanup_free_ char *dir = strdup(path);
-        char *slash;
-
-        if (!dir)
-                return -ENOMEM;
-        slash = strrchr(dir, '/');
-        if (!slash || slash == dir)
-                return 0;
-        *slash = 0;
-        if (mkdir(dir, mode) < 0 && errno != EEXIST)
-                return negative_errno();
-        return 0;
-}
-
 static int add_signal(daemon_ctx *d, int sig, event_callback_fn cb, struct event **ret) {
         *ret = evsignal_new(d->base, sig, cb, d);
         if (!*ret || event_add(*ret, NULL) < 0)

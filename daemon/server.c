@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "protocol.h"
@@ -585,9 +586,7 @@ static int socket_in_use(const char *path) {
 
 int server_listen(server *s) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        _cleanup_free_ char *dir = NULL;
         struct stat st;
-        char *slash;
         int r;
 
         if (strlen(s->socket_path) >= sizeof sa.sun_path)
@@ -595,15 +594,9 @@ int server_listen(server *s) {
                                        s->socket_path, sizeof sa.sun_path - 1);
         memcpy(sa.sun_path, s->socket_path, strlen(s->socket_path));
 
-        dir = strdup(s->socket_path);
-        if (!dir)
-                return -ENOMEM;
-        slash = strrchr(dir, '/');
-        if (slash && slash != dir) {
-                *slash = 0;
-                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                        return log_error_errno(errno, "Failed to create %s: %m", dir);
-        }
+        r = mkdir_parent(s->socket_path, 0755);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the directory of %s: %m", s->socket_path);
 
         if (lstat(s->socket_path, &st) >= 0) {
                 if (!S_ISSOCK(st.st_mode))
@@ -622,10 +615,8 @@ int server_listen(server *s) {
 
         if (chmod(s->socket_path, 0660) < 0)
                 return log_error_errno(errno, "Failed to set the mode of %s: %m", s->socket_path);
-        if (s->have_gid && chown(s->socket_path, 0, s->gid) < 0) {
-                r = log_warning_errno(errno, "Failed to give %s to group %s: %m", s->socket_path, s->group);
-                (void) r;
-        }
+        if (s->have_gid && chown(s->socket_path, 0, s->gid) < 0)
+                (void) log_warning_errno(errno, "Failed to give %s to group %s: %m", s->socket_path, s->group);
         log_info("Listening on %s (root%s%s).", s->socket_path,
                  s->have_gid ? " and group " : " only", s->have_gid ? s->group : "");
         return 0;
