@@ -325,18 +325,16 @@ static void on_jobs_done(evutil_socket_t fd, short what, void *userdata) {
         }
 }
 
-static bool group_allows(server *s, client *c) {
-        struct ucred cred;
-        socklen_t len = sizeof cred;
+/* cred: SO_PEERCRED of fd, read once at accept. */
+static bool group_allows(server *s, int fd, const struct ucred *cred) {
         gid_t groups[MAX_GROUPS];
         socklen_t glen = sizeof groups;
-        int fd = bufferevent_getfd(c->bev);
 
-        if (c->uid == 0)
+        if (cred->uid == 0)
                 return true;
         if (!s->have_gid)
                 return false;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) >= 0 && cred.gid == s->gid)
+        if (cred->gid == s->gid)
                 return true;
         /* Supplementary groups of the peer at connect time (Linux 4.13+). */
         if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) >= 0)
@@ -375,7 +373,10 @@ static void handle_call(client *c, const char *msg) {
         }
 
         if (strcmp(call.method, PERFSNAP_METHOD_QUERY) == 0) {
-                r = submit_job(s, c, JOB_QUERY, json_object_get(call.parameters), call.more);
+                p = json_object_get(call.parameters);   /* the job's own reference */
+                r = submit_job(s, c, JOB_QUERY, p, call.more);
+                if (r < 0)
+                        json_object_put(p);
         } else if (strcmp(call.method, PERFSNAP_METHOD_STATUS) == 0) {
                 p = json_object_new_object();
                 s->status_cb(p, s->userdata);
@@ -393,8 +394,6 @@ static void handle_call(client *c, const char *msg) {
                 client_send(c, error_reply(PERFSNAP_ERROR_BUSY, "too many requests in progress; try again"));
         else if (r < 0)
                 client_send(c, error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
-        if (r < 0 && call.method && strcmp(call.method, PERFSNAP_METHOD_QUERY) == 0)
-                json_object_put(call.parameters);       /* the reference taken for the job */
 out:
         proto_call_done(&call);
 }
@@ -483,7 +482,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 client_free(c);
                 return;
         }
-        c->authorized = group_allows(s, c);
+        c->authorized = group_allows(s, fd, &cred);
         bufferevent_setcb(c->bev, on_client_read, on_client_write, on_client_event, c);
         bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 
