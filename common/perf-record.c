@@ -411,3 +411,56 @@ int perf_record_decode(const void *data, size_t size, uint64_t sample_type, perf
         *ret = rec;
         return 0;
 }
+
+int perf_record_time(const void *data, size_t size, uint64_t sample_type, uint64_t *ret_time) {
+        struct perf_event_header h;
+        perf_sample_id sid = {};
+        uint64_t t = 0;
+        cursor c;
+        int r;
+
+        if (!data || !ret_time)
+                return -EINVAL;
+        if (sample_type & ~(uint64_t) SAMPLE_TYPE_SUPPORTED)
+                return -EOPNOTSUPP;
+        if (!(sample_type & PERF_SAMPLE_TIME))
+                return -ENODATA;
+        if (size < sizeof(h))
+                return -EBADMSG;
+        memcpy(&h, data, sizeof(h));
+        if (h.size < sizeof(h) || h.size > size)
+                return -EBADMSG;
+        c = (cursor) { (const uint8_t *) data + sizeof(h), (const uint8_t *) data + h.size };
+
+        switch (h.type) {
+
+        case PERF_RECORD_SAMPLE:
+                /* time follows identifier, ip and pid/tid (decode_sample()'s order) */
+                r = cursor_take(&c, NULL, sizeof(uint64_t) * (size_t) (!!(sample_type & PERF_SAMPLE_IDENTIFIER) +
+                                                                        !!(sample_type & PERF_SAMPLE_IP) +
+                                                                        !!(sample_type & PERF_SAMPLE_TID)));
+                if (r >= 0)
+                        r = cursor_u64(&c, &t);
+                break;
+
+        /* the types perf_record_decode() reads a sample_id trailer from */
+        case PERF_RECORD_COMM:
+        case PERF_RECORD_FORK:
+        case PERF_RECORD_EXIT:
+        case PERF_RECORD_MMAP2:
+        case PERF_RECORD_LOST:
+        case PERF_RECORD_LOST_SAMPLES:
+        case PERF_RECORD_KSYMBOL:
+        case PERF_RECORD_BPF_EVENT:
+                r = split_sample_id(&c, sample_type, &sid);
+                t = sid.time;
+                break;
+
+        default:
+                return -ENODATA;
+        }
+        if (r < 0)
+                return r;
+        *ret_time = t;
+        return 0;
+}

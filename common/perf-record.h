@@ -120,6 +120,13 @@ static inline uint64_t perf_sample_ip(const perf_sample *s, uint64_t i) {
         return v;
 }
 
+/* Only the timestamp of a record, without decoding the rest: for merging
+ * the CPUs' records by time before they are decoded. Where
+ * perf_record_decode() succeeds, this gives the same time (the sample's,
+ * or the sample_id trailer's). -ENODATA for types without one we read,
+ * -EBADMSG if the header or the time's position is out of bounds. */
+int perf_record_time(const void *data, size_t size, uint64_t sample_type, uint64_t *ret_time);
+
 /* Marker values in callchains (PERF_CONTEXT_*): true if ip is one. */
 static inline bool perf_callchain_is_context(uint64_t ip) {
         return ip >= (uint64_t) PERF_CONTEXT_MAX;

@@ -396,11 +396,11 @@ int ingest_commit(ingest *in) {
 /* Copies one record out of the ring buffer into the merge arena. */
 static int collect_record(const struct perf_event_header *hdr, void *userdata) {
         ingest *in = userdata;
-        perf_record rec;
         uint64_t time = 0;
 
-        if (perf_record_decode(hdr, hdr->size, PERFSNAP_SAMPLE_TYPE, &rec) >= 0)
-                time = rec.type == PERF_RECORD_SAMPLE ? rec.sample.time : rec.sid.time;
+        /* Only the time here; the record is decoded once, after the merge.
+         * One without a time sorts first; if malformed, it is skipped then. */
+        (void) perf_record_time(hdr, hdr->size, PERFSNAP_SAMPLE_TYPE, &time);
 
         if (in->arena_alloc - in->arena_len < hdr->size) {
                 size_t n = MAX(in->arena_alloc * 2, in->arena_len + hdr->size + 65536);

@@ -54,9 +54,19 @@ static void touch(const perf_record *r) {
 static void decode_one(const void *p, size_t n) {
         perf_record r;
 
-        if (perf_record_decode(p, n, PERFSNAP_SAMPLE_TYPE, &r) < 0)
+        uint64_t t;
+
+        if (perf_record_decode(p, n, PERFSNAP_SAMPLE_TYPE, &r) < 0) {
+                (void) perf_record_time(p, n, PERFSNAP_SAMPLE_TYPE, &t);      /* bounds only */
                 return;
+        }
         if (r.size > n)
+                abort();
+        /* The merge orders by perf_record_time(): it must agree with the decoder. */
+        if (perf_record_time(p, n, PERFSNAP_SAMPLE_TYPE, &t) >= 0) {
+                if (t != (r.type == PERF_RECORD_SAMPLE ? r.sample.time : r.sid.time))
+                        abort();
+        } else if (r.type == PERF_RECORD_SAMPLE || r.sid.time != 0)
                 abort();
         touch(&r);
 }
