@@ -438,7 +438,8 @@ fail:
         return r;
 }
 
-int kallsyms_load(const char *root, kallsyms **ret) {
+/* ROOT/proc/kallsyms, all of it (module NULL) or one module's lines. */
+static int load(const char *root, const char *module, kallsyms **ret) {
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         int r;
@@ -446,7 +447,45 @@ int kallsyms_load(const char *root, kallsyms **ret) {
         r = read_full_file_at(root, "proc/kallsyms", KALLSYMS_FILE_MAX_BYTES, &text, &size);
         if (r < 0)
                 return r;
-        return kallsyms_parse(text, size, ret);
+        return module ? kallsyms_parse_module(text, size, module, ret) : kallsyms_parse(text, size, ret);
+}
+
+int kallsyms_load(const char *root, kallsyms **ret) {
+        return load(root, NULL, ret);
+}
+
+int kallsyms_parse_module(const char *text, size_t len, const char *module, kallsyms **ret) {
+        _cleanup_free_ char *sel = NULL;
+        char tag[80];
+        size_t tag_len, n = 0;
+
+        if ((!text && len > 0) || !module || !ret)
+                return -EINVAL;
+        /* A module's lines end in "\t[NAME]" (kernel/kallsyms.c s_show()). */
+        tag_len = (size_t) snprintf(tag, sizeof tag, "\t[%s]", module);
+        if (tag_len >= sizeof tag)
+                return -EINVAL;
+
+        sel = malloc(len + 1);
+        if (!sel)
+                return -ENOMEM;
+        for (const char *c = text, *e = text + len; c < e;) {
+                const char *nl = memchr(c, '\n', (size_t) (e - c));
+                const char *end = nl ?: e;
+                size_t l = (size_t) (end - c);
+
+                if (l >= tag_len && memcmp(end - tag_len, tag, tag_len) == 0) {
+                        memcpy(sel + n, c, l);
+                        n += l;
+                        sel[n++] = '\n';
+                }
+                c = nl ? nl + 1 : e;
+        }
+        return kallsyms_parse(sel, n, ret);
+}
+
+int kallsyms_load_module(const char *root, const char *module, kallsyms **ret) {
+        return load(root, module, ret);
 }
 
 kallsyms *kallsyms_free(kallsyms *k) {

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -15,6 +17,10 @@
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+static inline bool streq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
 
 #define NSEC_PER_SEC  1000000000ULL
 #define NSEC_PER_MSEC 1000000ULL

@@ -26,6 +26,7 @@
 #include "hashmap.h"
 #include "macro.h"
 #include "store.h"
+#include "store-private.h"
 
 /* Readers wait this long for a writer's checkpoint or a schema change;
  * the writer waits this long for a reader holding the WAL. */
@@ -178,11 +179,6 @@ static int exec_sql(sqlite3 *db, const char *sql) {
         return errno_from_sqlite(db, rc);
 }
 
-static void sqlite3_finalizep(sqlite3_stmt **st) {
-        if (*st)
-                sqlite3_finalize(*st);
-}
-#define _cleanup_finalize_ _cleanup_(sqlite3_finalizep)
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free);
 #define _cleanup_hashmap_ _cleanup_(hashmap_freep)
@@ -364,6 +360,7 @@ typedef int (*migration_fn)(sqlite3 *db);
 
 static const migration_fn migrations[] = {
         migrate_0_to_1,
+        store_migrate_1_to_2,   /* store-layout.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -1244,7 +1241,10 @@ static int expire_locked(store *s, uint64_t before_ns, int64_t *ret_deleted) {
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st_lost, 1, before);
-        return step_done(s, st_lost);
+        r = step_done(s, st_lost);
+        if (r < 0)
+                return r;
+        return store_expire_layout(s, before_ns);
 }
 
 int64_t store_expire(store *s, uint64_t before_ns) {
@@ -2164,4 +2164,34 @@ int store_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max
 
         *ret = TAKE_PTR(res);
         return 0;
+}
+
+/* ---- for store-layout.c (store-private.h) ---- */
+
+sqlite3 *store_sqlite(store *s) {
+        return s->db;
+}
+
+bool store_is_writable(const store *s) {
+        return s->mode == STORE_READWRITE;
+}
+
+int store_prepare(store *s, const char *sql, sqlite3_stmt **ret) {
+        return prepare(s->db, sql, ret);
+}
+
+int store_step_done(store *s, sqlite3_stmt *st) {
+        return step_done(s, st);
+}
+
+int store_step_errno(store *s, int rc) {
+        return errno_from_sqlite(s->db, rc);
+}
+
+int store_write_begin(store *s, bool *ret_owned) {
+        return auto_begin(s, ret_owned);
+}
+
+int store_write_end(store *s, bool owned, int r) {
+        return auto_end(s, owned, r);
 }

@@ -36,7 +36,7 @@ typedef enum store_mode {
         STORE_READONLY,         /* fails with -ENOENT if there is no database */
 } store_mode;
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
@@ -122,3 +122,52 @@ int store_check_integrity(store *s);
 
 /* Lost totals per CPU (array indexed by cpu, n = max cpu + 1). */
 int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint64_t **ret, size_t *ret_n);
+
+/* ---- the layout journal (store-layout.c) ----
+ *
+ * modules: one row per module instance (load .. unload) with its section
+ * map in module_sections. events: one row per change of the kernel's code
+ * layout; each event lists, in event_sections, every section of every
+ * module loaded after the change, so the layout at any event is read from
+ * that event alone. The kernel record of an event is its boot row. Times
+ * are wall-clock ns, like samples. */
+
+struct module_section;
+struct json_object;
+
+typedef struct store_module {
+        int64_t boot_id;
+        const char *name;
+        const char *build_id;           /* "" if unknown */
+        const char *file;               /* module ELF the lengths came from, or NULL */
+        uint64_t base, size;
+        uint64_t loaded_ns;
+        const char *loaded_how;         /* "startup", "uevent", "rescan" */
+        const struct module_section *sections;
+        size_t n_sections;
+} store_module;
+
+int store_add_module(store *s, const store_module *m, int64_t *ret_id);
+int store_unload_module(store *s, int64_t module_id, uint64_t unloaded_ns, const char *how);
+
+/* Open module rows of this boot from an earlier run of the daemon (no
+ * unload recorded): the caller continues those still loaded and closes
+ * the rest. Calls cb for each; stops at a negative return. */
+typedef int (*store_open_module_cb)(int64_t id, const char *name, uint64_t base, uint64_t size,
+                                    const char *build_id, void *userdata);
+int store_foreach_open_module(store *s, int64_t boot_id, store_open_module_cb cb, void *userdata);
+
+/* Appends an event and the section records of the live modules. kind:
+ * "start", "module-add", "module-remove", ...; module_id 0 if none. */
+int store_add_event(store *s, uint64_t time_ns, int64_t boot_id, const char *kind, int64_t module_id,
+                    const char *detail, const int64_t *live_module_ids, size_t n_live, int64_t *ret_id);
+
+/* Readers, answering in the protocol's JSON (doc/protocol.md):
+ * modules loaded at some time since since_ns (0: all), oldest first, with
+ * their section maps if with_sections; events since since_ns, oldest
+ * first, at most max_events (0: no cap), with their records if
+ * with_records (then also at most max_records records in all). Sets
+ * "truncated" when a cap cut the list. */
+int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, struct json_object **ret);
+int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t max_events, uint32_t max_records,
+                      struct json_object **ret);

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout.h"
+#include "macro.h"
+
+struct layout {
+        kallsyms *kernel;
+
+        layout_module **mods;           /* in the order added */
+        size_t n_mods, mods_alloc;
+
+        uint64_t *bounds;               /* sorted window boundaries, see layout_epoch() */
+        size_t n_bounds;
+
+        uint64_t generation;
+};
+
+static const char *const source_names[_LAYOUT_SOURCE_MAX] = {
+        [LAYOUT_SOURCE_STARTUP] = "startup",
+        [LAYOUT_SOURCE_UEVENT]  = "uevent",
+        [LAYOUT_SOURCE_RESCAN]  = "rescan",
+};
+
+const char *layout_source_to_string(layout_source s) {
+        return s < _LAYOUT_SOURCE_MAX ? source_names[s] : "unknown";
+}
+
+int layout_new(layout **ret) {
+        layout *l = calloc(1, sizeof *l);
+
+        if (!l)
+                return -ENOMEM;
+        *ret = l;
+        return 0;
+}
+
+layout_module *layout_module_new(const char *name) {
+        layout_module *m;
+
+        if (!name || strlen(name) >= MODULE_NAME_MAX)
+                return NULL;
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return NULL;
+        strcpy(m->name, name);
+        m->unloaded_ns = LAYOUT_TIME_MAX;
+        return m;
+}
+
+layout_module *layout_module_free(layout_module *m) {
+        if (!m)
+                return NULL;
+        free(m->file);
+        module_sections_free(m->sections, m->n_sections);
+        module_symbols_free(m->elf_syms, m->n_elf_syms);
+        kallsyms_free(m->syms);
+        free(m);
+        return NULL;
+}
+
+layout *layout_free(layout *l) {
+        if (!l)
+                return NULL;
+        for (size_t i = 0; i < l->n_mods; i++)
+                layout_module_free(l->mods[i]);
+        free(l->mods);
+        free(l->bounds);
+        kallsyms_free(l->kernel);
+        free(l);
+        return NULL;
+}
+
+void layout_set_kernel(layout *l, kallsyms *k) {
+        kallsyms_free(l->kernel);
+        l->kernel = k;
+        l->generation++;
+}
+
+const kallsyms *layout_kernel_syms(const layout *l) {
+        return l->kernel;
+}
+
+static int u64_cmp(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+static int rebuild_bounds(layout *l) {
+        uint64_t *b;
+        size_t n = 0;
+
+        l->generation++;
+        b = realloc(l->bounds, (l->n_mods * 2 + 1) * sizeof *b);
+        if (!b)
+                return -ENOMEM;
+        l->bounds = b;
+        for (size_t i = 0; i < l->n_mods; i++) {
+                if (l->mods[i]->valid_from_ns > 0)
+                        b[n++] = l->mods[i]->valid_from_ns;
+                if (l->mods[i]->unloaded_ns != LAYOUT_TIME_MAX)
+                        b[n++] = l->mods[i]->unloaded_ns;
+        }
+        qsort(b, n, sizeof *b, u64_cmp);
+        l->n_bounds = n;
+        return 0;
+}
+
+uint32_t layout_epoch(const layout *l, uint64_t time_ns) {
+        size_t lo = 0, hi = l->n_bounds;
+
+        /* the number of bounds <= time_ns */
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (l->bounds[mid] <= time_ns)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return (uint32_t) lo;
+}
+
+uint64_t layout_generation(const layout *l) {
+        return l->generation;
+}
+
+static bool in_range(uint64_t addr, uint64_t start, uint64_t len) {
+        return addr >= start && addr - start < len;
+}
+
+/* The section holding addr: the last one starting at or before it, if addr
+ * is inside its length. */
+static const module_section *find_section(const layout_module *m, uint64_t addr) {
+        size_t lo = 0, hi = m->n_sections;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (m->sections[mid].addr <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        /* Sections may share a start (empty ones): look back past those. */
+        for (size_t i = lo; i > 0; i--) {
+                const module_section *s = &m->sections[i - 1];
+                if (in_range(addr, s->addr, s->len))
+                        return s;
+                if (s->len > 0)
+                        break;
+        }
+        return NULL;
+}
+
+static bool modules_overlap(const layout_module *a, const layout_module *b) {
+        if (a->size > 0 && b->size > 0 && a->base < b->base + b->size && b->base < a->base + a->size)
+                return true;
+        for (size_t i = 0; i < a->n_sections; i++) {
+                const module_section *s = &a->sections[i];
+                if (s->len == 0)
+                        continue;
+                if (in_range(s->addr, b->base, b->size) || find_section(b, s->addr) ||
+                    in_range(b->base, s->addr, s->len))
+                        return true;
+        }
+        return false;
+}
+
+int layout_add_module(layout *l, layout_module *m, uint64_t now_ns, layout_module **ret) {
+        uint64_t from = 0;
+        int r;
+
+        if (layout_find_live(l, m->name)) {
+                layout_module_free(m);
+                return -EEXIST;
+        }
+        if (l->n_mods == l->mods_alloc) {
+                size_t n = MAX(l->mods_alloc * 2, (size_t) 16);
+                layout_module **p = realloc(l->mods, n * sizeof *p);
+                if (!p) {
+                        layout_module_free(m);
+                        return -ENOMEM;
+                }
+                l->mods = p;
+                l->mods_alloc = n;
+        }
+
+        /* The module's addresses were someone else's until that one was
+         * unloaded (or, for a live one whose init memory this module now
+         * uses, until that one's add): before that, they are not ours. */
+        for (size_t i = 0; i < l->n_mods; i++) {
+                const layout_module *o = l->mods[i];
+
+                if (!modules_overlap(m, o) && !modules_overlap(o, m))
+                        continue;
+                from = MAX(from, o->unloaded_ns != LAYOUT_TIME_MAX ? o->unloaded_ns : o->loaded_ns);
+        }
+        m->loaded_ns = now_ns;
+        m->valid_from_ns = MIN(from, now_ns);
+        m->unloaded_ns = LAYOUT_TIME_MAX;
+        l->mods[l->n_mods++] = m;
+
+        r = rebuild_bounds(l);
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = m;
+        return 0;
+}
+
+layout_module *layout_find_live(const layout *l, const char *name) {
+        for (size_t i = l->n_mods; i > 0; i--)
+                if (l->mods[i - 1]->unloaded_ns == LAYOUT_TIME_MAX && streq(l->mods[i - 1]->name, name))
+                        return l->mods[i - 1];
+        return NULL;
+}
+
+int layout_remove_module(layout *l, const char *name, uint64_t now_ns, layout_source how, layout_module **ret) {
+        layout_module *m = layout_find_live(l, name);
+
+        if (!m)
+                return -ENOENT;
+        m->unloaded_ns = MAX(now_ns, m->valid_from_ns);
+        m->unloaded_how = how;
+        if (ret)
+                *ret = m;
+        return rebuild_bounds(l);
+}
+
+void layout_module_set_syms(layout *l, layout_module *m, kallsyms *syms) {
+        kallsyms_free(m->syms);
+        m->syms = syms;
+        m->syms_in_kernel_table = false;
+        l->generation++;
+}
+
+size_t layout_n_modules(const layout *l) {
+        return l->n_mods;
+}
+
+layout_module *layout_get_module(const layout *l, size_t i) {
+        return i < l->n_mods ? l->mods[i] : NULL;
+}
+
+size_t layout_n_live(const layout *l) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < l->n_mods; i++)
+                n += l->mods[i]->unloaded_ns == LAYOUT_TIME_MAX;
+        return n;
+}
+
+size_t layout_forget_before(layout *l, uint64_t time_ns) {
+        size_t j = 0, gone;
+
+        for (size_t i = 0; i < l->n_mods; i++) {
+                if (l->mods[i]->unloaded_ns < time_ns)
+                        layout_module_free(l->mods[i]);
+                else
+                        l->mods[j++] = l->mods[i];
+        }
+        gone = l->n_mods - j;
+        l->n_mods = j;
+        if (gone > 0)
+                (void) rebuild_bounds(l);       /* shrinking: cannot fail for lack of memory */
+        return gone;
+}
+
+/* The ELF function covering addr within section s (or anywhere, without s). */
+static const module_symbol *find_elf_symbol(const layout_module *m, const module_section *s, uint64_t addr) {
+        size_t lo = 0, hi = m->n_elf_syms;
+        const module_symbol *f;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (m->elf_syms[mid].addr <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo == 0)
+                return NULL;
+        f = &m->elf_syms[lo - 1];
+        if (f->size > 0)
+                return in_range(addr, f->addr, f->size) ? f : NULL;
+        /* No size: it runs to the next symbol, within its section. */
+        return s && in_range(f->addr, s->addr, s->len) ? f : NULL;
+}
+
+static void resolve_in_module(const layout *l, const layout_module *m, uint64_t addr, layout_hit *hit) {
+        const module_section *s = find_section(m, addr);
+        const module_symbol *f;
+        ksym k;
+
+        *hit = (layout_hit) {
+                .module = m,
+                .module_name = m->name,
+                .section = s ? s->name : NULL,
+        };
+        if (m->syms && kallsyms_lookup(m->syms, addr, &k) >= 0) {
+                hit->symbol = k.name;
+                hit->symbol_addr = k.addr;
+                return;
+        }
+        if (m->syms_in_kernel_table && l->kernel && kallsyms_lookup(l->kernel, addr, &k) >= 0 &&
+            k.module && streq(k.module, m->name)) {
+                hit->symbol = k.name;
+                hit->symbol_addr = k.addr;
+                return;
+        }
+        f = find_elf_symbol(m, s, addr);
+        if (f) {
+                hit->symbol = f->name;
+                hit->symbol_addr = f->addr;
+                return;
+        }
+        if (s) {
+                hit->symbol = s->name;
+                hit->symbol_addr = s->addr;
+        }
+}
+
+int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit *ret) {
+        const layout_module *by_section = NULL;
+        ksym k;
+
+        /* Newest first. Within their windows, two instances cannot share
+         * core addresses; an init section, though, is freed after init and
+         * its memory reused, so a core match wins over a section match. */
+        for (size_t i = l->n_mods; i > 0; i--) {
+                const layout_module *m = l->mods[i - 1];
+
+                if (time_ns < m->valid_from_ns || time_ns >= m->unloaded_ns)
+                        continue;
+                if (in_range(addr, m->base, m->size)) {
+                        resolve_in_module(l, m, addr, ret);
+                        return 0;
+                }
+                if (!by_section && find_section(m, addr))
+                        by_section = m;
+        }
+        if (by_section) {
+                resolve_in_module(l, by_section, addr, ret);
+                return 0;
+        }
+
+        if (!l->kernel || kallsyms_lookup(l->kernel, addr, &k) < 0)
+                return -ENOENT;
+        /* A module's line of the start-up table with no instance covering
+         * this time is stale. BPF programs are not tracked yet: their
+         * start-up lines stand. */
+        if (k.module && !streq(k.module, "bpf"))
+                return -ENOENT;
+        *ret = (layout_hit) {
+                .module_name = k.module,
+                .symbol = k.name,
+                .symbol_addr = k.addr,
+        };
+        return 0;
+}

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The layout journal: module instances, their section maps, and the event
+ * journal with a full re-emit of the section records at every change. See
+ * store.h. Addresses are stored as int64 images like everywhere in the
+ * store, and answered as "0x..." strings: JSON numbers lose precision
+ * above 2^53. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "modules.h"
+#include "store-private.h"
+
+static int64_t i64(uint64_t v) {
+        return (int64_t) v;
+}
+
+static uint64_t u64(int64_t v) {
+        return (uint64_t) v;
+}
+
+int store_migrate_1_to_2(sqlite3 *db) {
+        int rc = sqlite3_exec(db,
+                "CREATE TABLE modules(id INTEGER PRIMARY KEY, boot INTEGER NOT NULL, name TEXT NOT NULL,"
+                "  build_id TEXT NOT NULL, file TEXT, base INTEGER NOT NULL, size INTEGER NOT NULL,"
+                "  loaded_ns INTEGER NOT NULL, loaded_how TEXT NOT NULL,"
+                "  unloaded_ns INTEGER, unloaded_how TEXT);"       /* NULL while loaded */
+                "CREATE INDEX modules_unloaded ON modules(unloaded_ns);"
+                "CREATE TABLE module_sections(id INTEGER PRIMARY KEY, module INTEGER NOT NULL,"
+                "  name TEXT NOT NULL, addr INTEGER NOT NULL, len INTEGER NOT NULL, pgoff INTEGER NOT NULL,"
+                "  len_source TEXT NOT NULL, exec INTEGER NOT NULL);"
+                "CREATE INDEX module_sections_module ON module_sections(module);"
+                "CREATE TABLE events(id INTEGER PRIMARY KEY, time_ns INTEGER NOT NULL, boot INTEGER NOT NULL,"
+                "  kind TEXT NOT NULL, module INTEGER NOT NULL, detail TEXT);"
+                "CREATE INDEX events_time ON events(time_ns);"
+                /* One section-map record per row. */
+                "CREATE TABLE event_sections(event INTEGER NOT NULL, section INTEGER NOT NULL,"
+                "  PRIMARY KEY(event, section)) WITHOUT ROWID;",
+                NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+static int bind_text_or_null(sqlite3_stmt *st, int i, const char *s) {
+        return (s ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i)) == SQLITE_OK ? 0 : -ENOMEM;
+}
+
+static int add_module_locked(store *s, const store_module *m, int64_t *ret_id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL, *sec = NULL;
+        int64_t id;
+        int r;
+
+        r = store_prepare(s, "INSERT INTO modules(boot, name, build_id, file, base, size, loaded_ns, loaded_how) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, m->boot_id);
+        r = bind_text_or_null(st, 2, m->name);
+        if (r >= 0)
+                r = bind_text_or_null(st, 3, m->build_id ?: "");
+        if (r >= 0)
+                r = bind_text_or_null(st, 4, m->file);
+        if (r >= 0)
+                r = bind_text_or_null(st, 8, m->loaded_how);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 5, i64(m->base));
+        sqlite3_bind_int64(st, 6, i64(m->size));
+        sqlite3_bind_int64(st, 7, i64(m->loaded_ns));
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        id = sqlite3_last_insert_rowid(store_sqlite(s));
+
+        r = store_prepare(s, "INSERT INTO module_sections(module, name, addr, len, pgoff, len_source, exec) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &sec);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m->n_sections; i++) {
+                const module_section *x = &m->sections[i];
+
+                sqlite3_reset(sec);
+                sqlite3_bind_int64(sec, 1, id);
+                r = bind_text_or_null(sec, 2, x->name ?: "");
+                if (r >= 0)
+                        r = bind_text_or_null(sec, 6, section_len_source_to_string(x->len_source));
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(sec, 3, i64(x->addr));
+                sqlite3_bind_int64(sec, 4, i64(x->len));
+                sqlite3_bind_int64(sec, 5, i64(x->pgoff));
+                sqlite3_bind_int(sec, 7, x->exec);
+                r = store_step_done(s, sec);
+                if (r < 0)
+                        return r;
+        }
+        *ret_id = id;
+        return 0;
+}
+
+int store_add_module(store *s, const store_module *m, int64_t *ret_id) {
+        int64_t id = 0;
+        bool owned;
+        int r;
+
+        if (!s || !m || !m->name || !ret_id || (m->n_sections > 0 && !m->sections))
+                return -EINVAL;
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = store_write_end(s, owned, add_module_locked(s, m, &id));
+        if (r < 0)
+                return r;
+        *ret_id = id;
+        return 0;
+}
+
+static int unload_module_locked(store *s, int64_t module_id, uint64_t unloaded_ns, const char *how) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = store_prepare(s, "UPDATE modules SET unloaded_ns = ?2, unloaded_how = ?3 WHERE id = ?1 AND unloaded_ns IS NULL", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, module_id);
+        sqlite3_bind_int64(st, 2, i64(unloaded_ns));
+        r = bind_text_or_null(st, 3, how);
+        if (r < 0)
+                return r;
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        return sqlite3_changes(store_sqlite(s)) > 0 ? 0 : -ENOENT;
+}
+
+int store_unload_module(store *s, int64_t module_id, uint64_t unloaded_ns, const char *how) {
+        bool owned;
+        int r;
+
+        if (!s || module_id <= 0)
+                return -EINVAL;
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        return store_write_end(s, owned, unload_module_locked(s, module_id, unloaded_ns, how));
+}
+
+int store_foreach_open_module(store *s, int64_t boot_id, store_open_module_cb cb, void *userdata) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        if (!s || !cb)
+                return -EINVAL;
+        r = store_prepare(s, "SELECT id, name, base, size, build_id FROM modules "
+                             "WHERE boot = ?1 AND unloaded_ns IS NULL ORDER BY id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, boot_id);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb(sqlite3_column_int64(st, 0), (const char *) sqlite3_column_text(st, 1) ?: "",
+                       u64(sqlite3_column_int64(st, 2)), u64(sqlite3_column_int64(st, 3)),
+                       (const char *) sqlite3_column_text(st, 4) ?: "", userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
+}
+
+static int add_event_locked(store *s, uint64_t time_ns, int64_t boot_id, const char *kind, int64_t module_id,
+                            const char *detail, const int64_t *live, size_t n_live, int64_t *ret_id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL, *rec = NULL;
+        int64_t id;
+        int r;
+
+        r = store_prepare(s, "INSERT INTO events(time_ns, boot, kind, module, detail) VALUES (?1, ?2, ?3, ?4, ?5)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, i64(time_ns));
+        sqlite3_bind_int64(st, 2, boot_id);
+        sqlite3_bind_int64(st, 4, module_id);
+        r = bind_text_or_null(st, 3, kind);
+        if (r >= 0)
+                r = bind_text_or_null(st, 5, detail);
+        if (r < 0)
+                return r;
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        id = sqlite3_last_insert_rowid(store_sqlite(s));
+
+        /* The re-emit: every section of every live module, as of this event. */
+        r = store_prepare(s, "INSERT INTO event_sections(event, section) SELECT ?1, id FROM module_sections WHERE module = ?2", &rec);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n_live; i++) {
+                sqlite3_reset(rec);
+                sqlite3_bind_int64(rec, 1, id);
+                sqlite3_bind_int64(rec, 2, live[i]);
+                r = store_step_done(s, rec);
+                if (r < 0)
+                        return r;
+        }
+        if (ret_id)
+                *ret_id = id;
+        return 0;
+}
+
+int store_add_event(store *s, uint64_t time_ns, int64_t boot_id, const char *kind, int64_t module_id,
+                    const char *detail, const int64_t *live_module_ids, size_t n_live, int64_t *ret_id) {
+        bool owned;
+        int r;
+
+        if (!s || !kind || (n_live > 0 && !live_module_ids))
+                return -EINVAL;
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        return store_write_end(s, owned, add_event_locked(s, time_ns, boot_id, kind, module_id, detail,
+                                                          live_module_ids, n_live, ret_id));
+}
+
+int store_expire_layout(store *s, uint64_t before_ns) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r;
+
+        /* Events before the cutoff go with their records; then module rows
+         * unloaded before it that no remaining event refers to. */
+        r = store_prepare(s,
+                "DELETE FROM event_sections WHERE event IN (SELECT id FROM events WHERE time_ns < ?1);"
+                , &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        sqlite3_finalize(TAKE_PTR(st));
+
+        r = store_prepare(s, "DELETE FROM events WHERE time_ns < ?1", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        sqlite3_finalize(TAKE_PTR(st));
+
+        r = store_prepare(s,
+                "DELETE FROM module_sections WHERE module IN (SELECT id FROM modules WHERE unloaded_ns < ?1) "
+                "AND id NOT IN (SELECT section FROM event_sections)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        sqlite3_finalize(TAKE_PTR(st));
+
+        r = store_prepare(s,
+                "DELETE FROM modules WHERE unloaded_ns < ?1 AND id NOT IN (SELECT module FROM module_sections) "
+                "AND id NOT IN (SELECT module FROM events)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
+        return store_step_done(s, st);
+}
+
+/* ---- readers ---- */
+
+static json_object *hex(uint64_t v) {
+        char buf[24];
+
+        snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+        return json_object_new_string(buf);
+}
+
+static json_object *text_or_null(sqlite3_stmt *st, int col) {
+        const char *t = (const char *) sqlite3_column_text(st, col);
+        return t ? json_object_new_string(t) : NULL;
+}
+
+/* {"KEY": []}, and the array in *ret_array. */
+static json_object *new_list(const char *key, json_object **ret_array) {
+        json_object *res = json_object_new_object(), *a = json_object_new_array();
+
+        if (!res || !a) {
+                json_object_put(res);
+                json_object_put(a);
+                return NULL;
+        }
+        json_object_object_add(res, key, a);
+        *ret_array = a;
+        return res;
+}
+
+static int add_sections(store *s, json_object *o, int64_t module_id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        json_object *a;
+        int r, rc;
+
+        r = store_prepare(s, "SELECT name, addr, len, pgoff, len_source, exec FROM module_sections "
+                             "WHERE module = ?1 ORDER BY addr, id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, module_id);
+        a = json_object_new_array();
+        if (!a)
+                return -ENOMEM;
+        json_object_object_add(o, "sections", a);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                json_object *x = json_object_new_object();
+
+                if (!x)
+                        return -ENOMEM;
+                json_object_array_add(a, x);
+                json_object_object_add(x, "name", text_or_null(st, 0));
+                json_object_object_add(x, "addr", hex(u64(sqlite3_column_int64(st, 1))));
+                json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 2)));
+                json_object_object_add(x, "pgoff", json_object_new_int64(sqlite3_column_int64(st, 3)));
+                json_object_object_add(x, "len_source", text_or_null(st, 4));
+                json_object_object_add(x, "exec", json_object_new_boolean(sqlite3_column_int(st, 5)));
+        }
+        return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
+}
+
+int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, json_object **ret) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        json_object *res, *a;
+        uint32_t n = 0;
+        int r, rc;
+
+        if (!s || !ret)
+                return -EINVAL;
+        r = store_prepare(s,
+                "SELECT m.id, m.name, m.build_id, m.file, m.base, m.size, m.loaded_ns, m.loaded_how,"
+                "       m.unloaded_ns, m.unloaded_how, b.boot_uuid, b.release"
+                "  FROM modules m LEFT JOIN boots b ON b.id = m.boot"
+                " WHERE m.unloaded_ns IS NULL OR m.unloaded_ns >= ?1"
+                " ORDER BY m.loaded_ns, m.id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
+
+        res = new_list("modules", &a);
+        if (!res)
+                return -ENOMEM;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                json_object *m;
+
+                if (max_rows > 0 && n >= max_rows) {
+                        json_object_object_add(res, "truncated", json_object_new_boolean(true));
+                        rc = SQLITE_DONE;
+                        break;
+                }
+                m = json_object_new_object();
+                if (!m) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                json_object_array_add(a, m);
+                n++;
+                json_object_object_add(m, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
+                json_object_object_add(m, "name", text_or_null(st, 1));
+                json_object_object_add(m, "build_id", text_or_null(st, 2));
+                json_object_object_add(m, "file", text_or_null(st, 3));
+                json_object_object_add(m, "base", hex(u64(sqlite3_column_int64(st, 4))));
+                json_object_object_add(m, "size", json_object_new_int64(sqlite3_column_int64(st, 5)));
+                json_object_object_add(m, "loaded_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
+                json_object_object_add(m, "loaded_how", text_or_null(st, 7));
+                json_object_object_add(m, "unloaded_ns", sqlite3_column_type(st, 8) == SQLITE_NULL ? NULL :
+                                       json_object_new_int64(sqlite3_column_int64(st, 8)));
+                json_object_object_add(m, "unloaded_how", text_or_null(st, 9));
+                json_object_object_add(m, "boot_id", text_or_null(st, 10));
+                json_object_object_add(m, "release", text_or_null(st, 11));
+                if (with_sections) {
+                        r = add_sections(s, m, sqlite3_column_int64(st, 0));
+                        if (r < 0)
+                                goto fail;
+                }
+        }
+        if (rc != SQLITE_DONE) {
+                r = store_step_errno(s, rc);
+                goto fail;
+        }
+        *ret = res;
+        return 0;
+fail:
+        json_object_put(res);
+        return r;
+}
+
+static int add_records(store *s, json_object *ev, int64_t event_id, uint32_t *budget) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        json_object *a;
+        int r, rc;
+
+        r = store_prepare(s,
+                "SELECT x.addr, x.len, x.pgoff, x.name, m.name, m.file, m.build_id, x.len_source, x.exec"
+                "  FROM event_sections e JOIN module_sections x ON x.id = e.section"
+                "  JOIN modules m ON m.id = x.module"
+                " WHERE e.event = ?1 ORDER BY x.addr, x.id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, event_id);
+        a = json_object_new_array();
+        if (!a)
+                return -ENOMEM;
+        json_object_object_add(ev, "records", a);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                json_object *x = json_object_new_object();
+
+                if (!x)
+                        return -ENOMEM;
+                json_object_array_add(a, x);
+                if (*budget > 0)
+                        (*budget)--;
+                json_object_object_add(x, "type", json_object_new_string("section"));
+                json_object_object_add(x, "pid", json_object_new_int(-1));     /* the kernel's machine pid, as in perf */
+                json_object_object_add(x, "start", hex(u64(sqlite3_column_int64(st, 0))));
+                json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 1)));
+                json_object_object_add(x, "pgoff", json_object_new_int64(sqlite3_column_int64(st, 2)));
+                json_object_object_add(x, "section", text_or_null(st, 3));
+                json_object_object_add(x, "module", text_or_null(st, 4));
+                json_object_object_add(x, "filename", text_or_null(st, 5));
+                json_object_object_add(x, "build_id", text_or_null(st, 6));
+                json_object_object_add(x, "len_source", text_or_null(st, 7));
+                json_object_object_add(x, "exec", json_object_new_boolean(sqlite3_column_int(st, 8)));
+        }
+        return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
+}
+
+int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t max_events, uint32_t max_records,
+                      json_object **ret) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        uint32_t n = 0, budget = max_records;
+        json_object *res, *a;
+        int r, rc;
+
+        if (!s || !ret)
+                return -EINVAL;
+        r = store_prepare(s,
+                "SELECT e.id, e.time_ns, e.kind, m.name, e.module, e.detail, b.build_id, b.text_addr, b.release,"
+                "       b.boot_uuid, (SELECT count(*) FROM event_sections x WHERE x.event = e.id)"
+                "  FROM events e LEFT JOIN boots b ON b.id = e.boot LEFT JOIN modules m ON m.id = e.module"
+                " WHERE e.time_ns >= ?1 ORDER BY e.time_ns, e.id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
+
+        res = new_list("events", &a);
+        if (!res)
+                return -ENOMEM;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                json_object *e, *k;
+
+                if ((max_events > 0 && n >= max_events) || (with_records && max_records > 0 && budget == 0)) {
+                        json_object_object_add(res, "truncated", json_object_new_boolean(true));
+                        rc = SQLITE_DONE;
+                        break;
+                }
+                e = json_object_new_object();
+                k = json_object_new_object();
+                if (!e || !k) {
+                        json_object_put(e);
+                        json_object_put(k);
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                json_object_array_add(a, e);
+                n++;
+                json_object_object_add(e, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
+                json_object_object_add(e, "time_ns", json_object_new_int64(sqlite3_column_int64(st, 1)));
+                json_object_object_add(e, "kind", text_or_null(st, 2));
+                json_object_object_add(e, "module", text_or_null(st, 3));
+                json_object_object_add(e, "module_id", sqlite3_column_int64(st, 4) > 0 ?
+                                       json_object_new_int64(sqlite3_column_int64(st, 4)) : NULL);
+                json_object_object_add(e, "detail", text_or_null(st, 5));
+                json_object_object_add(e, "kernel", k);
+                json_object_object_add(k, "build_id", text_or_null(st, 6));
+                json_object_object_add(k, "text_addr", hex(u64(sqlite3_column_int64(st, 7))));
+                json_object_object_add(k, "release", text_or_null(st, 8));
+                json_object_object_add(k, "boot_id", text_or_null(st, 9));
+                json_object_object_add(e, "n_records", json_object_new_int64(sqlite3_column_int64(st, 10)));
+                if (with_records) {
+                        r = add_records(s, e, sqlite3_column_int64(st, 0), &budget);
+                        if (r < 0)
+                                goto fail;
+                }
+        }
+        if (rc != SQLITE_DONE) {
+                r = store_step_errno(s, rc);
+                goto fail;
+        }
+        *ret = res;
+        return 0;
+fail:
+        json_object_put(res);
+        return r;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* What store.c shares with the other files of the store (store-layout.c);
+ * not for users of the store. */
+
+#include <sqlite3.h>
+#include <stdbool.h>
+
+#include "store.h"
+
+#include "macro.h"
+
+static inline void sqlite3_finalizep(sqlite3_stmt **st) {
+        if (*st)
+                sqlite3_finalize(*st);
+}
+#define _cleanup_finalize_ _cleanup_(sqlite3_finalizep)
+
+sqlite3 *store_sqlite(store *s);
+bool store_is_writable(const store *s);
+int store_prepare(store *s, const char *sql, sqlite3_stmt **ret);
+int store_step_done(store *s, sqlite3_stmt *st);
+int store_step_errno(store *s, int rc);         /* a sqlite result code as a negative errno */
+
+/* Writes outside store_begin() .. store_commit() get a transaction of their
+ * own; inside a batch they join it. */
+int store_write_begin(store *s, bool *ret_owned);
+int store_write_end(store *s, bool owned, int r);
+
+int store_migrate_1_to_2(sqlite3 *db);
+int store_expire_layout(store *s, uint64_t before_ns);
