@@ -24,6 +24,7 @@ void config_init(config *c) {
                 .socket = strdup("/run/perfsnapd/perfsnapd.sock"),
                 .group = strdup("perfsnap"),
                 .retention_ns = 7ULL * 24 * 3600 * NSEC_PER_SEC,
+                .rescan_interval_ns = 60 * NSEC_PER_SEC,
                 .max_clients = 64,
                 .query_max_rows = 10000,
                 .query_max_stacks = 20000,
@@ -187,6 +188,16 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 c->retention_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
+        if (strcmp(key, "rescan_interval") == 0) {
+                if (strcmp(v, "0") == 0 || strcmp(v, "never") == 0) {
+                        c->rescan_interval_ns = 0;
+                        return 0;
+                }
+                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 24 * 3600 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 1s and 1d (e.g. 60s), or never", -EINVAL;
+                c->rescan_interval_ns = ns - ns % NSEC_PER_SEC;
+                return 0;
+        }
         if (strcmp(key, "max_clients") == 0)
                 return parse_u32(v, 1, 4096, &c->max_clients) < 0
                         ? (*ret_why = "expected a number 1..4096", -EINVAL) : 0;
@@ -278,8 +289,13 @@ static char *fmt_duration_key(uint64_t ns, char *buf, size_t size) {
 }
 
 char *config_format(const config *c) {
-        char drain[32], commit[32], retention[32];
+        char drain[32], commit[32], retention[32], rescan[32];
         char *s;
+
+        if (c->rescan_interval_ns)
+                fmt_duration_key(c->rescan_interval_ns, rescan, sizeof rescan);
+        else
+                strcpy(rescan, "never");
 
         fmt_duration_key(c->drain_interval_ns, drain, sizeof drain);
         fmt_duration_key(c->commit_interval_ns, commit, sizeof commit);
@@ -299,13 +315,14 @@ char *config_format(const config *c) {
                      "socket = %s\n"
                      "group = %s\n"
                      "retention = %s\n"
+                     "rescan_interval = %s\n"
                      "max_clients = %u\n"
                      "query_max_rows = %u\n"
                      "query_max_stacks = %u\n"
                      "log_level = %s\n"
                      "root = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
-                     c->database, c->socket, c->group, retention, c->max_clients,
+                     c->database, c->socket, c->group, retention, rescan, c->max_clients,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root) < 0)
                 return NULL;

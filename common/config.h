@@ -20,6 +20,7 @@ typedef struct config {
         char *socket;
         char *group;                    /* may query besides root; "" = root only */
         uint64_t retention_ns;          /* samples older than this are deleted; 0 = keep */
+        uint64_t rescan_interval_ns;    /* proc/modules is compared with the layout this often; 0 = never */
         uint32_t max_clients;
         uint32_t query_max_rows;
         uint32_t query_max_stacks;

@@ -24,6 +24,9 @@ struct json_object;
 #define PERFSNAP_INTERFACE "io.perfsnap"
 #define PERFSNAP_METHOD_QUERY  "io.perfsnap.Query"
 #define PERFSNAP_METHOD_STATUS "io.perfsnap.Status"
+#define PERFSNAP_METHOD_MODULES "io.perfsnap.Modules"
+#define PERFSNAP_METHOD_EVENTS "io.perfsnap.Events"
+#define PERFSNAP_METHOD_RESCAN "io.perfsnap.Rescan"      /* root only */
 
 #define PERFSNAP_ERROR_PERMISSION_DENIED "io.perfsnap.PermissionDenied"
 #define PERFSNAP_ERROR_INVALID_PARAMETER "io.perfsnap.InvalidParameter"

@@ -21,10 +21,13 @@
 #include "server.h"
 #include "store.h"
 #include "timeparse.h"
+#include "tracker.h"
+#include "uevent-monitor.h"
 
 #include "build-config.h"
 
 #define RETENTION_INTERVAL_SEC 600
+#define MISS_RESCAN_INTERVAL_NS NSEC_PER_SEC
 
 struct daemon_ctx {
         config cfg;
@@ -37,10 +40,13 @@ struct daemon_ctx {
         uint32_t *cpus;
         size_t n_cpus;
         struct event **cpu_evs;
-        struct event *drain_timer, *commit_timer, *retention_timer, *watchdog_timer;
+        tracker *tracker;
+        uevent_monitor *uevents;
+        struct event *drain_timer, *commit_timer, *retention_timer, *watchdog_timer, *rescan_timer;
         struct event *sig_term, *sig_int, *sig_hup;
         server *server;
         uint64_t start_mono_ns;
+        uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
         int exit_code;
 };
@@ -90,6 +96,58 @@ static void on_retention_timer(evutil_socket_t fd, short what, void *userdata) {
                 log_warning_errno((int) n, "Failed to delete expired samples: %m");
         else if (n > 0)
                 log_info("Deleted %lld samples older than the retention period.", (long long) n);
+}
+
+static void on_uevent(const uevent *ev, bool lost, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        if (lost)
+                (void) tracker_rescan(d->tracker, "uevents were lost", NULL);
+        else
+                tracker_uevent(d->tracker, ev);
+}
+
+static void on_rescan_timer(evutil_socket_t fd, short what, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        (void) tracker_rescan(d->tracker, "periodic", NULL);
+}
+
+/* A kernel address nothing covers: perhaps a module in its init, before
+ * its add uevent. */
+static void on_unknown_address(void *userdata) {
+        daemon_ctx *d = userdata;
+        uint64_t now = clock_ns(CLOCK_MONOTONIC);
+
+        /* Addresses no one can resolve (code perfsnapd does not track yet)
+         * would otherwise cost a rescan at every drain. */
+        if (d->last_miss_rescan_ns && now - d->last_miss_rescan_ns < MISS_RESCAN_INTERVAL_NS)
+                return;
+        d->last_miss_rescan_ns = now;
+        (void) tracker_rescan(d->tracker, "a sample hit an unknown kernel address", NULL);
+}
+
+static int on_rescan_request(json_object *reply, void *userdata) {
+        daemon_ctx *d = userdata;
+        tracker_rescan_result res = {};
+        int r;
+
+        r = tracker_rescan(d->tracker, "requested", &res);
+        if (r < 0)
+                return r;
+        json_object_object_add(reply, "added", json_object_new_int((int) res.added));
+        json_object_object_add(reply, "removed", json_object_new_int((int) res.removed));
+        json_object_object_add(reply, "loaded", json_object_new_int((int) res.live));
+        return 0;
+}
+
+static void set_rescan_timer(daemon_ctx *d) {
+        struct timeval tv = tv_from_ns(d->cfg.rescan_interval_ns);
+
+        if (d->cfg.rescan_interval_ns > 0)
+                event_add(d->rescan_timer, &tv);
+        else
+                event_del(d->rescan_timer);
 }
 
 static void on_watchdog(evutil_socket_t fd, short what, void *userdata) {
@@ -157,6 +215,10 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
                 d->cfg.commit_interval_ns = n.commit_interval_ns;
                 event_add(d->commit_timer, &tv);
         }
+        if (n.rescan_interval_ns != d->cfg.rescan_interval_ns) {
+                d->cfg.rescan_interval_ns = n.rescan_interval_ns;
+                set_rescan_timer(d);
+        }
         d->cfg.max_clients = n.max_clients;
         d->cfg.query_max_rows = n.query_max_rows;
         d->cfg.query_max_stacks = n.query_max_stacks;
@@ -202,6 +264,34 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "kernel_text_addr", json_object_new_string(text));
         json_object_object_add(p, "kernel_symbols", json_object_new_int64((int64_t) ingest_n_symbols(d->ingest)));
         json_object_object_add(p, "clients", json_object_new_int((int) server_n_clients(d->server)));
+
+        if (d->tracker) {
+                const tracker_stats *ts = tracker_get_stats(d->tracker);
+                layout *l = ingest_layout(d->ingest);
+
+                json_object_object_add(p, "modules_loaded", json_object_new_int64((int64_t) layout_n_live(l)));
+                json_object_object_add(p, "modules_added", json_object_new_int64((int64_t) ts->modules_added));
+                json_object_object_add(p, "modules_removed", json_object_new_int64((int64_t) ts->modules_removed));
+                json_object_object_add(p, "module_uevents", json_object_new_int64((int64_t) ts->module_uevents));
+                json_object_object_add(p, "ignored_uevents", json_object_new_int64((int64_t) ts->ignored_uevents));
+                json_object_object_add(p, "spurious_removes", json_object_new_int64((int64_t) ts->spurious_removes));
+                json_object_object_add(p, "rescans", json_object_new_int64((int64_t) ts->rescans));
+                json_object_object_add(p, "layout_events", json_object_new_int64((int64_t) ts->events));
+                json_object_object_add(p, "last_change_ns", json_object_new_int64((int64_t) ts->last_change_ns));
+                json_object_object_add(p, "max_change_ns", json_object_new_int64((int64_t) ts->max_change_ns));
+                json_object_object_add(p, "module_frames", json_object_new_int64((int64_t) st->module_frames));
+                json_object_object_add(p, "unresolved_kernel_frames", json_object_new_int64((int64_t) st->unresolved_kernel_frames));
+        }
+        json_object_object_add(p, "uevent_monitor", json_object_new_boolean(d->uevents != NULL));
+        if (d->uevents) {
+                const uevent_monitor_stats *us = uevent_monitor_get_stats(d->uevents);
+
+                json_object_object_add(p, "uevents_received", json_object_new_int64((int64_t) us->received));
+                json_object_object_add(p, "uevents_accepted", json_object_new_int64((int64_t) us->accepted));
+                json_object_object_add(p, "uevents_forged", json_object_new_int64((int64_t) us->forged));
+                json_object_object_add(p, "uevents_malformed", json_object_new_int64((int64_t) us->malformed));
+                json_object_object_add(p, "uevents_overruns", json_object_new_int64((int64_t) us->overruns));
+        }
 }
 
 int daemon_new(const config *c, const char *config_path, daemon_ctx **ret) {
@@ -263,6 +353,24 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 return r;
 
+        /* Listen before reading proc/modules: a module loaded in between
+         * is then announced rather than missed. */
+        r = uevent_monitor_new(d->base, on_uevent, d, &d->uevents);
+        if (r < 0)
+                log_warning_errno(r, "Failed to listen to kernel uevents: %m; module loads are found by rescans only "
+                                  "(rescan_interval)");
+        r = tracker_new(d->base, d->ingest, d->cfg.root, &d->tracker);
+        if (r < 0)
+                return log_oom();
+        r = tracker_start(d->tracker);
+        if (r < 0)
+                return r;
+        ingest_set_miss_handler(d->ingest, on_unknown_address, d);
+        d->rescan_timer = event_new(d->base, -1, EV_PERSIST, on_rescan_timer, d);
+        if (!d->rescan_timer)
+                return log_oom();
+        set_rescan_timer(d);
+
         r = perf_events_open(&pc, &d->events);
         if (r == -EACCES || r == -EPERM) {
                 _cleanup_free_ char *p = NULL;
@@ -320,6 +428,7 @@ int daemon_start(daemon_ctx *d) {
         r = server_new(d->base, &d->cfg, status_fill, d, &d->server);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the socket server: %m");
+        server_set_rescan_cb(d->server, on_rescan_request);
         r = server_listen(d->server);
         if (r < 0)
                 return r;
@@ -368,6 +477,8 @@ daemon_ctx *daemon_free(daemon_ctx *d) {
         free(d->bufs);
         free(d->cpus);
         perf_events_free(d->events);
+        uevent_monitor_free(d->uevents);
+        tracker_free(d->tracker);
         ingest_free(d->ingest);
         store_free(d->store);
         if (d->drain_timer)
@@ -378,6 +489,8 @@ daemon_ctx *daemon_free(daemon_ctx *d) {
                 event_free(d->retention_timer);
         if (d->watchdog_timer)
                 event_free(d->watchdog_timer);
+        if (d->rescan_timer)
+                event_free(d->rescan_timer);
         if (d->sig_term)
                 event_free(d->sig_term);
         if (d->sig_int)

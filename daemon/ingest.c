@@ -23,12 +23,20 @@ typedef struct pending {
 struct ingest {
         store *store;
         char *root;
-        kallsyms *ksyms;
+        layout *layout;
+        uint64_t layout_gen;    /* the generation the caches below were filled in */
+        uint32_t epoch;         /* layout_epoch() of the sample being processed */
         kernel_info kernel;
         int64_t boot_id;
         tasks *tasks;
 
-        /* kernel address -> interned frame id, valid for one kernel layout */
+        ingest_miss_handler miss_cb;
+        void *miss_userdata;
+        bool miss_handled;      /* the handler ran in this drain pass */
+        bool draining;
+
+        /* (kernel address, layout epoch) -> interned frame id, valid for
+         * one layout generation */
         hashmap *kframe_cache;
         /* (pid, maps generation of pid, raw callchain) -> leaf stack id. A
          * repeated call chain costs one lookup instead of one per frame. */
@@ -68,7 +76,9 @@ int ingest_new(store *st, const char *root, ingest **ret) {
                 ingest_free(in);
                 return -ENOMEM;
         }
-        r = hashmap_new(&in->kframe_cache);
+        r = layout_new(&in->layout);
+        if (r >= 0)
+                r = hashmap_new(&in->kframe_cache);
         if (r >= 0)
                 r = hashmap_new(&in->stack_cache);
         if (r >= 0)
@@ -86,7 +96,7 @@ int ingest_new(store *st, const char *root, ingest **ret) {
 ingest *ingest_free(ingest *in) {
         if (!in)
                 return NULL;
-        kallsyms_free(in->ksyms);
+        layout_free(in->layout);
         tasks_free(in->tasks);
         hashmap_free(in->kframe_cache);
         hashmap_free(in->stack_cache);
@@ -118,10 +128,7 @@ int ingest_load_kernel(ingest *in) {
         if (r < 0)
                 return log_error_errno(r, "Failed to load %s%sproc/kallsyms: %m%s", in->root, in->root[strlen(in->root) - 1] == '/' ? "" : "/",
                                        r == -EPERM ? " (the addresses are hidden: perfsnapd needs CAP_SYSLOG, and kernel.kptr_restrict must be below 2)" : "");
-        kallsyms_free(in->ksyms);
-        in->ksyms = k;
-        hashmap_clear(in->kframe_cache);
-        hashmap_clear(in->stack_cache);
+        layout_set_kernel(in->layout, k);
 
         if (kallsyms_text_addr(k, &in->kernel.text_addr) < 0)
                 log_warning("Neither _text nor _stext is in kallsyms: the KASLR offset is not recorded.");
@@ -151,8 +158,40 @@ const kernel_info *ingest_kernel(const ingest *in) {
         return &in->kernel;
 }
 
+int64_t ingest_boot_id(const ingest *in) {
+        return in->boot_id;
+}
+
 size_t ingest_n_symbols(const ingest *in) {
-        return in->ksyms ? kallsyms_count(in->ksyms) : 0;
+        return kallsyms_count(layout_kernel_syms(in->layout));
+}
+
+layout *ingest_layout(ingest *in) {
+        return in->layout;
+}
+
+store *ingest_store(ingest *in) {
+        return in->store;
+}
+
+void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata) {
+        in->miss_cb = cb;
+        in->miss_userdata = userdata;
+}
+
+bool ingest_draining(const ingest *in) {
+        return in->draining;
+}
+
+/* Cached resolutions are only valid for the layout generation they were
+ * made in. Returns true if they were dropped. */
+static bool check_layout(ingest *in) {
+        if (layout_generation(in->layout) == in->layout_gen)
+                return false;
+        hashmap_clear(in->kframe_cache);
+        hashmap_clear(in->stack_cache);
+        in->layout_gen = layout_generation(in->layout);
+        return true;
 }
 
 const ingest_stats *ingest_get_stats(const ingest *in) {
@@ -164,21 +203,36 @@ const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n) {
         return in->lost_per_cpu;
 }
 
-static int kernel_frame_id(ingest *in, uint64_t ip, int64_t *ret) {
-        char module[80];
+static int kernel_frame_id(ingest *in, uint64_t ip, uint64_t time, int64_t *ret) {
+        char module[MODULE_NAME_MAX + 2];
         frame f = { .kind = FRAME_KERNEL, .addr = ip };
-        ksym s;
+        uint64_t key[2] = { ip, in->epoch };
+        layout_hit hit;
         int r;
 
-        if (hashmap_get_u64(in->kframe_cache, ip, ret) >= 0)
+        if (hashmap_get(in->kframe_cache, key, sizeof key, ret) >= 0)
                 return 0;
 
-        if (in->ksyms && kallsyms_lookup(in->ksyms, ip, &s) >= 0) {
-                f.symbol = s.name;
-                f.offset = ip - s.addr;
-                if (s.module) {
-                        snprintf(module, sizeof module, "[%s]", s.module);
+        r = layout_resolve(in->layout, ip, time, &hit);
+        if (r < 0 && in->miss_cb && !in->miss_handled) {
+                in->miss_handled = true;
+                in->miss_cb(in->miss_userdata);
+                if (check_layout(in)) {
+                        in->epoch = layout_epoch(in->layout, time);
+                        key[1] = in->epoch;
+                }
+                r = layout_resolve(in->layout, ip, time, &hit);
+        }
+        if (r >= 0) {
+                f.symbol = hit.symbol;
+                f.offset = hit.symbol ? ip - hit.symbol_addr : 0;
+                if (hit.module_name) {
+                        snprintf(module, sizeof module, "[%s]", hit.module_name);
                         f.module = module;
+                        if (hit.module) {
+                                f.build_id = hit.module->build_id[0] ? hit.module->build_id : NULL;
+                                in->stats.module_frames++;
+                        }
                 } else {
                         f.module = MODULE_KERNEL;
                         f.build_id = in->kernel.build_id[0] ? in->kernel.build_id : NULL;
@@ -189,7 +243,7 @@ static int kernel_frame_id(ingest *in, uint64_t ip, int64_t *ret) {
         r = store_intern_frame(in->store, &f, ret);
         if (r < 0)
                 return r;
-        return hashmap_put_u64(in->kframe_cache, ip, *ret);
+        return hashmap_put(in->kframe_cache, key, sizeof key, *ret);
 }
 
 static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, int64_t *ret) {
@@ -215,13 +269,18 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         const char *comm;
         int r;
 
-        /* Key: pid, the pid's maps generation, cpumode, the raw callchain. */
-        if (in->key_alloc < ps->nr + 4) {
-                uint64_t *k = realloc(in->key, (ps->nr + 4) * sizeof *k);
+        check_layout(in);
+        in->epoch = layout_epoch(in->layout, ps->time);
+        uint64_t gen_at_start = in->layout_gen;
+
+        /* Key: pid, the pid's maps generation, cpumode, the layout epoch of
+         * the sample's time, the raw callchain. */
+        if (in->key_alloc < ps->nr + 5) {
+                uint64_t *k = realloc(in->key, (ps->nr + 5) * sizeof *k);
                 if (!k)
                         return -ENOMEM;
                 in->key = k;
-                in->key_alloc = ps->nr + 4;
+                in->key_alloc = ps->nr + 5;
         }
         int64_t gen = 0;
         (void) hashmap_get_u64(in->maps_gen, ps->pid, &gen);
@@ -229,9 +288,10 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         in->key[1] = (uint64_t) gen;
         in->key[2] = ps->nr == 0 ? ps->ip : 0;
         in->key[3] = ps->user;
+        in->key[4] = in->epoch;
         for (uint64_t i = 0; i < ps->nr; i++)
-                memcpy(&in->key[4 + i], &ps->ips[i], sizeof(uint64_t));
-        size_t key_len = (ps->nr + 4) * sizeof(uint64_t);
+                memcpy(&in->key[5 + i], &ps->ips[i], sizeof(uint64_t));
+        size_t key_len = (ps->nr + 5) * sizeof(uint64_t);
         if (hashmap_get(in->stack_cache, in->key, key_len, &stack) >= 0) {
                 in->stats.stack_cache_hits++;
                 goto insert;
@@ -246,7 +306,7 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         }
 
         if (ps->nr == 0) {
-                r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(in, ps->ip, &in->frame_ids[n])
+                r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(in, ps->ip, ps->time, &in->frame_ids[n])
                                                    : user_frame_id(in, ps->pid, ps->ip, &in->frame_ids[n]);
                 if (r < 0)
                         return r;
@@ -262,7 +322,7 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                         continue;
                 }
                 if (context == PERF_CONTEXT_KERNEL) {
-                        r = kernel_frame_id(in, ip, &in->frame_ids[n]);
+                        r = kernel_frame_id(in, ip, ps->time, &in->frame_ids[n]);
                         in->stats.kernel_frames++;
                 } else if (context == PERF_CONTEXT_USER) {
                         r = user_frame_id(in, ps->pid, ip, &in->frame_ids[n]);
@@ -281,12 +341,16 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                         return r;
         }
 
-        /* Bounded: start over rather than grow without limit. */
+        /* Bounded: start over rather than grow without limit. A layout
+         * change while resolving this sample makes its epoch in the key
+         * stale: do not cache it then. */
         if (hashmap_size(in->stack_cache) >= STACK_CACHE_MAX_ENTRIES)
                 hashmap_clear(in->stack_cache);
-        r = hashmap_put(in->stack_cache, in->key, key_len, stack);
-        if (r < 0)
-                return r;
+        if (in->layout_gen == gen_at_start) {
+                r = hashmap_put(in->stack_cache, in->key, key_len, stack);
+                if (r < 0)
+                        return r;
+        }
 
 insert:
         /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
@@ -444,6 +508,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
         in->n_pend = 0;
         in->arena_len = 0;
+        in->miss_handled = false;
 
         for (size_t i = 0; i < n; i++) {
                 r = ringbuf_drain(bufs[i], collect_record, in);
@@ -466,6 +531,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
                 in->in_transaction = true;
         }
 
+        in->draining = true;
         for (size_t i = 0; i < in->n_pend; i++) {
                 perf_record rec;
 
@@ -482,6 +548,8 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
                         break;
                 }
         }
+
+        in->draining = false;
 
         if (ret < 0) {
                 /* Do not commit half a drain: drop the batch. */

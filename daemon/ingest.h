@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kallsyms.h"
+#include "layout.h"
 #include "notes.h"
 #include "perf-record.h"
 #include "ringbuf.h"
@@ -23,7 +24,7 @@ typedef struct ingest_stats {
         uint64_t records;               /* all records decoded */
         uint64_t bad_records;           /* failed to decode, skipped */
         uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
-        uint64_t kernel_frames, user_frames, unresolved_kernel_frames;
+        uint64_t kernel_frames, user_frames, unresolved_kernel_frames, module_frames;
         uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
         uint64_t drains;
         uint64_t commits;
@@ -44,7 +45,23 @@ ingest *ingest_free(ingest *in);
 /* Loads kallsyms, notes, boot id and registers the boot in the store. */
 int ingest_load_kernel(ingest *in);
 const kernel_info *ingest_kernel(const ingest *in);
+int64_t ingest_boot_id(const ingest *in);
 size_t ingest_n_symbols(const ingest *in);
+
+/* The kernel code layout samples are resolved against; the module tracker
+ * changes it, ingest notices by its generation. */
+layout *ingest_layout(ingest *in);
+store *ingest_store(ingest *in);
+
+/* Called (at most once per drain pass) when a kernel address resolves to
+ * nothing: a module may have been loaded and not yet announced (its init
+ * runs before the add uevent). The handler may change the layout; the
+ * address is then resolved again. */
+typedef void (*ingest_miss_handler)(void *userdata);
+void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata);
+
+/* True while ingest_drain() runs (its batch must not be committed then). */
+bool ingest_draining(const ingest *in);
 
 /* Drains every ring buffer, merges the records by time and stores them in
  * the open batch (one is begun if needed); ingest_commit() makes them

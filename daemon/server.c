@@ -24,7 +24,7 @@
 
 typedef struct client client;
 
-typedef enum job_kind { JOB_QUERY, JOB_STATUS } job_kind;
+typedef enum job_kind { JOB_QUERY, JOB_STATUS, JOB_MODULES, JOB_EVENTS } job_kind;
 
 typedef struct job {
         struct job *next;
@@ -60,6 +60,7 @@ struct server {
         bool have_gid;
         uint32_t max_clients, max_rows, max_stacks;
         server_status_cb status_cb;
+        server_rescan_cb rescan_cb;
         void *userdata;
 
         client *clients;
@@ -184,6 +185,75 @@ static char *worker_status(server *s, job *j) {
         return proto_format_reply(j->params, false);
 }
 
+/* Optional parameters of Modules and Events; false with *why set on a
+ * wrong type. */
+static bool get_u64(json_object *params, const char *key, uint64_t *v, const char **why) {
+        json_object *o;
+
+        if (!params || !json_object_object_get_ex(params, key, &o))
+                return true;
+        if (!json_object_is_type(o, json_type_int) || json_object_get_int64(o) < 0) {
+                *why = key;
+                return false;
+        }
+        *v = (uint64_t) json_object_get_int64(o);
+        return true;
+}
+
+static bool get_bool(json_object *params, const char *key, bool *v, const char **why) {
+        json_object *o;
+
+        if (!params || !json_object_object_get_ex(params, key, &o))
+                return true;
+        if (!json_object_is_type(o, json_type_boolean)) {
+                *why = key;
+                return false;
+        }
+        *v = json_object_get_boolean(o);
+        return true;
+}
+
+/* The records of one event per module section: cap them so that an answer
+ * stays well below PERFSNAP_MAX_REPLY_BYTES (a record is ~250 bytes). */
+#define EVENTS_MAX_RECORDS 40000
+
+static char *worker_layout(server *s, job *j) {
+        uint64_t since = 0, limit = 0;
+        bool flag = false;
+        const char *why = NULL;
+        json_object *res = NULL;
+        char msg[256], *reply;
+        store *st;
+        int r;
+
+        if (!get_u64(j->params, "since_ns", &since, &why) || !get_u64(j->params, "limit", &limit, &why) ||
+            !get_bool(j->params, j->kind == JOB_MODULES ? "sections" : "records", &flag, &why)) {
+                snprintf(msg, sizeof msg, "parameter \"%s\" has the wrong type", why);
+                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, msg);
+        }
+        r = worker_store(s, &st);
+        if (r < 0) {
+                snprintf(msg, sizeof msg, "cannot open the database %s: %s", s->db_path, strerror(-r));
+                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
+        }
+        limit = MIN(limit ?: j->max_rows, (uint64_t) j->max_rows);
+        if (j->kind == JOB_MODULES)
+                r = store_list_modules(st, since, flag, (uint32_t) limit, &res);
+        else
+                r = store_list_events(st, since, flag, (uint32_t) limit, EVENTS_MAX_RECORDS, &res);
+        if (r < 0) {
+                snprintf(msg, sizeof msg, "reading the journal failed: %s", strerror(-r));
+                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
+        }
+        reply = proto_format_reply(res, false);
+        json_object_put(res);
+        if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
+                free(reply);
+                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, "answer too large for one reply: use a later since or a limit");
+        }
+        return reply;
+}
+
 static void *worker_main(void *userdata) {
         server *s = userdata;
 
@@ -201,7 +271,8 @@ static void *worker_main(void *userdata) {
                         s->todo_tail = NULL;
                 pthread_mutex_unlock(&s->lock);
 
-                j->replies = j->kind == JOB_QUERY ? worker_query(s, j) : single(worker_status(s, j));
+                j->replies = j->kind == JOB_QUERY ? worker_query(s, j) :
+                             j->kind == JOB_STATUS ? single(worker_status(s, j)) : single(worker_layout(s, j));
 
                 pthread_mutex_lock(&s->lock);
                 j->next = s->done_head;
@@ -377,6 +448,26 @@ static void handle_call(client *c, const char *msg) {
                 r = submit_job(s, c, JOB_QUERY, p, call.more);
                 if (r < 0)
                         json_object_put(p);
+        } else if (streq(call.method, PERFSNAP_METHOD_MODULES) || streq(call.method, PERFSNAP_METHOD_EVENTS)) {
+                p = json_object_get(call.parameters);
+                r = submit_job(s, c, streq(call.method, PERFSNAP_METHOD_MODULES) ? JOB_MODULES : JOB_EVENTS, p, false);
+                if (r < 0)
+                        json_object_put(p);
+        } else if (streq(call.method, PERFSNAP_METHOD_RESCAN)) {
+                /* Mutating: root only, whatever the group. */
+                if (c->uid != 0) {
+                        client_send(c, error_reply(PERFSNAP_ERROR_PERMISSION_DENIED, "only root may request a rescan"));
+                        goto out;
+                }
+                p = json_object_new_object();
+                r = s->rescan_cb ? s->rescan_cb(p, s->userdata) : -EOPNOTSUPP;
+                if (r < 0) {
+                        snprintf(text, sizeof text, "rescan failed: %s", strerror(-r));
+                        client_send(c, error_reply(PERFSNAP_ERROR_INTERNAL, text));
+                } else
+                        client_send(c, proto_format_reply(p, false));
+                json_object_put(p);
+                goto out;
         } else if (strcmp(call.method, PERFSNAP_METHOD_STATUS) == 0) {
                 p = json_object_new_object();
                 s->status_cb(p, s->userdata);
@@ -619,6 +710,10 @@ int server_listen(server *s) {
         log_info("Listening on %s (root%s%s).", s->socket_path,
                  s->have_gid ? " and group " : " only", s->have_gid ? s->group : "");
         return 0;
+}
+
+void server_set_rescan_cb(server *s, server_rescan_cb cb) {
+        s->rescan_cb = cb;
 }
 
 unsigned server_n_clients(const server *s) {

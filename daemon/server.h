@@ -18,8 +18,13 @@ typedef struct server server;
 /* Fills the live part of a Status reply (the loop's own counters). */
 typedef void (*server_status_cb)(struct json_object *params, void *userdata);
 
+/* Runs a rescan of the kernel modules for a Rescan call (root only) and
+ * fills the reply; a negative errno becomes an error reply. */
+typedef int (*server_rescan_cb)(struct json_object *reply, void *userdata);
+
 int server_new(struct event_base *base, const config *c, server_status_cb status_cb, void *userdata, server **ret);
 server *server_free(server *s);
+void server_set_rescan_cb(server *s, server_rescan_cb cb);
 
 /* Binds and listens; the socket gets mode 0660 and the configured group. */
 int server_listen(server *s);

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "fileio.h"
+#include "log.h"
+#include "macro.h"
+#include "modules.h"
+#include "store.h"
+#include "timeparse.h"
+#include "tracker.h"
+
+/* kallsyms text of a distribution kernel is ~6 MiB; see kallsyms.c. */
+#define KALLSYMS_READ_MAX_BYTES (64u * 1024u * 1024u)
+
+/* An unloaded module's tables are kept this long for samples still in the
+ * ring buffers (drained every drain_interval, a second at most). */
+#define UNLOADED_KEEP_NS (300 * NSEC_PER_SEC)
+
+struct tracker {
+        ingest *in;
+        char *root;
+        struct event *syms_ev;          /* reads kallsyms for new modules, after journaling */
+        bool hidden_warned;
+        tracker_stats stats;
+};
+
+static uint64_t wall_from_mono(uint64_t mono) {
+        return mono + (clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
+}
+
+static void on_read_syms(evutil_socket_t fd, short what, void *userdata);
+
+int tracker_new(struct event_base *base, ingest *in, const char *root, tracker **ret) {
+        tracker *t = calloc(1, sizeof *t);
+
+        if (!t)
+                return -ENOMEM;
+        t->in = in;
+        t->root = strdup(root ?: "/");
+        t->syms_ev = event_new(base, -1, 0, on_read_syms, t);
+        if (!t->root || !t->syms_ev) {
+                tracker_free(t);
+                return -ENOMEM;
+        }
+        *ret = t;
+        return 0;
+}
+
+tracker *tracker_free(tracker *t) {
+        if (!t)
+                return NULL;
+        if (t->syms_ev)
+                event_free(t->syms_ev);
+        free(t->root);
+        free(t);
+        return NULL;
+}
+
+const tracker_stats *tracker_get_stats(const tracker *t) {
+        return &t->stats;
+}
+
+/* Symbols of modules added since the last read. kallsyms is read after
+ * the change is journaled: reading it costs tens of ms (the kernel formats
+ * every line), and the ELF symbols cover the meantime. */
+static void on_read_syms(evutil_socket_t fd, short what, void *userdata) {
+        tracker *t = userdata;
+        layout *l = ingest_layout(t->in);
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        int r;
+
+        r = read_full_file_at(t->root, "proc/kallsyms", KALLSYMS_READ_MAX_BYTES, &text, &size);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to read kallsyms for new modules: %m");
+                return;
+        }
+        for (size_t i = 0; i < layout_n_modules(l); i++) {
+                layout_module *m = layout_get_module(l, i);
+                kallsyms *k = NULL;
+
+                if (m->syms || m->syms_in_kernel_table || m->unloaded_ns != LAYOUT_TIME_MAX)
+                        continue;
+                r = kallsyms_parse_module(text, size, m->name, &k);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to parse the kallsyms lines of module %s: %m", m->name);
+                        continue;
+                }
+                if (kallsyms_count(k) == 0) {
+                        kallsyms_free(k);
+                        log_debug("No kallsyms lines for module %s.", m->name);
+                        continue;
+                }
+                log_debug("Module %s: %zu symbols from kallsyms.", m->name, kallsyms_count(k));
+                layout_module_set_syms(l, m, k);
+        }
+}
+
+static int find_proc_module(const proc_module *pm, size_t n, const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(pm[i].name, name))
+                        return (int) i;
+        return -1;
+}
+
+/* Reads what the kernel says of a module that is in proc/modules now. */
+static layout_module *build_module(tracker *t, const proc_module *pm, layout_source how) {
+        const char *release = ingest_kernel(t->in)->release;
+        _cleanup_free_ char *path = NULL;
+        layout_module *m;
+        int r;
+
+        m = layout_module_new(pm->name);
+        if (!m)
+                return NULL;
+        m->base = pm->base;
+        m->size = pm->size;
+        m->loaded_how = how;
+
+        r = module_sections_read(t->root, pm->name, &m->sections, &m->n_sections);
+        if (r < 0)
+                log_warning_errno(r, "Module %s: failed to read its section map from sys/module/%s/sections: %m",
+                                  pm->name, pm->name);
+        r = notes_module_build_id(t->root, pm->name, m->build_id);
+        if (r < 0) {
+                log_debug_errno(r, "Module %s: no build-id: %m", pm->name);
+                m->build_id[0] = 0;
+        }
+
+        if (release[0] && m->n_sections > 0) {
+                r = module_find_file(t->root, release, pm->name, &path);
+                if (r >= 0)
+                        r = module_elf_apply(path, m->build_id, m->sections, m->n_sections, &m->elf_syms, &m->n_elf_syms);
+                if (r >= 0)
+                        m->file = TAKE_PTR(path);
+                else
+                        log_debug_errno(r, "Module %s: section lengths from the next section's start (%s%s): %m",
+                                        pm->name, path ?: "no file in modules.dep",
+                                        r == -ESTALE ? " is another build" : "");
+        }
+        module_sections_bound(m->sections, m->n_sections, m->base, m->size);
+        return m;
+}
+
+static int journal(tracker *t, const char *kind, const layout_module *m, const char *detail, uint64_t wall) {
+        layout *l = ingest_layout(t->in);
+        _cleanup_free_ int64_t *ids = NULL;
+        size_t n = 0;
+        int r;
+
+        ids = calloc(layout_n_modules(l) + 1, sizeof *ids);
+        if (!ids)
+                return -ENOMEM;
+        for (size_t i = 0; i < layout_n_modules(l); i++) {
+                const layout_module *x = layout_get_module(l, i);
+                if (x->unloaded_ns == LAYOUT_TIME_MAX && x->id > 0)
+                        ids[n++] = x->id;
+        }
+        r = store_add_event(ingest_store(t->in), wall, ingest_boot_id(t->in), kind, m ? m->id : 0, detail, ids, n, NULL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to journal the %s event: %m", kind);
+        t->stats.events++;
+        return 0;
+}
+
+static int record_module(tracker *t, layout_module *m, uint64_t wall) {
+        int r;
+
+        r = store_add_module(ingest_store(t->in), &(store_module) {
+                        .boot_id = ingest_boot_id(t->in),
+                        .name = m->name,
+                        .build_id = m->build_id,
+                        .file = m->file,
+                        .base = m->base,
+                        .size = m->size,
+                        .loaded_ns = wall,
+                        .loaded_how = layout_source_to_string(m->loaded_how),
+                        .sections = m->sections,
+                        .n_sections = m->n_sections,
+                }, &m->id);
+        if (r < 0)
+                return log_error_errno(r, "Failed to record module %s in the database: %m", m->name);
+        return 0;
+}
+
+static int add_module(tracker *t, const proc_module *pm, layout_source how, const char *detail, uint64_t mono) {
+        layout *l = ingest_layout(t->in);
+        uint64_t wall = wall_from_mono(mono);
+        layout_module *m;
+        int r;
+
+        m = build_module(t, pm, how);
+        if (!m)
+                return log_oom();
+        r = layout_add_module(l, m, mono, &m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add module %s to the layout: %m", pm->name);
+        (void) record_module(t, m, wall);
+        (void) journal(t, "module-add", m, detail, wall);
+        t->stats.modules_added++;
+        log_info("Module %s loaded at 0x%llx (%llu bytes, %zu sections%s%s, build-id %s; %s).",
+                 m->name, (unsigned long long) m->base, (unsigned long long) m->size, m->n_sections,
+                 m->file ? ", lengths from " : ", lengths bounded by the next section", m->file ?: "",
+                 m->build_id[0] ? m->build_id : "unknown", detail);
+        event_active(t->syms_ev, EV_TIMEOUT, 0);
+        return 1;
+}
+
+static int remove_module(tracker *t, const char *name, layout_source how, const char *detail, uint64_t mono) {
+        layout *l = ingest_layout(t->in);
+        uint64_t wall = wall_from_mono(mono);
+        layout_module *m;
+        int r;
+
+        r = layout_remove_module(l, name, mono, how, &m);
+        if (r < 0)
+                return r;
+        if (m->id > 0) {
+                r = store_unload_module(ingest_store(t->in), m->id, wall, layout_source_to_string(how));
+                if (r < 0)
+                        log_error_errno(r, "Failed to record the unload of module %s: %m", name);
+        }
+        (void) journal(t, "module-remove", m, detail, wall);
+        t->stats.modules_removed++;
+        log_info("Module %s unloaded (%s).", name, detail);
+        return 1;
+}
+
+/* Makes a change durable at once, unless a drain is running: its batch
+ * is committed when the drain is done, at the next commit interval. */
+static void changed(tracker *t, uint64_t started_mono) {
+        uint64_t took;
+
+        if (!ingest_draining(t->in))
+                (void) ingest_commit(t->in);
+        layout_forget_before(ingest_layout(t->in), clock_ns(CLOCK_MONOTONIC) - MIN(clock_ns(CLOCK_MONOTONIC), UNLOADED_KEEP_NS));
+        took = clock_ns(CLOCK_MONOTONIC) - started_mono;
+        t->stats.last_change_ns = took;
+        t->stats.max_change_ns = MAX(t->stats.max_change_ns, took);
+}
+
+static int load_proc_modules(tracker *t, proc_module **ret, size_t *ret_n) {
+        size_t skipped = 0;
+        int r;
+
+        r = proc_modules_load(t->root, ret, ret_n, &skipped);
+        if (r == -ENOENT) {
+                /* A kernel without CONFIG_MODULES: nothing to track. */
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+        if (r < 0)
+                return log_error_errno(r, "Failed to read %s/proc/modules: %m", t->root);
+        if (skipped > 0)
+                log_warning("Skipped %zu malformed lines of %s/proc/modules.", skipped, t->root);
+        for (size_t i = 0; i < *ret_n; i++)
+                if ((*ret)[i].base == 0) {
+                        if (!t->hidden_warned)
+                                log_warning("proc/modules shows no addresses (kernel.kptr_restrict, or no CAP_SYSLOG): "
+                                            "modules are not tracked.");
+                        t->hidden_warned = true;
+                        free(*ret);
+                        *ret = NULL;
+                        *ret_n = 0;
+                        return -EPERM;
+                }
+        return 0;
+}
+
+typedef struct open_row {
+        int64_t id;
+        char name[MODULE_NAME_MAX];
+        uint64_t base, size;
+        char build_id[BUILD_ID_HEX_MAX];
+        bool used;
+} open_row;
+
+typedef struct open_rows {
+        open_row *v;
+        size_t n, alloc;
+} open_rows;
+
+static int collect_open_row(int64_t id, const char *name, uint64_t base, uint64_t size, const char *build_id, void *userdata) {
+        open_rows *rows = userdata;
+
+        if (rows->n == rows->alloc) {
+                size_t n = MAX(rows->alloc * 2, (size_t) 32);
+                open_row *p = realloc(rows->v, n * sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                rows->v = p;
+                rows->alloc = n;
+        }
+        rows->v[rows->n] = (open_row) { .id = id, .base = base, .size = size };
+        snprintf(rows->v[rows->n].name, sizeof rows->v[rows->n].name, "%s", name);
+        snprintf(rows->v[rows->n].build_id, sizeof rows->v[rows->n].build_id, "%s", build_id);
+        rows->n++;
+        return 0;
+}
+
+int tracker_start(tracker *t) {
+        layout *l = ingest_layout(t->in);
+        uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = wall_from_mono(mono);
+        _cleanup_free_ proc_module *pm = NULL;
+        open_rows rows = {};
+        char detail[128];
+        size_t n = 0;
+        int r;
+
+        r = load_proc_modules(t, &pm, &n);
+        if (r < 0 && r != -EPERM)
+                return r;
+
+        /* Rows of this boot left open by an earlier run continue if the
+         * module is still there, unchanged; the others were unloaded while
+         * perfsnapd was not running. */
+        r = store_foreach_open_module(ingest_store(t->in), ingest_boot_id(t->in), collect_open_row, &rows);
+        if (r < 0)
+                log_warning_errno(r, "Failed to read the modules recorded by the previous run: %m");
+
+        for (size_t i = 0; i < n; i++) {
+                layout_module *m;
+
+                if (pm[i].state == MODULE_STATE_UNLOADING)
+                        continue;
+                m = build_module(t, &pm[i], LAYOUT_SOURCE_STARTUP);
+                if (!m) {
+                        free(rows.v);
+                        return log_oom();
+                }
+                /* Their kallsyms lines came with the kernel's table. */
+                m->syms_in_kernel_table = true;
+                r = layout_add_module(l, m, mono, &m);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to add module %s to the layout: %m", pm[i].name);
+                        continue;
+                }
+                for (size_t j = 0; j < rows.n; j++)
+                        if (!rows.v[j].used && streq(rows.v[j].name, m->name) && rows.v[j].base == m->base &&
+                            rows.v[j].size == m->size && streq(rows.v[j].build_id, m->build_id)) {
+                                rows.v[j].used = true;
+                                m->id = rows.v[j].id;
+                                break;
+                        }
+                if (m->id == 0)
+                        (void) record_module(t, m, wall);
+        }
+        for (size_t j = 0; j < rows.n; j++)
+                if (!rows.v[j].used)
+                        (void) store_unload_module(ingest_store(t->in), rows.v[j].id, wall, "rescan");
+        free(rows.v);
+
+        snprintf(detail, sizeof detail, "perfsnapd started: %zu modules loaded", layout_n_live(l));
+        (void) journal(t, "start", NULL, detail, wall);
+        changed(t, mono);
+        log_info("Tracking %zu loaded modules.", layout_n_live(l));
+        return 0;
+}
+
+int tracker_rescan(tracker *t, const char *why, tracker_rescan_result *ret) {
+        layout *l = ingest_layout(t->in);
+        uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+        _cleanup_free_ proc_module *pm = NULL;
+        tracker_rescan_result res = {};
+        char detail[160];
+        size_t n = 0;
+        int r;
+
+        t->stats.rescans++;
+        r = load_proc_modules(t, &pm, &n);
+        if (r < 0)
+                return r;
+
+        snprintf(detail, sizeof detail, "found by a rescan (%s)", why);
+        /* Gone, or back at another address. */
+        for (size_t i = 0; i < layout_n_modules(l); i++) {
+                layout_module *m = layout_get_module(l, i);
+                int k;
+
+                if (m->unloaded_ns != LAYOUT_TIME_MAX)
+                        continue;
+                k = find_proc_module(pm, n, m->name);
+                if (k >= 0 && pm[k].base == m->base)
+                        continue;
+                if (remove_module(t, m->name, LAYOUT_SOURCE_RESCAN, detail, mono) > 0)
+                        res.removed++;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (pm[i].state == MODULE_STATE_UNLOADING || layout_find_live(l, pm[i].name))
+                        continue;
+                if (add_module(t, &pm[i], LAYOUT_SOURCE_RESCAN, detail, mono) > 0)
+                        res.added++;
+        }
+        res.live = (unsigned) layout_n_live(l);
+        if (res.added + res.removed > 0)
+                changed(t, mono);
+        log_debug("Rescan (%s): %u added, %u removed, %u loaded.", why, res.added, res.removed, res.live);
+        if (ret)
+                *ret = res;
+        return 0;
+}
+
+void tracker_uevent(tracker *t, const uevent *ev) {
+        layout *l = ingest_layout(t->in);
+        uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+        _cleanup_free_ proc_module *pm = NULL;
+        layout_module *live;
+        char detail[96];
+        size_t n = 0;
+        int k;
+
+        if (!streq(ev->subsystem, "module") || ev->action == UEVENT_ACTION_OTHER || !ev->module[0]) {
+                t->stats.ignored_uevents++;
+                return;
+        }
+        t->stats.module_uevents++;
+        if (load_proc_modules(t, &pm, &n) < 0)
+                return;
+        k = find_proc_module(pm, n, ev->module);
+        live = layout_find_live(l, ev->module);
+        snprintf(detail, sizeof detail, "uevent %s, seqnum %llu", ev->action_name, (unsigned long long) ev->seqnum);
+
+        if (ev->action == UEVENT_ACTION_ADD) {
+                if (k < 0 || pm[k].state == MODULE_STATE_UNLOADING) {
+                        /* Built in (no proc/modules line), or gone already: its
+                         * remove follows. */
+                        log_debug("Ignoring the add uevent of %s: not a loaded module.", ev->module);
+                        t->stats.ignored_uevents++;
+                        return;
+                }
+                if (live && live->base == pm[k].base)
+                        return;         /* known already: a rescan found it during its init */
+                if (live)
+                        (void) remove_module(t, ev->module, LAYOUT_SOURCE_UEVENT, "replaced at another address", mono);
+                (void) add_module(t, &pm[k], LAYOUT_SOURCE_UEVENT, detail, mono);
+        } else {
+                if (!live) {
+                        log_debug("Ignoring the remove uevent of %s: not tracked as loaded.", ev->module);
+                        t->stats.ignored_uevents++;
+                        return;
+                }
+                if (k >= 0 && pm[k].state == MODULE_STATE_LIVE && pm[k].base == live->base) {
+                        /* Writing "remove" to /sys/module/NAME/uevent makes the
+                         * kernel send one for a module that stays loaded. */
+                        log_notice("Ignoring a remove uevent for module %s, which is still live.", ev->module);
+                        t->stats.spurious_removes++;
+                        return;
+                }
+                (void) remove_module(t, ev->module, LAYOUT_SOURCE_UEVENT, detail, mono);
+        }
+        changed(t, mono);
+}
