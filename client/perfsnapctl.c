@@ -25,6 +25,7 @@
 #include "protocol.h"
 #include "query-json.h"
 #include "timeparse.h"
+#include "perfsnapctl.h"
 
 #define DEFAULT_SOCKET "/run/perfsnapd/perfsnapd.sock"
 #define DEFAULT_GROUP "perfsnap"
@@ -39,17 +40,15 @@
 #define COMM_COLUMN_MAX 16
 #define MODULE_COLUMN_MAX 40
 
-static const char *arg_socket;
+const char *arg_socket;
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put)
 DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
 
 static void msgbuf_donep(msgbuf *m) {
         msgbuf_done(m);
 }
 
-_printf_(1, 2)
-static int fail(const char *fmt, ...) {
+int fail(const char *fmt, ...) {
         va_list ap;
 
         fflush(stdout);
@@ -74,7 +73,7 @@ static const char *socket_path(void) {
 
 /* Names come from processes (any process may set its comm to terminal
  * escape sequences): never print control characters. */
-static void put_sanitized(FILE *f, const char *s, size_t n) {
+void put_sanitized(FILE *f, const char *s, size_t n) {
         for (size_t i = 0; i < n && s[i]; i++) {
                 unsigned char c = (unsigned char) s[i];
                 fputc(c < 0x20 || c == 0x7f ? '?' : c, f);
@@ -184,6 +183,15 @@ static const char *json_string_member(struct json_object *o, const char *key) {
 static int fail_error_reply(const char *error, struct json_object *params) {
         const char *message;
 
+        message = json_string_member(params, "message");
+        if (strcmp(error, PERFSNAP_ERROR_PERMISSION_DENIED) == 0 && !json_string_member(params, "group") && message) {
+                /* Not about the group: a call only root may make. */
+                fflush(stdout);
+                fputs("perfsnapctl: permission denied by perfsnapd: ", stderr);
+                put_sanitized(stderr, message, 4096);
+                fputc('\n', stderr);
+                return EXIT_FAILURE;
+        }
         if (strcmp(error, PERFSNAP_ERROR_PERMISSION_DENIED) == 0) {
                 const char *group = json_string_member(params, "group");
                 fflush(stdout);
@@ -193,7 +201,6 @@ static int fail_error_reply(const char *error, struct json_object *params) {
                 return EXIT_FAILURE;
         }
 
-        message = json_string_member(params, "message");
         fflush(stdout);
         fputs("perfsnapctl: perfsnapd answered ", stderr);
         put_sanitized(stderr, error, SIZE_MAX);
@@ -222,7 +229,7 @@ static int send_all(int fd, const char *data, size_t size) {
 /* Calls method and collects its answer: the parameters of the reply, with
  * the rows/stacks of continued replies appended. On failure prints the
  * error and returns EXIT_FAILURE. */
-static int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret) {
+int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret) {
         _cleanup_(json_object_putp) struct json_object *answer = NULL;
         _cleanup_(msgbuf_donep) msgbuf mb;
         _cleanup_free_ char *call = NULL;
@@ -300,7 +307,7 @@ static int daemon_call(const char *method, struct json_object *params, bool more
         }
 }
 
-static int print_json(struct json_object *o) {
+int print_json(struct json_object *o) {
         const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
 
         if (!s)
@@ -387,27 +394,16 @@ static void print_folded(const query_result *r) {
         }
 }
 
-static int finish_output(void) {
+int finish_output(void) {
         if (fflush(stdout) != 0 || ferror(stdout))
                 return fail("failed to write output: %s", strerror(errno));
         return 0;
 }
 
-enum {
-        ARG_VERSION = 0x100,
-        ARG_SOCKET,
-        ARG_SINCE,
-        ARG_UNTIL,
-        ARG_PID,
-        ARG_COMM,
-        ARG_CPU,
-        ARG_TOP,
-        ARG_FORMAT,
-};
 
 /* getopt's own messages would be prefixed with the command name; report
  * option errors in our format instead. */
-static int fail_option(int c, char **argv, const char *command) {
+int fail_option(int c, char **argv, const char *command) {
         const char *arg = argv[optind - 1];
 
         if (c == ':')
@@ -441,7 +437,7 @@ static void help_query(void) {
                DEFAULT_SINCE, DEFAULT_TABLE_TOP);
 }
 
-static int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint64_t *ret) {
+int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint64_t *ret) {
         int r = time_parse(value, now_ns, ret);
 
         if (r == -ERANGE)
@@ -746,6 +742,9 @@ static void help_main(void) {
                "Commands:\n"
                "  query    show the most sampled symbols in a time range\n"
                "  status   show the daemon's state\n"
+               "  modules  show kernel modules loaded and unloaded, with their section maps\n"
+               "  events   show the journal of kernel code layout changes\n"
+               "  rescan   compare /proc/modules with the tracked modules now (root)\n"
                "\n"
                "Options:\n"
                "      --socket PATH  connect to PATH (default: $PERFSNAPD_SOCKET, else\n"
@@ -795,5 +794,11 @@ int main(int argc, char **argv) {
                 return cmd_query(argc, argv);
         if (strcmp(argv[0], "status") == 0)
                 return cmd_status(argc, argv);
+        if (strcmp(argv[0], "modules") == 0)
+                return cmd_modules(argc, argv);
+        if (strcmp(argv[0], "events") == 0)
+                return cmd_events(argc, argv);
+        if (strcmp(argv[0], "rescan") == 0)
+                return cmd_rescan(argc, argv);
         return fail("unknown command '%s' (see 'perfsnapctl --help')", argv[0]);
 }

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* What the command files of perfsnapctl share. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "macro.h"
+
+struct json_object;
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put)
+
+extern const char *arg_socket;
+
+enum {
+        ARG_VERSION = 0x100,
+        ARG_SOCKET,
+        ARG_SINCE,
+        ARG_UNTIL,
+        ARG_PID,
+        ARG_COMM,
+        ARG_CPU,
+        ARG_TOP,
+        ARG_FORMAT,
+        ARG_SECTIONS,
+        ARG_RECORDS,
+        ARG_LIMIT,
+};
+
+/* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
+_printf_(1, 2) int fail(const char *fmt, ...);
+int fail_option(int c, char **argv, const char *command);
+int finish_output(void);
+int print_json(struct json_object *o);
+/* Prints s without control characters. */
+void put_sanitized(FILE *f, const char *s, size_t n);
+int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint64_t *ret);
+/* Calls method; 0 and the reply parameters in *ret, or the exit status
+ * after printing the error. */
+int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret);
+
+int cmd_modules(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_rescan(int argc, char **argv);

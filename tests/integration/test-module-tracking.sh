@@ -1,0 +1,187 @@
+#!/bin/bash
+# Module tracking against a synthetic root (this machine has no loadable
+# modules): the real daemon reads ROOT/proc/modules and ROOT/sys/module in
+# the kernel's formats, where the test makes modules appear, vanish and come
+# back at another address, driven by `perfsnapctl rescan`. Also: a uevent
+# forged by a userspace sender changes nothing and is counted, while a real
+# kernel uevent is accepted; rescan is for root only; after a restart the
+# rows of modules still loaded continue.
+. "$(dirname "$0")/lib.sh"
+require_root
+command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
+GROUP=adm
+getent group $GROUP >/dev/null || skip "group $GROUP does not exist"
+GID=$(getent group $GROUP | cut -d: -f3)
+
+setup_dir "group = $GROUP" "rescan_interval = never"
+chmod 755 "$T"
+R=$T/root
+mkdir -p "$R/proc/sys/kernel/random" "$R/sys/kernel" "$R/sys/module"
+# The real kernel's symbols, so that real samples still resolve.
+cat /proc/kallsyms > "$R/proc/kallsyms"
+cp /sys/kernel/notes "$R/sys/kernel/notes"
+echo 6.1.0-synthetic > "$R/proc/sys/kernel/osrelease"
+cat /proc/sys/kernel/random/boot_id > "$R/proc/sys/kernel/random/boot_id"
+echo "root = $R" >> "$CONF"
+
+# mkmod NAME BASE(hex, no 0x) SIZE: sysfs sections .text at BASE, .text.unlikely
+# at BASE+0x800, .data at BASE+0x1000, .init.text in a separate area; a
+# build-id note.
+mkmod() {
+        local d=$R/sys/module/$1 base=$((16#$2))
+        rm -rf "$d"
+        mkdir -p "$d/sections" "$d/notes"
+        printf '0x%016x\n' $base > "$d/sections/.text"
+        printf '0x%016x\n' $((base + 0x800)) > "$d/sections/.text.unlikely"
+        printf '0x%016x\n' $((base + 0x1000)) > "$d/sections/.data"
+        printf '0x%016x\n' $((base + 0x100000)) > "$d/sections/.init.text"
+        # Elf64_Nhdr{4, 20, NT_GNU_BUILD_ID=3} "GNU\0" + 20 bytes of desc
+        printf '\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00' > "$d/notes/.note.gnu.build-id"
+        printf "$(echo "$1" | sha1sum | cut -c1-40 | sed 's/../\\x&/g')" >> "$d/notes/.note.gnu.build-id"
+}
+# modules_file LINE...: writes ROOT/proc/modules
+modules_file() { printf '%s\n' "$@" > "$R/proc/modules"; }
+
+mkmod fake_a ffffffffc0a00000
+modules_file "fake_a 16384 0 - Live 0xffffffffc0a00000"
+start_daemon
+
+json() { "$PERFSNAPCTL" "$@" --format json; }
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+
+n=$(json modules | field 'len(d["modules"])')
+[ "$n" = 1 ] || fail "at start-up: $n modules recorded, expected 1 (fake_a)"
+how=$(json modules | field 'd["modules"][0]["loaded_how"]')
+[ "$how" = startup ] || fail "fake_a recorded as loaded by '$how', expected startup"
+pass "start-up: fake_a recorded ($how)"
+
+# The section map as written to sysfs, with lengths up to the next section.
+json modules --sections > "$T/m1.json"
+python3 - "$T/m1.json" <<'EOF' || fail "fake_a's section map differs from sysfs (see above)"
+import json, sys
+m = json.load(open(sys.argv[1]))["modules"][0]
+got = {s["name"]: (s["addr"], s["len"], s["len_source"]) for s in m["sections"]}
+want = {".text": ("0xffffffffc0a00000", 0x800, "next"),
+        ".text.unlikely": ("0xffffffffc0a00800", 0x800, "next"),
+        ".data": ("0xffffffffc0a01000", 0x3000, "next"),     # bounded by base + size
+        ".init.text": ("0xffffffffc0b00000", 0, "unknown")}
+print("sections:", got)
+sys.exit(0 if got == want and m["base"] == "0xffffffffc0a00000" and m["size"] == 16384 else 1)
+EOF
+pass "fake_a's sections equal what sysfs showed, lengths bounded by the next section"
+
+# A module appears; rescan finds it.
+mkmod fake_b ffffffffc0c00000
+modules_file "fake_b 8192 0 - Live 0xffffffffc0c00000" "fake_a 16384 0 - Live 0xffffffffc0a00000"
+out=$("$PERFSNAPCTL" rescan) || fail "rescan failed: $out"
+echo "$out"
+echo "$out" | grep -q "1 added, 0 removed, 2 modules" || fail "rescan after fake_b appeared: $out"
+pass "rescan found fake_b"
+
+# One vanishes, then comes back at another address.
+rm -rf "$R/sys/module/fake_a"
+modules_file "fake_b 8192 0 - Live 0xffffffffc0c00000"
+out=$("$PERFSNAPCTL" rescan) || fail "rescan failed: $out"
+echo "$out" | grep -q "0 added, 1 removed, 1 modules" || fail "rescan after fake_a went: $out"
+mkmod fake_a ffffffffc0d00000
+modules_file "fake_a 16384 0 - Live 0xffffffffc0d00000" "fake_b 8192 0 - Live 0xffffffffc0c00000"
+out=$("$PERFSNAPCTL" rescan) || fail "rescan failed: $out"
+echo "$out" | grep -q "1 added, 0 removed, 2 modules" || fail "rescan after fake_a came back: $out"
+out=$("$PERFSNAPCTL" rescan) || fail "rescan failed: $out"
+echo "$out" | grep -q "0 added, 0 removed, 2 modules" || fail "a rescan with nothing changed: $out"
+pass "rescan saw fake_a go and come back; nothing when nothing changed"
+
+"$PERFSNAPCTL" modules
+json modules > "$T/m2.json"
+python3 - "$T/m2.json" <<'EOF' || fail "modules history is wrong (see above)"
+import json, sys
+mods = json.load(open(sys.argv[1]))["modules"]
+a = [m for m in mods if m["name"] == "fake_a"]
+b = [m for m in mods if m["name"] == "fake_b"]
+print([(m["name"], m["base"], m["loaded_how"], m["unloaded_how"]) for m in mods])
+ok = (len(a) == 2 and len(b) == 1
+      and a[0]["base"] == "0xffffffffc0a00000" and a[0]["unloaded_ns"] is not None and a[0]["unloaded_how"] == "rescan"
+      and a[1]["base"] == "0xffffffffc0d00000" and a[1]["unloaded_ns"] is None and a[1]["loaded_how"] == "rescan"
+      and a[0]["unloaded_ns"] <= a[1]["loaded_ns"]
+      and len(a[0]["build_id"]) == 40 and a[0]["build_id"] == a[1]["build_id"] != b[0]["build_id"])
+sys.exit(0 if ok else 1)
+EOF
+pass "modules shows both loads of fake_a with their addresses, and fake_b"
+
+# The journal: each entry carries every section of every module loaded then.
+"$PERFSNAPCTL" events
+json events > "$T/e.json"
+python3 - "$T/e.json" <<'EOF' || fail "the journal is wrong (see above)"
+import json, sys
+evs = json.load(open(sys.argv[1]))["events"]
+seen = [(e["kind"], e["module"], e["n_records"], len(e["records"])) for e in evs]
+print(seen)
+want = [("start", None, 4, 4),                 # fake_a: 4 sections
+        ("module-add", "fake_b", 8, 8),        # fake_a + fake_b
+        ("module-remove", "fake_a", 4, 4),     # fake_b
+        ("module-add", "fake_a", 8, 8)]
+mods_in = lambda e: sorted({(r["module"], r["start"]) for r in e["records"] if r["section"] == ".text"})
+ok = seen == want and mods_in(evs[3]) == [("fake_a", "0xffffffffc0d00000"), ("fake_b", "0xffffffffc0c00000")]
+ok = ok and all(e["kernel"]["build_id"] and e["kernel"]["text_addr"].startswith("0x") for e in evs)
+sys.exit(0 if ok else 1)
+EOF
+pass "events: start, add, remove, add, each with the full section map after it"
+
+# A uevent from a userspace sender (port id != 0): dropped and counted.
+st() { json status | field "d['$1']"; }
+forged0=$(st uevents_forged); added0=$(st modules_added); rescans0=$(st rescans)
+mkmod fake_c ffffffffc0e00000
+cp "$R/proc/modules" "$T/modules.keep"
+modules_file "fake_c 8192 0 - Live 0xffffffffc0e00000" "fake_a 16384 0 - Live 0xffffffffc0d00000" "fake_b 8192 0 - Live 0xffffffffc0c00000"
+python3 - <<'EOF' || fail "could not send the forged uevent"
+import socket
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)   # NETLINK_KOBJECT_UEVENT
+s.bind((0, 0))
+s.sendto(b"add@/module/fake_c\0ACTION=add\0DEVPATH=/module/fake_c\0SUBSYSTEM=module\0SEQNUM=999999\0", (0, 1))
+EOF
+sleep 0.5
+forged1=$(st uevents_forged); added1=$(st modules_added)
+[ "$forged1" = $((forged0 + 1)) ] || fail "uevents_forged went $forged0 -> $forged1, expected +1"
+[ "$added1" = "$added0" ] || fail "a module was added: modules_added $added0 -> $added1 (rescans $rescans0 -> $(st rescans))"
+json modules | field '[m["name"] for m in d["modules"]]' | grep -q fake_c && fail "fake_c was recorded from a forged uevent"
+grep -q "not sent by the kernel" "$T/daemon.log" || fail "no log line about the forged uevent"
+pass "a forged uevent changed nothing (uevents_forged $forged0 -> $forged1)"
+cp "$T/modules.keep" "$R/proc/modules"
+
+# A real kernel uevent (another subsystem: this kernel has no modules) is accepted.
+if [ -w /sys/class/net/lo/uevent ]; then
+        acc0=$(st uevents_accepted)
+        echo change > /sys/class/net/lo/uevent
+        sleep 0.5
+        acc1=$(st uevents_accepted)
+        [ "$acc1" -gt "$acc0" ] || fail "a kernel uevent was not accepted: uevents_accepted $acc0 -> $acc1"
+        pass "a real kernel uevent is accepted (uevents_accepted $acc0 -> $acc1)"
+fi
+
+# rescan is root's, also for members of the group.
+out=$(setpriv --reuid=65534 --regid=65534 --groups="$GID" -- "$PERFSNAPCTL" rescan 2>&1); rc=$?
+echo "$out"
+[ $rc = 1 ] && echo "$out" | grep -q "only root may request a rescan" || fail "a group member's rescan: exit $rc: $out"
+setpriv --reuid=65534 --regid=65534 --groups="$GID" -- "$PERFSNAPCTL" modules > /dev/null || fail "a group member cannot list modules"
+pass "rescan is refused to a group member, modules is not"
+
+# Restart: fake_a and fake_b stay loaded, fake_b goes while the daemon is down.
+stop_daemon
+modules_file "fake_a 16384 0 - Live 0xffffffffc0d00000"
+start_daemon
+json modules > "$T/m3.json"
+python3 - "$T/m3.json" "$T/m2.json" <<'EOF' || fail "the restart did not continue the rows (see above)"
+import json, sys
+now = json.load(open(sys.argv[1]))["modules"]
+before = json.load(open(sys.argv[2]))["modules"]
+print([(m["id"], m["name"], m["base"], m["unloaded_how"]) for m in now])
+live_a = [m for m in now if m["name"] == "fake_a" and m["unloaded_ns"] is None]
+b = [m for m in now if m["name"] == "fake_b"]
+old_a = [m for m in before if m["name"] == "fake_a" and m["unloaded_ns"] is None][0]
+ok = len(now) == 3 and len(live_a) == 1 and live_a[0]["id"] == old_a["id"] and len(b) == 1 and b[0]["unloaded_ns"] is not None
+sys.exit(0 if ok else 1)
+EOF
+pass "after a restart, fake_a's row continues and fake_b's is closed"
+kill -0 "$DPID" || fail "daemon died"
+stop_daemon
+[ "$DRC" = 0 ] || fail "perfsnapd exited with $DRC"
