@@ -4,7 +4,8 @@
 # the kernel's formats, where the test makes modules appear, vanish and come
 # back at another address, driven by `perfsnapctl rescan`. Also: a uevent
 # forged by a userspace sender changes nothing and is counted, while a real
-# kernel uevent is accepted; rescan is for root only; after a restart the
+# kernel uevent is accepted; lost uevents (ENOBUFS, provoked with the daemon
+# stopped) trigger a rescan; rescan is for root only; after a restart the
 # rows of modules still loaded continue.
 . "$(dirname "$0")/lib.sh"
 require_root
@@ -156,6 +157,21 @@ if [ -w /sys/class/net/lo/uevent ]; then
         acc1=$(st uevents_accepted)
         [ "$acc1" -gt "$acc0" ] || fail "a kernel uevent was not accepted: uevents_accepted $acc0 -> $acc1"
         pass "a real kernel uevent is accepted (uevents_accepted $acc0 -> $acc1)"
+fi
+
+# Lost uevents: with the daemon stopped, the kernel overflows its socket
+# buffer; the next read gets ENOBUFS, which must trigger a rescan.
+if [ -w /sys/class/net/lo/uevent ]; then
+        over0=$(st uevents_overruns); rescans0=$(st rescans)
+        kill -STOP "$DPID"
+        for _ in $(seq 1 30000); do echo change > /sys/class/net/lo/uevent; done
+        kill -CONT "$DPID"
+        sleep 1
+        over1=$(st uevents_overruns); rescans1=$(st rescans)
+        [ "$over1" -gt "$over0" ] || fail "30000 uevents while stopped: uevents_overruns $over0 -> $over1, expected an overrun"
+        [ "$rescans1" -gt "$rescans0" ] || fail "an overrun did not trigger a rescan: rescans $rescans0 -> $rescans1"
+        grep -q "uevents were lost" "$T/daemon.log" || fail "no log line about lost uevents"
+        pass "lost uevents (ENOBUFS) trigger a rescan (overruns $over0 -> $over1, rescans $rescans0 -> $rescans1)"
 fi
 
 # rescan is root's, also for members of the group.
