@@ -153,15 +153,33 @@ static const module_section *find_section(const layout_module *m, uint64_t addr)
         return NULL;
 }
 
+static bool is_init_section(const module_section *s) {
+        return strncmp(s->name, ".init", 5) == 0;
+}
+
+/* The executable section outside the core layout that holds addr at
+ * time_ns, if any: code of this module by the section map alone. */
+static const module_section *find_code_section(const layout_module *m, uint64_t addr, uint64_t time_ns) {
+        const module_section *s = find_section(m, addr);
+
+        if (!s || !s->exec)
+                return NULL;
+        if (is_init_section(s) && time_ns >= m->init_end_ns)
+                return NULL;
+        return s;
+}
+
+/* Whether code of a may sit where b's was: core layouts, or an executable
+ * section of one in the other's core layout. Data sections (the symtab
+ * copy, .init.data) say nothing: their memory is reused freely. */
 static bool modules_overlap(const layout_module *a, const layout_module *b) {
         if (a->size > 0 && b->size > 0 && a->base < b->base + b->size && b->base < a->base + a->size)
                 return true;
         for (size_t i = 0; i < a->n_sections; i++) {
                 const module_section *s = &a->sections[i];
-                if (s->len == 0)
+                if (s->len == 0 || !s->exec)
                         continue;
-                if (in_range(s->addr, b->base, b->size) || find_section(b, s->addr) ||
-                    in_range(b->base, s->addr, s->len))
+                if (in_range(s->addr, b->base, b->size) || in_range(b->base, s->addr, s->len))
                         return true;
         }
         return false;
@@ -198,6 +216,7 @@ int layout_add_module(layout *l, layout_module *m, uint64_t now_ns, layout_modul
         }
         m->loaded_ns = now_ns;
         m->valid_from_ns = MIN(from, now_ns);
+        m->init_end_ns = m->init_running ? LAYOUT_TIME_MAX : now_ns;
         m->unloaded_ns = LAYOUT_TIME_MAX;
         l->mods[l->n_mods++] = m;
 
@@ -226,6 +245,14 @@ int layout_remove_module(layout *l, const char *name, uint64_t now_ns, layout_so
         if (ret)
                 *ret = m;
         return rebuild_bounds(l);
+}
+
+void layout_module_init_done(layout *l, layout_module *m, uint64_t now_ns) {
+        if (m->init_end_ns != LAYOUT_TIME_MAX)
+                return;
+        m->init_running = false;
+        m->init_end_ns = MAX(now_ns, m->loaded_ns);
+        l->generation++;
 }
 
 void layout_module_set_syms(layout *l, layout_module *m, kallsyms *syms) {
@@ -282,6 +309,11 @@ static const module_symbol *find_elf_symbol(const layout_module *m, const module
         if (lo == 0)
                 return NULL;
         f = &m->elf_syms[lo - 1];
+        /* init_module and cleanup_module are aliases the module macros add
+         * to its init and exit functions: prefer the function's own name. */
+        for (size_t i = lo - 1; i > 0 && m->elf_syms[i - 1].addr == f->addr; i--)
+                if (streq(f->name, "init_module") || streq(f->name, "cleanup_module"))
+                        f = &m->elf_syms[i - 1];
         if (f->size > 0)
                 return in_range(addr, f->addr, f->size) ? f : NULL;
         /* No size: it runs to the next symbol, within its section. */
@@ -326,8 +358,9 @@ int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit 
         ksym k;
 
         /* Newest first. Within their windows, two instances cannot share
-         * core addresses; an init section, though, is freed after init and
-         * its memory reused, so a core match wins over a section match. */
+         * core addresses. Outside the core layout only executable sections
+         * count, init sections only while the init ran: their memory is
+         * reused afterwards. A core match wins over a section match. */
         for (size_t i = l->n_mods; i > 0; i--) {
                 const layout_module *m = l->mods[i - 1];
 
@@ -337,7 +370,7 @@ int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit 
                         resolve_in_module(l, m, addr, ret);
                         return 0;
                 }
-                if (!by_section && find_section(m, addr))
+                if (!by_section && find_code_section(m, addr, time_ns))
                         by_section = m;
         }
         if (by_section) {

@@ -55,6 +55,13 @@ typedef struct layout_module {
          * uevent. */
         uint64_t valid_from_ns;
         uint64_t unloaded_ns;           /* LAYOUT_TIME_MAX while loaded */
+        /* The kernel frees a module's init sections once its init returned,
+         * and puts other modules there: they are its own until then only.
+         * Set init_running before layout_add_module() for a module found in
+         * the Loading state; its init_end_ns is then set by
+         * layout_module_init_done(), else it is the time it was added. */
+        bool init_running;
+        uint64_t init_end_ns;
 } layout_module;
 
 int layout_new(layout **ret);
@@ -81,6 +88,10 @@ int layout_add_module(layout *l, layout_module *m, uint64_t now_ns, layout_modul
 /* Marks the live instance of name unloaded at now_ns. It stays in the
  * layout for samples from its window. -ENOENT if none is live. */
 int layout_remove_module(layout *l, const char *name, uint64_t now_ns, layout_source how, layout_module **ret);
+
+/* The module's init has returned (its add uevent came, or proc/modules
+ * shows it Live): its init sections are no longer its own. */
+void layout_module_init_done(layout *l, layout_module *m, uint64_t now_ns);
 
 /* Gives a live instance its kallsyms table (taking ownership). */
 void layout_module_set_syms(layout *l, layout_module *m, kallsyms *syms);
@@ -114,8 +125,9 @@ typedef struct layout_hit {
 } layout_hit;
 
 /* Resolves a kernel address at a time. A module address resolves to the
- * instance whose window holds time_ns; its symbol comes from its kallsyms
- * table, else from the ELF symbols (init functions are only there), else
- * the section name is given as the symbol. 0, or -ENOENT if nothing
- * covered addr at that time. */
+ * instance whose window holds time_ns and whose core layout, or one of
+ * whose executable sections, holds addr (init sections only while its
+ * init ran); its symbol comes from its kallsyms table, else from the ELF
+ * symbols (init functions are only there), else the section name is given
+ * as the symbol. 0, or -ENOENT if nothing covered addr at that time. */
 int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit *ret);

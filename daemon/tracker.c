@@ -106,10 +106,30 @@ static int find_proc_module(const proc_module *pm, size_t n, const char *name) {
         return -1;
 }
 
+static int read_coresize(const char *root, const char *name, uint64_t *ret) {
+        _cleanup_free_ char *text = NULL, *rel = NULL;
+        unsigned long long v;
+        char *end;
+        int r;
+
+        if (asprintf(&rel, "sys/module/%s/coresize", name) < 0)
+                return -ENOMEM;
+        r = read_full_file_at(root, rel, 64, &text, NULL);
+        if (r < 0)
+                return r;
+        errno = 0;
+        v = strtoull(text, &end, 10);
+        if (errno || end == text || (*end && *end != '\n'))
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
 /* Reads what the kernel says of a module that is in proc/modules now. */
 static layout_module *build_module(tracker *t, const proc_module *pm, layout_source how) {
         const char *release = ingest_kernel(t->in)->release;
         _cleanup_free_ char *path = NULL;
+        uint64_t coresize = 0;
         layout_module *m;
         int r;
 
@@ -119,6 +139,13 @@ static layout_module *build_module(tracker *t, const proc_module *pm, layout_sou
         m->base = pm->base;
         m->size = pm->size;
         m->loaded_how = how;
+        m->init_running = pm->state == MODULE_STATE_LOADING;
+
+        /* proc/modules counts the init layout in the size until the kernel
+         * has freed it, which is after the add uevent; the core layout's
+         * own size is in sysfs. */
+        if (read_coresize(t->root, pm->name, &coresize) >= 0 && coresize > 0 && coresize <= pm->size)
+                m->size = coresize;
 
         r = module_sections_read(t->root, pm->name, &m->sections, &m->n_sections);
         if (r < 0)
@@ -230,16 +257,20 @@ static int remove_module(tracker *t, const char *name, layout_source how, const 
 }
 
 /* Makes a change durable at once, unless a drain is running: its batch
- * is committed when the drain is done, at the next commit interval. */
-static void changed(tracker *t, uint64_t started_mono) {
-        uint64_t took;
+ * is committed when the drain is done, at the next commit interval.
+ * Changes other than start-up count in the latency stats. */
+static void changed(tracker *t, uint64_t started_mono, bool timed) {
+        uint64_t now;
 
         if (!ingest_draining(t->in))
                 (void) ingest_commit(t->in);
-        layout_forget_before(ingest_layout(t->in), clock_ns(CLOCK_MONOTONIC) - MIN(clock_ns(CLOCK_MONOTONIC), UNLOADED_KEEP_NS));
-        took = clock_ns(CLOCK_MONOTONIC) - started_mono;
-        t->stats.last_change_ns = took;
-        t->stats.max_change_ns = MAX(t->stats.max_change_ns, took);
+        now = clock_ns(CLOCK_MONOTONIC);
+        if (timed) {
+                t->stats.last_change_ns = now - started_mono;
+                t->stats.max_change_ns = MAX(t->stats.max_change_ns, t->stats.last_change_ns);
+        }
+        if (now > UNLOADED_KEEP_NS)
+                layout_forget_before(ingest_layout(t->in), now - UNLOADED_KEEP_NS);
 }
 
 static int load_proc_modules(tracker *t, proc_module **ret, size_t *ret_n) {
@@ -356,7 +387,7 @@ int tracker_start(tracker *t) {
 
         snprintf(detail, sizeof detail, "perfsnapd started: %zu modules loaded", layout_n_live(l));
         (void) journal(t, "start", NULL, detail, wall);
-        changed(t, mono);
+        changed(t, mono, false);
         log_info("Tracking %zu loaded modules.", layout_n_live(l));
         return 0;
 }
@@ -384,8 +415,11 @@ int tracker_rescan(tracker *t, const char *why, tracker_rescan_result *ret) {
                 if (m->unloaded_ns != LAYOUT_TIME_MAX)
                         continue;
                 k = find_proc_module(pm, n, m->name);
-                if (k >= 0 && pm[k].base == m->base)
+                if (k >= 0 && pm[k].base == m->base) {
+                        if (pm[k].state == MODULE_STATE_LIVE)
+                                layout_module_init_done(l, m, mono);
                         continue;
+                }
                 if (remove_module(t, m->name, LAYOUT_SOURCE_RESCAN, detail, mono) > 0)
                         res.removed++;
         }
@@ -397,7 +431,7 @@ int tracker_rescan(tracker *t, const char *why, tracker_rescan_result *ret) {
         }
         res.live = (unsigned) layout_n_live(l);
         if (res.added + res.removed > 0)
-                changed(t, mono);
+                changed(t, mono, true);
         log_debug("Rescan (%s): %u added, %u removed, %u loaded.", why, res.added, res.removed, res.live);
         if (ret)
                 *ret = res;
@@ -432,8 +466,12 @@ void tracker_uevent(tracker *t, const uevent *ev) {
                         t->stats.ignored_uevents++;
                         return;
                 }
-                if (live && live->base == pm[k].base)
-                        return;         /* known already: a rescan found it during its init */
+                if (live && live->base == pm[k].base) {
+                        /* Known already: a rescan found it during its init,
+                         * which has returned now. */
+                        layout_module_init_done(l, live, mono);
+                        return;
+                }
                 if (live)
                         (void) remove_module(t, ev->module, LAYOUT_SOURCE_UEVENT, "replaced at another address", mono);
                 (void) add_module(t, &pm[k], LAYOUT_SOURCE_UEVENT, detail, mono);
@@ -452,5 +490,5 @@ void tracker_uevent(tracker *t, const uevent *ev) {
                 }
                 (void) remove_module(t, ev->module, LAYOUT_SOURCE_UEVENT, detail, mono);
         }
-        changed(t, mono);
+        changed(t, mono, true);
 }

@@ -266,3 +266,72 @@ TEST(kallsyms_lines_of_one_module) {
         ASSERT_EQ(kallsyms_count(k), 0);
         kallsyms_free(k);
 }
+
+TEST(only_code_sections_and_init_while_it_runs) {
+        layout *l = NULL;
+        layout_module *m;
+        layout_hit h;
+
+        ASSERT_OK(layout_new(&l));
+        m = brd_at(BRD_BASE, BRD_INIT);
+        add_section(m, ".strtab", BRD_INIT + 0x2000, 0x664);   /* the kernel's copy of the symtab: data */
+        ASSERT_OK(layout_add_module(l, m, 10 * SEC, &m));
+        ASSERT_U64_EQ(m->init_end_ns, 10 * SEC);
+        /* Data outside the core layout is never taken for this module's code. */
+        ASSERT_ERROR(layout_resolve(l, BRD_INIT + 0x2010, 5 * SEC, &h), ENOENT);
+        ASSERT_ERROR(layout_resolve(l, BRD_INIT + 0x2010, 15 * SEC, &h), ENOENT);
+        /* Its init code is its own before its add, not after: the kernel
+         * freed it and may put another module there. */
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 9 * SEC, &h));
+        ASSERT_TRUE(h.module == m);
+        ASSERT_ERROR(layout_resolve(l, BRD_INIT + 0x10, 11 * SEC, &h), ENOENT);
+        layout_free(l);
+}
+
+TEST(module_found_in_its_init) {
+        layout *l = NULL;
+        layout_module *m;
+        layout_hit h;
+        uint64_t gen;
+
+        ASSERT_OK(layout_new(&l));
+        /* A rescan found it in the Loading state, at 10 s. */
+        m = brd_at(BRD_BASE, BRD_INIT);
+        m->init_running = true;
+        ASSERT_OK(layout_add_module(l, m, 10 * SEC, &m));
+        ASSERT_U64_EQ(m->init_end_ns, LAYOUT_TIME_MAX);
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 12 * SEC, &h));
+        ASSERT_TRUE(h.module == m);
+        ASSERT_STREQ(h.section, ".init.text");
+
+        /* Its add uevent at 13 s: init sections end there. */
+        gen = layout_generation(l);
+        layout_module_init_done(l, m, 13 * SEC);
+        ASSERT_TRUE(layout_generation(l) != gen);
+        ASSERT_U64_EQ(m->init_end_ns, 13 * SEC);
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 12 * SEC, &h));
+        ASSERT_ERROR(layout_resolve(l, BRD_INIT + 0x10, 14 * SEC, &h), ENOENT);
+        /* A second notice changes nothing. */
+        gen = layout_generation(l);
+        layout_module_init_done(l, m, 20 * SEC);
+        ASSERT_U64_EQ(m->init_end_ns, 13 * SEC);
+        ASSERT_EQ(layout_generation(l), gen);
+        layout_free(l);
+}
+
+TEST(elf_aliases_give_way_to_the_function_name) {
+        layout *l = NULL;
+        layout_module *m = brd_at(BRD_BASE, BRD_INIT);
+
+        ASSERT_OK(layout_new(&l));
+        /* module_init(brd_init) makes init_module an alias of brd_init. */
+        m->elf_syms = calloc(2, sizeof *m->elf_syms);
+        ASSERT_TRUE(m->elf_syms);
+        m->elf_syms[0] = (module_symbol) { .name = strdup("brd_init"), .addr = BRD_INIT, .size = 0xe4 };
+        m->elf_syms[1] = (module_symbol) { .name = strdup("init_module"), .addr = BRD_INIT, .size = 0xe4 };
+        m->n_elf_syms = 2;
+        m->init_running = true;
+        ASSERT_OK(layout_add_module(l, m, 10 * SEC, NULL));
+        expect_symbol(l, BRD_INIT + 0x20, 11 * SEC, "brd", "brd_init", BRD_INIT);
+        layout_free(l);
+}
