@@ -252,6 +252,12 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "store_commit: %s\n", strerror(-r));
                         goto out;
                 }
+                /* As the daemon does after its commits. */
+                r = store_checkpoint(s);
+                if (r < 0) {
+                        fprintf(stderr, "store_checkpoint: %s\n", strerror(-r));
+                        goto out;
+                }
         }
 
         t1 = cpu_seconds();

@@ -32,6 +32,9 @@
  * the writer waits this long for a reader holding the WAL. */
 #define STORE_BUSY_TIMEOUT_MS 5000
 
+/* sqlite's own default threshold for its automatic checkpoints. */
+#define STORE_CHECKPOINT_FRAMES 1000
+
 /* Interning caches are dropped and refilled from the database when they
  * grow past this: ids are stable, so a dropped entry only costs a query.
  * Bounds the daemon's memory on a long-lived database with many stacks
@@ -97,6 +100,7 @@ struct store {
         char *path;
         store_mode mode;
         bool in_tx;             /* inside store_begin() .. store_commit() */
+        int wal_frames;         /* in the WAL after the last commit, see store_checkpoint() */
 
         sqlite3_stmt *stmts[_STMT_MAX];
 
@@ -449,6 +453,28 @@ static int configure_writer(sqlite3 *db) {
                         "PRAGMA temp_store = MEMORY;");
 }
 
+static int wal_hook(void *userdata, sqlite3 *db, const char *name, int n_frames) {
+        store *s = userdata;
+
+        s->wal_frames = n_frames;
+        return SQLITE_OK;
+}
+
+int store_checkpoint(store *s) {
+        int rc;
+
+        if (!s || s->mode != STORE_READWRITE || s->in_tx)
+                return -EINVAL;
+        if (s->wal_frames < STORE_CHECKPOINT_FRAMES)
+                return 0;
+        /* PASSIVE: copies what no reader still needs, never waits for one. */
+        rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+                return errno_from_sqlite(s->db, rc);
+        s->wal_frames = 0;
+        return 1;
+}
+
 int store_open(const char *path, store_mode mode, store **ret) {
         _cleanup_(store_freep) store *s = NULL;
         int64_t version;
@@ -491,6 +517,10 @@ int store_open(const char *path, store_mode mode, store **ret) {
                 r = configure_writer(s->db);
                 if (r < 0)
                         return r;
+                /* Replaces sqlite's automatic checkpoint, which runs inside
+                 * whichever commit crosses its threshold: a journal entry
+                 * must not wait for one. store_checkpoint() does it. */
+                sqlite3_wal_hook(s->db, wal_hook, s);
                 r = schema_migrate(s->db);
                 if (r < 0)
                         return r;

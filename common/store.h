@@ -120,6 +120,11 @@ int store_get_stats(store *s, store_stats *ret);
  * the whole file: for tests and tools, not the daemon's start-up. */
 int store_check_integrity(store *s);
 
+/* Copies the WAL back into the database file once it holds 1000 frames or
+ * more (sqlite's automatic checkpoint is off on the writer, so that no
+ * commit pays for one). Call between batches. 1 if it ran, 0 if not due. */
+int store_checkpoint(store *s);
+
 /* Lost totals per CPU (array indexed by cpu, n = max cpu + 1). */
 int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint64_t **ret, size_t *ret_n);
 

@@ -78,8 +78,13 @@ static void on_drain_timer(evutil_socket_t fd, short what, void *userdata) {
 
 static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
         daemon_ctx *d = userdata;
+        int r;
 
-        (void) ingest_commit(d->ingest);
+        if (ingest_commit(d->ingest) < 0)
+                return;
+        r = store_checkpoint(d->store);
+        if (r < 0)
+                log_warning_errno(r, "Failed to checkpoint the database's WAL: %m");
 }
 
 static void on_retention_timer(evutil_socket_t fd, short what, void *userdata) {

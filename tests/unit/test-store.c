@@ -895,3 +895,38 @@ TEST(crash_keeps_committed_batches) {
         const frame f[] = { K_OPEN };
         add(s, T0 + st.samples, 0, 1, "after", f, 1);
 }
+
+TEST(checkpoint_is_explicit) {
+        char dir[] = "/tmp/test-store-ckpt.XXXXXX", path[128], wal[160];
+        struct stat st;
+        store *s = NULL;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        snprintf(wal, sizeof wal, "%s-wal", path);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        /* Not due: nothing done. */
+        ASSERT_EQ(store_checkpoint(s), 0);
+        /* Enough commits to pass 1000 WAL frames: sqlite does not
+         * checkpoint by itself, store_checkpoint() then does. */
+        for (int b = 0; b < 400; b++) {
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 50; i++) {
+                        char name[64];
+                        int64_t id;
+                        snprintf(name, sizeof name, "string-%d-%d-padding-padding-padding-padding", b, i);
+                        ASSERT_OK(store_intern_string(s, name, &id));
+                }
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_EQ(stat(wal, &st), 0);
+        ASSERT_GT(st.st_size, 1000 * 8192);
+        ASSERT_EQ(store_checkpoint(s), 1);
+        ASSERT_EQ(store_checkpoint(s), 0);
+        store_free(s);
+        unlink(wal);
+        snprintf(wal, sizeof wal, "%s-shm", path);
+        unlink(wal);
+        unlink(path);
+        rmdir(dir);
+}
