@@ -438,8 +438,7 @@ fail:
         return r;
 }
 
-/* ROOT/proc/kallsyms, all of it (module NULL) or one module's lines. */
-static int load(const char *root, const char *module, kallsyms **ret) {
+int kallsyms_load(const char *root, kallsyms **ret) {
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         int r;
@@ -447,11 +446,7 @@ static int load(const char *root, const char *module, kallsyms **ret) {
         r = read_full_file_at(root, "proc/kallsyms", KALLSYMS_FILE_MAX_BYTES, &text, &size);
         if (r < 0)
                 return r;
-        return module ? kallsyms_parse_module(text, size, module, ret) : kallsyms_parse(text, size, ret);
-}
-
-int kallsyms_load(const char *root, kallsyms **ret) {
-        return load(root, NULL, ret);
+        return kallsyms_parse(text, size, ret);
 }
 
 int kallsyms_parse_module(const char *text, size_t len, const char *module, kallsyms **ret) {
@@ -482,10 +477,6 @@ int kallsyms_parse_module(const char *text, size_t len, const char *module, kall
                 c = nl ? nl + 1 : e;
         }
         return kallsyms_parse(sel, n, ret);
-}
-
-int kallsyms_load_module(const char *root, const char *module, kallsyms **ret) {
-        return load(root, module, ret);
 }
 
 kallsyms *kallsyms_free(kallsyms *k) {

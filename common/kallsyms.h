@@ -30,7 +30,6 @@ int kallsyms_load(const char *root, kallsyms **ret);
 /* The same for the lines of one module only ("... [module]"): a module
  * loaded after start-up gets a table of its own. */
 int kallsyms_parse_module(const char *text, size_t len, const char *module, kallsyms **ret);
-int kallsyms_load_module(const char *root, const char *module, kallsyms **ret);
 
 kallsyms *kallsyms_free(kallsyms *k);
 

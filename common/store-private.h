@@ -18,7 +18,6 @@ static inline void sqlite3_finalizep(sqlite3_stmt **st) {
 #define _cleanup_finalize_ _cleanup_(sqlite3_finalizep)
 
 sqlite3 *store_sqlite(store *s);
-bool store_is_writable(const store *s);
 int store_prepare(store *s, const char *sql, sqlite3_stmt **ret);
 int store_step_done(store *s, sqlite3_stmt *st);
 int store_step_errno(store *s, int rc);         /* a sqlite result code as a negative errno */

@@ -2202,10 +2202,6 @@ sqlite3 *store_sqlite(store *s) {
         return s->db;
 }
 
-bool store_is_writable(const store *s) {
-        return s->mode == STORE_READWRITE;
-}
-
 int store_prepare(store *s, const char *sql, sqlite3_stmt **ret) {
         return prepare(s->db, sql, ret);
 }
