@@ -14,14 +14,6 @@
 #include "modules.h"
 #include "store-private.h"
 
-static int64_t i64(uint64_t v) {
-        return (int64_t) v;
-}
-
-static uint64_t u64(int64_t v) {
-        return (uint64_t) v;
-}
-
 int store_migrate_1_to_2(sqlite3 *db) {
         int rc = sqlite3_exec(db,
                 "CREATE TABLE modules(id INTEGER PRIMARY KEY, boot INTEGER NOT NULL, name TEXT NOT NULL,"
@@ -222,49 +214,31 @@ int store_add_event(store *s, uint64_t time_ns, int64_t boot_id, const char *kin
 }
 
 int store_expire_layout(store *s, uint64_t before_ns) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        int r;
-
         /* Events before the cutoff go with their records; then module rows
          * unloaded before it that no remaining event refers to. */
-        r = store_prepare(s,
-                "DELETE FROM event_sections WHERE event IN (SELECT id FROM events WHERE time_ns < ?1);"
-                , &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
-        r = store_step_done(s, st);
-        if (r < 0)
-                return r;
-        sqlite3_finalize(TAKE_PTR(st));
-
-        r = store_prepare(s, "DELETE FROM events WHERE time_ns < ?1", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
-        r = store_step_done(s, st);
-        if (r < 0)
-                return r;
-        sqlite3_finalize(TAKE_PTR(st));
-
-        r = store_prepare(s,
+        static const char *const sql[] = {
+                "DELETE FROM event_sections WHERE event IN (SELECT id FROM events WHERE time_ns < ?1)",
+                "DELETE FROM events WHERE time_ns < ?1",
                 "DELETE FROM module_sections WHERE module IN (SELECT id FROM modules WHERE unloaded_ns < ?1) "
-                "AND id NOT IN (SELECT section FROM event_sections)", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
-        r = store_step_done(s, st);
-        if (r < 0)
-                return r;
-        sqlite3_finalize(TAKE_PTR(st));
-
-        r = store_prepare(s,
+                "AND id NOT IN (SELECT section FROM event_sections)",
                 "DELETE FROM modules WHERE unloaded_ns < ?1 AND id NOT IN (SELECT module FROM module_sections) "
-                "AND id NOT IN (SELECT module FROM events)", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
-        return store_step_done(s, st);
+                "AND id NOT IN (SELECT module FROM events)",
+        };
+        int64_t before = before_ns > INT64_MAX ? INT64_MAX : i64(before_ns);
+
+        for (size_t i = 0; i < ELEMENTSOF(sql); i++) {
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+                int r;
+
+                r = store_prepare(s, sql[i], &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(st, 1, before);
+                r = store_step_done(s, st);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* ---- readers ---- */

@@ -17,6 +17,15 @@ static inline void sqlite3_finalizep(sqlite3_stmt **st) {
 }
 #define _cleanup_finalize_ _cleanup_(sqlite3_finalizep)
 
+/* Unsigned values as sqlite's signed INTEGER and back (see store.c). */
+static inline int64_t i64(uint64_t v) {
+        return (int64_t) v;
+}
+
+static inline uint64_t u64(int64_t v) {
+        return (uint64_t) v;
+}
+
 sqlite3 *store_sqlite(store *s);
 int store_prepare(store *s, const char *sql, sqlite3_stmt **ret);
 int store_step_done(store *s, sqlite3_stmt *st);

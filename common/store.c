@@ -169,14 +169,6 @@ static int errno_from_sqlite(sqlite3 *db, int rc) {
         }
 }
 
-static inline int64_t i64(uint64_t v) {
-        return (int64_t) v;
-}
-
-static inline uint64_t u64(int64_t v) {
-        return (uint64_t) v;
-}
-
 /* Runs SQL without results. */
 static int exec_sql(sqlite3 *db, const char *sql) {
         int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);

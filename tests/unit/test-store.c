@@ -8,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "macro.h"
+#include "modules.h"
 #include "store.h"
 #include "test.h"
 
@@ -929,4 +932,55 @@ TEST(checkpoint_is_explicit) {
         unlink(wal);
         unlink(path);
         rmdir(dir);
+}
+
+TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
+        char dir[] = "/tmp/test-store-journal.XXXXXX", path[128];
+        module_section secs[2] = {
+                { .name = (char *) ".text", .addr = 0xffffffffc0a00000, .len = 0x800, .len_source = SECTION_LEN_NEXT, .exec = true },
+                { .name = (char *) ".data", .addr = 0xffffffffc0a01000, .len = 0x100, .len_source = SECTION_LEN_ELF },
+        };
+        json_object *res = NULL, *a;
+        int64_t boot = 0, old_mod = 0, live_mod = 0;
+        store *s = NULL;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        ASSERT_OK(store_add_boot(s, "uuid", "bid", 0xffffffff81000000, "6.1", 100, &boot));
+        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "old", .base = 0xffffffffc0a00000,
+                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
+                                   .sections = secs, .n_sections = 2 }, &old_mod));
+        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "live", .base = 0xffffffffc0b00000,
+                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
+                                   .sections = secs, .n_sections = 1 }, &live_mod));
+        ASSERT_OK(store_add_event(s, 100, boot, "start", 0, NULL, (int64_t[]) { old_mod, live_mod }, 2, NULL));
+        ASSERT_OK(store_unload_module(s, old_mod, 200, "uevent"));
+        ASSERT_ERROR(store_unload_module(s, old_mod, 210, "uevent"), ENOENT);
+        ASSERT_OK(store_add_event(s, 200, boot, "module-remove", old_mod, NULL, (int64_t[]) { live_mod }, 1, NULL));
+        ASSERT_OK(store_add_event(s, 300, boot, "module-add", live_mod, NULL, (int64_t[]) { live_mod }, 1, NULL));
+
+        ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
+        ASSERT_TRUE(json_object_object_get_ex(res, "events", &a));
+        ASSERT_EQ(json_object_array_length(a), 3);
+        ASSERT_EQ(json_object_get_int(json_object_object_get(json_object_array_get_idx(a, 0), "n_records")), 3);
+        json_object_put(res);
+
+        /* Everything before 250 goes, except what a kept entry refers to:
+         * "old" is only named by the removed remove-entry, so it goes too. */
+        ASSERT_GE(store_expire(s, 250), 0);
+        ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
+        ASSERT_TRUE(json_object_object_get_ex(res, "events", &a));
+        ASSERT_EQ(json_object_array_length(a), 1);
+        ASSERT_EQ(json_object_get_int(json_object_object_get(json_object_array_get_idx(a, 0), "n_records")), 1);
+        json_object_put(res);
+        ASSERT_OK(store_list_modules(s, 0, true, 0, &res));
+        ASSERT_TRUE(json_object_object_get_ex(res, "modules", &a));
+        ASSERT_EQ(json_object_array_length(a), 1);
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(json_object_array_get_idx(a, 0), "name")), "live");
+        json_object_put(res);
+
+        store_free(s);
+        snprintf(path, sizeof path, "rm -rf %s", dir);
+        ASSERT_EQ(system(path), 0);
 }
