@@ -11,14 +11,6 @@
 #include "protocol.h"
 #include "timeparse.h"
 
-static const char *str_member(struct json_object *o, const char *key) {
-        struct json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
-
 static int64_t int_member(struct json_object *o, const char *key, int64_t def) {
         struct json_object *v;
 
@@ -180,18 +172,18 @@ int cmd_modules(int argc, char **argv) {
         printf("%-20s %-18s %8s %-23s %-23s %-8s %s\n", "Module", "Base", "Size", "Loaded", "Unloaded", "How", "Build-id");
         for (size_t i = 0; mods && i < json_object_array_length(mods); i++) {
                 struct json_object *m = json_object_array_get_idx(mods, i), *secs;
-                const char *name = str_member(m, "name");
+                const char *name = json_string_member(m, "name");
 
                 printf("%-20.20s ", name ?: "-");
-                printf("%-18s %8" PRId64 " ", str_member(m, "base") ?: "-", int_member(m, "size", 0));
+                printf("%-18s %8" PRId64 " ", json_string_member(m, "base") ?: "-", int_member(m, "size", 0));
                 put_time(int_member(m, "loaded_ns", 0));
                 fputs(" ", stdout);
                 if (int_member(m, "unloaded_ns", 0) > 0)
                         put_time(int_member(m, "unloaded_ns", 0));
                 else
                         printf("%-23s", "(loaded)");
-                printf(" %-8s ", str_member(m, "loaded_how") ?: "-");
-                put_str(str_member(m, "build_id"));
+                printf(" %-8s ", json_string_member(m, "loaded_how") ?: "-");
+                put_str(json_string_member(m, "build_id"));
                 fputs("\n", stdout);
 
                 secs = array_member(m, "sections");
@@ -201,9 +193,9 @@ int cmd_modules(int argc, char **argv) {
                         bool exec = json_object_object_get_ex(x, "exec", &ex) && json_object_get_boolean(ex);
 
                         fputs("    ", stdout);
-                        printf("%-18s %8" PRId64 " %-7s %s ", str_member(x, "addr") ?: "-", int_member(x, "len", 0),
-                               str_member(x, "len_source") ?: "-", exec ? "x" : "-");
-                        put_str(str_member(x, "name"));
+                        printf("%-18s %8" PRId64 " %-7s %s ", json_string_member(x, "addr") ?: "-", int_member(x, "len", 0),
+                               json_string_member(x, "len_source") ?: "-", exec ? "x" : "-");
+                        put_str(json_string_member(x, "name"));
                         fputs("\n", stdout);
                 }
         }
@@ -257,18 +249,18 @@ int cmd_events(int argc, char **argv) {
                 struct json_object *e = json_object_array_get_idx(evs, i), *recs;
 
                 put_time(int_member(e, "time_ns", 0));
-                printf(" %-14s %-20.20s %8" PRId64 "  ", str_member(e, "kind") ?: "-",
-                       str_member(e, "module") ?: "-", int_member(e, "n_records", 0));
-                put_str(str_member(e, "detail"));
+                printf(" %-14s %-20.20s %8" PRId64 "  ", json_string_member(e, "kind") ?: "-",
+                       json_string_member(e, "module") ?: "-", int_member(e, "n_records", 0));
+                put_str(json_string_member(e, "detail"));
                 fputs("\n", stdout);
 
                 recs = array_member(e, "records");
                 for (size_t j = 0; recs && j < json_object_array_length(recs); j++) {
                         struct json_object *x = json_object_array_get_idx(recs, j);
 
-                        printf("    %-18s %8" PRId64 " %8" PRId64 " %-20.20s ", str_member(x, "start") ?: "-",
-                               int_member(x, "len", 0), int_member(x, "pgoff", 0), str_member(x, "module") ?: "-");
-                        put_str(str_member(x, "section"));
+                        printf("    %-18s %8" PRId64 " %8" PRId64 " %-20.20s ", json_string_member(x, "start") ?: "-",
+                               int_member(x, "len", 0), int_member(x, "pgoff", 0), json_string_member(x, "module") ?: "-");
+                        put_str(json_string_member(x, "section"));
                         fputs("\n", stdout);
                 }
         }

@@ -172,7 +172,7 @@ static int connect_daemon(const char *path) {
         return fd;
 }
 
-static const char *json_string_member(struct json_object *o, const char *key) {
+const char *json_string_member(struct json_object *o, const char *key) {
         struct json_object *v;
 
         if (o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))

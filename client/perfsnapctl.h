@@ -36,6 +36,8 @@ _printf_(1, 2) int fail(const char *fmt, ...);
 int fail_option(int c, char **argv, const char *command);
 int finish_output(void);
 int print_json(struct json_object *o);
+/* The string member key of object o, or NULL (no object, no member, not a string). */
+const char *json_string_member(struct json_object *o, const char *key);
 /* Prints s without control characters. */
 void put_sanitized(FILE *f, const char *s, size_t n);
 int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint64_t *ret);
