@@ -352,3 +352,7 @@ uint64_t clock_ns(clockid_t id) {
         clock_gettime(id, &ts);
         return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
 }
+
+int64_t clock_mono_to_wall_ns(void) {
+        return (int64_t) (clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
+}

@@ -8,6 +8,10 @@
 /* clock_gettime(id) in nanoseconds. */
 uint64_t clock_ns(clockid_t id);
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC now: added to a CLOCK_MONOTONIC time
+ * (the perf events' clock) it gives wall-clock time. */
+int64_t clock_mono_to_wall_ns(void);
+
 /* Time expressions accepted by --since/--until:
  *   durations before now:  "30s", "5m", "2h", "7d", "1h30m", "500ms"
  *                          (as duration_parse(); "5m ago", "-5m" are refused)

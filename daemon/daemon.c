@@ -51,13 +51,6 @@ struct daemon_ctx {
         int exit_code;
 };
 
-/* The events stamp records with CLOCK_MONOTONIC; samples are stored in
- * wall-clock time. The offset is re-read at every drain, so a clock step
- * applies from the next drain on. */
-static int64_t mono_to_wall_ns(void) {
-        return (int64_t) (clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
-}
-
 static struct timeval tv_from_ns(uint64_t ns) {
         return (struct timeval) { .tv_sec = (time_t) (ns / NSEC_PER_SEC), .tv_usec = (suseconds_t) (ns % NSEC_PER_SEC / 1000) };
 }
@@ -65,7 +58,10 @@ static struct timeval tv_from_ns(uint64_t ns) {
 static void daemon_drain(daemon_ctx *d) {
         if (!d->events)
                 return;
-        (void) ingest_drain(d->ingest, d->bufs, d->cpus, d->n_cpus, mono_to_wall_ns());
+        /* The events stamp records with CLOCK_MONOTONIC; samples are stored
+         * in wall-clock time. The offset is re-read at every drain, so a
+         * clock step applies from the next drain on. */
+        (void) ingest_drain(d->ingest, d->bufs, d->cpus, d->n_cpus, clock_mono_to_wall_ns());
 }
 
 static void on_cpu_readable(evutil_socket_t fd, short what, void *userdata) {

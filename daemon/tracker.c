@@ -28,7 +28,7 @@ struct tracker {
 };
 
 static uint64_t wall_from_mono(uint64_t mono) {
-        return mono + (clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
+        return (uint64_t) ((int64_t) mono + clock_mono_to_wall_ns());
 }
 
 static void on_read_syms(evutil_socket_t fd, short what, void *userdata);
