@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* perfsnapctl modules, events, rescan: the kernel code layout journal. */
+/* perfsnapctl modules, ksyms, events, rescan: the kernel code layout journal. */
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -49,7 +49,7 @@ static void warn_truncated(struct json_object *answer, const char *what) {
                         "use a later --since\n", what);
 }
 
-/* Options shared by modules and events. */
+/* Options shared by modules, ksyms and events. */
 typedef struct layout_opts {
         const char *since;
         bool flag;              /* --sections / --records */
@@ -57,15 +57,16 @@ typedef struct layout_opts {
         int64_t limit;
 } layout_opts;
 
+/* flag_name: the command's flag ("sections", "records"), or NULL. */
 static int parse_layout_opts(int argc, char **argv, const char *command, const char *flag_name,
                              void (*help)(void), layout_opts *o) {
-        const struct option options[] = {
+        struct option options[] = {
                 { "since",   required_argument, NULL, ARG_SINCE },
-                { flag_name, no_argument,       NULL, ARG_SECTIONS },
                 { "limit",   required_argument, NULL, ARG_LIMIT },
                 { "format",  required_argument, NULL, ARG_FORMAT },
                 { "socket",  required_argument, NULL, ARG_SOCKET },
                 { "help",    no_argument,       NULL, 'h' },
+                { flag_name, no_argument,       NULL, ARG_SECTIONS },   /* last: a NULL name ends the list here */
                 {}
         };
         int c;
@@ -123,7 +124,8 @@ static int layout_call(const char *method, const layout_opts *o, const char *fla
                         return r;
         }
         json_object_object_add(params, "since_ns", json_object_new_int64((int64_t) since));
-        json_object_object_add(params, flag_key, json_object_new_boolean(o->flag));
+        if (flag_key)
+                json_object_object_add(params, flag_key, json_object_new_boolean(o->flag));
         if (o->limit > 0)
                 json_object_object_add(params, "limit", json_object_new_int64(o->limit));
         return daemon_call(method, params, false, ret);
@@ -207,14 +209,16 @@ static void help_events(void) {
         printf("Usage: perfsnapctl [--socket PATH] events [OPTIONS]\n"
                "\n"
                "Show the journal of changes to the kernel's code layout, oldest first:\n"
-               "perfsnapd starting, modules loaded and unloaded. Every entry carries the\n"
-               "complete layout after the change (the kernel's build-id and _text address,\n"
-               "and one section-map record per section of every loaded module), so the\n"
-               "layout at any entry is known from that entry alone.\n"
+               "perfsnapd starting, modules loaded and unloaded, dynamic symbols (BPF\n"
+               "programs, trampolines, out-of-line code) registered and unregistered.\n"
+               "Every entry carries the complete layout after the change (the kernel's\n"
+               "build-id and _text address, one section-map record per section of every\n"
+               "loaded module, and one ksymbol record per registered dynamic symbol), so\n"
+               "the layout at any entry is known from that entry alone.\n"
                "\n"
                "Options:\n"
                "      --since TIME     only entries since TIME (default: all that are kept)\n"
-               "      --records        also show each entry's section-map records (always\n"
+               "      --records        also show each entry's section-map and ksymbol records (always\n"
                "                       included with --format json)\n"
                "      --limit N        at most N entries (default: the daemon's query_max_rows)\n"
                "      --format FORMAT  table (default) or json\n"
@@ -244,23 +248,36 @@ int cmd_events(int argc, char **argv) {
         }
 
         evs = array_member(answer, "events");
-        printf("%-23s %-14s %-20s %8s  %s\n", "Time", "Event", "Module", "Records", "Detail");
+        printf("%-23s %-15s %-20s %8s  %s\n", "Time", "Event", "Module", "Records", "Detail");
         for (size_t i = 0; evs && i < json_object_array_length(evs); i++) {
                 struct json_object *e = json_object_array_get_idx(evs, i), *recs;
+                const char *ksym = json_string_member(e, "ksym");
 
                 put_time(int_member(e, "time_ns", 0));
-                printf(" %-14s %-20.20s %8" PRId64 "  ", json_string_member(e, "kind") ?: "-",
+                printf(" %-15s %-20.20s %8" PRId64 "  ", json_string_member(e, "kind") ?: "-",
                        json_string_member(e, "module") ?: "-", int_member(e, "n_records", 0));
+                if (ksym) {
+                        put_str(ksym);
+                        fputs(": ", stdout);
+                }
                 put_str(json_string_member(e, "detail"));
                 fputs("\n", stdout);
 
                 recs = array_member(e, "records");
                 for (size_t j = 0; recs && j < json_object_array_length(recs); j++) {
                         struct json_object *x = json_object_array_get_idx(recs, j);
+                        const char *type = json_string_member(x, "type");
 
-                        printf("    %-18s %8" PRId64 " %8" PRId64 " %-20.20s ", json_string_member(x, "start") ?: "-",
-                               int_member(x, "len", 0), int_member(x, "pgoff", 0), json_string_member(x, "module") ?: "-");
-                        put_str(json_string_member(x, "section"));
+                        if (type && streq(type, "ksymbol")) {
+                                printf("    %-18s %8" PRId64 " %8s [%-18.18s] ", json_string_member(x, "addr") ?: "-",
+                                       int_member(x, "len", 0), "-", json_string_member(x, "ksym_type") ?: "-");
+                                put_str(json_string_member(x, "name"));
+                        } else {
+                                printf("    %-18s %8" PRId64 " %8" PRId64 " %-20.20s ", json_string_member(x, "start") ?: "-",
+                                       int_member(x, "len", 0), int_member(x, "pgoff", 0),
+                                       json_string_member(x, "module") ?: "-");
+                                put_str(json_string_member(x, "section"));
+                        }
                         fputs("\n", stdout);
                 }
         }
@@ -268,13 +285,81 @@ int cmd_events(int argc, char **argv) {
         return finish_output();
 }
 
+static void help_ksyms(void) {
+        printf("Usage: perfsnapctl [--socket PATH] ksyms [OPTIONS]\n"
+               "\n"
+               "Show the dynamic kernel symbols perfsnapd has seen, in the order they were\n"
+               "registered: JIT-ed BPF programs (bpf_prog_<tag>_<name>), BPF trampolines\n"
+               "and dispatchers, and out-of-line code (kprobe instruction slots, ftrace\n"
+               "trampolines). The kernel announces each with a PERF_RECORD_KSYMBOL; those\n"
+               "present when perfsnapd started come from kallsyms. Each row gives the\n"
+               "symbol's address range, when it was registered and unregistered, and how\n"
+               "perfsnapd learned of it (startup, perf, rescan). Prog-id is the BPF\n"
+               "program's id (bpftool prog show id N) while it is known.\n"
+               "\n"
+               "Options:\n"
+               "      --since TIME     only symbols registered at some time since TIME\n"
+               "      --limit N        at most N symbols (default: the daemon's query_max_rows)\n"
+               "      --format FORMAT  table (default) or json\n"
+               "      --socket PATH    connect to PATH instead of the default socket\n"
+               "  -h, --help           show this help\n"
+               "\n"
+               "TIME: %s.\n", TIME_EXPRESSION_HELP);
+}
+
+int cmd_ksyms(int argc, char **argv) {
+        _cleanup_(json_object_putp) struct json_object *answer = NULL;
+        layout_opts o = {};
+        struct json_object *ks;
+        int r;
+
+        r = parse_layout_opts(argc, argv, "ksyms", NULL, help_ksyms, &o);
+        if (r != 0)
+                return r < 0 ? finish_output() : r;
+        r = layout_call(PERFSNAP_METHOD_KSYMS, &o, NULL, &answer);
+        if (r != 0)
+                return r;
+        if (o.json) {
+                r = print_json(answer);
+                return r != 0 ? r : finish_output();
+        }
+
+        ks = array_member(answer, "ksyms");
+        printf("%-18s %8s %-7s %7s %-23s %-23s %-8s %s\n", "Address", "Length", "Type", "Prog-id", "Registered",
+               "Unregistered", "How", "Symbol");
+        for (size_t i = 0; ks && i < json_object_array_length(ks); i++) {
+                struct json_object *k = json_object_array_get_idx(ks, i);
+                int64_t prog = int_member(k, "prog_id", 0);
+
+                printf("%-18s %8" PRId64 " %-7.7s ", json_string_member(k, "addr") ?: "-", int_member(k, "len", 0),
+                       json_string_member(k, "type") ?: "-");
+                if (prog > 0)
+                        printf("%7" PRId64 " ", prog);
+                else
+                        printf("%7s ", "-");
+                put_time(int_member(k, "registered_ns", 0));
+                fputs(" ", stdout);
+                if (int_member(k, "unregistered_ns", 0) > 0)
+                        put_time(int_member(k, "unregistered_ns", 0));
+                else
+                        printf("%-23s", "(registered)");
+                printf(" %-8s ", json_string_member(k, "registered_how") ?: "-");
+                put_str(json_string_member(k, "name"));
+                fputs("\n", stdout);
+        }
+        warn_truncated(answer, "symbols");
+        return finish_output();
+}
+
 static void help_rescan(void) {
         printf("Usage: perfsnapctl [--socket PATH] rescan\n"
                "\n"
                "Make perfsnapd compare /proc/modules with the modules it tracks now, and\n"
-               "record (and journal) the modules it missed loading or unloading. Only root\n"
-               "may ask for this. perfsnapd rescans by itself every rescan_interval, and\n"
-               "whenever kernel uevents were lost.\n"
+               "the dynamic symbols of /proc/kallsyms ([bpf], [__builtin__*] lines) with\n"
+               "the dynamic symbols it tracks, and record (and journal) what it missed\n"
+               "loading or unloading. Only root may ask for this. perfsnapd rescans the\n"
+               "modules by itself every rescan_interval and whenever kernel uevents were\n"
+               "lost, and the dynamic symbols whenever perf records were lost.\n"
                "\n"
                "Options:\n"
                "      --socket PATH    connect to PATH instead of the default socket\n"
@@ -309,7 +394,10 @@ int cmd_rescan(int argc, char **argv) {
         r = daemon_call(PERFSNAP_METHOD_RESCAN, NULL, false, &answer);
         if (r != 0)
                 return r;
-        printf("Rescanned: %" PRId64 " added, %" PRId64 " removed, %" PRId64 " modules loaded.\n",
-               int_member(answer, "added", 0), int_member(answer, "removed", 0), int_member(answer, "loaded", 0));
+        printf("Rescanned: %" PRId64 " added, %" PRId64 " removed, %" PRId64 " modules loaded; "
+               "%" PRId64 " dynamic symbols registered, %" PRId64 " unregistered, %" PRId64 " live.\n",
+               int_member(answer, "added", 0), int_member(answer, "removed", 0), int_member(answer, "loaded", 0),
+               int_member(answer, "ksyms_registered", 0), int_member(answer, "ksyms_unregistered", 0),
+               int_member(answer, "ksyms_live", 0));
         return finish_output();
 }

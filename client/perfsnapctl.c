@@ -743,8 +743,9 @@ static void help_main(void) {
                "  query    show the most sampled symbols in a time range\n"
                "  status   show the daemon's state\n"
                "  modules  show kernel modules loaded and unloaded, with their section maps\n"
+               "  ksyms    show BPF programs and other dynamic kernel code registered and gone\n"
                "  events   show the journal of kernel code layout changes\n"
-               "  rescan   compare /proc/modules with the tracked modules now (root)\n"
+               "  rescan   compare /proc/modules and kallsyms with what is tracked now (root)\n"
                "\n"
                "Options:\n"
                "      --socket PATH  connect to PATH (default: $PERFSNAPD_SOCKET, else\n"
@@ -796,6 +797,8 @@ int main(int argc, char **argv) {
                 return cmd_status(argc, argv);
         if (strcmp(argv[0], "modules") == 0)
                 return cmd_modules(argc, argv);
+        if (strcmp(argv[0], "ksyms") == 0)
+                return cmd_ksyms(argc, argv);
         if (strcmp(argv[0], "events") == 0)
                 return cmd_events(argc, argv);
         if (strcmp(argv[0], "rescan") == 0)

@@ -46,5 +46,6 @@ int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint
 int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret);
 
 int cmd_modules(int argc, char **argv);
+int cmd_ksyms(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_rescan(int argc, char **argv);

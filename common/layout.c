@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,10 @@ struct layout {
         layout_module **mods;           /* in the order added */
         size_t n_mods, mods_alloc;
 
+        layout_ksym **ksyms;            /* by address, then in the order added */
+        size_t n_ksyms, ksyms_alloc;
+        uint64_t ksym_max_len;          /* the longest ever added: bounds the lookup's backward scan */
+
         uint64_t *bounds;               /* sorted window boundaries, see layout_epoch() */
         size_t n_bounds;
 
@@ -22,10 +27,44 @@ static const char *const source_names[_LAYOUT_SOURCE_MAX] = {
         [LAYOUT_SOURCE_STARTUP] = "startup",
         [LAYOUT_SOURCE_UEVENT]  = "uevent",
         [LAYOUT_SOURCE_RESCAN]  = "rescan",
+        [LAYOUT_SOURCE_PERF]    = "perf",
 };
 
 const char *layout_source_to_string(layout_source s) {
         return s < _LAYOUT_SOURCE_MAX ? source_names[s] : "unknown";
+}
+
+static const char *const ksym_type_names[_LAYOUT_KSYM_TYPE_MAX] = {
+        [LAYOUT_KSYM_UNKNOWN] = "unknown",
+        [LAYOUT_KSYM_BPF]     = "bpf",
+        [LAYOUT_KSYM_OOL]     = "ool",
+};
+
+const char *layout_ksym_type_to_string(layout_ksym_type t) {
+        return t < _LAYOUT_KSYM_TYPE_MAX ? ksym_type_names[t] : "unknown";
+}
+
+layout_ksym_type layout_ksym_type_from_perf(uint16_t perf_type) {
+        switch (perf_type) {
+        case PERF_RECORD_KSYMBOL_TYPE_BPF:
+                return LAYOUT_KSYM_BPF;
+        case PERF_RECORD_KSYMBOL_TYPE_OOL:
+                return LAYOUT_KSYM_OOL;
+        default:
+                return LAYOUT_KSYM_UNKNOWN;
+        }
+}
+
+int layout_ksym_type_from_kallsyms(const char *module, layout_ksym_type *ret) {
+        if (!module)
+                return -EINVAL;
+        if (streq(module, "bpf"))
+                *ret = LAYOUT_KSYM_BPF;
+        else if (strncmp(module, "__builtin__", 11) == 0)
+                *ret = LAYOUT_KSYM_OOL;
+        else
+                return -EINVAL;
+        return 0;
 }
 
 int layout_new(layout **ret) {
@@ -67,6 +106,9 @@ layout *layout_free(layout *l) {
         for (size_t i = 0; i < l->n_mods; i++)
                 layout_module_free(l->mods[i]);
         free(l->mods);
+        for (size_t i = 0; i < l->n_ksyms; i++)
+                free(l->ksyms[i]);
+        free(l->ksyms);
         free(l->bounds);
         kallsyms_free(l->kernel);
         free(l);
@@ -93,7 +135,7 @@ static int rebuild_bounds(layout *l) {
         size_t n = 0;
 
         l->generation++;
-        b = realloc(l->bounds, (l->n_mods * 2 + 1) * sizeof *b);
+        b = realloc(l->bounds, ((l->n_mods + l->n_ksyms) * 2 + 1) * sizeof *b);
         if (!b)
                 return -ENOMEM;
         l->bounds = b;
@@ -102,6 +144,12 @@ static int rebuild_bounds(layout *l) {
                         b[n++] = l->mods[i]->valid_from_ns;
                 if (l->mods[i]->unloaded_ns != LAYOUT_TIME_MAX)
                         b[n++] = l->mods[i]->unloaded_ns;
+        }
+        for (size_t i = 0; i < l->n_ksyms; i++) {
+                if (l->ksyms[i]->registered_ns > 0)
+                        b[n++] = l->ksyms[i]->registered_ns;
+                if (l->ksyms[i]->unregistered_ns != LAYOUT_TIME_MAX)
+                        b[n++] = l->ksyms[i]->unregistered_ns;
         }
         qsort(b, n, sizeof *b, u64_cmp);
         l->n_bounds = n;
@@ -294,6 +342,178 @@ size_t layout_forget_before(layout *l, uint64_t time_ns) {
         return gone;
 }
 
+/* The index of the first symbol starting above addr. */
+static size_t ksym_upper_bound(const layout *l, uint64_t addr) {
+        size_t lo = 0, hi = l->n_ksyms;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (l->ksyms[mid]->addr <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
+        return in_range(a, b, blen) || in_range(b, a, alen);
+}
+
+int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type type, const char *name,
+                    uint64_t registered_ns, layout_source how, layout_ksym **ret) {
+        layout_ksym *k;
+        size_t i, n;
+        int r;
+
+        if (!name || !name[0] || len == 0 || addr + len < addr)
+                return -EINVAL;
+        if (l->n_ksyms == l->ksyms_alloc) {
+                size_t m = MAX(l->ksyms_alloc * 2, (size_t) 64);
+                layout_ksym **p = realloc(l->ksyms, m * sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                l->ksyms = p;
+                l->ksyms_alloc = m;
+        }
+        n = strlen(name);
+        k = calloc(1, sizeof *k + n + 1);
+        if (!k)
+                return -ENOMEM;
+        *k = (layout_ksym) {
+                .addr = addr,
+                .len = len,
+                .type = type,
+                .registered_how = how,
+                .registered_ns = registered_ns,
+                .unregistered_ns = LAYOUT_TIME_MAX,
+        };
+        memcpy(k->name, name, n + 1);
+
+        i = ksym_upper_bound(l, addr);
+        memmove(l->ksyms + i + 1, l->ksyms + i, (l->n_ksyms - i) * sizeof *l->ksyms);
+        l->ksyms[i] = k;
+        l->n_ksyms++;
+        if (len > l->ksym_max_len)
+                l->ksym_max_len = len;
+
+        r = rebuild_bounds(l);
+        if (r < 0)
+                return r;
+        if (ret)
+                *ret = k;
+        return 0;
+}
+
+/* Calls the symbols that may overlap [addr, addr + len), newest first at
+ * each address, until fn returns true; returns that symbol. */
+static layout_ksym *ksym_scan(const layout *l, uint64_t addr, uint64_t len,
+                              bool (*fn)(const layout_ksym *k, const void *arg), const void *arg) {
+        uint64_t end = addr + len < addr ? UINT64_MAX : addr + len;
+
+        /* Symbols starting before end, back to the longest symbol's reach. */
+        for (size_t i = ksym_upper_bound(l, end - 1); i > 0; i--) {
+                layout_ksym *k = l->ksyms[i - 1];
+
+                /* (No wrap-around: then it may still reach addr.) */
+                if (k->addr + l->ksym_max_len <= addr && k->addr + l->ksym_max_len >= k->addr)
+                        break;
+                if (ranges_overlap(k->addr, k->len, addr, len) && fn(k, arg))
+                        return k;
+        }
+        return NULL;
+}
+
+static bool is_live(const layout_ksym *k, const void *arg) {
+        return k->unregistered_ns == LAYOUT_TIME_MAX;
+}
+
+typedef struct live_match {
+        uint64_t addr;
+        const char *name;
+} live_match;
+
+static bool is_live_at(const layout_ksym *k, const void *arg) {
+        const live_match *m = arg;
+
+        return is_live(k, NULL) && k->addr == m->addr && (!m->name || streq(k->name, m->name));
+}
+
+layout_ksym *layout_find_live_ksym(const layout *l, uint64_t addr, uint64_t len, const char *name) {
+        layout_ksym *k = ksym_scan(l, addr, 1, is_live_at, &(live_match) { addr, name });
+
+        return k ?: ksym_scan(l, addr, MAX(len, (uint64_t) 1), is_live, NULL);
+}
+
+int layout_remove_ksym(layout *l, layout_ksym *k, uint64_t now_ns, layout_source how) {
+        if (k->unregistered_ns != LAYOUT_TIME_MAX)
+                return -ENOENT;
+        k->unregistered_ns = MAX(now_ns, k->registered_ns);
+        k->unregistered_how = how;
+        return rebuild_bounds(l);
+}
+
+typedef struct latest_unregister {
+        uint64_t *since;
+} latest_unregister;
+
+static bool note_unregister(const layout_ksym *k, const void *arg) {
+        const latest_unregister *u = arg;
+
+        if (k->unregistered_ns != LAYOUT_TIME_MAX)
+                *u->since = MAX(*u->since, k->unregistered_ns);
+        return false;   /* look at all of them */
+}
+
+uint64_t layout_ksym_free_since(const layout *l, uint64_t addr, uint64_t len) {
+        uint64_t since = 0;
+
+        (void) ksym_scan(l, addr, MAX(len, (uint64_t) 1), note_unregister, &(latest_unregister) { &since });
+        return since;
+}
+
+size_t layout_n_ksyms(const layout *l) {
+        return l->n_ksyms;
+}
+
+layout_ksym *layout_get_ksym(const layout *l, size_t i) {
+        return i < l->n_ksyms ? l->ksyms[i] : NULL;
+}
+
+size_t layout_n_live_ksyms(const layout *l) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < l->n_ksyms; i++)
+                n += is_live(l->ksyms[i], NULL);
+        return n;
+}
+
+size_t layout_forget_ksyms_before(layout *l, uint64_t time_ns) {
+        size_t j = 0, gone;
+
+        for (size_t i = 0; i < l->n_ksyms; i++) {
+                if (l->ksyms[i]->unregistered_ns < time_ns)
+                        free(l->ksyms[i]);
+                else
+                        l->ksyms[j++] = l->ksyms[i];
+        }
+        gone = l->n_ksyms - j;
+        l->n_ksyms = j;
+        if (gone > 0)
+                (void) rebuild_bounds(l);       /* shrinking: cannot fail for lack of memory */
+        return gone;
+}
+
+typedef struct at_time {
+        uint64_t addr, time_ns;
+} at_time;
+
+static bool covers_at(const layout_ksym *k, const void *arg) {
+        const at_time *a = arg;
+
+        return a->time_ns >= k->registered_ns && a->time_ns < k->unregistered_ns;
+}
+
 /* The ELF function covering addr within section s (or anywhere, without s). */
 static const module_symbol *find_elf_symbol(const layout_module *m, const module_section *s, uint64_t addr) {
         size_t lo = 0, hi = m->n_elf_syms;
@@ -355,7 +575,19 @@ static void resolve_in_module(const layout *l, const layout_module *m, uint64_t 
 
 int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit *ret) {
         const layout_module *by_section = NULL;
+        const layout_ksym *dyn;
         ksym k;
+
+        dyn = ksym_scan(l, addr, 1, covers_at, &(at_time) { addr, time_ns });
+        if (dyn) {
+                *ret = (layout_hit) {
+                        .ksym = dyn,
+                        .module_name = layout_ksym_type_to_string(dyn->type),
+                        .symbol = dyn->name,
+                        .symbol_addr = dyn->addr,
+                };
+                return 0;
+        }
 
         /* Newest first. Within their windows, two instances cannot share
          * core addresses. Outside the core layout only executable sections
@@ -380,10 +612,9 @@ int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit 
 
         if (!l->kernel || kallsyms_lookup(l->kernel, addr, &k) < 0)
                 return -ENOENT;
-        /* A module's line of the start-up table with no instance covering
-         * this time is stale. BPF programs are not tracked yet: their
-         * start-up lines stand. */
-        if (k.module && !streq(k.module, "bpf"))
+        /* A line of the start-up table for a module or for dynamic code
+         * that nothing tracked covers at this time is stale. */
+        if (k.module)
                 return -ENOENT;
         *ret = (layout_hit) {
                 .module_name = k.module,

@@ -27,11 +27,12 @@ typedef struct layout layout;
 typedef enum layout_source {
         LAYOUT_SOURCE_STARTUP,          /* in proc/modules when perfsnapd started */
         LAYOUT_SOURCE_UEVENT,           /* announced by the kernel */
-        LAYOUT_SOURCE_RESCAN,           /* found by a rescan of proc/modules */
+        LAYOUT_SOURCE_RESCAN,           /* found by a rescan of proc/modules or kallsyms */
+        LAYOUT_SOURCE_PERF,             /* a PERF_RECORD_KSYMBOL */
         _LAYOUT_SOURCE_MAX,
 } layout_source;
 
-const char *layout_source_to_string(layout_source s);  /* "startup", "uevent", "rescan" */
+const char *layout_source_to_string(layout_source s);  /* "startup", "uevent", "rescan", "perf" */
 
 typedef struct layout_module {
         int64_t id;                     /* the store's id for this instance, 0 if none */
@@ -63,6 +64,38 @@ typedef struct layout_module {
         bool init_running;
         uint64_t init_end_ns;
 } layout_module;
+
+/* Dynamic kernel code: BPF programs, BPF trampolines and dispatchers, and
+ * out-of-line code (kprobe instruction slots, ftrace trampolines). The
+ * kernel announces each with a PERF_RECORD_KSYMBOL when it is registered
+ * and when it goes; the ones present at start-up are the [bpf],
+ * [__builtin__kprobes] and [__builtin__ftrace] lines of kallsyms. */
+typedef enum layout_ksym_type {
+        LAYOUT_KSYM_UNKNOWN,            /* PERF_RECORD_KSYMBOL_TYPE_UNKNOWN, or a type newer than this code */
+        LAYOUT_KSYM_BPF,                /* a JIT-ed BPF program, trampoline or dispatcher */
+        LAYOUT_KSYM_OOL,                /* out-of-line code */
+        _LAYOUT_KSYM_TYPE_MAX,
+} layout_ksym_type;
+
+const char *layout_ksym_type_to_string(layout_ksym_type t);    /* "unknown", "bpf", "ool" */
+/* From PERF_RECORD_KSYMBOL_TYPE_*. */
+layout_ksym_type layout_ksym_type_from_perf(uint16_t perf_type);
+/* From the module column of a kallsyms line: "bpf", "__builtin__kprobes",
+ * "__builtin__ftrace" (any "__builtin__*"); -EINVAL for anything else. */
+int layout_ksym_type_from_kallsyms(const char *module, layout_ksym_type *ret);
+
+typedef struct layout_ksym {
+        int64_t id;                     /* the store's id, 0 if none */
+        uint64_t addr, len;
+        layout_ksym_type type;
+        uint32_t prog_id;               /* the BPF program's id, once a PERF_RECORD_BPF_EVENT named it; else 0 */
+        layout_source registered_how, unregistered_how;
+        /* The symbol's addresses are its own from registered_ns (0: since
+         * before start-up) until unregistered_ns (LAYOUT_TIME_MAX while
+         * registered). */
+        uint64_t registered_ns, unregistered_ns;
+        char name[];                    /* as in kallsyms, e.g. "bpf_prog_6deef7357e7b4530_sd_fw_egress" */
+} layout_ksym;
 
 int layout_new(layout **ret);
 layout *layout_free(layout *l);
@@ -116,9 +149,36 @@ uint64_t layout_generation(const layout *l);
  * way, so (address, epoch) is a valid cache key within one generation. */
 uint32_t layout_epoch(const layout *l, uint64_t time_ns);
 
+/* Registers a dynamic symbol [addr, addr + len) as of registered_ns.
+ * -EINVAL for an empty name or length, -ENOMEM. The caller unregisters
+ * live symbols it overlaps first (layout_find_live_ksym()). */
+int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type type, const char *name,
+                    uint64_t registered_ns, layout_source how, layout_ksym **ret);
+
+/* The live symbol starting at addr (with that name, unless name is NULL),
+ * or if none, a live one overlapping [addr, addr + len). NULL if none. */
+layout_ksym *layout_find_live_ksym(const layout *l, uint64_t addr, uint64_t len, const char *name);
+
+/* Marks k unregistered at now_ns (not before it was registered). It stays
+ * for samples from its window until layout_forget_ksyms_before(). */
+int layout_remove_ksym(layout *l, layout_ksym *k, uint64_t now_ns, layout_source how);
+
+/* Where a symbol found now (by a rescan) may have been since: the latest
+ * unregistration of a symbol that overlapped [addr, addr + len), else 0. */
+uint64_t layout_ksym_free_since(const layout *l, uint64_t addr, uint64_t len);
+
+/* All dynamic symbols, live and unregistered, in address order. */
+size_t layout_n_ksyms(const layout *l);
+layout_ksym *layout_get_ksym(const layout *l, size_t i);
+size_t layout_n_live_ksyms(const layout *l);
+
+/* Forgets symbols unregistered before time_ns. Returns how many went. */
+size_t layout_forget_ksyms_before(layout *l, uint64_t time_ns);
+
 typedef struct layout_hit {
         const layout_module *module;    /* the module instance, NULL for other code */
-        const char *module_name;        /* its name, "bpf" for [bpf] lines of kallsyms, NULL: core kernel */
+        const layout_ksym *ksym;        /* the dynamic symbol, NULL for other code */
+        const char *module_name;        /* the module's name, the dynamic symbol's type ("bpf", "ool"), NULL: core kernel */
         const char *symbol;             /* NULL if only the section is known */
         uint64_t symbol_addr;           /* the offset is addr - symbol_addr */
         const char *section;            /* the module section holding addr, or NULL */
@@ -129,5 +189,8 @@ typedef struct layout_hit {
  * whose executable sections, holds addr (init sections only while its
  * init ran); its symbol comes from its kallsyms table, else from the ELF
  * symbols (init functions are only there), else the section name is given
- * as the symbol. 0, or -ENOENT if nothing covered addr at that time. */
+ * as the symbol. An address of dynamic code resolves to the symbol whose
+ * window holds time_ns. Lines of the start-up kallsyms that belong to a
+ * module or to dynamic code resolve only through those. 0, or -ENOENT if
+ * nothing covered addr at that time. */
 int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit *ret);

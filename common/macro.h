@@ -17,6 +17,7 @@
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SWAP(a, b) do { __typeof__(a) swap_tmp_ = (a); (a) = (b); (b) = swap_tmp_; } while (0)
 
 static inline bool streq(const char *a, const char *b) {
         return strcmp(a, b) == 0;

@@ -26,6 +26,7 @@ struct json_object;
 #define PERFSNAP_METHOD_STATUS "io.perfsnap.Status"
 #define PERFSNAP_METHOD_MODULES "io.perfsnap.Modules"
 #define PERFSNAP_METHOD_EVENTS "io.perfsnap.Events"
+#define PERFSNAP_METHOD_KSYMS  "io.perfsnap.Ksyms"
 #define PERFSNAP_METHOD_RESCAN "io.perfsnap.Rescan"      /* root only */
 
 #define PERFSNAP_ERROR_PERMISSION_DENIED "io.perfsnap.PermissionDenied"

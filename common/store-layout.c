@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* The layout journal: module instances, their section maps, and the event
- * journal with a full re-emit of the section records at every change. See
- * store.h. Addresses are stored as int64 images like everywhere in the
+/* The layout journal: module instances, their section maps, dynamic
+ * symbols, and the event journal with a full re-emit of the section and
+ * symbol records at every change. See store.h. Addresses are stored as int64 images like everywhere in the
  * store, and answered as "0x..." strings: JSON numbers lose precision
  * above 2^53. */
 
@@ -31,6 +31,20 @@ int store_migrate_1_to_2(sqlite3 *db) {
                 /* One section-map record per row. */
                 "CREATE TABLE event_sections(event INTEGER NOT NULL, section INTEGER NOT NULL,"
                 "  PRIMARY KEY(event, section)) WITHOUT ROWID;",
+                NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+int store_migrate_2_to_3(sqlite3 *db) {
+        int rc = sqlite3_exec(db,
+                "CREATE TABLE ksyms(id INTEGER PRIMARY KEY, boot INTEGER NOT NULL, name TEXT NOT NULL,"
+                "  addr INTEGER NOT NULL, len INTEGER NOT NULL, type TEXT NOT NULL, prog_id INTEGER,"
+                "  registered_ns INTEGER NOT NULL, registered_how TEXT NOT NULL,"
+                "  unregistered_ns INTEGER, unregistered_how TEXT);"     /* NULL while registered */
+                "CREATE INDEX ksyms_unregistered ON ksyms(unregistered_ns);"
+                "CREATE TABLE event_ksyms(event INTEGER NOT NULL, ksym INTEGER NOT NULL,"
+                "  PRIMARY KEY(event, ksym)) WITHOUT ROWID;"
+                "ALTER TABLE events ADD COLUMN ksym INTEGER NOT NULL DEFAULT 0;",
                 NULL, NULL, NULL);
         return rc == SQLITE_OK ? 0 : -EIO;
 }
@@ -160,21 +174,148 @@ int store_foreach_open_module(store *s, int64_t boot_id, store_open_module_cb cb
         return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
 }
 
-static int add_event_locked(store *s, uint64_t time_ns, int64_t boot_id, const char *kind, int64_t module_id,
-                            const char *detail, const int64_t *live, size_t n_live, int64_t *ret_id) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL, *rec = NULL;
+static int add_ksym_locked(store *s, const store_ksym *k, int64_t *ret_id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = store_prepare(s, "INSERT INTO ksyms(boot, name, addr, len, type, registered_ns, registered_how) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, k->boot_id);
+        r = bind_text_or_null(st, 2, k->name);
+        if (r >= 0)
+                r = bind_text_or_null(st, 5, k->type ?: "unknown");
+        if (r >= 0)
+                r = bind_text_or_null(st, 7, k->registered_how);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 3, i64(k->addr));
+        sqlite3_bind_int64(st, 4, i64(k->len));
+        sqlite3_bind_int64(st, 6, i64(k->registered_ns));
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        *ret_id = sqlite3_last_insert_rowid(store_sqlite(s));
+        return 0;
+}
+
+int store_add_ksym(store *s, const store_ksym *k, int64_t *ret_id) {
+        int64_t id = 0;
+        bool owned;
+        int r;
+
+        if (!s || !k || !k->name || !k->registered_how || !ret_id)
+                return -EINVAL;
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = store_write_end(s, owned, add_ksym_locked(s, k, &id));
+        if (r < 0)
+                return r;
+        *ret_id = id;
+        return 0;
+}
+
+/* Runs one UPDATE of a ksyms row: ?1 the id, ?2 an integer, ?3 text or
+ * NULL. -ENOENT if it changed nothing. */
+static int update_ksym_locked(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r;
+
+        r = store_prepare(s, sql, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int64(st, 2, v);
+        if (sqlite3_bind_parameter_count(st) >= 3) {
+                r = bind_text_or_null(st, 3, text);
+                if (r < 0)
+                        return r;
+        }
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        return sqlite3_changes(store_sqlite(s)) > 0 ? 0 : -ENOENT;
+}
+
+static int update_ksym(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
+        bool owned;
+        int r;
+
+        if (!s || id <= 0)
+                return -EINVAL;
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        return store_write_end(s, owned, update_ksym_locked(s, sql, id, v, text));
+}
+
+int store_unregister_ksym(store *s, int64_t ksym_id, uint64_t unregistered_ns, const char *how) {
+        return update_ksym(s, "UPDATE ksyms SET unregistered_ns = ?2, unregistered_how = ?3 "
+                              "WHERE id = ?1 AND unregistered_ns IS NULL", ksym_id, i64(unregistered_ns), how);
+}
+
+int store_set_ksym_prog_id(store *s, int64_t ksym_id, uint32_t prog_id) {
+        return update_ksym(s, "UPDATE ksyms SET prog_id = ?2 WHERE id = ?1", ksym_id, prog_id, NULL);
+}
+
+int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, void *userdata) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        if (!s || !cb)
+                return -EINVAL;
+        r = store_prepare(s, "SELECT id, name, addr, len FROM ksyms "
+                             "WHERE boot = ?1 AND unregistered_ns IS NULL ORDER BY id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, boot_id);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                r = cb(sqlite3_column_int64(st, 0), (const char *) sqlite3_column_text(st, 1) ?: "",
+                       u64(sqlite3_column_int64(st, 2)), u64(sqlite3_column_int64(st, 3)), userdata);
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
+}
+
+/* Inserts (?1 = event, ?2 = each id) with the statement given. */
+static int add_event_refs(store *s, const char *sql, int64_t event_id, const int64_t *ids, size_t n) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r;
+
+        if (n == 0)
+                return 0;
+        r = store_prepare(s, sql, &st);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                sqlite3_reset(st);
+                sqlite3_bind_int64(st, 1, event_id);
+                sqlite3_bind_int64(st, 2, ids[i]);
+                r = store_step_done(s, st);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int add_event_locked(store *s, const store_event *e, int64_t *ret_id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int64_t id;
         int r;
 
-        r = store_prepare(s, "INSERT INTO events(time_ns, boot, kind, module, detail) VALUES (?1, ?2, ?3, ?4, ?5)", &st);
+        r = store_prepare(s, "INSERT INTO events(time_ns, boot, kind, module, ksym, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, i64(time_ns));
-        sqlite3_bind_int64(st, 2, boot_id);
-        sqlite3_bind_int64(st, 4, module_id);
-        r = bind_text_or_null(st, 3, kind);
+        sqlite3_bind_int64(st, 1, i64(e->time_ns));
+        sqlite3_bind_int64(st, 2, e->boot_id);
+        sqlite3_bind_int64(st, 4, e->module_id);
+        sqlite3_bind_int64(st, 5, e->ksym_id);
+        r = bind_text_or_null(st, 3, e->kind);
         if (r >= 0)
-                r = bind_text_or_null(st, 5, detail);
+                r = bind_text_or_null(st, 6, e->detail);
         if (r < 0)
                 return r;
         r = store_step_done(s, st);
@@ -182,43 +323,41 @@ static int add_event_locked(store *s, uint64_t time_ns, int64_t boot_id, const c
                 return r;
         id = sqlite3_last_insert_rowid(store_sqlite(s));
 
-        /* The re-emit: every section of every live module, as of this event. */
-        r = store_prepare(s, "INSERT INTO event_sections(event, section) SELECT ?1, id FROM module_sections WHERE module = ?2", &rec);
+        /* The re-emit: every section of every live module, and every live
+         * dynamic symbol, as of this event. */
+        r = add_event_refs(s, "INSERT INTO event_sections(event, section) SELECT ?1, id FROM module_sections WHERE module = ?2",
+                           id, e->live_modules, e->n_live_modules);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < n_live; i++) {
-                sqlite3_reset(rec);
-                sqlite3_bind_int64(rec, 1, id);
-                sqlite3_bind_int64(rec, 2, live[i]);
-                r = store_step_done(s, rec);
-                if (r < 0)
-                        return r;
-        }
+        r = add_event_refs(s, "INSERT INTO event_ksyms(event, ksym) VALUES (?1, ?2)", id, e->live_ksyms, e->n_live_ksyms);
+        if (r < 0)
+                return r;
         if (ret_id)
                 *ret_id = id;
         return 0;
 }
 
-int store_add_event(store *s, uint64_t time_ns, int64_t boot_id, const char *kind, int64_t module_id,
-                    const char *detail, const int64_t *live_module_ids, size_t n_live, int64_t *ret_id) {
+int store_add_event(store *s, const store_event *e, int64_t *ret_id) {
         bool owned;
         int r;
 
-        if (!s || !kind || (n_live > 0 && !live_module_ids))
+        if (!s || !e || !e->kind || (e->n_live_modules > 0 && !e->live_modules) || (e->n_live_ksyms > 0 && !e->live_ksyms))
                 return -EINVAL;
         r = store_write_begin(s, &owned);
         if (r < 0)
                 return r;
-        return store_write_end(s, owned, add_event_locked(s, time_ns, boot_id, kind, module_id, detail,
-                                                          live_module_ids, n_live, ret_id));
+        return store_write_end(s, owned, add_event_locked(s, e, ret_id));
 }
 
 int store_expire_layout(store *s, uint64_t before_ns) {
-        /* Events before the cutoff go with their records; then module rows
-         * unloaded before it that no remaining event refers to. */
+        /* Events before the cutoff go with their records; then module and
+         * symbol rows gone before it that no remaining event refers to. */
         static const char *const sql[] = {
                 "DELETE FROM event_sections WHERE event IN (SELECT id FROM events WHERE time_ns < ?1)",
+                "DELETE FROM event_ksyms WHERE event IN (SELECT id FROM events WHERE time_ns < ?1)",
                 "DELETE FROM events WHERE time_ns < ?1",
+                "DELETE FROM ksyms WHERE unregistered_ns < ?1 AND id NOT IN (SELECT ksym FROM event_ksyms) "
+                "AND id NOT IN (SELECT ksym FROM events)",
                 "DELETE FROM module_sections WHERE module IN (SELECT id FROM modules WHERE unloaded_ns < ?1) "
                 "AND id NOT IN (SELECT section FROM event_sections)",
                 "DELETE FROM modules WHERE unloaded_ns < ?1 AND id NOT IN (SELECT module FROM module_sections) "
@@ -365,6 +504,37 @@ fail:
         return r;
 }
 
+/* The dynamic symbols of an event, as PERF_RECORD_KSYMBOL-like records. */
+static int add_ksym_records(store *s, json_object *a, int64_t event_id, uint32_t *budget) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = store_prepare(s,
+                "SELECT k.addr, k.len, k.name, k.type, k.prog_id"
+                "  FROM event_ksyms e JOIN ksyms k ON k.id = e.ksym"
+                " WHERE e.event = ?1 ORDER BY k.addr, k.id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, event_id);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                json_object *x = json_object_new_object();
+
+                if (!x)
+                        return -ENOMEM;
+                json_object_array_add(a, x);
+                if (*budget > 0)
+                        (*budget)--;
+                json_object_object_add(x, "type", json_object_new_string("ksymbol"));
+                json_object_object_add(x, "addr", hex(u64(sqlite3_column_int64(st, 0))));
+                json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 1)));
+                json_object_object_add(x, "name", text_or_null(st, 2));
+                json_object_object_add(x, "ksym_type", text_or_null(st, 3));
+                json_object_object_add(x, "prog_id", sqlite3_column_type(st, 4) == SQLITE_NULL ? NULL :
+                                       json_object_new_int64(sqlite3_column_int64(st, 4)));
+        }
+        return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
+}
+
 static int add_records(store *s, json_object *ev, int64_t event_id, uint32_t *budget) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         json_object *a;
@@ -402,7 +572,9 @@ static int add_records(store *s, json_object *ev, int64_t event_id, uint32_t *bu
                 json_object_object_add(x, "len_source", text_or_null(st, 7));
                 json_object_object_add(x, "exec", json_object_new_boolean(sqlite3_column_int(st, 8)));
         }
-        return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
+        if (rc != SQLITE_DONE)
+                return store_step_errno(s, rc);
+        return add_ksym_records(s, a, event_id, budget);
 }
 
 int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t max_events, uint32_t max_records,
@@ -417,7 +589,9 @@ int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t m
         r = store_prepare(s,
                 "SELECT e.id, e.time_ns, e.kind, m.name, e.module, e.detail, b.build_id, b.text_addr, b.release,"
                 "       b.boot_uuid, (SELECT count(*) FROM event_sections x WHERE x.event = e.id)"
+                "       + (SELECT count(*) FROM event_ksyms x WHERE x.event = e.id), k.name, e.ksym"
                 "  FROM events e LEFT JOIN boots b ON b.id = e.boot LEFT JOIN modules m ON m.id = e.module"
+                "  LEFT JOIN ksyms k ON k.id = e.ksym"
                 " WHERE e.time_ns >= ?1 ORDER BY e.time_ns, e.id", &st);
         if (r < 0)
                 return r;
@@ -450,6 +624,9 @@ int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t m
                 json_object_object_add(e, "module", text_or_null(st, 3));
                 json_object_object_add(e, "module_id", sqlite3_column_int64(st, 4) > 0 ?
                                        json_object_new_int64(sqlite3_column_int64(st, 4)) : NULL);
+                json_object_object_add(e, "ksym", text_or_null(st, 11));
+                json_object_object_add(e, "ksym_id", sqlite3_column_int64(st, 12) > 0 ?
+                                       json_object_new_int64(sqlite3_column_int64(st, 12)) : NULL);
                 json_object_object_add(e, "detail", text_or_null(st, 5));
                 json_object_object_add(e, "kernel", k);
                 json_object_object_add(k, "build_id", text_or_null(st, 6));
@@ -462,6 +639,67 @@ int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t m
                         if (r < 0)
                                 goto fail;
                 }
+        }
+        if (rc != SQLITE_DONE) {
+                r = store_step_errno(s, rc);
+                goto fail;
+        }
+        *ret = res;
+        return 0;
+fail:
+        json_object_put(res);
+        return r;
+}
+
+int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, json_object **ret) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        json_object *res, *a;
+        uint32_t n = 0;
+        int r, rc;
+
+        if (!s || !ret)
+                return -EINVAL;
+        r = store_prepare(s,
+                "SELECT k.id, k.name, k.addr, k.len, k.type, k.prog_id, k.registered_ns, k.registered_how,"
+                "       k.unregistered_ns, k.unregistered_how, b.boot_uuid"
+                "  FROM ksyms k LEFT JOIN boots b ON b.id = k.boot"
+                " WHERE k.unregistered_ns IS NULL OR k.unregistered_ns >= ?1"
+                " ORDER BY k.registered_ns, k.id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
+
+        res = new_list("ksyms", &a);
+        if (!res)
+                return -ENOMEM;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                json_object *k;
+
+                if (max_rows > 0 && n >= max_rows) {
+                        json_object_object_add(res, "truncated", json_object_new_boolean(true));
+                        rc = SQLITE_DONE;
+                        break;
+                }
+                k = json_object_new_object();
+                if (!k) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                json_object_array_add(a, k);
+                n++;
+                json_object_object_add(k, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
+                json_object_object_add(k, "name", text_or_null(st, 1));
+                json_object_object_add(k, "addr", hex(u64(sqlite3_column_int64(st, 2))));
+                json_object_object_add(k, "len", json_object_new_int64(sqlite3_column_int64(st, 3)));
+                json_object_object_add(k, "type", text_or_null(st, 4));
+                json_object_object_add(k, "prog_id", sqlite3_column_type(st, 5) == SQLITE_NULL ? NULL :
+                                       json_object_new_int64(sqlite3_column_int64(st, 5)));
+                json_object_object_add(k, "registered_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
+                json_object_object_add(k, "registered_how", text_or_null(st, 7));
+                json_object_object_add(k, "unregistered_ns", sqlite3_column_type(st, 8) == SQLITE_NULL ? NULL :
+                                       json_object_new_int64(sqlite3_column_int64(st, 8)));
+                json_object_object_add(k, "unregistered_how", text_or_null(st, 9));
+                json_object_object_add(k, "boot_id", text_or_null(st, 10));
         }
         if (rc != SQLITE_DONE) {
                 r = store_step_errno(s, rc);

@@ -357,6 +357,7 @@ typedef int (*migration_fn)(sqlite3 *db);
 static const migration_fn migrations[] = {
         migrate_0_to_1,
         store_migrate_1_to_2,   /* store-layout.c */
+        store_migrate_2_to_3,   /* store-layout.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");

@@ -36,7 +36,7 @@ typedef enum store_mode {
         STORE_READONLY,         /* fails with -ENOENT if there is no database */
 } store_mode;
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
@@ -162,10 +162,43 @@ typedef int (*store_open_module_cb)(int64_t id, const char *name, uint64_t base,
                                     const char *build_id, void *userdata);
 int store_foreach_open_module(store *s, int64_t boot_id, store_open_module_cb cb, void *userdata);
 
-/* Appends an event and the section records of the live modules. kind:
- * "start", "module-add", "module-remove", ...; module_id 0 if none. */
-int store_add_event(store *s, uint64_t time_ns, int64_t boot_id, const char *kind, int64_t module_id,
-                    const char *detail, const int64_t *live_module_ids, size_t n_live, int64_t *ret_id);
+/* Dynamic kernel code (BPF programs, trampolines, out-of-line code): one
+ * row per symbol, from its registration to its unregistration. */
+typedef struct store_ksym {
+        int64_t boot_id;
+        const char *name;
+        uint64_t addr, len;
+        const char *type;               /* "bpf", "ool", "unknown" */
+        uint64_t registered_ns;         /* for start-up symbols: when perfsnapd found them */
+        const char *registered_how;     /* "startup", "perf", "rescan" */
+} store_ksym;
+
+int store_add_ksym(store *s, const store_ksym *k, int64_t *ret_id);
+int store_unregister_ksym(store *s, int64_t ksym_id, uint64_t unregistered_ns, const char *how);
+/* The BPF program id a PERF_RECORD_BPF_EVENT gave for the symbol. */
+int store_set_ksym_prog_id(store *s, int64_t ksym_id, uint32_t prog_id);
+
+/* Open symbol rows of this boot from an earlier run, as for modules. */
+typedef int (*store_open_ksym_cb)(int64_t id, const char *name, uint64_t addr, uint64_t len, void *userdata);
+int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, void *userdata);
+
+/* One change of the kernel's code layout. kind: "start", "module-add",
+ * "module-remove", "ksym-register", "ksym-unregister"; module_id and
+ * ksym_id 0 where none. The event carries the section records of the
+ * live modules and the records of the live dynamic symbols. */
+typedef struct store_event {
+        uint64_t time_ns;
+        int64_t boot_id;
+        const char *kind;
+        int64_t module_id, ksym_id;
+        const char *detail;
+        const int64_t *live_modules;
+        size_t n_live_modules;
+        const int64_t *live_ksyms;
+        size_t n_live_ksyms;
+} store_event;
+
+int store_add_event(store *s, const store_event *e, int64_t *ret_id);
 
 /* Readers, answering in the protocol's JSON (doc/protocol.md):
  * modules loaded at some time since since_ns (0: all), oldest first, with
@@ -176,3 +209,6 @@ int store_add_event(store *s, uint64_t time_ns, int64_t boot_id, const char *kin
 int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, struct json_object **ret);
 int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t max_events, uint32_t max_records,
                       struct json_object **ret);
+/* Dynamic symbols registered at some time since since_ns (0: all), in
+ * the order they were registered, at most max_rows (0: no cap). */
+int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, struct json_object **ret);

@@ -28,6 +28,9 @@
 
 #define RETENTION_INTERVAL_SEC 600
 #define MISS_RESCAN_INTERVAL_NS NSEC_PER_SEC
+/* Records stamped this close to a drain's start wait for the next drain:
+ * another CPU may still be writing a record it stamped earlier. */
+#define DRAIN_HORIZON_MARGIN_NS (10 * NSEC_PER_MSEC)
 
 struct daemon_ctx {
         config cfg;
@@ -55,21 +58,23 @@ static struct timeval tv_from_ns(uint64_t ns) {
         return (struct timeval) { .tv_sec = (time_t) (ns / NSEC_PER_SEC), .tv_usec = (suseconds_t) (ns % NSEC_PER_SEC / 1000) };
 }
 
-static void daemon_drain(daemon_ctx *d) {
+static void daemon_drain(daemon_ctx *d, bool last) {
+        uint64_t horizon = last ? INGEST_HORIZON_ALL : clock_ns(CLOCK_MONOTONIC) - DRAIN_HORIZON_MARGIN_NS;
+
         if (!d->events)
                 return;
         /* The events stamp records with CLOCK_MONOTONIC; samples are stored
          * in wall-clock time. The offset is re-read at every drain, so a
          * clock step applies from the next drain on. */
-        (void) ingest_drain(d->ingest, d->bufs, d->cpus, d->n_cpus, clock_mono_to_wall_ns());
+        (void) ingest_drain(d->ingest, d->bufs, d->cpus, d->n_cpus, clock_mono_to_wall_ns(), horizon);
 }
 
 static void on_cpu_readable(evutil_socket_t fd, short what, void *userdata) {
-        daemon_drain(userdata);
+        daemon_drain(userdata, false);
 }
 
 static void on_drain_timer(evutil_socket_t fd, short what, void *userdata) {
-        daemon_drain(userdata);
+        daemon_drain(userdata, false);
 }
 
 static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
@@ -128,6 +133,12 @@ static void on_unknown_address(void *userdata) {
         (void) tracker_rescan(d->tracker, "a sample hit an unknown kernel address", NULL);
 }
 
+static void on_perf_record(const perf_record *rec, int64_t mono_to_wall_ns, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        tracker_perf_record(d->tracker, rec, mono_to_wall_ns);
+}
+
 static int on_rescan_request(json_object *reply, void *userdata) {
         daemon_ctx *d = userdata;
         tracker_rescan_result res = {};
@@ -136,9 +147,15 @@ static int on_rescan_request(json_object *reply, void *userdata) {
         r = tracker_rescan(d->tracker, "requested", &res);
         if (r < 0)
                 return r;
+        r = tracker_rescan_ksyms(d->tracker, "requested", &res);
+        if (r < 0)
+                return r;
         json_object_object_add(reply, "added", json_object_new_int((int) res.added));
         json_object_object_add(reply, "removed", json_object_new_int((int) res.removed));
         json_object_object_add(reply, "loaded", json_object_new_int((int) res.live));
+        json_object_object_add(reply, "ksyms_registered", json_object_new_int((int) res.ksyms_added));
+        json_object_object_add(reply, "ksyms_unregistered", json_object_new_int((int) res.ksyms_removed));
+        json_object_object_add(reply, "ksyms_live", json_object_new_int((int) res.ksyms_live));
         return 0;
 }
 
@@ -257,6 +274,8 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "bad_records", json_object_new_int64((int64_t) st->bad_records));
         json_object_object_add(p, "ingest_cpu_ns", json_object_new_int64((int64_t) st->cpu_ns));
         json_object_object_add(p, "stack_cache_hits", json_object_new_int64((int64_t) st->stack_cache_hits));
+        json_object_object_add(p, "deferred_records", json_object_new_int64((int64_t) st->deferred));
+        json_object_object_add(p, "ksymbol_records", json_object_new_boolean(d->events && perf_events_has_ksymbol(d->events)));
         json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
         json_object_object_add(p, "db_path", json_object_new_string(d->cfg.database));
         json_object_object_add(p, "kernel_release", json_object_new_string(k->release));
@@ -281,6 +300,16 @@ static void status_fill(json_object *p, void *userdata) {
                 json_object_object_add(p, "last_change_ns", json_object_new_int64((int64_t) ts->last_change_ns));
                 json_object_object_add(p, "max_change_ns", json_object_new_int64((int64_t) ts->max_change_ns));
                 json_object_object_add(p, "module_frames", json_object_new_int64((int64_t) st->module_frames));
+                json_object_object_add(p, "ksyms_live", json_object_new_int64((int64_t) layout_n_live_ksyms(l)));
+                json_object_object_add(p, "ksyms_tracked", json_object_new_int64((int64_t) layout_n_ksyms(l)));
+                json_object_object_add(p, "ksyms_registered", json_object_new_int64((int64_t) ts->ksyms_registered));
+                json_object_object_add(p, "ksyms_unregistered", json_object_new_int64((int64_t) ts->ksyms_unregistered));
+                json_object_object_add(p, "ksym_records", json_object_new_int64((int64_t) ts->ksym_records));
+                json_object_object_add(p, "bpf_events", json_object_new_int64((int64_t) ts->bpf_events));
+                json_object_object_add(p, "ksym_duplicates", json_object_new_int64((int64_t) ts->ksym_duplicates));
+                json_object_object_add(p, "ksym_unknown_unregisters",
+                                       json_object_new_int64((int64_t) ts->ksym_unknown_unregisters));
+                json_object_object_add(p, "ksym_rescans", json_object_new_int64((int64_t) ts->ksym_rescans));
                 json_object_object_add(p, "unresolved_kernel_frames", json_object_new_int64((int64_t) st->unresolved_kernel_frames));
         }
         json_object_object_add(p, "uevent_monitor", json_object_new_boolean(d->uevents != NULL));
@@ -333,7 +362,7 @@ int daemon_start(daemon_ctx *d) {
                 .use_cycles = strcmp(d->cfg.event, "cycles") == 0,
                 .wakeup_bytes = (uint32_t) ((size_t) d->cfg.ring_buffer_pages * (size_t) sysconf(_SC_PAGESIZE) / 4),
                 .clockid = CLOCK_MONOTONIC,
-                .want_ksymbol = false,
+                .want_ksymbol = true,
         };
         struct timeval tv;
         int r;
@@ -350,28 +379,10 @@ int daemon_start(daemon_ctx *d) {
         r = ingest_new(d->store, d->cfg.root, &d->ingest);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the ingest path: %m");
-        r = ingest_load_kernel(d->ingest);
-        if (r < 0)
-                return r;
-
-        /* Listen before reading proc/modules: a module loaded in between
-         * is then announced rather than missed. */
-        r = uevent_monitor_new(d->base, on_uevent, d, &d->uevents);
-        if (r < 0)
-                log_warning_errno(r, "Failed to listen to kernel uevents: %m; module loads are found by rescans only "
-                                  "(rescan_interval)");
-        r = tracker_new(d->base, d->ingest, d->cfg.root, &d->tracker);
-        if (r < 0)
-                return log_oom();
-        r = tracker_start(d->tracker);
-        if (r < 0)
-                return r;
-        ingest_set_miss_handler(d->ingest, on_unknown_address, d);
-        d->rescan_timer = event_new(d->base, -1, EV_PERSIST, on_rescan_timer, d);
-        if (!d->rescan_timer)
-                return log_oom();
-        set_rescan_timer(d);
-
+        /* Sample before reading kallsyms: the side-band records of a
+         * BPF program loaded in between then reach the ring buffers (an
+         * event that is not enabled gets none), and one that also made it
+         * into kallsyms is recognised as a duplicate. */
         r = perf_events_open(&pc, &d->events);
         if (r == -EACCES || r == -EPERM) {
                 _cleanup_free_ char *p = NULL;
@@ -399,6 +410,36 @@ int daemon_start(daemon_ctx *d) {
                 if (!d->cpu_evs[i] || event_add(d->cpu_evs[i], NULL) < 0)
                         return log_oom();
         }
+
+        r = perf_events_enable(d->events);
+        if (r < 0)
+                return log_error_errno(r, "Failed to enable the perf events: %m");
+        if (!perf_events_has_ksymbol(d->events))
+                log_warning("This kernel has no PERF_RECORD_KSYMBOL (Linux < 5.1): BPF programs and other dynamic code "
+                            "are known from the start-up kallsyms and rescans only.");
+
+        r = ingest_load_kernel(d->ingest);
+        if (r < 0)
+                return r;
+
+        /* Listen before reading proc/modules: a module loaded in between
+         * is then announced rather than missed. */
+        r = uevent_monitor_new(d->base, on_uevent, d, &d->uevents);
+        if (r < 0)
+                log_warning_errno(r, "Failed to listen to kernel uevents: %m; module loads are found by rescans only "
+                                  "(rescan_interval)");
+        r = tracker_new(d->base, d->ingest, d->cfg.root, &d->tracker);
+        if (r < 0)
+                return log_oom();
+        r = tracker_start(d->tracker);
+        if (r < 0)
+                return r;
+        ingest_set_miss_handler(d->ingest, on_unknown_address, d);
+        ingest_set_record_handler(d->ingest, on_perf_record, d);
+        d->rescan_timer = event_new(d->base, -1, EV_PERSIST, on_rescan_timer, d);
+        if (!d->rescan_timer)
+                return log_oom();
+        set_rescan_timer(d);
 
         d->drain_timer = event_new(d->base, -1, EV_PERSIST, on_drain_timer, d);
         tv = tv_from_ns(d->cfg.drain_interval_ns);
@@ -434,10 +475,6 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 return r;
 
-        r = perf_events_enable(d->events);
-        if (r < 0)
-                return log_error_errno(r, "Failed to enable the perf events: %m");
-
         log_info("Sampling %s at %u Hz on %zu CPUs, callchains up to %u frames, database %s.",
                  perf_events_kind(d->events), d->cfg.frequency_hz, d->n_cpus, d->cfg.callchain_depth, d->cfg.database);
         (void) sd_notifyf(0, "READY=1\nSTATUS=Sampling %zu CPUs at %u Hz", d->n_cpus, d->cfg.frequency_hz);
@@ -453,7 +490,7 @@ int daemon_run(daemon_ctx *d) {
         /* Stop sampling, then take everything still in the buffers. */
         if (d->events) {
                 (void) perf_events_disable(d->events);
-                daemon_drain(d);
+                daemon_drain(d, true);
         }
         if (d->ingest)
                 (void) ingest_commit(d->ingest);

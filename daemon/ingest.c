@@ -32,6 +32,8 @@ struct ingest {
 
         ingest_miss_handler miss_cb;
         void *miss_userdata;
+        ingest_record_handler record_cb;
+        void *record_userdata;
         bool miss_handled;      /* the handler ran in this drain pass */
         bool draining;
 
@@ -46,9 +48,10 @@ struct ingest {
         uint64_t *key;          /* scratch for stack_cache keys */
         size_t key_alloc;
 
-        /* the merge buffer of one drain pass */
-        uint8_t *arena;
-        size_t arena_len, arena_alloc;
+        /* the merge buffer of one drain pass; records kept for the next
+         * one (at or after the horizon) are moved to the other arena */
+        uint8_t *arena, *carry;
+        size_t arena_len, arena_alloc, carry_alloc;
         pending *pend;
         size_t n_pend, pend_alloc;
 
@@ -103,6 +106,7 @@ ingest *ingest_free(ingest *in) {
         hashmap_free(in->maps_gen);
         free(in->key);
         free(in->arena);
+        free(in->carry);
         free(in->pend);
         free(in->frame_ids);
         free(in->root);
@@ -177,6 +181,11 @@ store *ingest_store(ingest *in) {
 void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata) {
         in->miss_cb = cb;
         in->miss_userdata = userdata;
+}
+
+void ingest_set_record_handler(ingest *in, ingest_record_handler cb, void *userdata) {
+        in->record_cb = cb;
+        in->record_userdata = userdata;
 }
 
 bool ingest_draining(const ingest *in) {
@@ -428,6 +437,14 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                         return r;
                 log_warning("Lost %llu records on CPU %u: the ring buffer overflowed (raise ring_buffer_pages or lower frequency_hz)",
                             (unsigned long long) rec->lost.lost, rec->sid.cpu);
+                if (in->record_cb)
+                        in->record_cb(rec, mono_to_wall_ns, in->record_userdata);
+                return 0;
+
+        case PERF_RECORD_KSYMBOL:
+        case PERF_RECORD_BPF_EVENT:
+                if (in->record_cb)
+                        in->record_cb(rec, mono_to_wall_ns, in->record_userdata);
                 return 0;
 
         default:
@@ -502,12 +519,49 @@ static int pending_cmp(const void *a, const void *b) {
         return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns) {
+/* Moves the records from index first on to the front of the other
+ * arena, in their merged order, for the next drain. */
+static int keep_for_next_drain(ingest *in, size_t first) {
+        size_t len = 0;
+
+        if (first == in->n_pend) {
+                in->n_pend = 0;
+                in->arena_len = 0;
+                return 0;
+        }
+        for (size_t i = first; i < in->n_pend; i++)
+                len += in->pend[i].len;
+        if (in->carry_alloc < len) {
+                size_t n = MAX(len, in->arena_alloc);
+                uint8_t *p = realloc(in->carry, n);
+                if (!p)
+                        return -ENOMEM;
+                in->carry = p;
+                in->carry_alloc = n;
+        }
+        len = 0;
+        for (size_t i = first; i < in->n_pend; i++) {
+                pending p = in->pend[i];
+
+                memcpy(in->carry + len, in->arena + p.off, p.len);
+                in->pend[i - first] = (pending) { .time = p.time, .seq = (uint32_t) (i - first), .len = p.len, .off = len };
+                len += p.len;
+        }
+        SWAP(in->arena, in->carry);
+        SWAP(in->arena_alloc, in->carry_alloc);
+        in->n_pend -= first;
+        in->arena_len = len;
+        in->stats.deferred += in->n_pend;
+        return 0;
+}
+
+int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns,
+                 uint64_t horizon_ns) {
         uint64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        size_t n_now = 0;
         int r, ret = 0;
 
-        in->n_pend = 0;
-        in->arena_len = 0;
+        /* Records kept by the previous drain stay at the front. */
         in->miss_handled = false;
 
         for (size_t i = 0; i < n; i++) {
@@ -524,6 +578,11 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         /* Each CPU's records are in time order; merge them. */
         qsort(in->pend, in->n_pend, sizeof *in->pend, pending_cmp);
 
+        for (n_now = in->n_pend; n_now > 0 && in->pend[n_now - 1].time >= horizon_ns; n_now--)
+                ;
+        if (n_now == 0)
+                goto done;
+
         if (!in->in_transaction) {
                 r = store_begin(in->store);
                 if (r < 0)
@@ -532,7 +591,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         }
 
         in->draining = true;
-        for (size_t i = 0; i < in->n_pend; i++) {
+        for (size_t i = 0; i < n_now; i++) {
                 perf_record rec;
 
                 in->stats.records++;
@@ -558,9 +617,17 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
                 forget_batch_ids(in);
         }
 
-        tasks_gc(in->tasks, (uint64_t) ((int64_t) in->pend[in->n_pend - 1].time + mono_to_wall_ns) - 10 * NSEC_PER_SEC);
+        tasks_gc(in->tasks, (uint64_t) ((int64_t) in->pend[n_now - 1].time + mono_to_wall_ns) - 10 * NSEC_PER_SEC);
+        /* Every record before the horizon is processed. */
+        (void) layout_forget_ksyms_before(in->layout, horizon_ns);
 
 done:
+        if (keep_for_next_drain(in, n_now) < 0) {
+                log_error("Out of memory: dropping %zu records stamped after this drain began.", in->n_pend - n_now);
+                in->stats.bad_records += in->n_pend - n_now;
+                in->n_pend = 0;
+                in->arena_len = 0;
+        }
         in->stats.drains++;
         in->stats.cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
         return ret;

@@ -22,6 +22,7 @@ typedef struct ingest ingest;
 typedef struct ingest_stats {
         uint64_t samples;               /* stored since start */
         uint64_t records;               /* all records decoded */
+        uint64_t deferred;              /* records kept for the next drain (at or after its horizon) */
         uint64_t bad_records;           /* failed to decode, skipped */
         uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
         uint64_t kernel_frames, user_frames, unresolved_kernel_frames, module_frames;
@@ -60,14 +61,32 @@ store *ingest_store(ingest *in);
 typedef void (*ingest_miss_handler)(void *userdata);
 void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata);
 
+/* Called for PERF_RECORD_KSYMBOL, PERF_RECORD_BPF_EVENT and
+ * PERF_RECORD_LOST, in time order with the samples, inside the drain's
+ * batch: a handler changing the layout changes it for the samples after
+ * the record. */
+typedef void (*ingest_record_handler)(const perf_record *rec, int64_t mono_to_wall_ns, void *userdata);
+void ingest_set_record_handler(ingest *in, ingest_record_handler cb, void *userdata);
+
 /* True while ingest_drain() runs (its batch must not be committed then). */
 bool ingest_draining(const ingest *in);
 
 /* Drains every ring buffer, merges the records by time and stores them in
  * the open batch (one is begun if needed); ingest_commit() makes them
  * durable and visible to readers. A failing drain drops the batch.
- * mono_to_wall_ns converts the events' CLOCK_MONOTONIC time to wall clock. */
-int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns);
+ * mono_to_wall_ns converts the events' CLOCK_MONOTONIC time to wall clock.
+ *
+ * Records stamped at or after horizon_ns are kept for the next drain:
+ * the buffers are read one after the other, so a record another CPU
+ * writes meanwhile (say, a BPF program's registration) may be older than
+ * records read already. With horizon_ns a time taken before the first
+ * buffer is read, every record before it is in this drain, and the
+ * records are processed in time order across drains. INGEST_HORIZON_ALL
+ * processes everything (the last drain). Dynamic symbols unregistered
+ * before the horizon are forgotten afterwards: no sample can need them. */
+#define INGEST_HORIZON_ALL UINT64_MAX
+int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns,
+                 uint64_t horizon_ns);
 
 /* Commits the open batch, if any. */
 int ingest_commit(ingest *in);

@@ -24,7 +24,7 @@
 
 typedef struct client client;
 
-typedef enum job_kind { JOB_QUERY, JOB_STATUS, JOB_MODULES, JOB_EVENTS } job_kind;
+typedef enum job_kind { JOB_QUERY, JOB_STATUS, JOB_MODULES, JOB_EVENTS, JOB_KSYMS } job_kind;
 
 typedef struct job {
         struct job *next;
@@ -185,7 +185,7 @@ static char *worker_status(server *s, job *j) {
         return proto_format_reply(j->params, false);
 }
 
-/* Optional parameters of Modules and Events; false with *why set on a
+/* Optional parameters of Modules, Events and Ksyms; false with *why set on a
  * wrong type. */
 static bool get_u64(json_object *params, const char *key, uint64_t *v, const char **why) {
         json_object *o;
@@ -227,7 +227,7 @@ static char *worker_layout(server *s, job *j) {
         int r;
 
         if (!get_u64(j->params, "since_ns", &since, &why) || !get_u64(j->params, "limit", &limit, &why) ||
-            !get_bool(j->params, j->kind == JOB_MODULES ? "sections" : "records", &flag, &why)) {
+            (j->kind != JOB_KSYMS && !get_bool(j->params, j->kind == JOB_MODULES ? "sections" : "records", &flag, &why))) {
                 snprintf(msg, sizeof msg, "parameter \"%s\" has the wrong type", why);
                 return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, msg);
         }
@@ -239,6 +239,8 @@ static char *worker_layout(server *s, job *j) {
         limit = MIN(limit ?: j->max_rows, (uint64_t) j->max_rows);
         if (j->kind == JOB_MODULES)
                 r = store_list_modules(st, since, flag, (uint32_t) limit, &res);
+        else if (j->kind == JOB_KSYMS)
+                r = store_list_ksyms(st, since, (uint32_t) limit, &res);
         else
                 r = store_list_events(st, since, flag, (uint32_t) limit, EVENTS_MAX_RECORDS, &res);
         if (r < 0) {
@@ -448,9 +450,11 @@ static void handle_call(client *c, const char *msg) {
                 r = submit_job(s, c, JOB_QUERY, p, call.more);
                 if (r < 0)
                         json_object_put(p);
-        } else if (streq(call.method, PERFSNAP_METHOD_MODULES) || streq(call.method, PERFSNAP_METHOD_EVENTS)) {
+        } else if (streq(call.method, PERFSNAP_METHOD_MODULES) || streq(call.method, PERFSNAP_METHOD_EVENTS) ||
+                   streq(call.method, PERFSNAP_METHOD_KSYMS)) {
                 p = json_object_get(call.parameters);
-                r = submit_job(s, c, streq(call.method, PERFSNAP_METHOD_MODULES) ? JOB_MODULES : JOB_EVENTS, p, false);
+                r = submit_job(s, c, streq(call.method, PERFSNAP_METHOD_MODULES) ? JOB_MODULES :
+                                     streq(call.method, PERFSNAP_METHOD_EVENTS) ? JOB_EVENTS : JOB_KSYMS, p, false);
                 if (r < 0)
                         json_object_put(p);
         } else if (streq(call.method, PERFSNAP_METHOD_RESCAN)) {

@@ -10,24 +10,13 @@
 #include "modules.h"
 #include "store.h"
 #include "timeparse.h"
-#include "tracker.h"
-
-/* kallsyms text of a distribution kernel is ~6 MiB; see kallsyms.c. */
-#define KALLSYMS_READ_MAX_BYTES (64u * 1024u * 1024u)
+#include "tracker-private.h"
 
 /* An unloaded module's tables are kept this long for samples still in the
  * ring buffers (drained every drain_interval, a second at most). */
 #define UNLOADED_KEEP_NS (300 * NSEC_PER_SEC)
 
-struct tracker {
-        ingest *in;
-        char *root;
-        struct event *syms_ev;          /* reads kallsyms for new modules, after journaling */
-        bool hidden_warned;
-        tracker_stats stats;
-};
-
-static uint64_t wall_from_mono(uint64_t mono) {
+uint64_t tracker_wall_from_mono(uint64_t mono) {
         return (uint64_t) ((int64_t) mono + clock_mono_to_wall_ns());
 }
 
@@ -41,7 +30,8 @@ int tracker_new(struct event_base *base, ingest *in, const char *root, tracker *
         t->in = in;
         t->root = strdup(root ?: "/");
         t->syms_ev = event_new(base, -1, 0, on_read_syms, t);
-        if (!t->root || !t->syms_ev) {
+        t->ksym_rescan_ev = event_new(base, -1, 0, tracker_on_ksym_rescan, t);
+        if (!t->root || !t->syms_ev || !t->ksym_rescan_ev) {
                 tracker_free(t);
                 return -ENOMEM;
         }
@@ -54,6 +44,8 @@ tracker *tracker_free(tracker *t) {
                 return NULL;
         if (t->syms_ev)
                 event_free(t->syms_ev);
+        if (t->ksym_rescan_ev)
+                event_free(t->ksym_rescan_ev);
         free(t->root);
         free(t);
         return NULL;
@@ -172,21 +164,38 @@ static layout_module *build_module(tracker *t, const proc_module *pm, layout_sou
         return m;
 }
 
-static int journal(tracker *t, const char *kind, const layout_module *m, const char *detail, uint64_t wall) {
+int tracker_journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym_id, const char *detail, uint64_t wall) {
         layout *l = ingest_layout(t->in);
-        _cleanup_free_ int64_t *ids = NULL;
-        size_t n = 0;
+        _cleanup_free_ int64_t *mods = NULL, *ksyms = NULL;
+        size_t n_mods = 0, n_ksyms = 0;
         int r;
 
-        ids = calloc(layout_n_modules(l) + 1, sizeof *ids);
-        if (!ids)
+        mods = calloc(layout_n_modules(l) + 1, sizeof *mods);
+        ksyms = calloc(layout_n_ksyms(l) + 1, sizeof *ksyms);
+        if (!mods || !ksyms)
                 return -ENOMEM;
         for (size_t i = 0; i < layout_n_modules(l); i++) {
                 const layout_module *x = layout_get_module(l, i);
                 if (x->unloaded_ns == LAYOUT_TIME_MAX && x->id > 0)
-                        ids[n++] = x->id;
+                        mods[n_mods++] = x->id;
         }
-        r = store_add_event(ingest_store(t->in), wall, ingest_boot_id(t->in), kind, m ? m->id : 0, detail, ids, n, NULL);
+        for (size_t i = 0; i < layout_n_ksyms(l); i++) {
+                const layout_ksym *x = layout_get_ksym(l, i);
+                if (x->unregistered_ns == LAYOUT_TIME_MAX && x->id > 0)
+                        ksyms[n_ksyms++] = x->id;
+        }
+        r = store_add_event(ingest_store(t->in), &(store_event) {
+                        .time_ns = wall,
+                        .boot_id = ingest_boot_id(t->in),
+                        .kind = kind,
+                        .module_id = module_id,
+                        .ksym_id = ksym_id,
+                        .detail = detail,
+                        .live_modules = mods,
+                        .n_live_modules = n_mods,
+                        .live_ksyms = ksyms,
+                        .n_live_ksyms = n_ksyms,
+                }, NULL);
         if (r < 0)
                 return log_error_errno(r, "Failed to journal the %s event: %m", kind);
         t->stats.events++;
@@ -215,7 +224,7 @@ static int record_module(tracker *t, layout_module *m, uint64_t wall) {
 
 static int add_module(tracker *t, const proc_module *pm, layout_source how, const char *detail, uint64_t mono) {
         layout *l = ingest_layout(t->in);
-        uint64_t wall = wall_from_mono(mono);
+        uint64_t wall = tracker_wall_from_mono(mono);
         layout_module *m;
         int r;
 
@@ -226,7 +235,7 @@ static int add_module(tracker *t, const proc_module *pm, layout_source how, cons
         if (r < 0)
                 return log_error_errno(r, "Failed to add module %s to the layout: %m", pm->name);
         (void) record_module(t, m, wall);
-        (void) journal(t, "module-add", m, detail, wall);
+        (void) tracker_journal(t, "module-add", m->id, 0, detail, wall);
         t->stats.modules_added++;
         log_info("Module %s loaded at 0x%llx (%llu bytes, %zu sections%s%s, build-id %s; %s).",
                  m->name, (unsigned long long) m->base, (unsigned long long) m->size, m->n_sections,
@@ -238,7 +247,7 @@ static int add_module(tracker *t, const proc_module *pm, layout_source how, cons
 
 static int remove_module(tracker *t, const char *name, layout_source how, const char *detail, uint64_t mono) {
         layout *l = ingest_layout(t->in);
-        uint64_t wall = wall_from_mono(mono);
+        uint64_t wall = tracker_wall_from_mono(mono);
         layout_module *m;
         int r;
 
@@ -250,7 +259,7 @@ static int remove_module(tracker *t, const char *name, layout_source how, const 
                 if (r < 0)
                         log_error_errno(r, "Failed to record the unload of module %s: %m", name);
         }
-        (void) journal(t, "module-remove", m, detail, wall);
+        (void) tracker_journal(t, "module-remove", m->id, 0, detail, wall);
         t->stats.modules_removed++;
         log_info("Module %s unloaded (%s).", name, detail);
         return 1;
@@ -259,7 +268,7 @@ static int remove_module(tracker *t, const char *name, layout_source how, const 
 /* Makes a change durable at once, unless a drain is running: its batch
  * is committed when the drain is done, at the next commit interval.
  * Changes other than start-up count in the latency stats. */
-static void changed(tracker *t, uint64_t started_mono, bool timed) {
+void tracker_changed(tracker *t, uint64_t started_mono, bool timed) {
         uint64_t now;
 
         if (!ingest_draining(t->in))
@@ -335,7 +344,7 @@ static int collect_open_row(int64_t id, const char *name, uint64_t base, uint64_
 
 int tracker_start(tracker *t) {
         layout *l = ingest_layout(t->in);
-        uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = wall_from_mono(mono);
+        uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = tracker_wall_from_mono(mono);
         _cleanup_free_ proc_module *pm = NULL;
         open_rows rows = {};
         char detail[128];
@@ -385,10 +394,13 @@ int tracker_start(tracker *t) {
                         (void) store_unload_module(ingest_store(t->in), rows.v[j].id, wall, "rescan");
         free(rows.v);
 
-        snprintf(detail, sizeof detail, "perfsnapd started: %zu modules loaded", layout_n_live(l));
-        (void) journal(t, "start", NULL, detail, wall);
-        changed(t, mono, false);
-        log_info("Tracking %zu loaded modules.", layout_n_live(l));
+        tracker_start_ksyms(t, wall);
+
+        snprintf(detail, sizeof detail, "perfsnapd started: %zu modules loaded, %zu dynamic symbols",
+                 layout_n_live(l), layout_n_live_ksyms(l));
+        (void) tracker_journal(t, "start", 0, 0, detail, wall);
+        tracker_changed(t, mono, false);
+        log_info("Tracking %zu loaded modules and %zu dynamic symbols.", layout_n_live(l), layout_n_live_ksyms(l));
         return 0;
 }
 
@@ -431,7 +443,7 @@ int tracker_rescan(tracker *t, const char *why, tracker_rescan_result *ret) {
         }
         res.live = (unsigned) layout_n_live(l);
         if (res.added + res.removed > 0)
-                changed(t, mono, true);
+                tracker_changed(t, mono, true);
         log_debug("Rescan (%s): %u added, %u removed, %u loaded.", why, res.added, res.removed, res.live);
         if (ret)
                 *ret = res;
@@ -490,5 +502,5 @@ void tracker_uevent(tracker *t, const uevent *ev) {
                 }
                 (void) remove_module(t, ev->module, LAYOUT_SOURCE_UEVENT, detail, mono);
         }
-        changed(t, mono, true);
+        tracker_changed(t, mono, true);
 }

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-/* The module tracker keeps the ingest path's layout in step with the
- * kernel: it reads a module's section map, build-id, ELF and symbols when
- * the module appears (add uevent, rescan of proc/modules, or a sample in
- * an address nothing covers), marks it unloaded when it goes, and
- * journals every change with the complete layout after it. */
+/* The tracker keeps the ingest path's layout in step with the kernel: it
+ * reads a module's section map, build-id, ELF and symbols when the module
+ * appears (add uevent, rescan of proc/modules, or a sample in an address
+ * nothing covers), marks it unloaded when it goes; it registers and
+ * unregisters dynamic symbols (BPF programs, trampolines, out-of-line
+ * code) as PERF_RECORD_KSYMBOL records announce them; and it journals
+ * every change with the complete layout after it. */
 
 #include <event2/event.h>
 #include <stdint.h>
 
 #include "ingest.h"
+#include "perf-record.h"
 #include "uevent.h"
 
 typedef struct tracker tracker;
@@ -22,12 +25,19 @@ typedef struct tracker_stats {
         uint64_t rescans;
         uint64_t modules_added, modules_removed;
         uint64_t events;                /* journal entries written */
+        uint64_t ksyms_registered, ksyms_unregistered;  /* by records and rescans */
+        uint64_t ksym_records;          /* PERF_RECORD_KSYMBOL seen */
+        uint64_t bpf_events;            /* PERF_RECORD_BPF_EVENT seen */
+        uint64_t ksym_duplicates;       /* register of a symbol known already (start-up race) */
+        uint64_t ksym_unknown_unregisters;      /* unregister of a symbol not registered */
+        uint64_t ksym_rescans;
         uint64_t last_change_ns;        /* add/remove received -> journal committed, the last one */
         uint64_t max_change_ns;
 } tracker_stats;
 
 typedef struct tracker_rescan_result {
         unsigned added, removed, live;
+        unsigned ksyms_added, ksyms_removed, ksyms_live;
 } tracker_rescan_result;
 
 int tracker_new(struct event_base *base, ingest *in, const char *root, tracker **ret);
@@ -42,5 +52,15 @@ void tracker_uevent(tracker *t, const uevent *ev);
 
 /* Compares proc/modules with the layout and applies the difference. */
 int tracker_rescan(tracker *t, const char *why, tracker_rescan_result *ret);
+
+/* Compares the dynamic symbols of kallsyms with the layout and applies
+ * the difference (costs a read of kallsyms, tens of ms). */
+int tracker_rescan_ksyms(tracker *t, const char *why, tracker_rescan_result *ret);
+
+/* A side-band record from the ingest path, in time order with the
+ * samples: PERF_RECORD_KSYMBOL and PERF_RECORD_BPF_EVENT change the
+ * layout; PERF_RECORD_LOST schedules a rescan of the dynamic symbols
+ * (at most one a second), as lost records may have announced some. */
+void tracker_perf_record(tracker *t, const perf_record *rec, int64_t mono_to_wall_ns);
 
 const tracker_stats *tracker_get_stats(const tracker *t);

@@ -934,6 +934,14 @@ TEST(checkpoint_is_explicit) {
         rmdir(dir);
 }
 
+static int add_event(store *s, uint64_t t, int64_t boot, const char *kind, int64_t module, int64_t ksym,
+                     const int64_t *mods, size_t n_mods, const int64_t *ksyms, size_t n_ksyms) {
+        return store_add_event(s, &(store_event) {
+                        .time_ns = t, .boot_id = boot, .kind = kind, .module_id = module, .ksym_id = ksym,
+                        .live_modules = mods, .n_live_modules = n_mods, .live_ksyms = ksyms, .n_live_ksyms = n_ksyms,
+                }, NULL);
+}
+
 TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         char dir[] = "/tmp/test-store-journal.XXXXXX", path[128];
         module_section secs[2] = {
@@ -954,11 +962,11 @@ TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "live", .base = 0xffffffffc0b00000,
                                    .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
                                    .sections = secs, .n_sections = 1 }, &live_mod));
-        ASSERT_OK(store_add_event(s, 100, boot, "start", 0, NULL, (int64_t[]) { old_mod, live_mod }, 2, NULL));
+        ASSERT_OK(add_event(s, 100, boot, "start", 0, 0, (int64_t[]) { old_mod, live_mod }, 2, NULL, 0));
         ASSERT_OK(store_unload_module(s, old_mod, 200, "uevent"));
         ASSERT_ERROR(store_unload_module(s, old_mod, 210, "uevent"), ENOENT);
-        ASSERT_OK(store_add_event(s, 200, boot, "module-remove", old_mod, NULL, (int64_t[]) { live_mod }, 1, NULL));
-        ASSERT_OK(store_add_event(s, 300, boot, "module-add", live_mod, NULL, (int64_t[]) { live_mod }, 1, NULL));
+        ASSERT_OK(add_event(s, 200, boot, "module-remove", old_mod, 0, (int64_t[]) { live_mod }, 1, NULL, 0));
+        ASSERT_OK(add_event(s, 300, boot, "module-add", live_mod, 0, (int64_t[]) { live_mod }, 1, NULL, 0));
 
         ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "events", &a));
@@ -978,6 +986,87 @@ TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         ASSERT_TRUE(json_object_object_get_ex(res, "modules", &a));
         ASSERT_EQ(json_object_array_length(a), 1);
         ASSERT_STREQ(json_object_get_string(json_object_object_get(json_object_array_get_idx(a, 0), "name")), "live");
+        json_object_put(res);
+
+        store_free(s);
+        snprintf(path, sizeof path, "rm -rf %s", dir);
+        ASSERT_EQ(system(path), 0);
+}
+
+static json_object *member_at(json_object *list, const char *key, size_t i) {
+        json_object *a;
+
+        if (!json_object_object_get_ex(list, key, &a))
+                return NULL;
+        return json_object_array_get_idx(a, i);
+}
+
+TEST(ksyms_are_journaled_listed_and_expired) {
+        char dir[] = "/tmp/test-store-ksyms.XXXXXX", path[128];
+        module_section sec = { .name = (char *) ".text", .addr = 0xffffffffc0a00000, .len = 0x800,
+                               .len_source = SECTION_LEN_ELF, .exec = true };
+        json_object *res = NULL, *a, *e, *rec;
+        int64_t boot = 0, mod = 0, gone = 0, live = 0;
+        store *s = NULL;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        ASSERT_OK(store_add_boot(s, "uuid", "bid", 0xffffffff81000000, "6.1", 100, &boot));
+        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "m", .base = 0xffffffffc0a00000,
+                                   .size = 0x1000, .loaded_ns = 100, .loaded_how = "startup",
+                                   .sections = &sec, .n_sections = 1 }, &mod));
+        ASSERT_OK(store_add_ksym(s, &(store_ksym) { .boot_id = boot, .name = "bpf_prog_0123456789abcdef_gone",
+                                 .addr = 0xffffffffc0200000, .len = 0x40, .type = "bpf", .registered_ns = 150,
+                                 .registered_how = "perf" }, &gone));
+        ASSERT_OK(store_add_ksym(s, &(store_ksym) { .boot_id = boot, .name = "ftrace_trampoline",
+                                 .addr = 0xffffffffc0300000, .len = 0x1000, .type = "ool", .registered_ns = 100,
+                                 .registered_how = "startup" }, &live));
+        ASSERT_OK(store_set_ksym_prog_id(s, gone, 42));
+        ASSERT_OK(add_event(s, 100, boot, "start", 0, 0, &mod, 1, &live, 1));
+        ASSERT_OK(add_event(s, 150, boot, "ksym-register", 0, gone, &mod, 1, (int64_t[]) { gone, live }, 2));
+        ASSERT_OK(store_unregister_ksym(s, gone, 200, "perf"));
+        ASSERT_ERROR(store_unregister_ksym(s, gone, 210, "perf"), ENOENT);
+        ASSERT_OK(add_event(s, 200, boot, "ksym-unregister", 0, gone, &mod, 1, &live, 1));
+
+        /* Listed in registration order, with their windows. */
+        ASSERT_OK(store_list_ksyms(s, 0, 0, &res));
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(member_at(res, "ksyms", 0), "name")), "ftrace_trampoline");
+        e = member_at(res, "ksyms", 1);
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "name")), "bpf_prog_0123456789abcdef_gone");
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "addr")), "0xffffffffc0200000");
+        ASSERT_EQ(json_object_get_int(json_object_object_get(e, "prog_id")), 42);
+        ASSERT_EQ(json_object_get_int64(json_object_object_get(e, "unregistered_ns")), 200);
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "unregistered_how")), "perf");
+        json_object_put(res);
+        /* Since 201: the unregistered one is not listed. */
+        ASSERT_OK(store_list_ksyms(s, 201, 0, &res));
+        ASSERT_TRUE(json_object_object_get_ex(res, "ksyms", &a));
+        ASSERT_EQ(json_object_array_length(a), 1);
+        json_object_put(res);
+
+        /* The register event re-emits the module's section and both symbols. */
+        ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
+        e = member_at(res, "events", 1);
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "kind")), "ksym-register");
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "ksym")), "bpf_prog_0123456789abcdef_gone");
+        ASSERT_EQ(json_object_get_int(json_object_object_get(e, "n_records")), 3);
+        ASSERT_TRUE(json_object_object_get_ex(e, "records", &a));
+        ASSERT_EQ(json_object_array_length(a), 3);
+        rec = json_object_array_get_idx(a, 1);
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(rec, "type")), "ksymbol");
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(rec, "name")), "bpf_prog_0123456789abcdef_gone");
+        ASSERT_EQ(json_object_get_int(json_object_object_get(rec, "len")), 0x40);
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(rec, "ksym_type")), "bpf");
+        json_object_put(res);
+
+        /* Expiry before 250 takes the first three entries, and the
+         * unregistered symbol nothing refers to any more. */
+        ASSERT_GE(store_expire(s, 250), 0);
+        ASSERT_OK(store_list_ksyms(s, 0, 0, &res));
+        ASSERT_TRUE(json_object_object_get_ex(res, "ksyms", &a));
+        ASSERT_EQ(json_object_array_length(a), 1);
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(member_at(res, "ksyms", 0), "name")), "ftrace_trampoline");
         json_object_put(res);
 
         store_free(s);

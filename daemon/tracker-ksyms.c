@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Dynamic kernel code: BPF programs, BPF trampolines and dispatchers,
+ * kprobe instruction slots and ftrace trampolines. The kernel announces
+ * each register and unregister with a PERF_RECORD_KSYMBOL on the CPU
+ * where it happened; the ingest path hands them over in time order with
+ * the samples, so a sample is resolved against the symbols as they were
+ * at its time. The start-up set, and the set after lost records, come
+ * from the dynamic lines of kallsyms. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "fileio.h"
+#include "log.h"
+#include "macro.h"
+#include "store.h"
+#include "timeparse.h"
+#include "tracker-private.h"
+
+#define KSYM_RESCAN_MIN_INTERVAL_NS NSEC_PER_SEC
+
+static int record_ksym(tracker *t, layout_ksym *k, uint64_t wall) {
+        int r;
+
+        r = store_add_ksym(ingest_store(t->in), &(store_ksym) {
+                        .boot_id = ingest_boot_id(t->in),
+                        .name = k->name,
+                        .addr = k->addr,
+                        .len = k->len,
+                        .type = layout_ksym_type_to_string(k->type),
+                        .registered_ns = wall,
+                        .registered_how = layout_source_to_string(k->registered_how),
+                }, &k->id);
+        if (r < 0)
+                return log_error_errno(r, "Failed to record the dynamic symbol %s in the database: %m", k->name);
+        return 0;
+}
+
+static void unregister_ksym(tracker *t, layout_ksym *k, uint64_t mono, uint64_t wall, layout_source how,
+                            const char *detail) {
+        int r;
+
+        if (layout_remove_ksym(ingest_layout(t->in), k, mono, how) < 0)
+                return;
+        if (k->id > 0) {
+                r = store_unregister_ksym(ingest_store(t->in), k->id, wall, layout_source_to_string(how));
+                if (r < 0)
+                        log_error_errno(r, "Failed to record the unregistration of %s: %m", k->name);
+        }
+        (void) tracker_journal(t, "ksym-unregister", 0, k->id, detail, wall);
+        t->stats.ksyms_unregistered++;
+        log_debug("Dynamic symbol %s at 0x%llx unregistered (%s).", k->name, (unsigned long long) k->addr, detail);
+}
+
+/* Registers a symbol, after unregistering the live ones it overlaps (their
+ * unregister records were lost). */
+static layout_ksym *register_ksym(tracker *t, uint64_t addr, uint64_t len, layout_ksym_type type, const char *name,
+                                  uint64_t from_mono, uint64_t wall, layout_source how, const char *detail) {
+        layout *l = ingest_layout(t->in);
+        layout_ksym *k;
+        int r;
+
+        while ((k = layout_find_live_ksym(l, addr, len, NULL)))
+                unregister_ksym(t, k, from_mono, wall, how, "overlapped by a new symbol");
+
+        r = layout_add_ksym(l, addr, len, type, name, from_mono, how, &k);
+        if (r < 0) {
+                log_error_errno(r, "Failed to add the dynamic symbol %s to the layout: %m", name);
+                return NULL;
+        }
+        (void) record_ksym(t, k, wall);
+        (void) tracker_journal(t, "ksym-register", 0, k->id, detail, wall);
+        t->stats.ksyms_registered++;
+        log_debug("Dynamic symbol %s at 0x%llx, %llu bytes, registered (%s).", name, (unsigned long long) addr,
+                  (unsigned long long) len, detail);
+        return k;
+}
+
+static void on_ksymbol(tracker *t, const perf_record *rec, uint64_t mono, uint64_t wall) {
+        const perf_ksymbol *ks = &rec->ksymbol;
+        layout_ksym *k;
+
+        t->stats.ksym_records++;
+        k = layout_find_live_ksym(ingest_layout(t->in), ks->addr, 1, ks->name);
+        if (ks->flags & PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER) {
+                if (!k || k->addr != ks->addr || !streq(k->name, ks->name)) {
+                        /* Registered and gone while perfsnapd started, or its
+                         * register record was lost and a rescan did not see it. */
+                        t->stats.ksym_unknown_unregisters++;
+                        log_debug("Unregister of %s at 0x%llx, which is not registered: ignored.", ks->name,
+                                  (unsigned long long) ks->addr);
+                        return;
+                }
+                unregister_ksym(t, k, mono, wall, LAYOUT_SOURCE_PERF, "PERF_RECORD_KSYMBOL");
+                return;
+        }
+        if (k && k->addr == ks->addr && streq(k->name, ks->name)) {
+                /* Registered while perfsnapd read kallsyms at start-up, or
+                 * found by a rescan before its record was read. */
+                t->stats.ksym_duplicates++;
+                return;
+        }
+        if (ks->len == 0 || !ks->name[0]) {
+                log_debug("Ignoring a PERF_RECORD_KSYMBOL without a length or name at 0x%llx.",
+                          (unsigned long long) ks->addr);
+                return;
+        }
+        (void) register_ksym(t, ks->addr, ks->len, layout_ksym_type_from_perf(ks->ksym_type), ks->name, mono, wall,
+                             LAYOUT_SOURCE_PERF, "PERF_RECORD_KSYMBOL");
+}
+
+/* A loaded program's id: for its main function's symbol, named after the
+ * program's tag, "bpf_prog_<tag>_...". */
+static void on_bpf_event(tracker *t, const perf_record *rec) {
+        layout *l = ingest_layout(t->in);
+        char prefix[sizeof "bpf_prog_" + 16];
+        int n;
+
+        t->stats.bpf_events++;
+        if (rec->bpf.type != PERF_BPF_EVENT_PROG_LOAD || rec->bpf.id == 0)
+                return;
+        n = snprintf(prefix, sizeof prefix, "bpf_prog_");
+        for (size_t i = 0; i < sizeof rec->bpf.tag; i++)
+                n += snprintf(prefix + n, sizeof prefix - (size_t) n, "%02x", rec->bpf.tag[i]);
+        for (size_t i = 0; i < layout_n_ksyms(l); i++) {
+                layout_ksym *k = layout_get_ksym(l, i);
+
+                if (k->unregistered_ns != LAYOUT_TIME_MAX || k->prog_id != 0 || k->type != LAYOUT_KSYM_BPF ||
+                    strncmp(k->name, prefix, (size_t) n) != 0)
+                        continue;
+                k->prog_id = rec->bpf.id;
+                if (k->id > 0)
+                        (void) store_set_ksym_prog_id(ingest_store(t->in), k->id, k->prog_id);
+        }
+}
+
+static void schedule_ksym_rescan(tracker *t) {
+        uint64_t now = clock_ns(CLOCK_MONOTONIC), wait = 0;
+        struct timeval tv;
+
+        if (t->ksym_rescan_pending)
+                return;
+        if (t->last_ksym_rescan_ns > 0 && now - t->last_ksym_rescan_ns < KSYM_RESCAN_MIN_INTERVAL_NS)
+                wait = t->last_ksym_rescan_ns + KSYM_RESCAN_MIN_INTERVAL_NS - now;
+        tv = (struct timeval) { .tv_sec = (time_t) (wait / NSEC_PER_SEC), .tv_usec = (suseconds_t) (wait % NSEC_PER_SEC / 1000) };
+        if (event_add(t->ksym_rescan_ev, &tv) == 0)
+                t->ksym_rescan_pending = true;
+}
+
+void tracker_on_ksym_rescan(evutil_socket_t fd, short what, void *userdata) {
+        tracker *t = userdata;
+
+        t->ksym_rescan_pending = false;
+        (void) tracker_rescan_ksyms(t, "perf records were lost", NULL);
+}
+
+void tracker_perf_record(tracker *t, const perf_record *rec, int64_t mono_to_wall_ns) {
+        uint64_t mono = rec->sid.time, wall = (uint64_t) ((int64_t) mono + mono_to_wall_ns);
+
+        switch (rec->type) {
+        case PERF_RECORD_KSYMBOL:
+                on_ksymbol(t, rec, mono, wall);
+                break;
+        case PERF_RECORD_BPF_EVENT:
+                on_bpf_event(t, rec);
+                break;
+        case PERF_RECORD_LOST:
+                schedule_ksym_rescan(t);
+                break;
+        default:
+                break;
+        }
+}
+
+/* The dynamic lines of a kallsyms table, in address order. */
+typedef struct dyn_line {
+        uint64_t addr, len;
+        const char *name;
+        layout_ksym_type type;
+        bool seen;
+} dyn_line;
+
+static int collect_dynamic(const kallsyms *k, dyn_line **ret, size_t *ret_n) {
+        dyn_line *v = NULL;
+        size_t n = 0, alloc = 0;
+        ksym s;
+
+        for (size_t i = 0; kallsyms_get(k, i, &s) >= 0; i++) {
+                layout_ksym_type type;
+
+                if (layout_ksym_type_from_kallsyms(s.module, &type) < 0 || s.end <= s.addr)
+                        continue;
+                if (n == alloc) {
+                        size_t m = MAX(alloc * 2, (size_t) 64);
+                        dyn_line *p = realloc(v, m * sizeof *p);
+                        if (!p) {
+                                free(v);
+                                return -ENOMEM;
+                        }
+                        v = p;
+                        alloc = m;
+                }
+                /* kallsyms has no lengths: up to the next symbol, see
+                 * kallsyms_lookup(). */
+                v[n++] = (dyn_line) { .addr = s.addr, .len = s.end - s.addr, .name = s.name, .type = type };
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+static dyn_line *find_line(dyn_line *v, size_t n, uint64_t addr, const char *name) {
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (v[mid].addr < addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < n && v[i].addr == addr; i++)
+                if (streq(v[i].name, name))
+                        return &v[i];
+        return NULL;
+}
+
+typedef struct open_ksyms {
+        tracker *t;
+        dyn_line *lines;
+        size_t n_lines;
+        uint64_t wall;
+} open_ksyms;
+
+static int continue_open_ksym(int64_t id, const char *name, uint64_t addr, uint64_t len, void *userdata) {
+        open_ksyms *o = userdata;
+        layout_ksym *k = layout_find_live_ksym(ingest_layout(o->t->in), addr, 1, name);
+
+        if (k && k->id == 0 && k->addr == addr && streq(k->name, name))
+                k->id = id;
+        else
+                (void) store_unregister_ksym(ingest_store(o->t->in), id, o->wall, "rescan");
+        return 0;
+}
+
+void tracker_start_ksyms(tracker *t, uint64_t wall) {
+        layout *l = ingest_layout(t->in);
+        _cleanup_free_ dyn_line *lines = NULL;
+        size_t n = 0;
+        int r;
+
+        r = collect_dynamic(layout_kernel_syms(l), &lines, &n);
+        if (r < 0) {
+                log_oom();
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = layout_add_ksym(l, lines[i].addr, lines[i].len, lines[i].type, lines[i].name, 0,
+                                    LAYOUT_SOURCE_STARTUP, NULL);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to add the dynamic symbol %s to the layout: %m", lines[i].name);
+        }
+        /* Rows of this boot an earlier run left open continue if the symbol
+         * is still there; the others went while perfsnapd was not running. */
+        r = store_foreach_open_ksym(ingest_store(t->in), ingest_boot_id(t->in), continue_open_ksym,
+                                    &(open_ksyms) { t, lines, n, wall });
+        if (r < 0)
+                log_warning_errno(r, "Failed to read the dynamic symbols recorded by the previous run: %m");
+        for (size_t i = 0; i < layout_n_ksyms(l); i++) {
+                layout_ksym *k = layout_get_ksym(l, i);
+
+                if (k->id == 0)
+                        (void) record_ksym(t, k, wall);
+        }
+}
+
+int tracker_rescan_ksyms(tracker *t, const char *why, tracker_rescan_result *ret) {
+        layout *l = ingest_layout(t->in);
+        uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = tracker_wall_from_mono(mono);
+        _cleanup_free_ dyn_line *lines = NULL;
+        tracker_rescan_result res = {};
+        kallsyms *k = NULL;
+        char detail[160];
+        size_t n = 0;
+        int r;
+
+        t->stats.ksym_rescans++;
+        t->last_ksym_rescan_ns = mono;
+        r = kallsyms_load(t->root, &k);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read kallsyms for a rescan of the dynamic symbols: %m");
+        r = collect_dynamic(k, &lines, &n);
+        if (r < 0) {
+                kallsyms_free(k);
+                return log_oom();
+        }
+
+        snprintf(detail, sizeof detail, "found by a rescan (%s)", why);
+        for (size_t i = 0; i < layout_n_ksyms(l); i++) {
+                layout_ksym *x = layout_get_ksym(l, i);
+                dyn_line *line;
+
+                if (x->unregistered_ns != LAYOUT_TIME_MAX)
+                        continue;
+                line = find_line(lines, n, x->addr, x->name);
+                if (line) {
+                        line->seen = true;
+                        continue;
+                }
+                unregister_ksym(t, x, mono, wall, LAYOUT_SOURCE_RESCAN, detail);
+                res.ksyms_removed++;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (lines[i].seen)
+                        continue;
+                /* Since when: its addresses were free from the last
+                 * unregistration there on. */
+                if (register_ksym(t, lines[i].addr, lines[i].len, lines[i].type, lines[i].name,
+                                  layout_ksym_free_since(l, lines[i].addr, lines[i].len), wall,
+                                  LAYOUT_SOURCE_RESCAN, detail))
+                        res.ksyms_added++;
+        }
+        kallsyms_free(k);
+
+        res.ksyms_live = (unsigned) layout_n_live_ksyms(l);
+        if (res.ksyms_added + res.ksyms_removed > 0)
+                tracker_changed(t, mono, false);
+        log_full_errno(res.ksyms_added + res.ksyms_removed > 0 ? LOG_INFO : LOG_DEBUG,
+                 0, "Rescan of dynamic symbols (%s): %u registered, %u unregistered, %u live.", why,
+                 res.ksyms_added, res.ksyms_removed, res.ksyms_live);
+        if (ret) {
+                ret->ksyms_added = res.ksyms_added;
+                ret->ksyms_removed = res.ksyms_removed;
+                ret->ksyms_live = res.ksyms_live;
+        }
+        return 0;
+}
