@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <linux/perf_event.h>
+
 #include "layout.h"
+#include "macro.h"
 #include "test.h"
 
 #define BRD_BASE   0xffffffffc080b000ULL
@@ -334,4 +337,131 @@ TEST(elf_aliases_give_way_to_the_function_name) {
         ASSERT_OK(layout_add_module(l, m, 10 * SEC, NULL));
         expect_symbol(l, BRD_INIT + 0x20, 11 * SEC, "brd", "brd_init", BRD_INIT);
         layout_free(l);
+}
+
+/* ---- dynamic symbols ---- */
+
+#define PROG_A 0xffffffffc0201000ULL
+#define PROG_B 0xffffffffc0201800ULL
+
+static const char kallsyms_with_bpf[] =
+        "ffffffff81000000 T _text\n"
+        "ffffffff81001000 T do_one_initcall\n"
+        "ffffffff81002000 T _etext\n"
+        "ffffffffc0201000 t bpf_prog_6deef7357e7b4530_sd_fw_egress\t[bpf]\n"
+        "ffffffffc0203000 t ftrace_trampoline\t[__builtin__ftrace]\n";
+
+TEST(ksym_types_from_perf_and_kallsyms) {
+        layout_ksym_type t = _LAYOUT_KSYM_TYPE_MAX;
+
+        ASSERT_EQ(layout_ksym_type_from_perf(PERF_RECORD_KSYMBOL_TYPE_BPF), LAYOUT_KSYM_BPF);
+        ASSERT_EQ(layout_ksym_type_from_perf(PERF_RECORD_KSYMBOL_TYPE_OOL), LAYOUT_KSYM_OOL);
+        ASSERT_EQ(layout_ksym_type_from_perf(77), LAYOUT_KSYM_UNKNOWN);
+        ASSERT_OK(layout_ksym_type_from_kallsyms("bpf", &t));
+        ASSERT_EQ(t, LAYOUT_KSYM_BPF);
+        ASSERT_OK(layout_ksym_type_from_kallsyms("__builtin__kprobes", &t));
+        ASSERT_EQ(t, LAYOUT_KSYM_OOL);
+        ASSERT_ERROR(layout_ksym_type_from_kallsyms("brd", &t), EINVAL);
+        ASSERT_ERROR(layout_ksym_type_from_kallsyms(NULL, &t), EINVAL);
+        ASSERT_STREQ(layout_ksym_type_to_string(LAYOUT_KSYM_OOL), "ool");
+        ASSERT_STREQ(layout_source_to_string(LAYOUT_SOURCE_PERF), "perf");
+}
+
+TEST(startup_dynamic_lines_need_a_ksym) {
+        _cleanup_(layout_freep) layout *l = NULL;
+        layout_hit hit;
+
+        ASSERT_OK(layout_new(&l));
+        layout_set_kernel(l, parse(kallsyms_with_bpf));
+        /* Without a tracked symbol, the start-up line may be stale. */
+        ASSERT_ERROR(layout_resolve(l, PROG_A + 0x10, 5 * SEC, &hit), ENOENT);
+        ASSERT_ERROR(layout_resolve(l, 0xffffffffc0203010, 5 * SEC, &hit), ENOENT);
+        ASSERT_OK(layout_resolve(l, 0xffffffff81001010, 5 * SEC, &hit));
+        ASSERT_STREQ(hit.symbol, "do_one_initcall");
+
+        ASSERT_OK(layout_add_ksym(l, PROG_A, 0x100, LAYOUT_KSYM_BPF, "bpf_prog_6deef7357e7b4530_sd_fw_egress", 0,
+                                  LAYOUT_SOURCE_STARTUP, NULL));
+        ASSERT_OK(layout_resolve(l, PROG_A + 0x10, 5 * SEC, &hit));
+        ASSERT_STREQ(hit.symbol, "bpf_prog_6deef7357e7b4530_sd_fw_egress");
+        ASSERT_STREQ(hit.module_name, "bpf");
+        ASSERT_EQ(hit.symbol_addr, PROG_A);
+        ASSERT_TRUE(hit.ksym != NULL);
+        ASSERT_TRUE(hit.module == NULL);
+        /* Past its length: nothing. */
+        ASSERT_ERROR(layout_resolve(l, PROG_A + 0x100, 5 * SEC, &hit), ENOENT);
+}
+
+TEST(ksym_resolves_within_its_window_also_after_unregister) {
+        _cleanup_(layout_freep) layout *l = NULL;
+        layout_ksym *a = NULL, *b = NULL;
+        layout_hit hit;
+
+        ASSERT_OK(layout_new(&l));
+        layout_set_kernel(l, parse(kallsyms_with_bpf));
+        ASSERT_OK(layout_add_ksym(l, PROG_A, 0x200, LAYOUT_KSYM_BPF, "bpf_prog_aaaaaaaaaaaaaaaa_first", 10 * SEC,
+                                  LAYOUT_SOURCE_PERF, &a));
+        ASSERT_TRUE(layout_find_live_ksym(l, PROG_A, 1, "bpf_prog_aaaaaaaaaaaaaaaa_first") == a);
+        ASSERT_TRUE(layout_find_live_ksym(l, PROG_A, 1, "other") == a);      /* overlaps */
+        ASSERT_TRUE(layout_find_live_ksym(l, PROG_A + 0x200, 0x10, NULL) == NULL);
+        ASSERT_OK(layout_remove_ksym(l, a, 20 * SEC, LAYOUT_SOURCE_PERF));
+        ASSERT_ERROR(layout_remove_ksym(l, a, 21 * SEC, LAYOUT_SOURCE_PERF), ENOENT);
+        ASSERT_TRUE(layout_find_live_ksym(l, PROG_A, 1, NULL) == NULL);
+        /* The same addresses again, for another program. */
+        ASSERT_OK(layout_add_ksym(l, PROG_A, 0x80, LAYOUT_KSYM_BPF, "bpf_prog_bbbbbbbbbbbbbbbb_second", 30 * SEC,
+                                  LAYOUT_SOURCE_PERF, &b));
+        ASSERT_EQ(layout_n_ksyms(l), 2);
+        ASSERT_EQ(layout_n_live_ksyms(l), 1);
+
+        ASSERT_ERROR(layout_resolve(l, PROG_A + 0x10, 5 * SEC, &hit), ENOENT);
+        ASSERT_OK(layout_resolve(l, PROG_A + 0x10, 15 * SEC, &hit));
+        ASSERT_STREQ(hit.symbol, "bpf_prog_aaaaaaaaaaaaaaaa_first");
+        ASSERT_ERROR(layout_resolve(l, PROG_A + 0x10, 25 * SEC, &hit), ENOENT);
+        ASSERT_OK(layout_resolve(l, PROG_A + 0x10, 35 * SEC, &hit));
+        ASSERT_STREQ(hit.symbol, "bpf_prog_bbbbbbbbbbbbbbbb_second");
+        /* first was longer: its tail is its own in its window only. */
+        ASSERT_OK(layout_resolve(l, PROG_A + 0x100, 15 * SEC, &hit));
+        ASSERT_STREQ(hit.symbol, "bpf_prog_aaaaaaaaaaaaaaaa_first");
+        ASSERT_ERROR(layout_resolve(l, PROG_A + 0x100, 35 * SEC, &hit), ENOENT);
+
+        /* A rescan finding a symbol here would date it from first's end. */
+        ASSERT_EQ(layout_ksym_free_since(l, PROG_A + 0x100, 0x10), 20 * SEC);
+        ASSERT_EQ(layout_ksym_free_since(l, PROG_B + 0x100, 0x10), 0);
+
+        /* Epochs count the window bounds. */
+        ASSERT_EQ(layout_epoch(l, 5 * SEC), 0);
+        ASSERT_EQ(layout_epoch(l, 15 * SEC), 1);
+        ASSERT_EQ(layout_epoch(l, 35 * SEC), 3);
+
+        /* Forgetting: first went before 25 s; second stays. */
+        uint64_t gen = layout_generation(l);
+        ASSERT_EQ(layout_forget_ksyms_before(l, 25 * SEC), 1);
+        ASSERT_TRUE(layout_generation(l) != gen);
+        ASSERT_EQ(layout_n_ksyms(l), 1);
+        ASSERT_TRUE(layout_get_ksym(l, 0) == b);
+        ASSERT_ERROR(layout_resolve(l, PROG_A + 0x10, 15 * SEC, &hit), ENOENT);
+        ASSERT_EQ(layout_forget_ksyms_before(l, 100 * SEC), 0);
+}
+
+TEST(ksyms_in_address_order_and_bad_ones_refused) {
+        _cleanup_(layout_freep) layout *l = NULL;
+        layout_hit hit;
+
+        ASSERT_OK(layout_new(&l));
+        ASSERT_ERROR(layout_add_ksym(l, PROG_A, 0, LAYOUT_KSYM_BPF, "x", 0, LAYOUT_SOURCE_PERF, NULL), EINVAL);
+        ASSERT_ERROR(layout_add_ksym(l, PROG_A, 1, LAYOUT_KSYM_BPF, "", 0, LAYOUT_SOURCE_PERF, NULL), EINVAL);
+        ASSERT_ERROR(layout_add_ksym(l, UINT64_MAX - 4, 16, LAYOUT_KSYM_BPF, "wraps", 0, LAYOUT_SOURCE_PERF, NULL), EINVAL);
+        /* Added out of order; a long one far below must still be found by
+         * the backward scan. */
+        ASSERT_OK(layout_add_ksym(l, PROG_B, 0x40, LAYOUT_KSYM_BPF, "b", 0, LAYOUT_SOURCE_PERF, NULL));
+        ASSERT_OK(layout_add_ksym(l, PROG_A - 0x100000, 0x100800, LAYOUT_KSYM_OOL, "long", 0, LAYOUT_SOURCE_PERF, NULL));
+        ASSERT_OK(layout_add_ksym(l, PROG_A + 0x10, 0x20, LAYOUT_KSYM_BPF, "a", 0, LAYOUT_SOURCE_PERF, NULL));
+        for (size_t i = 1; i < layout_n_ksyms(l); i++)
+                ASSERT_TRUE(layout_get_ksym(l, i - 1)->addr <= layout_get_ksym(l, i)->addr);
+        ASSERT_OK(layout_resolve(l, PROG_A + 0x400, 1, &hit));
+        ASSERT_STREQ(hit.symbol, "long");
+        ASSERT_STREQ(hit.module_name, "ool");
+        ASSERT_OK(layout_resolve(l, PROG_B + 0x3f, 1, &hit));
+        ASSERT_STREQ(hit.symbol, "b");
+        ASSERT_OK(layout_resolve(l, PROG_A + 0x10, 1, &hit));
+        ASSERT_STREQ(hit.symbol, "a");
 }
