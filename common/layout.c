@@ -445,6 +445,16 @@ layout_ksym *layout_find_live_ksym(const layout *l, uint64_t addr, uint64_t len,
         return k ?: ksym_scan(l, addr, MAX(len, (uint64_t) 1), is_live, NULL);
 }
 
+void layout_ksym_set_len(layout *l, layout_ksym *k, uint64_t len, bool exact) {
+        if (len == 0 || k->addr + len < k->addr)
+                return;
+        k->len = len;
+        k->len_exact = exact;
+        if (len > l->ksym_max_len)
+                l->ksym_max_len = len;
+        l->generation++;
+}
+
 int layout_remove_ksym(layout *l, layout_ksym *k, uint64_t now_ns, layout_source how) {
         if (k->unregistered_ns != LAYOUT_TIME_MAX)
                 return -ENOENT;

@@ -87,6 +87,9 @@ int layout_ksym_type_from_kallsyms(const char *module, layout_ksym_type *ret);
 typedef struct layout_ksym {
         int64_t id;                     /* the store's id, 0 if none */
         uint64_t addr, len;
+        /* len came from a record; else (kallsyms has no lengths) it reaches
+         * to the next symbol and may cover free memory after the code. */
+        bool len_exact;
         layout_ksym_type type;
         uint32_t prog_id;               /* the BPF program's id, once a PERF_RECORD_BPF_EVENT named it; else 0 */
         layout_source registered_how, unregistered_how;
@@ -149,15 +152,21 @@ uint64_t layout_generation(const layout *l);
  * way, so (address, epoch) is a valid cache key within one generation. */
 uint32_t layout_epoch(const layout *l, uint64_t time_ns);
 
-/* Registers a dynamic symbol [addr, addr + len) as of registered_ns.
- * -EINVAL for an empty name or length, -ENOMEM. The caller unregisters
- * live symbols it overlaps first (layout_find_live_ksym()). */
+/* Registers a dynamic symbol [addr, addr + len) as of registered_ns; the
+ * caller sets len_exact when it knows the length. -EINVAL for an empty
+ * name or length, -ENOMEM. The caller unregisters live symbols it
+ * overlaps first (layout_find_live_ksym()), or shortens estimated ones
+ * (layout_ksym_set_len()). */
 int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type type, const char *name,
                     uint64_t registered_ns, layout_source how, layout_ksym **ret);
 
 /* The live symbol starting at addr (with that name, unless name is NULL),
  * or if none, a live one overlapping [addr, addr + len). NULL if none. */
 layout_ksym *layout_find_live_ksym(const layout *l, uint64_t addr, uint64_t len, const char *name);
+
+/* Changes a symbol's length (an estimate that proved too long, or the
+ * exact length learned later). */
+void layout_ksym_set_len(layout *l, layout_ksym *k, uint64_t len, bool exact);
 
 /* Marks k unregistered at now_ns (not before it was registered). It stays
  * for samples from its window until layout_forget_ksyms_before(). */

@@ -266,14 +266,15 @@ int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, vo
 
         if (!s || !cb)
                 return -EINVAL;
-        r = store_prepare(s, "SELECT id, name, addr, len FROM ksyms "
+        r = store_prepare(s, "SELECT id, name, addr, len, registered_how FROM ksyms "
                              "WHERE boot = ?1 AND unregistered_ns IS NULL ORDER BY id", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, boot_id);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 r = cb(sqlite3_column_int64(st, 0), (const char *) sqlite3_column_text(st, 1) ?: "",
-                       u64(sqlite3_column_int64(st, 2)), u64(sqlite3_column_int64(st, 3)), userdata);
+                       u64(sqlite3_column_int64(st, 2)), u64(sqlite3_column_int64(st, 3)),
+                       (const char *) sqlite3_column_text(st, 4) ?: "", userdata);
                 if (r < 0)
                         return r;
         }

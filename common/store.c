@@ -1363,6 +1363,16 @@ static int stats_locked(store *s, store_stats *st) {
         return 0;
 }
 
+int64_t store_memory_used(int64_t *ret_allocations) {
+        sqlite3_int64 cur = 0, hi = 0;
+
+        if (ret_allocations) {
+                (void) sqlite3_status64(SQLITE_STATUS_MALLOC_COUNT, &cur, &hi, 0);
+                *ret_allocations = cur;
+        }
+        return sqlite3_memory_used();
+}
+
 int store_get_stats(store *s, store_stats *ret) {
         store_stats st = {};
         uint64_t main_bytes, wal_bytes;

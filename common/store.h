@@ -116,6 +116,10 @@ typedef struct store_stats {
 
 int store_get_stats(store *s, store_stats *ret);
 
+/* Bytes sqlite has allocated in this process, all connections, and in
+ * how many allocations (each costs malloc's overhead on top). */
+int64_t store_memory_used(int64_t *ret_allocations);
+
 /* PRAGMA integrity_check: 0 if the file is sound, -EBADMSG if not. Reads
  * the whole file: for tests and tools, not the daemon's start-up. */
 int store_check_integrity(store *s);
@@ -179,7 +183,8 @@ int store_unregister_ksym(store *s, int64_t ksym_id, uint64_t unregistered_ns, c
 int store_set_ksym_prog_id(store *s, int64_t ksym_id, uint32_t prog_id);
 
 /* Open symbol rows of this boot from an earlier run, as for modules. */
-typedef int (*store_open_ksym_cb)(int64_t id, const char *name, uint64_t addr, uint64_t len, void *userdata);
+typedef int (*store_open_ksym_cb)(int64_t id, const char *name, uint64_t addr, uint64_t len,
+                                  const char *registered_how, void *userdata);
 int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, void *userdata);
 
 /* One change of the kernel's code layout. kind: "start", "module-add",

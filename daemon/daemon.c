@@ -2,6 +2,7 @@
 #include <event2/event.h>
 #include <json-c/json.h>
 #include <linux/perf_event.h>
+#include <malloc.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -284,6 +285,14 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "kernel_text_addr", json_object_new_string(text));
         json_object_object_add(p, "kernel_symbols", json_object_new_int64((int64_t) ingest_n_symbols(d->ingest)));
         json_object_object_add(p, "clients", json_object_new_int((int) server_n_clients(d->server)));
+        /* The heap in use, and how much of it sqlite's page caches hold (they
+         * grow with the database up to cache_size per connection). */
+        struct mallinfo2 mi = mallinfo2();
+        json_object_object_add(p, "heap_bytes", json_object_new_int64((int64_t) (mi.uordblks + mi.hblkhd)));
+        int64_t sqlite_allocs = 0, sqlite_bytes = store_memory_used(&sqlite_allocs);
+        json_object_object_add(p, "sqlite_memory_bytes", json_object_new_int64(sqlite_bytes));
+        json_object_object_add(p, "sqlite_allocations", json_object_new_int64(sqlite_allocs));
+        json_object_object_add(p, "ingest_buffer_bytes", json_object_new_int64((int64_t) ingest_buffer_bytes(d->ingest)));
 
         if (d->tracker) {
                 const tracker_stats *ts = tracker_get_stats(d->tracker);

@@ -11,6 +11,9 @@
 
 #define MAX_CPUS 4096
 #define STACK_CACHE_MAX_ENTRIES (256 * 1024)
+/* Records stamped further than this past a drain's horizon are processed
+ * at once rather than kept (no clock runs that far ahead). */
+#define INGEST_CARRY_MAX_NS (60 * NSEC_PER_SEC)
 
 /* One raw record copied out of a ring buffer, waiting to be merged. */
 typedef struct pending {
@@ -205,6 +208,11 @@ static bool check_layout(ingest *in) {
 
 const ingest_stats *ingest_get_stats(const ingest *in) {
         return &in->stats;
+}
+
+size_t ingest_buffer_bytes(const ingest *in) {
+        return in->arena_alloc + in->carry_alloc + in->pend_alloc * sizeof *in->pend +
+               in->frame_ids_alloc * sizeof *in->frame_ids + in->key_alloc * sizeof *in->key;
 }
 
 const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n) {
@@ -578,8 +586,11 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         /* Each CPU's records are in time order; merge them. */
         qsort(in->pend, in->n_pend, sizeof *in->pend, pending_cmp);
 
+        /* Keep what is stamped after the horizon, but not a time that cannot
+         * be real (far ahead of it): that would wait forever. */
         for (n_now = in->n_pend; n_now > 0 && in->pend[n_now - 1].time >= horizon_ns; n_now--)
-                ;
+                if (in->pend[n_now - 1].time - horizon_ns > INGEST_CARRY_MAX_NS)
+                        break;
         if (n_now == 0)
                 goto done;
 

@@ -95,5 +95,7 @@ int ingest_commit(ingest *in);
 int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns);
 
 const ingest_stats *ingest_get_stats(const ingest *in);
+/* Bytes allocated for the merge buffers (their high-water mark). */
+size_t ingest_buffer_bytes(const ingest *in);
 /* Lost records per CPU since start (n entries, indexed by cpu). */
 const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n);

@@ -20,6 +20,9 @@
 #include "tracker-private.h"
 
 #define KSYM_RESCAN_MIN_INTERVAL_NS NSEC_PER_SEC
+/* A kallsyms line's length is a guess up to the next line, at most this:
+ * the size of the kernel's packs of BPF programs (a huge page on x86). */
+#define KSYM_GUESS_MAX_BYTES (2u * 1024u * 1024u)
 
 static int record_ksym(tracker *t, layout_ksym *k, uint64_t wall) {
         int r;
@@ -54,22 +57,29 @@ static void unregister_ksym(tracker *t, layout_ksym *k, uint64_t mono, uint64_t 
         log_debug("Dynamic symbol %s at 0x%llx unregistered (%s).", k->name, (unsigned long long) k->addr, detail);
 }
 
-/* Registers a symbol, after unregistering the live ones it overlaps (their
- * unregister records were lost). */
-static layout_ksym *register_ksym(tracker *t, uint64_t addr, uint64_t len, layout_ksym_type type, const char *name,
-                                  uint64_t from_mono, uint64_t wall, layout_source how, const char *detail) {
+/* Registers a symbol. Live ones it overlaps are gone (their unregister
+ * records were lost): they are unregistered at now_mono; except that a
+ * guessed length reaching into the new symbol is only shortened. */
+static layout_ksym *register_ksym(tracker *t, uint64_t addr, uint64_t len, bool exact, layout_ksym_type type,
+                                  const char *name, uint64_t from_mono, uint64_t now_mono, uint64_t wall,
+                                  layout_source how, const char *detail) {
         layout *l = ingest_layout(t->in);
         layout_ksym *k;
         int r;
 
-        while ((k = layout_find_live_ksym(l, addr, len, NULL)))
-                unregister_ksym(t, k, from_mono, wall, how, "overlapped by a new symbol");
+        while ((k = layout_find_live_ksym(l, addr, len, NULL))) {
+                if (!k->len_exact && k->addr < addr)
+                        layout_ksym_set_len(l, k, addr - k->addr, false);
+                else
+                        unregister_ksym(t, k, now_mono, wall, how, "overlapped by a new symbol");
+        }
 
         r = layout_add_ksym(l, addr, len, type, name, from_mono, how, &k);
         if (r < 0) {
                 log_error_errno(r, "Failed to add the dynamic symbol %s to the layout: %m", name);
                 return NULL;
         }
+        k->len_exact = exact;
         (void) record_ksym(t, k, wall);
         (void) tracker_journal(t, "ksym-register", 0, k->id, detail, wall);
         t->stats.ksyms_registered++;
@@ -98,8 +108,11 @@ static void on_ksymbol(tracker *t, const perf_record *rec, uint64_t mono, uint64
         }
         if (k && k->addr == ks->addr && streq(k->name, ks->name)) {
                 /* Registered while perfsnapd read kallsyms at start-up, or
-                 * found by a rescan before its record was read. */
+                 * found by a rescan before its record was read: now its
+                 * length is known. */
                 t->stats.ksym_duplicates++;
+                if (!k->len_exact && ks->len > 0)
+                        layout_ksym_set_len(ingest_layout(t->in), k, ks->len, true);
                 return;
         }
         if (ks->len == 0 || !ks->name[0]) {
@@ -107,15 +120,18 @@ static void on_ksymbol(tracker *t, const perf_record *rec, uint64_t mono, uint64
                           (unsigned long long) ks->addr);
                 return;
         }
-        (void) register_ksym(t, ks->addr, ks->len, layout_ksym_type_from_perf(ks->ksym_type), ks->name, mono, wall,
-                             LAYOUT_SOURCE_PERF, "PERF_RECORD_KSYMBOL");
+        (void) register_ksym(t, ks->addr, ks->len, true, layout_ksym_type_from_perf(ks->ksym_type), ks->name, mono,
+                             mono, wall, LAYOUT_SOURCE_PERF, "PERF_RECORD_KSYMBOL");
 }
 
-/* A loaded program's id: for its main function's symbol, named after the
- * program's tag, "bpf_prog_<tag>_...". */
+/* A loaded program's id, for its main function's symbol, named after the
+ * program's tag: "bpf_prog_<tag>_...". The kernel sends the program's
+ * ksymbol records just before; identical programs share a tag, so the
+ * newest such symbol without an id is the one. */
 static void on_bpf_event(tracker *t, const perf_record *rec) {
         layout *l = ingest_layout(t->in);
         char prefix[sizeof "bpf_prog_" + 16];
+        layout_ksym *best = NULL;
         int n;
 
         t->stats.bpf_events++;
@@ -128,12 +144,17 @@ static void on_bpf_event(tracker *t, const perf_record *rec) {
                 layout_ksym *k = layout_get_ksym(l, i);
 
                 if (k->unregistered_ns != LAYOUT_TIME_MAX || k->prog_id != 0 || k->type != LAYOUT_KSYM_BPF ||
-                    strncmp(k->name, prefix, (size_t) n) != 0)
+                    k->registered_how != LAYOUT_SOURCE_PERF || strncmp(k->name, prefix, (size_t) n) != 0)
                         continue;
-                k->prog_id = rec->bpf.id;
-                if (k->id > 0)
-                        (void) store_set_ksym_prog_id(ingest_store(t->in), k->id, k->prog_id);
+                if (!best || k->registered_ns > best->registered_ns ||
+                    (k->registered_ns == best->registered_ns && k->id > best->id))
+                        best = k;
         }
+        if (!best)
+                return;
+        best->prog_id = rec->bpf.id;
+        if (best->id > 0)
+                (void) store_set_ksym_prog_id(ingest_store(t->in), best->id, best->prog_id);
 }
 
 static void schedule_ksym_rescan(tracker *t) {
@@ -185,12 +206,22 @@ typedef struct dyn_line {
 static int collect_dynamic(const kallsyms *k, dyn_line **ret, size_t *ret_n) {
         dyn_line *v = NULL;
         size_t n = 0, alloc = 0;
-        ksym s;
+        ksym s, next;
 
         for (size_t i = 0; kallsyms_get(k, i, &s) >= 0; i++) {
                 layout_ksym_type type;
+                uint64_t end = s.addr + KSYM_GUESS_MAX_BYTES;
 
-                if (layout_ksym_type_from_kallsyms(s.module, &type) < 0 || s.end <= s.addr)
+                if (layout_ksym_type_from_kallsyms(s.module, &type) < 0)
+                        continue;
+                /* kallsyms has no lengths: up to the next line at a higher
+                 * address, whatever it belongs to. */
+                for (size_t j = i + 1; kallsyms_get(k, j, &next) >= 0; j++)
+                        if (next.addr > s.addr) {
+                                end = MIN(end, next.addr);
+                                break;
+                        }
+                if (end <= s.addr)
                         continue;
                 if (n == alloc) {
                         size_t m = MAX(alloc * 2, (size_t) 64);
@@ -202,9 +233,7 @@ static int collect_dynamic(const kallsyms *k, dyn_line **ret, size_t *ret_n) {
                         v = p;
                         alloc = m;
                 }
-                /* kallsyms has no lengths: up to the next symbol, see
-                 * kallsyms_lookup(). */
-                v[n++] = (dyn_line) { .addr = s.addr, .len = s.end - s.addr, .name = s.name, .type = type };
+                v[n++] = (dyn_line) { .addr = s.addr, .len = end - s.addr, .name = s.name, .type = type };
         }
         *ret = v;
         *ret_n = n;
@@ -234,13 +263,18 @@ typedef struct open_ksyms {
         uint64_t wall;
 } open_ksyms;
 
-static int continue_open_ksym(int64_t id, const char *name, uint64_t addr, uint64_t len, void *userdata) {
+static int continue_open_ksym(int64_t id, const char *name, uint64_t addr, uint64_t len, const char *how,
+                             void *userdata) {
         open_ksyms *o = userdata;
-        layout_ksym *k = layout_find_live_ksym(ingest_layout(o->t->in), addr, 1, name);
+        layout *l = ingest_layout(o->t->in);
+        layout_ksym *k = layout_find_live_ksym(l, addr, 1, name);
 
-        if (k && k->id == 0 && k->addr == addr && streq(k->name, name))
+        if (k && k->id == 0 && k->addr == addr && streq(k->name, name)) {
                 k->id = id;
-        else
+                /* The earlier run had its length from the record. */
+                if (streq(how, layout_source_to_string(LAYOUT_SOURCE_PERF)))
+                        layout_ksym_set_len(l, k, len, true);
+        } else
                 (void) store_unregister_ksym(ingest_store(o->t->in), id, o->wall, "rescan");
         return 0;
 }
@@ -317,8 +351,8 @@ int tracker_rescan_ksyms(tracker *t, const char *why, tracker_rescan_result *ret
                         continue;
                 /* Since when: its addresses were free from the last
                  * unregistration there on. */
-                if (register_ksym(t, lines[i].addr, lines[i].len, lines[i].type, lines[i].name,
-                                  layout_ksym_free_since(l, lines[i].addr, lines[i].len), wall,
+                if (register_ksym(t, lines[i].addr, lines[i].len, false, lines[i].type, lines[i].name,
+                                  layout_ksym_free_since(l, lines[i].addr, lines[i].len), mono, wall,
                                   LAYOUT_SOURCE_RESCAN, detail))
                         res.ksyms_added++;
         }
