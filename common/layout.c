@@ -18,7 +18,7 @@ struct layout {
         uint64_t ksym_max_len;          /* the longest ever added: bounds the lookup's backward scan */
 
         uint64_t *bounds;               /* sorted window boundaries, see layout_epoch() */
-        size_t n_bounds;
+        size_t n_bounds, bounds_alloc;
 
         uint64_t generation;
 };
@@ -131,14 +131,17 @@ static int u64_cmp(const void *a, const void *b) {
 }
 
 static int rebuild_bounds(layout *l) {
-        uint64_t *b;
-        size_t n = 0;
+        size_t need = (l->n_mods + l->n_ksyms) * 2 + 1, n = 0;
+        uint64_t *b = l->bounds;
 
         l->generation++;
-        b = realloc(l->bounds, ((l->n_mods + l->n_ksyms) * 2 + 1) * sizeof *b);
-        if (!b)
-                return -ENOMEM;
-        l->bounds = b;
+        if (need > l->bounds_alloc) {
+                b = realloc(l->bounds, need * sizeof *b);
+                if (!b)
+                        return -ENOMEM;
+                l->bounds = b;
+                l->bounds_alloc = need;
+        }
         for (size_t i = 0; i < l->n_mods; i++) {
                 if (l->mods[i]->valid_from_ns > 0)
                         b[n++] = l->mods[i]->valid_from_ns;
@@ -153,6 +156,31 @@ static int rebuild_bounds(layout *l) {
         }
         qsort(b, n, sizeof *b, u64_cmp);
         l->n_bounds = n;
+        return 0;
+}
+
+/* One more window boundary: dynamic symbols come and go in time order,
+ * so it is usually appended; a full rebuild would sort them all. */
+static int add_bound(layout *l, uint64_t t) {
+        size_t i;
+
+        l->generation++;
+        if (t == 0)
+                return 0;
+        if (l->n_bounds == l->bounds_alloc) {
+                size_t m = MAX(l->bounds_alloc * 2, (size_t) 64);
+                uint64_t *b = realloc(l->bounds, m * sizeof *b);
+                if (!b)
+                        return -ENOMEM;
+                l->bounds = b;
+                l->bounds_alloc = m;
+        }
+        i = l->n_bounds;
+        if (i > 0 && l->bounds[i - 1] > t)
+                i = layout_epoch(l, t);
+        memmove(l->bounds + i + 1, l->bounds + i, (l->n_bounds - i) * sizeof *l->bounds);
+        l->bounds[i] = t;
+        l->n_bounds++;
         return 0;
 }
 
@@ -397,7 +425,7 @@ int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type typ
         if (len > l->ksym_max_len)
                 l->ksym_max_len = len;
 
-        r = rebuild_bounds(l);
+        r = add_bound(l, registered_ns);
         if (r < 0)
                 return r;
         if (ret)
@@ -460,7 +488,7 @@ int layout_remove_ksym(layout *l, layout_ksym *k, uint64_t now_ns, layout_source
                 return -ENOENT;
         k->unregistered_ns = MAX(now_ns, k->registered_ns);
         k->unregistered_how = how;
-        return rebuild_bounds(l);
+        return add_bound(l, k->unregistered_ns);
 }
 
 typedef struct latest_unregister {
