@@ -114,14 +114,18 @@ pass "modules shows both loads of fake_a with their addresses, and fake_b"
 json events > "$T/e.json"
 python3 - "$T/e.json" <<'EOF' || fail "the journal is wrong (see above)"
 import json, sys
-evs = json.load(open(sys.argv[1]))["events"]
-seen = [(e["kind"], e["module"], e["n_records"], len(e["records"])) for e in evs]
+# The records of dynamic symbols (BPF programs, ftrace trampolines) are
+# the running kernel's, whatever the root: count the section records, and
+# skip entries of dynamic symbols coming and going meanwhile.
+evs = [e for e in json.load(open(sys.argv[1]))["events"] if not e["kind"].startswith("ksym-")]
+sec = lambda e: sum(r["type"] == "section" for r in e["records"])
+seen = [(e["kind"], e["module"], sec(e), e["n_records"] - len(e["records"])) for e in evs]
 print(seen)
-want = [("start", None, 4, 4),                 # fake_a: 4 sections
-        ("module-add", "fake_b", 8, 8),        # fake_a + fake_b
-        ("module-remove", "fake_a", 4, 4),     # fake_b
-        ("module-add", "fake_a", 8, 8)]
-mods_in = lambda e: sorted({(r["module"], r["start"]) for r in e["records"] if r["section"] == ".text"})
+want = [("start", None, 4, 0),                 # fake_a: 4 sections
+        ("module-add", "fake_b", 8, 0),        # fake_a + fake_b
+        ("module-remove", "fake_a", 4, 0),     # fake_b
+        ("module-add", "fake_a", 8, 0)]
+mods_in = lambda e: sorted({(r["module"], r["start"]) for r in e["records"] if r.get("section") == ".text"})
 ok = seen == want and mods_in(evs[3]) == [("fake_a", "0xffffffffc0d00000"), ("fake_b", "0xffffffffc0c00000")]
 ok = ok and all(e["kernel"]["build_id"] and e["kernel"]["text_addr"].startswith("0x") for e in evs)
 sys.exit(0 if ok else 1)

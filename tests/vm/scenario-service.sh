@@ -80,6 +80,40 @@ prio=$(journalctl -u perfsnapd -o export --no-pager | awk '/^PRIORITY=/ { p = $0
 check "journal priorities: the start-up line is PRIORITY=6 ($prio)" [ "$prio" = PRIORITY=6 ]
 check "journal priorities: no raw <N> prefix in messages" sh -c '! journalctl -u perfsnapd --no-pager -o cat | grep -q "^<[0-7]>"'
 
+# BPF programs under the real service: systemd's own (loaded before
+# perfsnapd started) come from kallsyms, new ones from ksymbol records.
+sed -n 's/^[0-9a-f]* [tT] \(.*\)\t\[bpf\]$/\1/p' /proc/kallsyms > /tmp/bpf-lines
+echo "[bpf] lines in kallsyms: $(wc -l < /tmp/bpf-lines)"
+P=$BUILD_DIR/tests/integration/bpf-prog
+since=$(date +%s)
+"$P" churn --count 50 --prefix vmch > /tmp/churn.out 2>&1; echo "churn: $(cat /tmp/churn.out)"
+"$P" hot --name vmhot --seconds 3 > /tmp/hot.out 2>&1; echo "hot: $(head -1 /tmp/hot.out)"
+sleep 3
+perfsnapctl ksyms --format json > /tmp/ksyms.json
+perfsnapctl query --since "@$since" --format json > /tmp/qbpf.json
+python3 - <<'PY' || failed=1
+import json, re, sys
+lines = open("/tmp/bpf-lines").read().split()
+ks = json.load(open("/tmp/ksyms.json"))["ksyms"]
+rows = json.load(open("/tmp/qbpf.json"))["result"]["rows"]
+def check(ok, what):
+    print(("PASS: " if ok else "FAIL: ") + what)
+    if not ok:
+        global bad
+        bad = True
+bad = False
+churned = [k for k in ks if re.fullmatch(r"bpf_prog_[0-9a-f]{16}_vmch\d{4}", k["name"])]
+check(len(churned) == 50 and all(k["registered_how"] == "perf" and k["unregistered_how"] == "perf" for k in churned),
+      f"ksyms: 50 churned programs registered and unregistered by perf records ({len(churned)})")
+live = {k["name"] for k in ks if k["unregistered_ns"] is None}
+missing = [n for n in lines if n not in live]
+check(not missing, f"ksyms: the {len(lines)} [bpf] lines of kallsyms are listed as registered "
+      f"({sum(k['registered_how'] == 'startup' for k in ks)} found at start-up; missing: {missing[:5]})")
+hot = sum(r["samples"] for r in rows if r["module"] == "[bpf]" and r["symbol"].endswith("_vmhot"))
+check(hot >= 5, f"query: samples in the hot program show as [bpf] bpf_prog_<tag>_vmhot ({hot})")
+sys.exit(1 if bad else 0)
+PY
+
 t0=$(date +%s%N)
 systemctl stop perfsnapd
 t1=$(date +%s%N)
