@@ -620,7 +620,8 @@ int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit 
         if (dyn) {
                 *ret = (layout_hit) {
                         .ksym = dyn,
-                        .module_name = layout_ksym_type_to_string(dyn->type),
+                        /* "[unknown]" would read as a user frame without a mapping. */
+                        .module_name = dyn->type == LAYOUT_KSYM_UNKNOWN ? "ksym" : layout_ksym_type_to_string(dyn->type),
                         .symbol = dyn->name,
                         .symbol_addr = dyn->addr,
                 };

@@ -187,7 +187,8 @@ size_t layout_forget_ksyms_before(layout *l, uint64_t time_ns);
 typedef struct layout_hit {
         const layout_module *module;    /* the module instance, NULL for other code */
         const layout_ksym *ksym;        /* the dynamic symbol, NULL for other code */
-        const char *module_name;        /* the module's name, the dynamic symbol's type ("bpf", "ool"), NULL: core kernel */
+        const char *module_name;        /* the module's name; for a dynamic symbol "bpf", "ool", or "ksym" for
+                                         * one of an unknown type; NULL: core kernel */
         const char *symbol;             /* NULL if only the section is known */
         uint64_t symbol_addr;           /* the offset is addr - symbol_addr */
         const char *section;            /* the module section holding addr, or NULL */

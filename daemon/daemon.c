@@ -118,6 +118,9 @@ static void on_rescan_timer(evutil_socket_t fd, short what, void *userdata) {
         daemon_ctx *d = userdata;
 
         (void) tracker_rescan(d->tracker, "periodic", NULL);
+        /* Without ksymbol records, rescans are all there is for BPF. */
+        if (d->events && !perf_events_has_ksymbol(d->events))
+                (void) tracker_rescan_ksyms(d->tracker, "periodic", NULL);
 }
 
 /* A kernel address nothing covers: perhaps a module in its init, before
@@ -425,7 +428,7 @@ int daemon_start(daemon_ctx *d) {
                 return log_error_errno(r, "Failed to enable the perf events: %m");
         if (!perf_events_has_ksymbol(d->events))
                 log_warning("This kernel has no PERF_RECORD_KSYMBOL (Linux < 5.1): BPF programs and other dynamic code "
-                            "are known from the start-up kallsyms and rescans only.");
+                            "are known from the start-up kallsyms and rescans (every rescan_interval) only.");
 
         r = ingest_load_kernel(d->ingest);
         if (r < 0)
