@@ -87,47 +87,80 @@ size_t perf_sample_id_size(uint64_t sample_type) {
 /* The sample_id trailer sits at the very end of a non-sample record (after
  * a variable-length body such as a padded string), so it is located from
  * header.size backwards and the body is bounded by its start. */
+/* Reads a sample_id trailer from t. */
+static int parse_sample_id(cursor *t, uint64_t sample_type, perf_sample_id *sid) {
+        int r;
+
+        if (sample_type & PERF_SAMPLE_TID) {
+                r = cursor_u32_pair(t, &sid->pid, &sid->tid);
+                if (r < 0)
+                        return r;
+        }
+        if (sample_type & PERF_SAMPLE_TIME) {
+                r = cursor_u64(t, &sid->time);
+                if (r < 0)
+                        return r;
+        }
+        if (sample_type & PERF_SAMPLE_ID) {
+                r = cursor_u64(t, &sid->id);
+                if (r < 0)
+                        return r;
+        }
+        if (sample_type & PERF_SAMPLE_STREAM_ID) {
+                r = cursor_take(t, NULL, sizeof(uint64_t));
+                if (r < 0)
+                        return r;
+        }
+        if (sample_type & PERF_SAMPLE_CPU) {
+                r = cursor_u32_pair(t, &sid->cpu, NULL);
+                if (r < 0)
+                        return r;
+        }
+        if (sample_type & PERF_SAMPLE_IDENTIFIER) {
+                r = cursor_u64(t, &sid->id);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Takes the trailer off the end of body. */
 static int split_sample_id(cursor *body, uint64_t sample_type, perf_sample_id *sid) {
         size_t n = perf_sample_id_size(sample_type);
         cursor t;
-        int r;
 
         if (cursor_left(body) < n)
                 return -EBADMSG;
         t = (cursor) { body->end - n, body->end };
         body->end -= n;
+        return parse_sample_id(&t, sample_type, sid);
+}
 
-        if (sample_type & PERF_SAMPLE_TID) {
-                r = cursor_u32_pair(&t, &sid->pid, &sid->tid);
-                if (r < 0)
-                        return r;
+/* KSYMBOL and BPF_EVENT records may be longer than their contents: the
+ * kernel adds the trailer's size to the record's shared header for every
+ * session it writes the record to, and does not restore it
+ * (perf_event_ksymbol_output(), perf_event_bpf_output()), so with another
+ * session (a perf record) on the CPU, perfsnapd's copy can end in unused
+ * bytes. Their trailer is read right after the body: 16 fixed bytes, for
+ * KSYMBOL then the name, NUL-padded to 8 bytes. The body is cut there. */
+static int split_sideband_sample_id(cursor *body, uint32_t type, uint64_t sample_type, perf_sample_id *sid) {
+        size_t n = perf_sample_id_size(sample_type), left = cursor_left(body), len = 16;
+        cursor t;
+
+        if (left < len + n)
+                return -EBADMSG;
+        if (type == PERF_RECORD_KSYMBOL) {
+                const uint8_t *nul = memchr(body->p + len, 0, left - len - n);
+
+                if (!nul)
+                        return -EBADMSG;
+                len += ((size_t) (nul - (body->p + len)) + 1 + 7) & ~(size_t) 7;
+                if (left < len + n)
+                        return -EBADMSG;
         }
-        if (sample_type & PERF_SAMPLE_TIME) {
-                r = cursor_u64(&t, &sid->time);
-                if (r < 0)
-                        return r;
-        }
-        if (sample_type & PERF_SAMPLE_ID) {
-                r = cursor_u64(&t, &sid->id);
-                if (r < 0)
-                        return r;
-        }
-        if (sample_type & PERF_SAMPLE_STREAM_ID) {
-                r = cursor_take(&t, NULL, sizeof(uint64_t));
-                if (r < 0)
-                        return r;
-        }
-        if (sample_type & PERF_SAMPLE_CPU) {
-                r = cursor_u32_pair(&t, &sid->cpu, NULL);
-                if (r < 0)
-                        return r;
-        }
-        if (sample_type & PERF_SAMPLE_IDENTIFIER) {
-                r = cursor_u64(&t, &sid->id);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        t = (cursor) { body->p + len, body->p + len + n };
+        body->end = body->p + len;
+        return parse_sample_id(&t, sample_type, sid);
 }
 
 static int decode_sample(cursor *c, uint64_t sample_type, uint16_t misc, perf_record *rec) {
@@ -383,13 +416,13 @@ int perf_record_decode(const void *data, size_t size, uint64_t sample_type, perf
                 break;
 
         case PERF_RECORD_KSYMBOL:
-                r = split_sample_id(&c, sample_type, &rec.sid);
+                r = split_sideband_sample_id(&c, h.type, sample_type, &rec.sid);
                 if (r >= 0)
                         r = decode_ksymbol(&c, &rec.ksymbol);
                 break;
 
         case PERF_RECORD_BPF_EVENT:
-                r = split_sample_id(&c, sample_type, &rec.sid);
+                r = split_sideband_sample_id(&c, h.type, sample_type, &rec.sid);
                 if (r >= 0)
                         r = decode_bpf_event(&c, &rec.bpf);
                 break;
@@ -450,9 +483,13 @@ int perf_record_time(const void *data, size_t size, uint64_t sample_type, uint64
         case PERF_RECORD_MMAP2:
         case PERF_RECORD_LOST:
         case PERF_RECORD_LOST_SAMPLES:
+                r = split_sample_id(&c, sample_type, &sid);
+                t = sid.time;
+                break;
+
         case PERF_RECORD_KSYMBOL:
         case PERF_RECORD_BPF_EVENT:
-                r = split_sample_id(&c, sample_type, &sid);
+                r = split_sideband_sample_id(&c, h.type, sample_type, &sid);
                 t = sid.time;
                 break;
 

@@ -11,7 +11,9 @@
 #     stays flat over 5000 more;
 #  4. a program loaded before perfsnapd starts comes from kallsyms;
 #  5. lost records make perfsnapd rescan kallsyms, which finds a program
-#     whose register record was lost.
+#     whose register record was lost;
+#  6. with a perf record session alongside (the kernel then hands
+#     perfsnapd longer ksymbol records), every record still decodes.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -208,4 +210,30 @@ pass "$lost records lost: $rescans rescan(s) found $KSYM"
 kill -0 "$DPID" || fail "daemon died"
 stop_daemon
 [ "$DRC" = 0 ] || fail "perfsnapd exited with $DRC"
+rm -rf "$T"
+
+# ---- 6. perf record alongside ----
+if command -v perf >/dev/null; then
+        setup_dir "ring_buffer_pages = 1024" "frequency_hz = 49"
+        start_daemon
+        # Started after perfsnapd, perf's event is written to first.
+        perf record -a -e cpu-clock -F 49 -o "$T/perf.data" -- sleep 3 > "$T/perf.log" 2>&1 &
+        PERF=$!
+        sleep 1
+        "$BPF_PROG" churn --count 300 --prefix psnapp >/dev/null || fail "bpf-prog churn failed"
+        wait $PERF || { cat "$T/perf.log"; fail "perf record failed"; }
+        check_counts() {
+                [ "$(status_field ksyms_registered)" = 300 ] && [ "$(status_field ksyms_unregistered)" = 300 ]
+        }
+        eventually check_counts
+        for f in bad_records ksym_unknown_unregisters lost; do
+                v=$(status_field $f)
+                [ "$v" = 0 ] || fail "with perf record alongside: status $f is $v, expected 0"
+        done
+        check_counts || fail "with perf record alongside: $(status_field ksyms_registered) registered, $(status_field ksyms_unregistered) unregistered of 300"
+        pass "with perf record alongside: 300 + 300 records decoded, none malformed"
+        stop_daemon
+else
+        echo "perf is not installed: part 6 not run"
+fi
 echo "all BPF ksym checks passed"

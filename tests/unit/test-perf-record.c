@@ -513,6 +513,50 @@ TEST(bpf_event) {
         ASSERT_ERROR(perf_record_decode(bytes(&b), n, ST, &r), EBADMSG);
 }
 
+/* The kernel grows a KSYMBOL/BPF_EVENT record by the trailer's size for
+ * every session it is written to: the second session's copy ends in
+ * bytes that are not its trailer. The trailer is the one after the body. */
+TEST(sideband_records_longer_than_their_contents) {
+        uint16_t tf[2] = { PERF_RECORD_KSYMBOL_TYPE_BPF, 0 };
+        uint32_t len = 0x40;
+        builder b;
+        perf_record r;
+        uint64_t t = 0;
+        size_t n;
+
+        begin(&b);
+        put_u64(&b, 0xffffffffc0002000ULL);
+        put(&b, &len, sizeof(len));
+        put(&b, tf, sizeof(tf));
+        put_str(&b, "bpf_prog_0123456789abcdef_x");
+        put_sid(&b, 7, 8, 123456789, 1, 0x77);
+        put_sid(&b, 0xdead, 0xbeef, 0x100000000ULL + 2533, 0, 0);      /* another session's share */
+        n = finish(&b, PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_KERNEL);
+        ASSERT_OK(perf_record_decode(bytes(&b), n, ST, &r));
+        ASSERT_STREQ(r.ksymbol.name, "bpf_prog_0123456789abcdef_x");
+        ASSERT_U64_EQ(r.sid.time, 123456789);
+        ASSERT_EQ(r.sid.pid, 7);
+        ASSERT_EQ(r.sid.cpu, 1);
+        ASSERT_OK(perf_record_time(bytes(&b), n, ST, &t));
+        ASSERT_U64_EQ(t, 123456789);
+
+        begin(&b);
+        tf[0] = PERF_BPF_EVENT_PROG_UNLOAD;
+        put(&b, tf, sizeof(tf));
+        put(&b, &len, sizeof(len));
+        put_u64(&b, 0x0807060504030201ULL);
+        put_sid(&b, 7, 8, 987654321, 0, 0x77);
+        put_sid(&b, 1, 2, 3, 4, 5);
+        put_sid(&b, 1, 2, 3, 4, 5);
+        n = finish(&b, PERF_RECORD_BPF_EVENT, 0);
+        ASSERT_OK(perf_record_decode(bytes(&b), n, ST, &r));
+        ASSERT_EQ(r.bpf.type, PERF_BPF_EVENT_PROG_UNLOAD);
+        ASSERT_EQ(r.bpf.id, 0x40);
+        ASSERT_U64_EQ(r.sid.time, 987654321);
+        ASSERT_OK(perf_record_time(bytes(&b), n, ST, &t));
+        ASSERT_U64_EQ(t, 987654321);
+}
+
 TEST(unknown_type) {
         builder b;
         perf_record r;
