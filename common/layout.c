@@ -552,6 +552,10 @@ static bool covers_at(const layout_ksym *k, const void *arg) {
         return a->time_ns >= k->registered_ns && a->time_ns < k->unregistered_ns;
 }
 
+static bool covers_at_exact(const layout_ksym *k, const void *arg) {
+        return k->len_exact && covers_at(k, arg);
+}
+
 /* The ELF function covering addr within section s (or anywhere, without s). */
 static const module_symbol *find_elf_symbol(const layout_module *m, const module_section *s, uint64_t addr) {
         size_t lo = 0, hi = m->n_elf_syms;
@@ -611,12 +615,30 @@ static void resolve_in_module(const layout *l, const layout_module *m, uint64_t 
         }
 }
 
+/* Whether a module instance covers addr at time_ns (see layout_resolve()). */
+static bool module_covers(const layout *l, uint64_t addr, uint64_t time_ns) {
+        for (size_t i = l->n_mods; i > 0; i--) {
+                const layout_module *m = l->mods[i - 1];
+
+                if (time_ns < m->valid_from_ns || time_ns >= m->unloaded_ns)
+                        continue;
+                if (in_range(addr, m->base, m->size) || find_code_section(m, addr, time_ns))
+                        return true;
+        }
+        return false;
+}
+
 int layout_resolve(const layout *l, uint64_t addr, uint64_t time_ns, layout_hit *ret) {
         const layout_module *by_section = NULL;
         const layout_ksym *dyn;
         ksym k;
 
-        dyn = ksym_scan(l, addr, 1, covers_at, &(at_time) { addr, time_ns });
+        /* Dynamic symbols whose length a record gave first; a length
+         * guessed from kallsyms may reach over a module loaded later, so
+         * those come after the modules. */
+        dyn = ksym_scan(l, addr, 1, covers_at_exact, &(at_time) { addr, time_ns });
+        if (!dyn && !module_covers(l, addr, time_ns))
+                dyn = ksym_scan(l, addr, 1, covers_at, &(at_time) { addr, time_ns });
         if (dyn) {
                 *ret = (layout_hit) {
                         .ksym = dyn,

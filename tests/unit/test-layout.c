@@ -465,3 +465,24 @@ TEST(ksyms_in_address_order_and_bad_ones_refused) {
         ASSERT_OK(layout_resolve(l, PROG_A + 0x10, 1, &hit));
         ASSERT_STREQ(hit.symbol, "a");
 }
+
+/* A length guessed from kallsyms (to the next line) may reach over a
+ * module loaded later: the module wins there. A record's length does not. */
+TEST(guessed_ksym_length_gives_way_to_a_module) {
+        _cleanup_(layout_freep) layout *l = NULL;
+        layout_ksym *k = NULL;
+        layout_hit hit;
+
+        ASSERT_OK(layout_new(&l));
+        ASSERT_OK(layout_add_ksym(l, BRD_BASE - 0x1000, 0x200000, LAYOUT_KSYM_BPF, "bpf_prog_aaaaaaaaaaaaaaaa_guess", 0,
+                                  LAYOUT_SOURCE_STARTUP, &k));
+        ASSERT_OK(layout_add_module(l, brd_at(BRD_BASE, BRD_INIT), 10 * SEC, NULL));
+        ASSERT_OK(layout_resolve(l, BRD_BASE + 0x3c0, 20 * SEC, &hit));
+        ASSERT_STREQ(hit.module_name, "brd");
+        ASSERT_OK(layout_resolve(l, BRD_BASE - 0x800, 20 * SEC, &hit));
+        ASSERT_STREQ(hit.symbol, "bpf_prog_aaaaaaaaaaaaaaaa_guess");
+        /* Once the length is a record's, the symbol comes first. */
+        layout_ksym_set_len(l, k, 0x200000, true);
+        ASSERT_OK(layout_resolve(l, BRD_BASE + 0x3c0, 20 * SEC, &hit));
+        ASSERT_STREQ(hit.symbol, "bpf_prog_aaaaaaaaaaaaaaaa_guess");
+}
