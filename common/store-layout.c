@@ -123,34 +123,43 @@ int store_add_module(store *s, const store_module *m, int64_t *ret_id) {
         return 0;
 }
 
-static int unload_module_locked(store *s, int64_t module_id, uint64_t unloaded_ns, const char *how) {
+/* Runs one UPDATE of a row: ?1 the id, ?2 an integer, ?3 (if the statement
+ * has it) text or NULL. -ENOENT if it changed nothing. */
+static int update_row_locked(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int r;
 
-        r = store_prepare(s, "UPDATE modules SET unloaded_ns = ?2, unloaded_how = ?3 WHERE id = ?1 AND unloaded_ns IS NULL", &st);
+        r = store_prepare(s, sql, &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, module_id);
-        sqlite3_bind_int64(st, 2, i64(unloaded_ns));
-        r = bind_text_or_null(st, 3, how);
-        if (r < 0)
-                return r;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int64(st, 2, v);
+        if (sqlite3_bind_parameter_count(st) >= 3) {
+                r = bind_text_or_null(st, 3, text);
+                if (r < 0)
+                        return r;
+        }
         r = store_step_done(s, st);
         if (r < 0)
                 return r;
         return sqlite3_changes(store_sqlite(s)) > 0 ? 0 : -ENOENT;
 }
 
-int store_unload_module(store *s, int64_t module_id, uint64_t unloaded_ns, const char *how) {
+static int update_row(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
         bool owned;
         int r;
 
-        if (!s || module_id <= 0)
+        if (!s || id <= 0)
                 return -EINVAL;
         r = store_write_begin(s, &owned);
         if (r < 0)
                 return r;
-        return store_write_end(s, owned, unload_module_locked(s, module_id, unloaded_ns, how));
+        return store_write_end(s, owned, update_row_locked(s, sql, id, v, text));
+}
+
+int store_unload_module(store *s, int64_t module_id, uint64_t unloaded_ns, const char *how) {
+        return update_row(s, "UPDATE modules SET unloaded_ns = ?2, unloaded_how = ?3 "
+                             "WHERE id = ?1 AND unloaded_ns IS NULL", module_id, i64(unloaded_ns), how);
 }
 
 int store_foreach_open_module(store *s, int64_t boot_id, store_open_module_cb cb, void *userdata) {
@@ -217,47 +226,13 @@ int store_add_ksym(store *s, const store_ksym *k, int64_t *ret_id) {
         return 0;
 }
 
-/* Runs one UPDATE of a ksyms row: ?1 the id, ?2 an integer, ?3 text or
- * NULL. -ENOENT if it changed nothing. */
-static int update_ksym_locked(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        int r;
-
-        r = store_prepare(s, sql, &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_int64(st, 2, v);
-        if (sqlite3_bind_parameter_count(st) >= 3) {
-                r = bind_text_or_null(st, 3, text);
-                if (r < 0)
-                        return r;
-        }
-        r = store_step_done(s, st);
-        if (r < 0)
-                return r;
-        return sqlite3_changes(store_sqlite(s)) > 0 ? 0 : -ENOENT;
-}
-
-static int update_ksym(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
-        bool owned;
-        int r;
-
-        if (!s || id <= 0)
-                return -EINVAL;
-        r = store_write_begin(s, &owned);
-        if (r < 0)
-                return r;
-        return store_write_end(s, owned, update_ksym_locked(s, sql, id, v, text));
-}
-
 int store_unregister_ksym(store *s, int64_t ksym_id, uint64_t unregistered_ns, const char *how) {
-        return update_ksym(s, "UPDATE ksyms SET unregistered_ns = ?2, unregistered_how = ?3 "
+        return update_row(s, "UPDATE ksyms SET unregistered_ns = ?2, unregistered_how = ?3 "
                               "WHERE id = ?1 AND unregistered_ns IS NULL", ksym_id, i64(unregistered_ns), how);
 }
 
 int store_set_ksym_prog_id(store *s, int64_t ksym_id, uint32_t prog_id) {
-        return update_ksym(s, "UPDATE ksyms SET prog_id = ?2 WHERE id = ?1", ksym_id, prog_id, NULL);
+        return update_row(s, "UPDATE ksyms SET prog_id = ?2 WHERE id = ?1", ksym_id, prog_id, NULL);
 }
 
 int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, void *userdata) {
@@ -395,6 +370,10 @@ static json_object *text_or_null(sqlite3_stmt *st, int col) {
         return t ? json_object_new_string(t) : NULL;
 }
 
+static json_object *int_or_null(sqlite3_stmt *st, int col) {
+        return sqlite3_column_type(st, col) == SQLITE_NULL ? NULL : json_object_new_int64(sqlite3_column_int64(st, col));
+}
+
 /* {"KEY": []}, and the array in *ret_array. */
 static json_object *new_list(const char *key, json_object **ret_array) {
         json_object *res = json_object_new_object(), *a = json_object_new_array();
@@ -439,7 +418,13 @@ static int add_sections(store *s, json_object *o, int64_t module_id) {
         return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
 }
 
-int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, json_object **ret) {
+/* Fills one row's object from the statement's current row. */
+typedef int (*list_row_fn)(store *s, sqlite3_stmt *st, json_object *o, void *userdata);
+
+/* {"KEY": [rows]}: one object per row of sql (?1 bound to since_ns), at
+ * most max_rows (0: no cap), with "truncated" when the cap cut the list. */
+static int list_rows(store *s, const char *sql, uint64_t since_ns, const char *key, uint32_t max_rows,
+                     list_row_fn fill, void *userdata, json_object **ret) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         json_object *res, *a;
         uint32_t n = 0;
@@ -447,52 +432,32 @@ int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t
 
         if (!s || !ret)
                 return -EINVAL;
-        r = store_prepare(s,
-                "SELECT m.id, m.name, m.build_id, m.file, m.base, m.size, m.loaded_ns, m.loaded_how,"
-                "       m.unloaded_ns, m.unloaded_how, b.boot_uuid, b.release"
-                "  FROM modules m LEFT JOIN boots b ON b.id = m.boot"
-                " WHERE m.unloaded_ns IS NULL OR m.unloaded_ns >= ?1"
-                " ORDER BY m.loaded_ns, m.id", &st);
+        r = store_prepare(s, sql, &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
 
-        res = new_list("modules", &a);
+        res = new_list(key, &a);
         if (!res)
                 return -ENOMEM;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_object *m;
+                json_object *o;
 
                 if (max_rows > 0 && n >= max_rows) {
                         json_object_object_add(res, "truncated", json_object_new_boolean(true));
                         rc = SQLITE_DONE;
                         break;
                 }
-                m = json_object_new_object();
-                if (!m) {
+                o = json_object_new_object();
+                if (!o) {
                         r = -ENOMEM;
                         goto fail;
                 }
-                json_object_array_add(a, m);
+                json_object_array_add(a, o);
                 n++;
-                json_object_object_add(m, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
-                json_object_object_add(m, "name", text_or_null(st, 1));
-                json_object_object_add(m, "build_id", text_or_null(st, 2));
-                json_object_object_add(m, "file", text_or_null(st, 3));
-                json_object_object_add(m, "base", hex(u64(sqlite3_column_int64(st, 4))));
-                json_object_object_add(m, "size", json_object_new_int64(sqlite3_column_int64(st, 5)));
-                json_object_object_add(m, "loaded_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
-                json_object_object_add(m, "loaded_how", text_or_null(st, 7));
-                json_object_object_add(m, "unloaded_ns", sqlite3_column_type(st, 8) == SQLITE_NULL ? NULL :
-                                       json_object_new_int64(sqlite3_column_int64(st, 8)));
-                json_object_object_add(m, "unloaded_how", text_or_null(st, 9));
-                json_object_object_add(m, "boot_id", text_or_null(st, 10));
-                json_object_object_add(m, "release", text_or_null(st, 11));
-                if (with_sections) {
-                        r = add_sections(s, m, sqlite3_column_int64(st, 0));
-                        if (r < 0)
-                                goto fail;
-                }
+                r = fill(s, st, o, userdata);
+                if (r < 0)
+                        goto fail;
         }
         if (rc != SQLITE_DONE) {
                 r = store_step_errno(s, rc);
@@ -503,6 +468,34 @@ int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t
 fail:
         json_object_put(res);
         return r;
+}
+
+static int fill_module(store *s, sqlite3_stmt *st, json_object *m, void *userdata) {
+        const bool *with_sections = userdata;
+
+        json_object_object_add(m, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
+        json_object_object_add(m, "name", text_or_null(st, 1));
+        json_object_object_add(m, "build_id", text_or_null(st, 2));
+        json_object_object_add(m, "file", text_or_null(st, 3));
+        json_object_object_add(m, "base", hex(u64(sqlite3_column_int64(st, 4))));
+        json_object_object_add(m, "size", json_object_new_int64(sqlite3_column_int64(st, 5)));
+        json_object_object_add(m, "loaded_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
+        json_object_object_add(m, "loaded_how", text_or_null(st, 7));
+        json_object_object_add(m, "unloaded_ns", int_or_null(st, 8));
+        json_object_object_add(m, "unloaded_how", text_or_null(st, 9));
+        json_object_object_add(m, "boot_id", text_or_null(st, 10));
+        json_object_object_add(m, "release", text_or_null(st, 11));
+        return *with_sections ? add_sections(s, m, sqlite3_column_int64(st, 0)) : 0;
+}
+
+int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, json_object **ret) {
+        return list_rows(s,
+                "SELECT m.id, m.name, m.build_id, m.file, m.base, m.size, m.loaded_ns, m.loaded_how,"
+                "       m.unloaded_ns, m.unloaded_how, b.boot_uuid, b.release"
+                "  FROM modules m LEFT JOIN boots b ON b.id = m.boot"
+                " WHERE m.unloaded_ns IS NULL OR m.unloaded_ns >= ?1"
+                " ORDER BY m.loaded_ns, m.id",
+                since_ns, "modules", max_rows, fill_module, &with_sections, ret);
 }
 
 /* The dynamic symbols of an event, as PERF_RECORD_KSYMBOL-like records. */
@@ -530,8 +523,7 @@ static int add_ksym_records(store *s, json_object *a, int64_t event_id, uint32_t
                 json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 1)));
                 json_object_object_add(x, "name", text_or_null(st, 2));
                 json_object_object_add(x, "ksym_type", text_or_null(st, 3));
-                json_object_object_add(x, "prog_id", sqlite3_column_type(st, 4) == SQLITE_NULL ? NULL :
-                                       json_object_new_int64(sqlite3_column_int64(st, 4)));
+                json_object_object_add(x, "prog_id", int_or_null(st, 4));
         }
         return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
 }
@@ -652,63 +644,27 @@ fail:
         return r;
 }
 
-int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, json_object **ret) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        json_object *res, *a;
-        uint32_t n = 0;
-        int r, rc;
+static int fill_ksym(store *s, sqlite3_stmt *st, json_object *k, void *userdata) {
+        json_object_object_add(k, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
+        json_object_object_add(k, "name", text_or_null(st, 1));
+        json_object_object_add(k, "addr", hex(u64(sqlite3_column_int64(st, 2))));
+        json_object_object_add(k, "len", json_object_new_int64(sqlite3_column_int64(st, 3)));
+        json_object_object_add(k, "type", text_or_null(st, 4));
+        json_object_object_add(k, "prog_id", int_or_null(st, 5));
+        json_object_object_add(k, "registered_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
+        json_object_object_add(k, "registered_how", text_or_null(st, 7));
+        json_object_object_add(k, "unregistered_ns", int_or_null(st, 8));
+        json_object_object_add(k, "unregistered_how", text_or_null(st, 9));
+        json_object_object_add(k, "boot_id", text_or_null(st, 10));
+        return 0;
+}
 
-        if (!s || !ret)
-                return -EINVAL;
-        r = store_prepare(s,
+int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, json_object **ret) {
+        return list_rows(s,
                 "SELECT k.id, k.name, k.addr, k.len, k.type, k.prog_id, k.registered_ns, k.registered_how,"
                 "       k.unregistered_ns, k.unregistered_how, b.boot_uuid"
                 "  FROM ksyms k LEFT JOIN boots b ON b.id = k.boot"
                 " WHERE k.unregistered_ns IS NULL OR k.unregistered_ns >= ?1"
-                " ORDER BY k.registered_ns, k.id", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
-
-        res = new_list("ksyms", &a);
-        if (!res)
-                return -ENOMEM;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_object *k;
-
-                if (max_rows > 0 && n >= max_rows) {
-                        json_object_object_add(res, "truncated", json_object_new_boolean(true));
-                        rc = SQLITE_DONE;
-                        break;
-                }
-                k = json_object_new_object();
-                if (!k) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                json_object_array_add(a, k);
-                n++;
-                json_object_object_add(k, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
-                json_object_object_add(k, "name", text_or_null(st, 1));
-                json_object_object_add(k, "addr", hex(u64(sqlite3_column_int64(st, 2))));
-                json_object_object_add(k, "len", json_object_new_int64(sqlite3_column_int64(st, 3)));
-                json_object_object_add(k, "type", text_or_null(st, 4));
-                json_object_object_add(k, "prog_id", sqlite3_column_type(st, 5) == SQLITE_NULL ? NULL :
-                                       json_object_new_int64(sqlite3_column_int64(st, 5)));
-                json_object_object_add(k, "registered_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
-                json_object_object_add(k, "registered_how", text_or_null(st, 7));
-                json_object_object_add(k, "unregistered_ns", sqlite3_column_type(st, 8) == SQLITE_NULL ? NULL :
-                                       json_object_new_int64(sqlite3_column_int64(st, 8)));
-                json_object_object_add(k, "unregistered_how", text_or_null(st, 9));
-                json_object_object_add(k, "boot_id", text_or_null(st, 10));
-        }
-        if (rc != SQLITE_DONE) {
-                r = store_step_errno(s, rc);
-                goto fail;
-        }
-        *ret = res;
-        return 0;
-fail:
-        json_object_put(res);
-        return r;
+                " ORDER BY k.registered_ns, k.id",
+                since_ns, "ksyms", max_rows, fill_ksym, NULL, ret);
 }
