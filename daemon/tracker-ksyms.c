@@ -15,6 +15,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
+#include "notes.h"
 #include "store.h"
 #include "timeparse.h"
 #include "tracker-private.h"
@@ -130,16 +131,15 @@ static void on_ksymbol(tracker *t, const perf_record *rec, uint64_t mono, uint64
  * newest such symbol without an id is the one. */
 static void on_bpf_event(tracker *t, const perf_record *rec) {
         layout *l = ingest_layout(t->in);
-        char prefix[sizeof "bpf_prog_" + 16];
+        char tag[BUILD_ID_HEX_MAX], prefix[sizeof "bpf_prog_" + BUILD_ID_HEX_MAX];
         layout_ksym *best = NULL;
         int n;
 
         t->stats.bpf_events++;
         if (rec->bpf.type != PERF_BPF_EVENT_PROG_LOAD || rec->bpf.id == 0)
                 return;
-        n = snprintf(prefix, sizeof prefix, "bpf_prog_");
-        for (size_t i = 0; i < sizeof rec->bpf.tag; i++)
-                n += snprintf(prefix + n, sizeof prefix - (size_t) n, "%02x", rec->bpf.tag[i]);
+        build_id_to_hex(rec->bpf.tag, sizeof rec->bpf.tag, tag);
+        n = snprintf(prefix, sizeof prefix, "bpf_prog_%s", tag);
         for (size_t i = 0; i < layout_n_ksyms(l); i++) {
                 layout_ksym *k = layout_get_ksym(l, i);
 
