@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,6 +45,11 @@ static inline void fclosep(FILE **f) {
                 fclose(*f);
 }
 #define _cleanup_fclose_ _cleanup_(fclosep)
+
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
 
 /* For types with a NULL-accepting destructor `type *func(type *)`. */
 #define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                 \

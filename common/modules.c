@@ -286,11 +286,6 @@ static void sections_buf_done(sections_buf *b) {
         module_sections_free(b->v, b->n);
 }
 
-static void closedirp(DIR **d) {
-        if (*d)
-                closedir(*d);
-}
-
 int module_sections_read(const char *root, const char *name, module_section **ret, size_t *ret_n) {
         _cleanup_(sections_buf_done) sections_buf b = {};
         _cleanup_(closedirp) DIR *d = NULL;

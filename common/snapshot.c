@@ -1,0 +1,820 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Snapshots of the kernel's code in perf's build-id cache layout; see
+ * snapshot.h. perf finds a snapshot by walking
+ * CACHE/[kernel.kcore]/<build-id>/ and matching each directory's modules
+ * and kallsyms (_text) with the kernel it decodes, so those two files must
+ * be the kernel's own bytes, and a directory there must be complete. */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "kcore.h"
+#include "layout.h"
+#include "log.h"
+#include "macro.h"
+#include "modules.h"
+#include "snapshot.h"
+#include "timeparse.h"
+
+/* kallsyms of a distribution kernel is ~10 MiB; modules a few KiB. */
+#define SNAPSHOT_KALLSYMS_MAX_BYTES (64u * 1024u * 1024u)
+#define SNAPSHOT_MODULES_MAX_BYTES (4u * 1024u * 1024u)
+/* Two snapshots in the same hundredth of a second: the later one's name
+ * moves on by hundredths until it is free. */
+#define SNAPSHOT_NAME_TRIES 100
+#define HUNDREDTH_NS (NSEC_PER_SEC / 100)
+
+void snapshot_info_done(snapshot_info *s) {
+        if (s) {
+                free(s->path);
+                s->path = NULL;
+        }
+}
+
+void snapshot_infos_free(snapshot_info *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                snapshot_info_done(v + i);
+        free(v);
+}
+
+int snapshot_name_from_time(uint64_t wall_ns, char ret[static SNAPSHOT_NAME_LEN + 1]) {
+        time_t sec = (time_t) (wall_ns / NSEC_PER_SEC);
+        struct tm tm;
+        char buf[15];
+
+        if (!localtime_r(&sec, &tm) || tm.tm_year + 1900 < 1000 || tm.tm_year + 1900 > 9999)
+                return -EINVAL;
+        if (strftime(buf, sizeof buf, "%Y%m%d%H%M%S", &tm) != 14)
+                return -EINVAL;
+        memcpy(ret, buf, 14);
+        ret[14] = (char) ('0' + wall_ns % NSEC_PER_SEC / HUNDREDTH_NS / 10);
+        ret[15] = (char) ('0' + wall_ns % NSEC_PER_SEC / HUNDREDTH_NS % 10);
+        ret[16] = '\0';
+        return 0;
+}
+
+int snapshot_time_from_name(const char *name, uint64_t *ret_ns) {
+        struct tm tm = { .tm_isdst = -1 };
+        unsigned v[7];
+        time_t t;
+
+        if (!name || strlen(name) != SNAPSHOT_NAME_LEN || strspn(name, "0123456789") != SNAPSHOT_NAME_LEN)
+                return -EINVAL;
+        if (sscanf(name, "%4u%2u%2u%2u%2u%2u%2u", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) != 7)
+                return -EINVAL;
+        if (v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > 31 || v[3] > 23 || v[4] > 59 || v[5] > 60)
+                return -EINVAL;
+        tm.tm_year = (int) v[0] - 1900;
+        tm.tm_mon = (int) v[1] - 1;
+        tm.tm_mday = (int) v[2];
+        tm.tm_hour = (int) v[3];
+        tm.tm_min = (int) v[4];
+        tm.tm_sec = (int) v[5];
+        t = mktime(&tm);
+        if (t == (time_t) -1 || t < 0 || tm.tm_mday != (int) v[2])      /* 31 February */
+                return -EINVAL;
+        *ret_ns = (uint64_t) t * NSEC_PER_SEC + v[6] * HUNDREDTH_NS;
+        return 0;
+}
+
+/* ---- reading kallsyms and modules ------------------------------------ */
+
+/* Calls cb for each line (without its newline) until it returns nonzero. */
+static int each_line(const char *text, size_t len, int (*cb)(const char *line, size_t n, void *userdata),
+                     void *userdata) {
+        for (size_t i = 0; i < len;) {
+                const char *nl = memchr(text + i, '\n', len - i);
+                size_t n = nl ? (size_t) (nl - (text + i)) : len - i;
+                int r = cb(text + i, n, userdata);
+
+                if (r != 0)
+                        return r;
+                i += n + 1;
+        }
+        return 0;
+}
+
+typedef struct text_scan {
+        uint64_t text, stext;
+} text_scan;
+
+/* "ADDR TYPE NAME[\t[MODULE]]": the core kernel's _text or _stext. */
+static int scan_text_line(const char *line, size_t n, void *userdata) {
+        text_scan *ts = userdata;
+        char buf[128], name[64], type;
+        unsigned long long addr;
+
+        if (n >= sizeof buf || memchr(line, '[', n))
+                return 0;
+        memcpy(buf, line, n);
+        buf[n] = '\0';
+        if (sscanf(buf, "%llx %c %63s", &addr, &type, name) != 3)
+                return 0;
+        if (streq(name, "_text")) {
+                ts->text = addr;
+                return 1;
+        }
+        if (streq(name, "_stext") && !ts->stext)
+                ts->stext = addr;
+        return 0;
+}
+
+uint64_t snapshot_text_addr_from_kallsyms(const char *text, size_t len) {
+        text_scan ts = {};
+
+        (void) each_line(text, len, scan_text_line, &ts);
+        return ts.text ?: ts.stext;
+}
+
+/* The same for a file, reading only up to _text (near its start). */
+static uint64_t text_addr_from_file(const char *path) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        _cleanup_free_ char *line = NULL;
+        size_t alloc = 0;
+        text_scan ts = {};
+        ssize_t n;
+
+        if (!f)
+                return 0;
+        while ((n = getline(&line, &alloc, f)) > 0) {
+                if (line[n - 1] == '\n')
+                        n--;
+                if (scan_text_line(line, (size_t) n, &ts))
+                        break;
+        }
+        return ts.text ?: ts.stext;
+}
+
+/* A line of dynamic code: its module column is [bpf] or [__builtin__*]. */
+static bool is_dynamic_line(const char *line, size_t n) {
+        const char *tab = memchr(line, '\t', n), *end;
+        char module[64];
+        layout_ksym_type type;
+
+        if (!tab || (size_t) (tab - line) + 2 >= n || tab[1] != '[')
+                return false;
+        end = memchr(tab + 2, ']', n - (size_t) (tab + 2 - line));
+        if (!end || (size_t) (end - (tab + 2)) >= sizeof module)
+                return false;
+        memcpy(module, tab + 2, (size_t) (end - (tab + 2)));
+        module[end - (tab + 2)] = '\0';
+        return layout_ksym_type_from_kallsyms(module, &type) >= 0;
+}
+
+/* The next line at *pos that is not dynamic code; false at the end. */
+static bool next_code_line(const char *text, size_t len, size_t *pos, const char **ret, size_t *ret_n) {
+        while (*pos < len) {
+                const char *line = text + *pos;
+                const char *nl = memchr(line, '\n', len - *pos);
+                size_t n = nl ? (size_t) (nl - line) : len - *pos;
+
+                *pos += n + 1;
+                if (!is_dynamic_line(line, n)) {
+                        *ret = line;
+                        *ret_n = n;
+                        return true;
+                }
+        }
+        return false;
+}
+
+bool snapshot_kallsyms_same_code(const char *a, size_t a_len, const char *b, size_t b_len) {
+        size_t pa = 0, pb = 0;
+
+        for (;;) {
+                const char *la, *lb;
+                size_t na, nb;
+                bool more_a = next_code_line(a, a_len, &pa, &la, &na);
+                bool more_b = next_code_line(b, b_len, &pb, &lb, &nb);
+
+                if (more_a != more_b)
+                        return false;
+                if (!more_a)
+                        return true;
+                if (na != nb || memcmp(la, lb, na) != 0)
+                        return false;
+        }
+}
+
+static int cmp_module(const void *a, const void *b) {
+        const proc_module *x = a, *y = b;
+        int c = strcmp(x->name, y->name);
+
+        return c ?: (x->base > y->base) - (x->base < y->base);
+}
+
+/* Modules of /proc/modules text as a sorted list of (name, base). */
+static int parse_modules(const char *text, size_t len, proc_module **ret, size_t *ret_n) {
+        proc_module *v = NULL;
+        size_t n = 0;
+        int r;
+
+        r = proc_modules_parse(text, len, &v, &n, NULL);
+        if (r < 0)
+                return r;
+        if (n > 0)
+                qsort(v, n, sizeof *v, cmp_module);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+static bool same_modules(const proc_module *a, size_t na, const proc_module *b, size_t nb) {
+        if (na != nb)
+                return false;
+        for (size_t i = 0; i < na; i++)
+                if (!streq(a[i].name, b[i].name) || a[i].base != b[i].base)
+                        return false;
+        return true;
+}
+
+/* ---- listing ---------------------------------------------------------- */
+
+static int info_fill(const char *build_id, const char *name, char *path, snapshot_info *ret) {
+        _cleanup_free_ char *modules = NULL, *syms = NULL, *text = NULL;
+        _cleanup_free_ proc_module *mods = NULL;
+        _cleanup_close_ int dfd = -1;
+        snapshot_info s = { .path = path };
+        size_t n_mods = 0, len = 0;
+        struct stat st;
+        int r;
+
+        if (strlen(build_id) >= sizeof s.build_id)
+                return -EINVAL;
+        r = snapshot_time_from_name(name, &s.time_ns);
+        if (r < 0)
+                return r;
+        strcpy(s.build_id, build_id);
+        strcpy(s.name, name);
+
+        dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return negative_errno();
+        /* perf needs kallsyms and modules; without them it is no snapshot. */
+        if (fstatat(dfd, "kallsyms", &st, 0) < 0 || !S_ISREG(st.st_mode))
+                return -ENOENT;
+        s.size_bytes += (uint64_t) st.st_size;
+        if (fstatat(dfd, "modules", &st, 0) < 0 || !S_ISREG(st.st_mode))
+                return -ENOENT;
+        s.size_bytes += (uint64_t) st.st_size;
+        if (fstatat(dfd, "kcore", &st, 0) >= 0 && S_ISREG(st.st_mode)) {
+                s.has_kcore = true;
+                s.size_bytes += (uint64_t) st.st_size;
+        }
+
+        modules = path_join(path, "modules");
+        syms = path_join(path, "kallsyms");
+        if (!modules || !syms)
+                return -ENOMEM;
+        if (read_full_file(modules, SNAPSHOT_MODULES_MAX_BYTES, &text, &len) >= 0 &&
+            parse_modules(text, len, &mods, &n_mods) >= 0)
+                s.n_modules = n_mods;
+        s.text_addr = text_addr_from_file(syms);
+        *ret = s;
+        return 0;
+}
+
+static int cmp_info(const void *a, const void *b) {
+        const snapshot_info *x = a, *y = b;
+        int c = strcmp(x->name, y->name);
+
+        return c ?: strcmp(x->build_id, y->build_id);
+}
+
+int snapshot_list(const char *cache_dir, snapshot_info **ret, size_t *ret_n) {
+        _cleanup_free_ char *top = path_join(cache_dir, SNAPSHOT_KCORE_DIR);
+        _cleanup_(closedirp) DIR *d = NULL;
+        snapshot_info *v = NULL;
+        size_t n = 0, alloc = 0;
+        struct dirent *de;
+        int r = 0;
+
+        if (!top)
+                return -ENOMEM;
+        d = opendir(top);
+        if (!d) {
+                if (errno != ENOENT)
+                        return negative_errno();
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *bdir = NULL;
+                _cleanup_(closedirp) DIR *b = NULL;
+                struct dirent *se;
+
+                if (de->d_name[0] == '.' || strlen(de->d_name) >= BUILD_ID_HEX_MAX)
+                        continue;
+                bdir = path_join(top, de->d_name);
+                if (!bdir) {
+                        r = -ENOMEM;
+                        break;
+                }
+                b = opendir(bdir);
+                if (!b)
+                        continue;
+                while ((se = readdir(b))) {
+                        uint64_t t;
+                        char *path;
+
+                        if (snapshot_time_from_name(se->d_name, &t) < 0)
+                                continue;
+                        if (n == alloc) {
+                                snapshot_info *nv = reallocarray(v, alloc ? alloc * 2 : 16, sizeof *v);
+                                if (!nv) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                v = nv;
+                                alloc = alloc ? alloc * 2 : 16;
+                        }
+                        path = path_join(bdir, se->d_name);
+                        if (!path) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        /* Removed meanwhile, or not a snapshot: skipped. */
+                        if (info_fill(de->d_name, se->d_name, path, v + n) < 0)
+                                free(path);
+                        else
+                                n++;
+                }
+                if (r < 0)
+                        break;
+        }
+        if (r < 0) {
+                snapshot_infos_free(v, n);
+                return r;
+        }
+        if (n > 0)
+                qsort(v, n, sizeof *v, cmp_info);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- removing ---------------------------------------------------------- */
+
+/* Removes a directory of files (and of directories of files: .tmp holds
+ * snapshot directories). depth bounds the recursion. */
+static int remove_tree_at(int parent, const char *name, unsigned depth) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        int fd, r = 0;
+
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOTDIR || errno == ELOOP ?
+                        (unlinkat(parent, name, 0) < 0 ? negative_errno() : 0) : negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                r = negative_errno();
+                close(fd);
+                return r;
+        }
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (unlinkat(dirfd(d), de->d_name, 0) >= 0)
+                        continue;
+                if (errno == EISDIR && depth > 0)
+                        r = remove_tree_at(dirfd(d), de->d_name, depth - 1) ?: r;
+                else if (errno != ENOENT)
+                        r = negative_errno();
+        }
+        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                r = r ?: negative_errno();
+        return r;
+}
+
+static int make_tmp_dir(const char *cache_dir, char **ret) {
+        _cleanup_free_ char *tmp = path_join(cache_dir, SNAPSHOT_TMP_DIR);
+
+        if (!tmp)
+                return -ENOMEM;
+        if (mkdir(cache_dir, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        *ret = TAKE_PTR(tmp);
+        return 0;
+}
+
+/* Moves path into CACHE/.tmp/ (one rename: it disappears from the cache
+ * at once) and deletes it there. */
+static int remove_snapshot(const char *cache_dir, const char *path) {
+        _cleanup_free_ char *tmp = NULL, *dest = NULL;
+        _cleanup_close_ int tfd = -1;
+        const char *base;
+        int r;
+
+        r = make_tmp_dir(cache_dir, &tmp);
+        if (r < 0)
+                return r;
+        base = strrchr(path, '/');
+        if (asprintf(&dest, "%s/prune-%s-%d-%ld", tmp, base ? base + 1 : path, (int) getpid(),
+                     (long) (clock_ns(CLOCK_MONOTONIC) % 1000000000)) < 0)
+                return -ENOMEM;
+        if (rename(path, dest) < 0)
+                return negative_errno();
+        tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (tfd < 0)
+                return negative_errno();
+        return remove_tree_at(tfd, strrchr(dest, '/') + 1, 0);
+}
+
+int snapshot_clean_tmp(const char *cache_dir) {
+        _cleanup_free_ char *tmp = path_join(cache_dir, SNAPSHOT_TMP_DIR);
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        int n = 0, r = 0;
+
+        if (!tmp)
+                return -ENOMEM;
+        d = opendir(tmp);
+        if (!d)
+                return errno == ENOENT ? 0 : negative_errno();
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                r = remove_tree_at(dirfd(d), de->d_name, 1);
+                if (r < 0)
+                        return r;
+                n++;
+        }
+        return n;
+}
+
+int snapshot_prune(const char *cache_dir, const snapshot_prune_limits *lim, snapshot_info **ret_removed,
+                   size_t *ret_n_removed, size_t *ret_n_left, uint64_t *ret_size_left) {
+        snapshot_info *v = NULL, *removed = NULL;
+        size_t n = 0, n_removed = 0, n_left;
+        uint64_t total = 0;
+        int r;
+
+        r = snapshot_list(cache_dir, &v, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                total += v[i].size_bytes;
+        n_left = n;
+        if (n > 0) {
+                removed = calloc(n, sizeof *removed);
+                if (!removed) {
+                        snapshot_infos_free(v, n);
+                        return -ENOMEM;
+                }
+        }
+        /* v is oldest first; the last one is the newest, always kept. */
+        for (size_t i = 0; i + 1 < n; i++) {
+                bool too_old = lim->max_age_ns > 0 && lim->now_ns > v[i].time_ns &&
+                               lim->now_ns - v[i].time_ns > lim->max_age_ns;
+                bool too_big = lim->max_size_bytes > 0 && total > lim->max_size_bytes;
+
+                if (!too_old && !too_big)
+                        continue;
+                if (lim->keep && streq(lim->keep, v[i].path))
+                        continue;
+                r = remove_snapshot(cache_dir, v[i].path);
+                if (r < 0 && r != -ENOENT)
+                        break;
+                r = 0;
+                total -= v[i].size_bytes;
+                n_left--;
+                removed[n_removed++] = v[i];
+                v[i].path = NULL;
+                /* An empty build-id directory goes too (perf makes it again). */
+                {
+                        _cleanup_free_ char *bdir = strdup(removed[n_removed - 1].path);
+                        char *slash = bdir ? strrchr(bdir, '/') : NULL;
+                        if (slash) {
+                                *slash = '\0';
+                                (void) rmdir(bdir);
+                        }
+                }
+        }
+        snapshot_infos_free(v, n);
+        if (r < 0) {
+                snapshot_infos_free(removed, n_removed);
+                return r;
+        }
+        if (ret_removed)
+                *ret_removed = removed;
+        else
+                snapshot_infos_free(removed, n_removed);
+        if (ret_n_removed)
+                *ret_n_removed = n_removed;
+        if (ret_n_left)
+                *ret_n_left = n_left;
+        if (ret_size_left)
+                *ret_size_left = total;
+        return 0;
+}
+
+/* ---- taking ------------------------------------------------------------ */
+
+typedef struct source {
+        char *kallsyms, *modules;
+        size_t kallsyms_len, modules_len;
+        proc_module *mods;
+        size_t n_mods;
+        uint64_t text_addr;
+} source;
+
+static void source_done(source *s) {
+        free(s->kallsyms);
+        free(s->modules);
+        free(s->mods);
+        *s = (source) {};
+}
+
+static int source_read(const char *root, source *ret) {
+        source s = {};
+        int r;
+
+        r = read_full_file_at(root, "proc/kallsyms", SNAPSHOT_KALLSYMS_MAX_BYTES, &s.kallsyms, &s.kallsyms_len);
+        if (r >= 0) {
+                r = read_full_file_at(root, "proc/modules", SNAPSHOT_MODULES_MAX_BYTES, &s.modules, &s.modules_len);
+                /* A kernel without loadable modules has no proc/modules:
+                 * its snapshot gets an empty one. */
+                if (r == -ENOENT) {
+                        s.modules = strdup("");
+                        r = s.modules ? 0 : -ENOMEM;
+                }
+        }
+        if (r >= 0)
+                r = parse_modules(s.modules, s.modules_len, &s.mods, &s.n_mods);
+        if (r < 0) {
+                source_done(&s);
+                return r;
+        }
+        s.text_addr = snapshot_text_addr_from_kallsyms(s.kallsyms, s.kallsyms_len);
+        /* All-zero addresses: the reader may not see them (kptr_restrict);
+         * such a kallsyms is useless to perf. */
+        if (s.text_addr == 0) {
+                source_done(&s);
+                return -EPERM;
+        }
+        *ret = s;
+        return 0;
+}
+
+/* An existing snapshot of this kernel that matches src. */
+static int find_reusable(const char *cache_dir, const char *build_id, const source *src, bool want_kcore,
+                         snapshot_info *ret) {
+        snapshot_info *v = NULL;
+        size_t n = 0;
+        int r;
+
+        r = snapshot_list(cache_dir, &v, &n);
+        if (r < 0)
+                return r;
+        r = -ENOENT;
+        /* Newest first: the likeliest match. */
+        for (size_t i = n; i-- > 0;) {
+                _cleanup_free_ char *modules = NULL, *text = NULL;
+                _cleanup_free_ proc_module *mods = NULL;
+                size_t len = 0, n_mods = 0;
+
+                if (!streq(v[i].build_id, build_id) || v[i].text_addr != src->text_addr ||
+                    v[i].n_modules != src->n_mods || (want_kcore && !v[i].has_kcore))
+                        continue;
+                modules = path_join(v[i].path, "modules");
+                if (!modules)
+                        continue;
+                if (read_full_file(modules, SNAPSHOT_MODULES_MAX_BYTES, &text, &len) < 0 ||
+                    parse_modules(text, len, &mods, &n_mods) < 0)
+                        continue;
+                if (!same_modules(mods, n_mods, src->mods, src->n_mods))
+                        continue;
+                *ret = v[i];
+                v[i].path = NULL;
+                r = 0;
+                break;
+        }
+        snapshot_infos_free(v, n);
+        return r;
+}
+
+static int write_file_at(int dfd, const char *name, const char *data, size_t len) {
+        _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+
+        if (fd < 0)
+                return negative_errno();
+        while (len > 0) {
+                ssize_t k = write(fd, data, len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                data += k;
+                len -= (size_t) k;
+        }
+        if (fchmod(fd, 0400) < 0 || fsync(fd) < 0)
+                return negative_errno();
+        return 0;
+}
+
+/* Copies the code ranges of kcore into dfd/kcore. Returns 0, or a
+ * negative errno for a failed copy; *ret_missing gets the errno why kcore
+ * could not be opened (then there is nothing to copy). */
+static int copy_kcore(const char *root, int dfd, const source *src, int *ret_missing, kcore_copy_info *ret_info) {
+        _cleanup_free_ char *path = path_join(root, "proc/kcore");
+        _cleanup_close_ int in = -1, out = -1;
+        kcore_want want;
+        int r;
+
+        if (!path)
+                return -ENOMEM;
+        in = open(path, O_RDONLY | O_CLOEXEC);
+        if (in < 0) {
+                *ret_missing = errno;
+                return 0;
+        }
+        r = kcore_want_from_text(src->kallsyms, src->kallsyms_len, src->modules, src->modules_len, &want);
+        if (r < 0)
+                return r;
+        out = openat(dfd, "kcore", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+        if (out < 0)
+                return negative_errno();
+        r = kcore_copy(in, out, &want, ret_info);
+        if (r < 0)
+                return r;
+        if (fchmod(out, 0400) < 0 || fsync(out) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static bool source_unchanged(const char *root, const source *src) {
+        source now = {};
+        bool same;
+
+        if (source_read(root, &now) < 0)
+                return false;
+        same = now.modules_len == src->modules_len && memcmp(now.modules, src->modules, src->modules_len) == 0 &&
+               snapshot_kallsyms_same_code(now.kallsyms, now.kallsyms_len, src->kallsyms, src->kallsyms_len);
+        source_done(&now);
+        return same;
+}
+
+/* Renames the finished tmp directory to its name under bdir. */
+static int publish(const char *tmp_path, const char *bdir, uint64_t now_ns, char ret_name[static SNAPSHOT_NAME_LEN + 1],
+                   char **ret_path) {
+        _cleanup_close_ int bfd = -1;
+        struct stat st;
+        int r;
+
+        if (mkdir(bdir, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        bfd = open(bdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (bfd < 0)
+                return negative_errno();
+        /* mkdtemp() made it 0700; give it the mode its parent got (perf
+         * makes 0755 directories, less what the umask takes). */
+        if (fstat(bfd, &st) < 0 || chmod(tmp_path, st.st_mode & 0777) < 0)
+                return negative_errno();
+        for (unsigned i = 0; i < SNAPSHOT_NAME_TRIES; i++) {
+                char name[SNAPSHOT_NAME_LEN + 1];
+
+                r = snapshot_name_from_time(now_ns + i * HUNDREDTH_NS, name);
+                if (r < 0)
+                        return r;
+                if (renameat2(AT_FDCWD, tmp_path, bfd, name, RENAME_NOREPLACE) < 0) {
+                        if (errno == EEXIST)
+                                continue;
+                        if (errno != EINVAL)
+                                return negative_errno();
+                        /* File systems without rename flags (9p, NFS):
+                         * claim the name with an empty directory, then
+                         * rename over it, which replaces it atomically. */
+                        if (mkdirat(bfd, name, 0700) < 0) {
+                                if (errno == EEXIST)
+                                        continue;
+                                return negative_errno();
+                        }
+                        if (renameat(AT_FDCWD, tmp_path, bfd, name) < 0) {
+                                r = negative_errno();
+                                (void) unlinkat(bfd, name, AT_REMOVEDIR);
+                                return r;
+                        }
+                }
+                (void) fsync(bfd);
+                memcpy(ret_name, name, sizeof name);
+                *ret_path = path_join(bdir, name);
+                return *ret_path ? 0 : -ENOMEM;
+        }
+        return -EEXIST;
+}
+
+int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts, uint64_t now_ns,
+                  snapshot_take_result *ret) {
+        _cleanup_free_ char *top = NULL, *bdir = NULL, *tmp = NULL;
+        char build_id[BUILD_ID_HEX_MAX];
+        snapshot_take_result res = {};
+        int r;
+
+        if (max_attempts == 0)
+                max_attempts = 1;
+        r = notes_kernel_build_id(root, build_id);
+        if (r < 0)
+                return r;
+        top = path_join(cache_dir, SNAPSHOT_KCORE_DIR);
+        bdir = top ? path_join(top, build_id) : NULL;
+        if (!bdir)
+                return -ENOMEM;
+        r = make_tmp_dir(cache_dir, &tmp);
+        if (r < 0)
+                return r;
+        if (mkdir(top, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+
+        for (unsigned attempt = 0; attempt < max_attempts; attempt++) {
+                _cleanup_free_ char *work = NULL, *kcore_path = path_join(root, "proc/kcore");
+                _cleanup_close_ int wfd = -1;
+                kcore_copy_info ki = {};
+                source src = {};
+                int missing = 0;
+
+                if (!kcore_path)
+                        return -ENOMEM;
+                r = source_read(root, &src);
+                if (r < 0)
+                        return r;
+
+                /* Reusable only if it has a kcore whenever one can be had now. */
+                r = find_reusable(cache_dir, build_id, &src, access(kcore_path, R_OK) >= 0, &res.info);
+                if (r >= 0) {
+                        source_done(&src);
+                        res.reused = true;
+                        res.attempts = attempt;
+                        *ret = res;
+                        return 0;
+                }
+
+                if (asprintf(&work, "%s/snapshot-XXXXXX", tmp) < 0) {
+                        source_done(&src);
+                        return -ENOMEM;
+                }
+                if (!mkdtemp(work)) {
+                        r = negative_errno();
+                        source_done(&src);
+                        return r;
+                }
+                wfd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                r = wfd < 0 ? negative_errno() : 0;
+                if (r >= 0)
+                        r = write_file_at(wfd, "kallsyms", src.kallsyms, src.kallsyms_len);
+                if (r >= 0)
+                        r = write_file_at(wfd, "modules", src.modules, src.modules_len);
+                if (r >= 0)
+                        r = copy_kcore(root, wfd, &src, &missing, &ki);
+                if (r >= 0 && fsync(wfd) < 0)
+                        r = negative_errno();
+                res.attempts = attempt + 1;
+                if (r >= 0 && !source_unchanged(root, &src)) {
+                        log_debug("The kernel's layout changed while it was copied (attempt %u).", attempt + 1);
+                        r = -EAGAIN;
+                }
+                if (r >= 0) {
+                        res.kcore_error = missing;
+                        res.kcore_bytes = ki.bytes_copied;
+                        res.kcore_segments = ki.n_segments;
+                        r = publish(work, bdir, now_ns, res.info.name, &res.info.path);
+                }
+                if (r < 0) {
+                        _cleanup_close_ int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        if (tfd >= 0)
+                                (void) remove_tree_at(tfd, strrchr(work, '/') + 1, 0);
+                        source_done(&src);
+                        if (r == -EAGAIN)
+                                continue;
+                        return r;
+                }
+                source_done(&src);
+                strcpy(res.info.build_id, build_id);
+                /* Fill the rest as a listing would see it. */
+                {
+                        snapshot_info full;
+                        char *path = strdup(res.info.path);
+                        if (path && info_fill(build_id, res.info.name, path, &full) >= 0) {
+                                free(res.info.path);
+                                res.info = full;
+                        } else
+                                free(path);
+                }
+                *ret = res;
+                return 0;
+        }
+        return -EAGAIN;
+}
