@@ -69,6 +69,7 @@ die() {
 
 cat > "$T/conf" <<CONF
 database = $T/db
+cache_dir = $T/cache
 socket = $T/sock
 ring_buffer_pages = 2048
 CONF

@@ -43,6 +43,7 @@ cp "$T/modules" "$R/proc/modules"
 
 cat > "$T/conf" <<CONF
 database = $T/db
+cache_dir = $T/cache
 socket = $T/sock
 root = $R
 rescan_interval = never

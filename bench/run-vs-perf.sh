@@ -20,6 +20,7 @@ T=$(mktemp -d /tmp/perfsnapd-bench.XXXXXX)
 trap 'kill $WL1 $WL2 2>/dev/null; [ -n "${DPID:-}" ] && kill -KILL $DPID 2>/dev/null; rm -rf "$T"' EXIT
 cat > "$T/conf" <<CONF
 database = $T/db
+cache_dir = $T/cache
 socket = $T/sock
 frequency_hz = $FREQ
 callchain_depth = 127

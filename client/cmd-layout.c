@@ -11,12 +11,22 @@
 #include "protocol.h"
 #include "timeparse.h"
 
-static int64_t int_member(struct json_object *o, const char *key, int64_t def) {
+int64_t json_int_member(struct json_object *o, const char *key, int64_t def) {
         struct json_object *v;
 
         if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
                 return def;
         return json_object_get_int64(v);
+}
+
+int parse_format_option(const char *value, bool *ret_json) {
+        if (streq(value, "json"))
+                *ret_json = true;
+        else if (streq(value, "table"))
+                *ret_json = false;
+        else
+                return fail("invalid --format '%s': expected table or json", value);
+        return 0;
 }
 
 static struct json_object *array_member(struct json_object *o, const char *key) {
@@ -90,12 +100,8 @@ static int parse_layout_opts(int argc, char **argv, const char *command, const c
                         break;
                 }
                 case ARG_FORMAT:
-                        if (streq(optarg, "json"))
-                                o->json = true;
-                        else if (streq(optarg, "table"))
-                                o->json = false;
-                        else
-                                return fail("invalid --format '%s': expected table or json", optarg);
+                        if (parse_format_option(optarg, &o->json) != 0)
+                                return 1;
                         break;
                 case ARG_SOCKET:
                         arg_socket = optarg;
@@ -177,11 +183,11 @@ int cmd_modules(int argc, char **argv) {
                 const char *name = json_string_member(m, "name");
 
                 printf("%-20.20s ", name ?: "-");
-                printf("%-18s %8" PRId64 " ", json_string_member(m, "base") ?: "-", int_member(m, "size", 0));
-                put_time(int_member(m, "loaded_ns", 0));
+                printf("%-18s %8" PRId64 " ", json_string_member(m, "base") ?: "-", json_int_member(m, "size", 0));
+                put_time(json_int_member(m, "loaded_ns", 0));
                 fputs(" ", stdout);
-                if (int_member(m, "unloaded_ns", 0) > 0)
-                        put_time(int_member(m, "unloaded_ns", 0));
+                if (json_int_member(m, "unloaded_ns", 0) > 0)
+                        put_time(json_int_member(m, "unloaded_ns", 0));
                 else
                         printf("%-23s", "(loaded)");
                 printf(" %-8s ", json_string_member(m, "loaded_how") ?: "-");
@@ -195,7 +201,7 @@ int cmd_modules(int argc, char **argv) {
                         bool exec = json_object_object_get_ex(x, "exec", &ex) && json_object_get_boolean(ex);
 
                         fputs("    ", stdout);
-                        printf("%-18s %8" PRId64 " %-7s %s ", json_string_member(x, "addr") ?: "-", int_member(x, "len", 0),
+                        printf("%-18s %8" PRId64 " %-7s %s ", json_string_member(x, "addr") ?: "-", json_int_member(x, "len", 0),
                                json_string_member(x, "len_source") ?: "-", exec ? "x" : "-");
                         put_str(json_string_member(x, "name"));
                         fputs("\n", stdout);
@@ -253,9 +259,9 @@ int cmd_events(int argc, char **argv) {
                 struct json_object *e = json_object_array_get_idx(evs, i), *recs;
                 const char *ksym = json_string_member(e, "ksym");
 
-                put_time(int_member(e, "time_ns", 0));
+                put_time(json_int_member(e, "time_ns", 0));
                 printf(" %-15s %-20.20s %8" PRId64 "  ", json_string_member(e, "kind") ?: "-",
-                       json_string_member(e, "module") ?: "-", int_member(e, "n_records", 0));
+                       json_string_member(e, "module") ?: "-", json_int_member(e, "n_records", 0));
                 if (ksym) {
                         put_str(ksym);
                         fputs(": ", stdout);
@@ -270,11 +276,11 @@ int cmd_events(int argc, char **argv) {
 
                         if (type && streq(type, "ksymbol")) {
                                 printf("    %-18s %8" PRId64 " %8s [%-18.18s] ", json_string_member(x, "addr") ?: "-",
-                                       int_member(x, "len", 0), "-", json_string_member(x, "ksym_type") ?: "-");
+                                       json_int_member(x, "len", 0), "-", json_string_member(x, "ksym_type") ?: "-");
                                 put_str(json_string_member(x, "name"));
                         } else {
                                 printf("    %-18s %8" PRId64 " %8" PRId64 " %-20.20s ", json_string_member(x, "start") ?: "-",
-                                       int_member(x, "len", 0), int_member(x, "pgoff", 0),
+                                       json_int_member(x, "len", 0), json_int_member(x, "pgoff", 0),
                                        json_string_member(x, "module") ?: "-");
                                 put_str(json_string_member(x, "section"));
                         }
@@ -329,18 +335,18 @@ int cmd_ksyms(int argc, char **argv) {
                "Unregistered", "How", "Symbol");
         for (size_t i = 0; ks && i < json_object_array_length(ks); i++) {
                 struct json_object *k = json_object_array_get_idx(ks, i);
-                int64_t prog = int_member(k, "prog_id", 0);
+                int64_t prog = json_int_member(k, "prog_id", 0);
 
-                printf("%-18s %8" PRId64 " %-7.7s ", json_string_member(k, "addr") ?: "-", int_member(k, "len", 0),
+                printf("%-18s %8" PRId64 " %-7.7s ", json_string_member(k, "addr") ?: "-", json_int_member(k, "len", 0),
                        json_string_member(k, "type") ?: "-");
                 if (prog > 0)
                         printf("%7" PRId64 " ", prog);
                 else
                         printf("%7s ", "-");
-                put_time(int_member(k, "registered_ns", 0));
+                put_time(json_int_member(k, "registered_ns", 0));
                 fputs(" ", stdout);
-                if (int_member(k, "unregistered_ns", 0) > 0)
-                        put_time(int_member(k, "unregistered_ns", 0));
+                if (json_int_member(k, "unregistered_ns", 0) > 0)
+                        put_time(json_int_member(k, "unregistered_ns", 0));
                 else
                         printf("%-23s", "(registered)");
                 printf(" %-8s ", json_string_member(k, "registered_how") ?: "-");
@@ -396,8 +402,8 @@ int cmd_rescan(int argc, char **argv) {
                 return r;
         printf("Rescanned: %" PRId64 " added, %" PRId64 " removed, %" PRId64 " modules loaded; "
                "%" PRId64 " dynamic symbols registered, %" PRId64 " unregistered, %" PRId64 " live.\n",
-               int_member(answer, "added", 0), int_member(answer, "removed", 0), int_member(answer, "loaded", 0),
-               int_member(answer, "ksyms_registered", 0), int_member(answer, "ksyms_unregistered", 0),
-               int_member(answer, "ksyms_live", 0));
+               json_int_member(answer, "added", 0), json_int_member(answer, "removed", 0), json_int_member(answer, "loaded", 0),
+               json_int_member(answer, "ksyms_registered", 0), json_int_member(answer, "ksyms_unregistered", 0),
+               json_int_member(answer, "ksyms_live", 0));
         return finish_output();
 }

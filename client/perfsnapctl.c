@@ -586,7 +586,7 @@ static void status_label(const char *key, char *buf, size_t size) {
                         *p = ' ';
 }
 
-static void format_bytes(uint64_t v, char *buf, size_t size) {
+void format_bytes(uint64_t v, char *buf, size_t size) {
         static const char *units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
         double d = (double) v;
         size_t i;
@@ -746,6 +746,8 @@ static void help_main(void) {
                "  ksyms    show BPF programs and other dynamic kernel code registered and gone\n"
                "  events   show the journal of kernel code layout changes\n"
                "  rescan   compare /proc/modules and kallsyms with what is tracked now (root)\n"
+               "  snapshot snapshot the kernel's code into the build-id cache now (root)\n"
+               "  cache    list or prune the kcore snapshots (cache list, cache prune)\n"
                "\n"
                "Options:\n"
                "      --socket PATH  connect to PATH (default: $PERFSNAPD_SOCKET, else\n"
@@ -803,5 +805,9 @@ int main(int argc, char **argv) {
                 return cmd_events(argc, argv);
         if (strcmp(argv[0], "rescan") == 0)
                 return cmd_rescan(argc, argv);
+        if (streq(argv[0], "snapshot"))
+                return cmd_snapshot(argc, argv);
+        if (streq(argv[0], "cache"))
+                return cmd_cache(argc, argv);
         return fail("unknown command '%s' (see 'perfsnapctl --help')", argv[0]);
 }

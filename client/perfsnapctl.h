@@ -29,6 +29,8 @@ enum {
         ARG_SECTIONS,
         ARG_RECORDS,
         ARG_LIMIT,
+        ARG_MAX_SIZE,
+        ARG_MAX_AGE,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
@@ -49,3 +51,12 @@ int cmd_modules(int argc, char **argv);
 int cmd_ksyms(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_rescan(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
+
+/* "12.3 MiB" (binary units; bytes below 1 KiB). */
+void format_bytes(uint64_t v, char *buf, size_t size);
+/* Integer member, def if missing or not an integer. */
+int64_t json_int_member(struct json_object *o, const char *key, int64_t def);
+/* --format table|json; 0, or the exit status after printing the error. */
+int parse_format_option(const char *value, bool *ret_json);

@@ -30,6 +30,10 @@ void config_init(config *c) {
                 .query_max_stacks = 20000,
                 .log_level = LOG_INFO,
                 .root = strdup("/"),
+                .cache_dir = strdup("/var/cache/perfsnapd"),
+                .snapshot_delay_ns = 2 * NSEC_PER_SEC,
+                .cache_max_size_bytes = 2ULL << 30,
+                .cache_max_age_ns = 30ULL * 24 * 3600 * NSEC_PER_SEC,
         };
 }
 
@@ -39,6 +43,7 @@ void config_done(config *c) {
         free(c->socket);
         free(c->group);
         free(c->root);
+        free(c->cache_dir);
         *c = (config) {};
 }
 
@@ -50,7 +55,8 @@ int config_copy(const config *from, config *to) {
         n.socket = strdup(from->socket);
         n.group = strdup(from->group);
         n.root = strdup(from->root);
-        if (!n.event || !n.database || !n.socket || !n.group || !n.root) {
+        n.cache_dir = strdup(from->cache_dir);
+        if (!n.event || !n.database || !n.socket || !n.group || !n.root || !n.cache_dir) {
                 config_done(&n);
                 return -ENOMEM;
         }
@@ -172,6 +178,38 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 return set_string(strcmp(key, "database") == 0 ? &c->database :
                                   strcmp(key, "socket") == 0 ? &c->socket : &c->root, v);
         }
+        if (streq(key, "cache_dir")) {
+                if (v[0] != '/' && v[0] != '\0')
+                        return *ret_why = "expected an absolute path, or nothing for no snapshots", -EINVAL;
+                return set_string(&c->cache_dir, v);
+        }
+        if (streq(key, "snapshot_delay")) {
+                if (duration_parse(v, &ns) < 0 || ns < 100 * NSEC_PER_MSEC || ns > 3600 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 100ms and 1h (e.g. 2s)", -EINVAL;
+                c->snapshot_delay_ns = ns - ns % NSEC_PER_MSEC;
+                return 0;
+        }
+        if (streq(key, "cache_max_size")) {
+                uint64_t bytes;
+                if (streq(v, "0") || streq(v, "unlimited")) {
+                        c->cache_max_size_bytes = 0;
+                        return 0;
+                }
+                if (size_parse(v, &bytes) < 0 || bytes < (1ULL << 20))
+                        return *ret_why = "expected a size of at least 1M (e.g. 2G), or unlimited", -EINVAL;
+                c->cache_max_size_bytes = bytes;
+                return 0;
+        }
+        if (streq(key, "cache_max_age")) {
+                if (streq(v, "0") || streq(v, "forever")) {
+                        c->cache_max_age_ns = 0;
+                        return 0;
+                }
+                if (duration_parse(v, &ns) < 0 || ns < 60 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration of at least 1m (e.g. 30d), or forever", -EINVAL;
+                c->cache_max_age_ns = ns - ns % NSEC_PER_SEC;
+                return 0;
+        }
         if (strcmp(key, "group") == 0) {
                 for (const char *p = v; *p; p++)
                         if (!isalnum((unsigned char) *p) && !strchr("_-.", *p))
@@ -288,9 +326,33 @@ static char *fmt_duration_key(uint64_t ns, char *buf, size_t size) {
         return buf;
 }
 
+/* The largest binary unit that divides exactly, so it parses back. */
+static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
+        static const char units[] = "TGMK";
+
+        for (size_t i = 0; i < 4; i++) {
+                uint64_t m = 1ULL << (10 * (4 - i));
+                if (bytes % m == 0) {
+                        snprintf(buf, size, "%llu%c", (unsigned long long) (bytes / m), units[i]);
+                        return;
+                }
+        }
+        snprintf(buf, size, "%llu", (unsigned long long) bytes);
+}
+
 char *config_format(const config *c) {
-        char drain[32], commit[32], retention[32], rescan[32];
+        char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32];
         char *s;
+
+        fmt_duration_key(c->snapshot_delay_ns, delay, sizeof delay);
+        if (c->cache_max_age_ns)
+                fmt_duration_key(c->cache_max_age_ns, max_age, sizeof max_age);
+        else
+                strcpy(max_age, "forever");
+        if (c->cache_max_size_bytes)
+                fmt_size_key(c->cache_max_size_bytes, max_size, sizeof max_size);
+        else
+                strcpy(max_size, "unlimited");
 
         if (c->rescan_interval_ns)
                 fmt_duration_key(c->rescan_interval_ns, rescan, sizeof rescan);
@@ -320,11 +382,16 @@ char *config_format(const config *c) {
                      "query_max_rows = %u\n"
                      "query_max_stacks = %u\n"
                      "log_level = %s\n"
-                     "root = %s\n",
+                     "root = %s\n"
+                     "cache_dir = %s\n"
+                     "snapshot_delay = %s\n"
+                     "cache_max_size = %s\n"
+                     "cache_max_age = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, rescan, c->max_clients,
                      c->query_max_rows, c->query_max_stacks,
-                     log_level_to_string(c->log_level) ?: "info", c->root) < 0)
+                     log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
+                     max_age) < 0)
                 return NULL;
         return s;
 }

@@ -26,6 +26,10 @@ typedef struct config {
         uint32_t query_max_stacks;
         int log_level;                  /* syslog level */
         char *root;                     /* where proc/ and sys/ are read */
+        char *cache_dir;                /* kcore snapshots (perf build-id cache layout); "" = none */
+        uint64_t snapshot_delay_ns;     /* quiet time after a module change before a snapshot */
+        uint64_t cache_max_size_bytes;  /* 0 = no limit */
+        uint64_t cache_max_age_ns;      /* 0 = no limit */
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u

@@ -28,6 +28,9 @@ struct json_object;
 #define PERFSNAP_METHOD_EVENTS "io.perfsnap.Events"
 #define PERFSNAP_METHOD_KSYMS  "io.perfsnap.Ksyms"
 #define PERFSNAP_METHOD_RESCAN "io.perfsnap.Rescan"      /* root only */
+#define PERFSNAP_METHOD_SNAPSHOT "io.perfsnap.Snapshot"  /* root only */
+#define PERFSNAP_METHOD_CACHE_LIST "io.perfsnap.CacheList"
+#define PERFSNAP_METHOD_CACHE_PRUNE "io.perfsnap.CachePrune"    /* root only */
 
 #define PERFSNAP_ERROR_PERMISSION_DENIED "io.perfsnap.PermissionDenied"
 #define PERFSNAP_ERROR_INVALID_PARAMETER "io.perfsnap.InvalidParameter"

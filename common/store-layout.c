@@ -49,6 +49,21 @@ int store_migrate_2_to_3(sqlite3 *db) {
         return rc == SQLITE_OK ? 0 : -EIO;
 }
 
+int store_migrate_3_to_4(sqlite3 *db) {
+        int rc = sqlite3_exec(db,
+                "CREATE TABLE snapshots(id INTEGER PRIMARY KEY, boot INTEGER NOT NULL, build_id TEXT NOT NULL,"
+                "  name TEXT NOT NULL, path TEXT NOT NULL, time_ns INTEGER NOT NULL, text_addr INTEGER NOT NULL,"
+                "  modules INTEGER NOT NULL, size INTEGER NOT NULL, kcore INTEGER NOT NULL,"
+                "  reuses INTEGER NOT NULL DEFAULT 0, last_used_ns INTEGER NOT NULL,"
+                "  pruned_ns INTEGER,"                                 /* NULL while in the cache */
+                "  UNIQUE(build_id, name));"
+                "ALTER TABLE events ADD COLUMN snapshot INTEGER NOT NULL DEFAULT 0;"
+                /* NULL until the snapshot of the sample's layout is known. */
+                "ALTER TABLE samples ADD COLUMN snapshot INTEGER;",
+                NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 static int bind_text_or_null(sqlite3_stmt *st, int i, const char *s) {
         return (s ? sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i)) == SQLITE_OK ? 0 : -ENOMEM;
 }
@@ -282,13 +297,15 @@ static int add_event_locked(store *s, const store_event *e, int64_t *ret_id) {
         int64_t id;
         int r;
 
-        r = store_prepare(s, "INSERT INTO events(time_ns, boot, kind, module, ksym, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", &st);
+        r = store_prepare(s, "INSERT INTO events(time_ns, boot, kind, module, ksym, detail, snapshot) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, i64(e->time_ns));
         sqlite3_bind_int64(st, 2, e->boot_id);
         sqlite3_bind_int64(st, 4, e->module_id);
         sqlite3_bind_int64(st, 5, e->ksym_id);
+        sqlite3_bind_int64(st, 7, e->snapshot_id);
         r = bind_text_or_null(st, 3, e->kind);
         if (r >= 0)
                 r = bind_text_or_null(st, 6, e->detail);
@@ -582,9 +599,9 @@ int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t m
         r = store_prepare(s,
                 "SELECT e.id, e.time_ns, e.kind, m.name, e.module, e.detail, b.build_id, b.text_addr, b.release,"
                 "       b.boot_uuid, (SELECT count(*) FROM event_sections x WHERE x.event = e.id)"
-                "       + (SELECT count(*) FROM event_ksyms x WHERE x.event = e.id), k.name, e.ksym"
+                "       + (SELECT count(*) FROM event_ksyms x WHERE x.event = e.id), k.name, e.ksym, e.snapshot, sn.path"
                 "  FROM events e LEFT JOIN boots b ON b.id = e.boot LEFT JOIN modules m ON m.id = e.module"
-                "  LEFT JOIN ksyms k ON k.id = e.ksym"
+                "  LEFT JOIN ksyms k ON k.id = e.ksym LEFT JOIN snapshots sn ON sn.id = e.snapshot"
                 " WHERE e.time_ns >= ?1 ORDER BY e.time_ns, e.id", &st);
         if (r < 0)
                 return r;
@@ -620,6 +637,9 @@ int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t m
                 json_object_object_add(e, "ksym", text_or_null(st, 11));
                 json_object_object_add(e, "ksym_id", sqlite3_column_int64(st, 12) > 0 ?
                                        json_object_new_int64(sqlite3_column_int64(st, 12)) : NULL);
+                json_object_object_add(e, "snapshot_id", sqlite3_column_int64(st, 13) > 0 ?
+                                       json_object_new_int64(sqlite3_column_int64(st, 13)) : NULL);
+                json_object_object_add(e, "snapshot", text_or_null(st, 14));
                 json_object_object_add(e, "detail", text_or_null(st, 5));
                 json_object_object_add(e, "kernel", k);
                 json_object_object_add(k, "build_id", text_or_null(st, 6));
@@ -667,4 +687,111 @@ int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, json_object
                 " WHERE k.unregistered_ns IS NULL OR k.unregistered_ns >= ?1"
                 " ORDER BY k.registered_ns, k.id",
                 since_ns, "ksyms", max_rows, fill_ksym, NULL, ret);
+}
+
+/* ---- snapshots ---- */
+
+static int get_snapshot_locked(store *s, const char *build_id, const char *name, int64_t *ret_id, uint64_t *ret_reuses) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = store_prepare(s, "SELECT id, reuses FROM snapshots WHERE build_id = ?1 AND name = ?2", &st);
+        if (r < 0)
+                return r;
+        r = bind_text_or_null(st, 1, build_id);
+        if (r >= 0)
+                r = bind_text_or_null(st, 2, name);
+        if (r < 0)
+                return r;
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return store_step_errno(s, rc);
+        if (ret_id)
+                *ret_id = sqlite3_column_int64(st, 0);
+        if (ret_reuses)
+                *ret_reuses = u64(sqlite3_column_int64(st, 1));
+        return 0;
+}
+
+int store_get_snapshot(store *s, const char *build_id, const char *name, int64_t *ret_id, uint64_t *ret_reuses) {
+        if (!s || !build_id || !name)
+                return -EINVAL;
+        return get_snapshot_locked(s, build_id, name, ret_id, ret_reuses);
+}
+
+static int use_snapshot_locked(store *s, const store_snapshot *snap, bool reused, uint64_t now_ns, int64_t *ret_id) {
+        _cleanup_finalize_ sqlite3_stmt *ins = NULL, *upd = NULL;
+        int64_t id;
+        int r;
+
+        r = store_prepare(s, "INSERT OR IGNORE INTO snapshots(boot, build_id, name, path, time_ns, text_addr, modules,"
+                             "  size, kcore, last_used_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", &ins);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(ins, 1, snap->boot_id);
+        r = bind_text_or_null(ins, 2, snap->build_id);
+        if (r >= 0)
+                r = bind_text_or_null(ins, 3, snap->name);
+        if (r >= 0)
+                r = bind_text_or_null(ins, 4, snap->path);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(ins, 5, i64(snap->time_ns));
+        sqlite3_bind_int64(ins, 6, i64(snap->text_addr));
+        sqlite3_bind_int64(ins, 7, i64(snap->n_modules));
+        sqlite3_bind_int64(ins, 8, i64(snap->size_bytes));
+        sqlite3_bind_int(ins, 9, snap->has_kcore);
+        sqlite3_bind_int64(ins, 10, i64(now_ns));
+        r = store_step_done(s, ins);
+        if (r < 0)
+                return r;
+        r = get_snapshot_locked(s, snap->build_id, snap->name, &id, NULL);
+        if (r < 0)
+                return r;
+        /* A name can come back after a prune only if the clock went back:
+         * the directory is in the cache again either way. */
+        r = store_prepare(s, "UPDATE snapshots SET reuses = reuses + ?2, last_used_ns = ?3, pruned_ns = NULL,"
+                             "  path = ?4, size = ?5, kcore = ?6 WHERE id = ?1", &upd);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(upd, 1, id);
+        sqlite3_bind_int(upd, 2, reused);
+        sqlite3_bind_int64(upd, 3, i64(now_ns));
+        r = bind_text_or_null(upd, 4, snap->path);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(upd, 5, i64(snap->size_bytes));
+        sqlite3_bind_int(upd, 6, snap->has_kcore);
+        r = store_step_done(s, upd);
+        if (r < 0)
+                return r;
+        if (ret_id)
+                *ret_id = id;
+        return 0;
+}
+
+int store_use_snapshot(store *s, const store_snapshot *snap, bool reused, uint64_t now_ns, int64_t *ret_id) {
+        bool owned;
+        int r;
+
+        if (!s || !snap || !snap->build_id || !snap->name || !snap->path)
+                return -EINVAL;
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        return store_write_end(s, owned, use_snapshot_locked(s, snap, reused, now_ns, ret_id));
+}
+
+int store_prune_snapshot(store *s, const char *build_id, const char *name, uint64_t pruned_ns) {
+        int64_t id;
+        int r;
+
+        if (!s || !build_id || !name)
+                return -EINVAL;
+        r = get_snapshot_locked(s, build_id, name, &id, NULL);
+        if (r < 0)
+                return r;
+        return update_row(s, "UPDATE snapshots SET pruned_ns = ?2 WHERE id = ?1", id, i64(pruned_ns), NULL);
 }

@@ -38,4 +38,5 @@ int store_write_end(store *s, bool owned, int r);
 
 int store_migrate_1_to_2(sqlite3 *db);
 int store_migrate_2_to_3(sqlite3 *db);
+int store_migrate_3_to_4(sqlite3 *db);
 int store_expire_layout(store *s, uint64_t before_ns);

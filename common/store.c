@@ -87,8 +87,8 @@ static const char *const stmt_sql[_STMT_MAX] = {
                                "AND offset = ?4 AND module_id = ?5 AND build_id_id = ?6",
         [STMT_STACK_INSERT]  = "INSERT OR IGNORE INTO stacks(parent, frame) VALUES (?1, ?2)",
         [STMT_STACK_SELECT]  = "SELECT id FROM stacks WHERE parent = ?1 AND frame = ?2",
-        [STMT_SAMPLE_INSERT] = "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot) "
-                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [STMT_SAMPLE_INSERT] = "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot, snapshot) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [STMT_LOST_INSERT]   = "INSERT INTO lost(time_ns, cpu, count) VALUES (?1, ?2, ?3)",
         [STMT_BOOT_INSERT]   = "INSERT OR IGNORE INTO boots(boot_uuid, build_id, text_addr, release, first_ns) "
                                "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -207,14 +207,14 @@ static int query_int64(sqlite3 *db, const char *sql, int64_t *ret) {
 static void sample_insert_many_sql(char *buf, size_t size) {
         size_t n;
 
-        n = (size_t) snprintf(buf, size, "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot) VALUES ");
+        n = (size_t) snprintf(buf, size, "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot, snapshot) VALUES ");
         for (unsigned i = 0; i < SAMPLE_ROWS_PER_INSERT && n < size; i++)
-                n += (size_t) snprintf(buf + n, size - n, "%s(?,?,?,?,?,?,?,?)", i > 0 ? "," : "");
+                n += (size_t) snprintf(buf + n, size - n, "%s(?,?,?,?,?,?,?,?,?)", i > 0 ? "," : "");
 }
 
 static int get_stmt(store *s, unsigned idx, sqlite3_stmt **ret) {
         if (!s->stmts[idx]) {
-                char many[128 + SAMPLE_ROWS_PER_INSERT * 20];
+                char many[128 + SAMPLE_ROWS_PER_INSERT * 24];
                 const char *sql = stmt_sql[idx];
                 int rc;
 
@@ -286,6 +286,10 @@ static void bind_sample(sqlite3_stmt *st, int base, const stored_sample *smp) {
         sqlite3_bind_int64(st, base + 6, smp->stack_id);
         sqlite3_bind_int64(st, base + 7, i64(smp->period));
         sqlite3_bind_int64(st, base + 8, smp->boot_id);
+        if (smp->snapshot_id > 0)
+                sqlite3_bind_int64(st, base + 9, smp->snapshot_id);
+        else
+                sqlite3_bind_null(st, base + 9);
 }
 
 /* Hands the buffered sample rows to sqlite. On failure they are dropped
@@ -304,7 +308,7 @@ static int flush_samples(store *s) {
                 r = get_stmt(s, STMT_SAMPLE_INSERT_MANY, &st);
                 if (r >= 0) {
                         for (size_t i = 0; i < n; i++)
-                                bind_sample(st, (int) i * 8, s->pending + i);
+                                bind_sample(st, (int) i * 9, s->pending + i);
                         r = step_done(s, st);
                 }
         } else {
@@ -358,6 +362,7 @@ static const migration_fn migrations[] = {
         migrate_0_to_1,
         store_migrate_1_to_2,   /* store-layout.c */
         store_migrate_2_to_3,   /* store-layout.c */
+        store_migrate_3_to_4,   /* store-layout.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -1156,6 +1161,61 @@ int store_add_sample(store *s, int64_t boot_id, const sample *smp) {
         if (r < 0)
                 return r;
         return auto_end(s, owned, add_sample_locked(s, boot_id, smp));
+}
+
+static int64_t link_snapshot_locked(store *s, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns, uint64_t until_ns) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r;
+
+        /* The rows still buffered are linked before they reach sqlite. */
+        for (size_t i = 0; i < s->n_pending; i++) {
+                stored_sample *p = s->pending + i;
+                if (p->boot_id == boot_id && p->snapshot_id <= 0 && p->time_ns >= from_ns && p->time_ns < until_ns)
+                        p->snapshot_id = snapshot_id;
+        }
+        r = store_prepare(s, "UPDATE samples SET snapshot = ?1 WHERE time_ns >= ?2 AND time_ns < ?3 "
+                             "AND boot = ?4 AND snapshot IS NULL", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, snapshot_id);
+        sqlite3_bind_int64(st, 2, from_ns > INT64_MAX ? INT64_MAX : i64(from_ns));
+        sqlite3_bind_int64(st, 3, until_ns > INT64_MAX ? INT64_MAX : i64(until_ns));
+        sqlite3_bind_int64(st, 4, boot_id);
+        r = store_step_done(s, st);
+        if (r < 0)
+                return r;
+        return sqlite3_changes64(s->db);
+}
+
+int64_t store_link_snapshot(store *s, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns, uint64_t until_ns) {
+        bool owned;
+        int64_t n;
+        int r;
+
+        if (!s || snapshot_id <= 0 || from_ns >= until_ns)
+                return -EINVAL;
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        n = link_snapshot_locked(s, boot_id, snapshot_id, from_ns, until_ns);
+        r = auto_end(s, owned, n < 0 ? (int) n : 0);
+        return r < 0 ? r : n;
+}
+
+int64_t store_count_snapshot_samples(store *s, int64_t snapshot_id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        if (!s)
+                return -EINVAL;
+        r = store_prepare(s, "SELECT count(*) FROM samples WHERE snapshot = ?1", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, snapshot_id);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return store_step_errno(s, rc);
+        return sqlite3_column_int64(st, 0);
 }
 
 static int add_lost_locked(store *s, uint64_t time_ns, uint32_t cpu, uint64_t lost) {

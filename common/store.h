@@ -36,7 +36,7 @@ typedef enum store_mode {
         STORE_READONLY,         /* fails with -ENOENT if there is no database */
 } store_mode;
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
@@ -69,6 +69,7 @@ typedef struct stored_sample {
         int64_t stack_id;       /* leaf node */
         uint64_t period;
         int64_t boot_id;        /* from store_add_boot() */
+        int64_t snapshot_id;    /* the kcore snapshot of the layout at time_ns; 0: not known yet */
 } stored_sample;
 
 int store_insert_sample(store *s, const stored_sample *smp);
@@ -188,14 +189,16 @@ typedef int (*store_open_ksym_cb)(int64_t id, const char *name, uint64_t addr, u
 int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, void *userdata);
 
 /* One change of the kernel's code layout. kind: "start", "module-add",
- * "module-remove", "ksym-register", "ksym-unregister"; module_id and
- * ksym_id 0 where none. The event carries the section records of the
+ * "module-remove", "ksym-register", "ksym-unregister", or a snapshot of
+ * the layout: "snapshot-created", "snapshot-reused"; module_id, ksym_id
+ * and snapshot_id 0 where none. The event carries the section records of the
  * live modules and the records of the live dynamic symbols. */
 typedef struct store_event {
         uint64_t time_ns;
         int64_t boot_id;
         const char *kind;
         int64_t module_id, ksym_id;
+        int64_t snapshot_id;            /* for "snapshot-created", "snapshot-reused"; else 0 */
         const char *detail;
         const int64_t *live_modules;
         size_t n_live_modules;
@@ -204,6 +207,33 @@ typedef struct store_event {
 } store_event;
 
 int store_add_event(store *s, const store_event *e, int64_t *ret_id);
+
+/* kcore snapshots (snapshot.h): one row per snapshot directory the
+ * daemon made or reused, keyed by (build_id, name). */
+typedef struct store_snapshot {
+        int64_t boot_id;                /* the boot that made or reused it */
+        const char *build_id, *name, *path;
+        uint64_t time_ns;               /* the time its name says */
+        uint64_t text_addr;
+        uint64_t n_modules, size_bytes;
+        bool has_kcore;
+} store_snapshot;
+
+/* Records that a snapshot was made, or reused (counted), at now_ns. A
+ * snapshot found in the cache without a row (made by perf, or before the
+ * database) gets one. Returns its id. */
+int store_use_snapshot(store *s, const store_snapshot *snap, bool reused, uint64_t now_ns, int64_t *ret_id);
+/* Marks the snapshot removed from the cache at pruned_ns. -ENOENT if unknown. */
+int store_prune_snapshot(store *s, const char *build_id, const char *name, uint64_t pruned_ns);
+/* Reuse count and id of a snapshot; -ENOENT if it has no row. */
+int store_get_snapshot(store *s, const char *build_id, const char *name, int64_t *ret_id, uint64_t *ret_reuses);
+/* Links the samples of boot_id taken in [from_ns, until_ns) that have no
+ * snapshot yet to snapshot_id (including those buffered in the open
+ * batch). Returns the number of samples linked. */
+int64_t store_link_snapshot(store *s, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns, uint64_t until_ns);
+/* Samples linked to the snapshot. A full scan of the samples: for tests and
+ * `cache list --samples`, not for the ingest path. */
+int64_t store_count_snapshot_samples(store *s, int64_t snapshot_id);
 
 /* Readers, answering in the protocol's JSON (doc/protocol.md):
  * modules loaded at some time since since_ns (0: all), oldest first, with

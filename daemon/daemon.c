@@ -20,6 +20,7 @@
 #include "perf-events.h"
 #include "protocol.h"
 #include "server.h"
+#include "snapshotter.h"
 #include "store.h"
 #include "timeparse.h"
 #include "tracker.h"
@@ -49,6 +50,7 @@ struct daemon_ctx {
         struct event *drain_timer, *commit_timer, *retention_timer, *watchdog_timer, *rescan_timer;
         struct event *sig_term, *sig_int, *sig_hup;
         server *server;
+        snapshotter *snapshotter;
         uint64_t start_mono_ns;
         uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
@@ -218,8 +220,10 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
         }
         if (strcmp(n.database, d->cfg.database) != 0 || strcmp(n.socket, d->cfg.socket) != 0 ||
             strcmp(n.root, d->cfg.root) != 0 || strcmp(n.event, d->cfg.event) != 0 ||
-            n.ring_buffer_pages != d->cfg.ring_buffer_pages || n.callchain_depth != d->cfg.callchain_depth)
-                log_notice("database, socket, root, event, ring_buffer_pages and callchain_depth take effect at the next restart.");
+            n.ring_buffer_pages != d->cfg.ring_buffer_pages || n.callchain_depth != d->cfg.callchain_depth ||
+            !streq(n.cache_dir, d->cfg.cache_dir))
+                log_notice("database, socket, root, event, ring_buffer_pages, callchain_depth and cache_dir "
+                           "take effect at the next restart.");
 
         log_set_max_level(n.log_level);
         if (n.frequency_hz != d->cfg.frequency_hz && d->events)
@@ -248,6 +252,10 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
         d->cfg.group = TAKE_PTR(n.group);
         if (d->server)
                 (void) server_reconfigure(d->server, &d->cfg);
+        d->cfg.snapshot_delay_ns = n.snapshot_delay_ns;
+        d->cfg.cache_max_size_bytes = n.cache_max_size_bytes;
+        d->cfg.cache_max_age_ns = n.cache_max_age_ns;
+        snapshotter_reconfigure(d->snapshotter, &d->cfg);
         config_done(&n);
         log_info("Reloaded %s.", d->config_path);
         (void) sd_notify(0, "READY=1");
@@ -324,6 +332,7 @@ static void status_fill(json_object *p, void *userdata) {
                 json_object_object_add(p, "ksym_rescans", json_object_new_int64((int64_t) ts->ksym_rescans));
                 json_object_object_add(p, "unresolved_kernel_frames", json_object_new_int64((int64_t) st->unresolved_kernel_frames));
         }
+        snapshotter_status(d->snapshotter, p);
         json_object_object_add(p, "uevent_monitor", json_object_new_boolean(d->uevents != NULL));
         if (d->uevents) {
                 const uevent_monitor_stats *us = uevent_monitor_get_stats(d->uevents);
@@ -376,6 +385,8 @@ int daemon_start(daemon_ctx *d) {
                 .clockid = CLOCK_MONOTONIC,
                 .want_ksymbol = true,
         };
+        /* Samples start after this; the start-up snapshot covers them. */
+        uint64_t start_wall_ns = clock_ns(CLOCK_REALTIME);
         struct timeval tv;
         int r;
 
@@ -483,6 +494,17 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the socket server: %m");
         server_set_rescan_cb(d->server, on_rescan_request);
+
+        r = snapshotter_new(d->base, &d->cfg, d->ingest, d->tracker, d->server, &d->snapshotter);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up kcore snapshots: %m");
+        if (d->snapshotter) {
+                tracker_set_layout_cb(d->tracker, snapshotter_layout_changed, d->snapshotter);
+                server_set_cache_cbs(d->server, snapshotter_call, snapshotter_cache_info, d->snapshotter);
+                snapshotter_start(d->snapshotter, start_wall_ns);
+        } else
+                log_notice("cache_dir is empty: no kcore snapshots are taken.");
+
         r = server_listen(d->server);
         if (r < 0)
                 return r;
@@ -516,6 +538,9 @@ int daemon_run(daemon_ctx *d) {
 daemon_ctx *daemon_free(daemon_ctx *d) {
         if (!d)
                 return NULL;
+        /* Finishes a snapshot being written, so none is left half-made
+         * in the cache's .tmp (the next start would clean it anyway). */
+        snapshotter_free(d->snapshotter);
         server_free(d->server);
         /* Let deferred frees scheduled by the server run. */
         if (d->base)

@@ -31,6 +31,8 @@ struct ingest {
         uint32_t epoch;         /* layout_epoch() of the sample being processed */
         kernel_info kernel;
         int64_t boot_id;
+        int64_t snapshot_id, snapshot_prev_id;  /* see ingest_set_snapshot() */
+        uint64_t snapshot_since_ns;
         tasks *tasks;
 
         ingest_miss_handler miss_cb;
@@ -163,6 +165,12 @@ int ingest_load_kernel(ingest *in) {
 
 const kernel_info *ingest_kernel(const ingest *in) {
         return &in->kernel;
+}
+
+void ingest_set_snapshot(ingest *in, int64_t prev_id, int64_t id, uint64_t since_ns) {
+        in->snapshot_prev_id = prev_id;
+        in->snapshot_id = id;
+        in->snapshot_since_ns = since_ns;
 }
 
 int64_t ingest_boot_id(const ingest *in) {
@@ -387,6 +395,8 @@ insert:
                         .stack_id = stack,
                         .period = ps->period,
                         .boot_id = in->boot_id,
+                        .snapshot_id = (uint64_t) ((int64_t) ps->time + mono_to_wall_ns) >= in->snapshot_since_ns ?
+                                       in->snapshot_id : in->snapshot_prev_id,
                 });
         if (r < 0)
                 return r;

@@ -47,6 +47,11 @@ ingest *ingest_free(ingest *in);
 int ingest_load_kernel(ingest *in);
 const kernel_info *ingest_kernel(const ingest *in);
 int64_t ingest_boot_id(const ingest *in);
+
+/* The kcore snapshot samples are linked to: id for samples taken at or
+ * after since_ns, prev_id before; 0 for "not known yet" (linked later
+ * with store_link_snapshot()). */
+void ingest_set_snapshot(ingest *in, int64_t prev_id, int64_t id, uint64_t since_ns);
 size_t ingest_n_symbols(const ingest *in);
 
 /* The kernel code layout samples are resolved against; the module tracker

@@ -17,14 +17,19 @@
 #include "protocol.h"
 #include "query-json.h"
 #include "server.h"
+#include "snapshot.h"
 #include "store.h"
+#include "timeparse.h"
 
 #define MAX_PENDING_JOBS 16
 #define MAX_GROUPS 256
 
 typedef struct client client;
 
-typedef enum job_kind { JOB_QUERY, JOB_STATUS, JOB_MODULES, JOB_EVENTS, JOB_KSYMS } job_kind;
+typedef enum job_kind {
+        JOB_QUERY, JOB_STATUS, JOB_MODULES, JOB_EVENTS, JOB_KSYMS, JOB_CACHE_LIST,
+        JOB_ASYNC,              /* answered by the daemon (server_call_reply()), not the worker */
+} job_kind;
 
 typedef struct job {
         struct job *next;
@@ -61,7 +66,12 @@ struct server {
         uint32_t max_clients, max_rows, max_stacks;
         server_status_cb status_cb;
         server_rescan_cb rescan_cb;
+        server_async_cb async_cb;
+        server_status_cb cache_cb;
+        void *cache_userdata;
         void *userdata;
+        char *cache_dir;
+        job *async_head;        /* calls the daemon has yet to answer */
 
         client *clients;
         unsigned n_clients;
@@ -256,6 +266,69 @@ static char *worker_layout(server *s, job *j) {
         return reply;
 }
 
+static json_object *hex_string(uint64_t v) {
+        char buf[24];
+
+        snprintf(buf, sizeof buf, "0x%llx", (unsigned long long) v);
+        return json_object_new_string(buf);
+}
+
+/* The snapshots in the cache directory (the truth, whoever made them),
+ * with the reuse counts the database has for them. */
+static char *worker_cache_list(server *s, job *j) {
+        const char *current = NULL;
+        snapshot_info *v = NULL;
+        json_object *res, *a, *o;
+        char msg[256], *reply;
+        store *st = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!s->cache_dir[0])
+                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, "snapshots are off (cache_dir is empty)");
+        if (json_object_object_get_ex(j->params, "current", &o))
+                current = json_object_get_string(o);
+        r = snapshot_list(s->cache_dir, &v, &n);
+        if (r < 0) {
+                snprintf(msg, sizeof msg, "cannot read the cache %s: %s", s->cache_dir, strerror(-r));
+                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
+        }
+        (void) worker_store(s, &st);
+        res = json_object_new_object();
+        a = json_object_new_array();
+        json_object_object_add(res, "cache_dir", json_object_new_string(s->cache_dir));
+        json_object_object_add(res, "snapshots", a);
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_new_object();
+                char when[TIME_FORMAT_MAX];
+                uint64_t reuses = 0;
+                int64_t id = 0;
+
+                if (st)
+                        (void) store_get_snapshot(st, v[i].build_id, v[i].name, &id, &reuses);
+                json_object_array_add(a, e);
+                json_object_object_add(e, "build_id", json_object_new_string(v[i].build_id));
+                json_object_object_add(e, "name", json_object_new_string(v[i].name));
+                json_object_object_add(e, "path", json_object_new_string(v[i].path));
+                json_object_object_add(e, "time", json_object_new_string(
+                                time_format_local_decimals(v[i].time_ns, 2, when, sizeof when) ?: ""));
+                json_object_object_add(e, "time_ns", json_object_new_int64((int64_t) v[i].time_ns));
+                json_object_object_add(e, "modules", json_object_new_int64((int64_t) v[i].n_modules));
+                json_object_object_add(e, "text_addr", hex_string(v[i].text_addr));
+                json_object_object_add(e, "size", json_object_new_int64((int64_t) v[i].size_bytes));
+                json_object_object_add(e, "kcore", json_object_new_boolean(v[i].has_kcore));
+                json_object_object_add(e, "reuses", json_object_new_int64((int64_t) reuses));
+                json_object_object_add(e, "id", id > 0 ? json_object_new_int64(id) : NULL);
+                json_object_object_add(e, "current", json_object_new_boolean(current && streq(current, v[i].path)));
+        }
+        snapshot_infos_free(v, n);
+        reply = proto_format_reply(res, false);
+        json_object_put(res);
+        return reply;
+}
+
+static void job_done(server *s, job *j);
+
 static void *worker_main(void *userdata) {
         server *s = userdata;
 
@@ -274,13 +347,11 @@ static void *worker_main(void *userdata) {
                 pthread_mutex_unlock(&s->lock);
 
                 j->replies = j->kind == JOB_QUERY ? worker_query(s, j) :
-                             j->kind == JOB_STATUS ? single(worker_status(s, j)) : single(worker_layout(s, j));
+                             j->kind == JOB_STATUS ? single(worker_status(s, j)) :
+                             j->kind == JOB_CACHE_LIST ? single(worker_cache_list(s, j)) : single(worker_layout(s, j));
 
+                job_done(s, j);
                 pthread_mutex_lock(&s->lock);
-                j->next = s->done_head;
-                s->done_head = j;
-                /* Wake the loop; a full pipe already means a wake-up is pending. */
-                (void) !write(s->notify_pipe[1], "x", 1);
         }
         pthread_mutex_unlock(&s->lock);
         store_free(s->ro);
@@ -336,14 +407,14 @@ static void client_disconnect(client *c) {
         event_base_once(s->base, -1, EV_TIMEOUT, client_destroy_deferred, c, NULL);
 }
 
-static int submit_job(server *s, client *c, job_kind kind, json_object *params, bool more) {
+static job *job_new(server *s, client *c, job_kind kind, json_object *params, bool more) {
         job *j;
 
         if (s->n_jobs >= MAX_PENDING_JOBS)
-                return -EBUSY;
+                return NULL;
         j = calloc(1, sizeof *j);
         if (!j)
-                return -ENOMEM;
+                return NULL;
         j->kind = kind;
         j->client = c;
         j->params = params;
@@ -353,6 +424,71 @@ static int submit_job(server *s, client *c, job_kind kind, json_object *params, 
         c->refs++;
         c->busy = true;
         s->n_jobs++;
+        return j;
+}
+
+/* Queues a finished job for on_jobs_done(), from any thread. */
+static void job_done(server *s, job *j) {
+        pthread_mutex_lock(&s->lock);
+        j->next = s->done_head;
+        s->done_head = j;
+        /* Wake the loop; a full pipe already means a wake-up is pending. */
+        (void) !write(s->notify_pipe[1], "x", 1);
+        pthread_mutex_unlock(&s->lock);
+}
+
+/* A call the daemon answers later: the client waits (busy) meanwhile. */
+static int start_async(server *s, client *c, const char *method, json_object *params) {
+        job *j;
+        int r;
+
+        if (!s->async_cb)
+                return -EOPNOTSUPP;
+        if (s->n_jobs >= MAX_PENDING_JOBS)
+                return -EBUSY;
+        j = job_new(s, c, JOB_ASYNC, NULL, false);
+        if (!j)
+                return -ENOMEM;
+        j->next = s->async_head;
+        s->async_head = j;
+        r = s->async_cb((server_call *) j, method, params, s->cache_userdata);
+        if (r < 0) {
+                /* Not taken: answered by the caller of start_async(). */
+                s->async_head = j->next;
+                s->n_jobs--;
+                c->busy = false;
+                client_unref(c);
+                job_free(j);
+        }
+        return r;
+}
+
+void server_call_reply(server *s, server_call *call, char *msg) {
+        job *j = (job *) call, **p;
+
+        for (p = &s->async_head; *p && *p != j; p = &(*p)->next)
+                ;
+        if (!*p) {
+                free(msg);
+                return;
+        }
+        *p = j->next;
+        j->replies = single(msg);
+        job_done(s, j);
+}
+
+char *server_error_reply(const char *error, const char *message) {
+        return error_reply(error, message);
+}
+
+static int submit_job(server *s, client *c, job_kind kind, json_object *params, bool more) {
+        job *j;
+
+        if (s->n_jobs >= MAX_PENDING_JOBS)
+                return -EBUSY;
+        j = job_new(s, c, kind, params, more);
+        if (!j)
+                return -ENOMEM;
 
         pthread_mutex_lock(&s->lock);
         if (s->todo_tail)
@@ -472,6 +608,27 @@ static void handle_call(client *c, const char *msg) {
                         client_send(c, proto_format_reply(p, false));
                 json_object_put(p);
                 goto out;
+        } else if (streq(call.method, PERFSNAP_METHOD_SNAPSHOT) || streq(call.method, PERFSNAP_METHOD_CACHE_PRUNE)) {
+                /* Mutating: root only, whatever the group. */
+                if (c->uid != 0) {
+                        snprintf(text, sizeof text, "only root may %s",
+                                 streq(call.method, PERFSNAP_METHOD_SNAPSHOT) ? "request a snapshot" : "prune the cache");
+                        client_send(c, error_reply(PERFSNAP_ERROR_PERMISSION_DENIED, text));
+                        goto out;
+                }
+                r = start_async(s, c, call.method, call.parameters);
+                if (r == -EOPNOTSUPP || r == -EINVAL) {
+                        client_send(c, error_reply(r == -EINVAL ? PERFSNAP_ERROR_INVALID_PARAMETER : PERFSNAP_ERROR_INTERNAL,
+                                                   r == -EINVAL ? "invalid parameters" : "snapshots are off (cache_dir is empty)"));
+                        goto out;
+                }
+        } else if (streq(call.method, PERFSNAP_METHOD_CACHE_LIST)) {
+                p = json_object_new_object();
+                if (s->cache_cb)
+                        s->cache_cb(p, s->cache_userdata);
+                r = submit_job(s, c, JOB_CACHE_LIST, p, false);
+                if (r < 0)
+                        json_object_put(p);
         } else if (strcmp(call.method, PERFSNAP_METHOD_STATUS) == 0) {
                 p = json_object_new_object();
                 s->status_cb(p, s->userdata);
@@ -638,7 +795,8 @@ int server_new(struct event_base *base, const config *c, server_status_cb status
 
         s->socket_path = strdup(c->socket);
         s->db_path = strdup(c->database);
-        if (!s->socket_path || !s->db_path) {
+        s->cache_dir = strdup(c->cache_dir);
+        if (!s->socket_path || !s->db_path || !s->cache_dir) {
                 server_free(s);
                 return -ENOMEM;
         }
@@ -720,6 +878,12 @@ void server_set_rescan_cb(server *s, server_rescan_cb cb) {
         s->rescan_cb = cb;
 }
 
+void server_set_cache_cbs(server *s, server_async_cb async_cb, server_status_cb cache_cb, void *userdata) {
+        s->async_cb = async_cb;
+        s->cache_cb = cache_cb;
+        s->cache_userdata = userdata;
+}
+
 unsigned server_n_clients(const server *s) {
         return s->n_clients;
 }
@@ -745,6 +909,11 @@ server *server_free(server *s) {
                 client_unref(j->client);
                 job_free(j);
         }
+        for (job *j = s->async_head, *n; j; j = n) {
+                n = j->next;
+                client_unref(j->client);
+                job_free(j);
+        }
         while (s->clients) {
                 client *c = s->clients;
                 s->clients = c->next;
@@ -765,6 +934,7 @@ server *server_free(server *s) {
         pthread_cond_destroy(&s->cond);
         free(s->socket_path);
         free(s->db_path);
+        free(s->cache_dir);
         free(s->group);
         free(s);
         return NULL;

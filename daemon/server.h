@@ -22,9 +22,24 @@ typedef void (*server_status_cb)(struct json_object *params, void *userdata);
  * fills the reply; a negative errno becomes an error reply. */
 typedef int (*server_rescan_cb)(struct json_object *reply, void *userdata);
 
+/* A call the daemon answers later (Snapshot, CachePrune: root only).
+ * The callback gets the call's parameters (may be NULL) and returns 0 if
+ * it will answer with server_call_reply(), or a negative errno: -EINVAL
+ * (bad parameters), -EOPNOTSUPP (snapshots off), -EBUSY. */
+typedef struct server_call server_call;
+typedef int (*server_async_cb)(server_call *call, const char *method, struct json_object *params, void *userdata);
+
+/* Answers an async call with a formatted message (proto_format_reply()
+ * or server_error_reply()); takes msg. Main thread only. */
+void server_call_reply(server *s, server_call *call, char *msg);
+char *server_error_reply(const char *error, const char *message);
+
 int server_new(struct event_base *base, const config *c, server_status_cb status_cb, void *userdata, server **ret);
 server *server_free(server *s);
 void server_set_rescan_cb(server *s, server_rescan_cb cb);
+/* async_cb answers Snapshot and CachePrune; cache_cb adds the daemon's
+ * side to a CacheList call ("current": the snapshot in use). */
+void server_set_cache_cbs(server *s, server_async_cb async_cb, server_status_cb cache_cb, void *userdata);
 
 /* Binds and listens; the socket gets mode 0660 and the configured group. */
 int server_listen(server *s);

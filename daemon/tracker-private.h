@@ -22,6 +22,8 @@ struct tracker {
         uint64_t last_ksym_rescan_ns;   /* CLOCK_MONOTONIC */
         bool hidden_warned;
         tracker_stats stats;
+        tracker_layout_cb layout_cb;    /* a module was added or removed */
+        void *layout_userdata;
 };
 
 uint64_t tracker_wall_from_mono(uint64_t mono);

@@ -164,7 +164,8 @@ static layout_module *build_module(tracker *t, const proc_module *pm, layout_sou
         return m;
 }
 
-int tracker_journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym_id, const char *detail, uint64_t wall) {
+static int journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym_id, int64_t snapshot_id,
+                   const char *detail, uint64_t wall) {
         layout *l = ingest_layout(t->in);
         _cleanup_free_ int64_t *mods = NULL, *ksyms = NULL;
         size_t n_mods = 0, n_ksyms = 0;
@@ -190,6 +191,7 @@ int tracker_journal(tracker *t, const char *kind, int64_t module_id, int64_t ksy
                         .kind = kind,
                         .module_id = module_id,
                         .ksym_id = ksym_id,
+                        .snapshot_id = snapshot_id,
                         .detail = detail,
                         .live_modules = mods,
                         .n_live_modules = n_mods,
@@ -200,6 +202,19 @@ int tracker_journal(tracker *t, const char *kind, int64_t module_id, int64_t ksy
                 return log_error_errno(r, "Failed to journal the %s event: %m", kind);
         t->stats.events++;
         return 0;
+}
+
+int tracker_journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym_id, const char *detail, uint64_t wall) {
+        return journal(t, kind, module_id, ksym_id, 0, detail, wall);
+}
+
+int tracker_journal_snapshot(tracker *t, const char *kind, int64_t snapshot_id, const char *detail, uint64_t wall) {
+        return journal(t, kind, 0, 0, snapshot_id, detail, wall);
+}
+
+void tracker_set_layout_cb(tracker *t, tracker_layout_cb cb, void *userdata) {
+        t->layout_cb = cb;
+        t->layout_userdata = userdata;
 }
 
 static int record_module(tracker *t, layout_module *m, uint64_t wall) {
@@ -236,6 +251,8 @@ static int add_module(tracker *t, const proc_module *pm, layout_source how, cons
                 return log_error_errno(r, "Failed to add module %s to the layout: %m", pm->name);
         (void) record_module(t, m, wall);
         (void) tracker_journal(t, "module-add", m->id, 0, detail, wall);
+        if (t->layout_cb)
+                t->layout_cb(wall, t->layout_userdata);
         t->stats.modules_added++;
         log_info("Module %s loaded at 0x%llx (%llu bytes, %zu sections%s%s, build-id %s; %s).",
                  m->name, (unsigned long long) m->base, (unsigned long long) m->size, m->n_sections,
@@ -260,6 +277,8 @@ static int remove_module(tracker *t, const char *name, layout_source how, const 
                         log_error_errno(r, "Failed to record the unload of module %s: %m", name);
         }
         (void) tracker_journal(t, "module-remove", m->id, 0, detail, wall);
+        if (t->layout_cb)
+                t->layout_cb(wall, t->layout_userdata);
         t->stats.modules_removed++;
         log_info("Module %s unloaded (%s).", name, detail);
         return 1;

@@ -64,3 +64,11 @@ int tracker_rescan_ksyms(tracker *t, const char *why, tracker_rescan_result *ret
 void tracker_perf_record(tracker *t, const perf_record *rec, int64_t mono_to_wall_ns);
 
 const tracker_stats *tracker_get_stats(const tracker *t);
+
+/* Called after a module add or remove is journaled (wall: its time). */
+typedef void (*tracker_layout_cb)(uint64_t wall_ns, void *userdata);
+void tracker_set_layout_cb(tracker *t, tracker_layout_cb cb, void *userdata);
+
+/* Journals a kcore snapshot of the current layout ("snapshot-created" or
+ * "snapshot-reused"), with the layout's records like every entry. */
+int tracker_journal_snapshot(tracker *t, const char *kind, int64_t snapshot_id, const char *detail, uint64_t wall);

@@ -22,6 +22,7 @@ setup_dir() {
         CONF=$T/perfsnapd.conf
         {
                 echo "database = $DB"
+                echo "cache_dir = $T/cache"
                 echo "socket = $SOCK"
                 echo "drain_interval = 100ms"
                 for l in "$@"; do echo "$l"; done

@@ -116,8 +116,9 @@ python3 - "$T/e.json" <<'EOF' || fail "the journal is wrong (see above)"
 import json, sys
 # The records of dynamic symbols (BPF programs, ftrace trampolines) are
 # the running kernel's, whatever the root: count the section records, and
-# skip entries of dynamic symbols coming and going meanwhile.
-evs = [e for e in json.load(open(sys.argv[1]))["events"] if not e["kind"].startswith("ksym-")]
+# skip entries of dynamic symbols coming and going meanwhile, and of
+# kcore snapshots (their timing is test-snapshots.sh's business).
+evs = [e for e in json.load(open(sys.argv[1]))["events"] if not e["kind"].startswith(("ksym-", "snapshot-"))]
 sec = lambda e: sum(r["type"] == "section" for r in e["records"])
 seen = [(e["kind"], e["module"], sec(e), e["n_records"] - len(e["records"])) for e in evs]
 print(seen)

@@ -1,0 +1,610 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "log.h"
+#include "macro.h"
+#include "protocol.h"
+#include "snapshot.h"
+#include "snapshotter.h"
+#include "store.h"
+#include "timeparse.h"
+
+/* Layout generations remembered for linking samples: a snapshot result
+ * can arrive after a few more module changes. */
+#define GEN_HISTORY 64
+/* The longest a burst of module changes can put a snapshot off, in
+ * multiples of snapshot_delay. */
+#define DELAY_MAX_FACTOR 10
+
+typedef struct snap_job {
+        struct snap_job *next;
+        bool prune_only;
+        server_call *call;              /* the client waiting for it, or NULL */
+        char reason[64];
+        uint64_t gen;                   /* layout generation when requested */
+        snapshot_prune_limits limits;
+        char *keep;
+
+        /* results, filled by the worker */
+        int error;
+        uint64_t duration_ns;
+        snapshot_take_result take;
+        int prune_error;
+        snapshot_info *removed;
+        size_t n_removed, n_left;
+        uint64_t size_left;
+} snap_job;
+
+struct snapshotter {
+        struct event_base *base;
+        ingest *in;
+        tracker *tracker;
+        server *server;
+        char *root, *cache_dir;
+        uint64_t delay_ns, max_size_bytes, max_age_ns;
+
+        struct event *timer;            /* the debounce */
+        uint64_t burst_start_mono;      /* first change not yet snapshotted; 0: none */
+
+        uint64_t gen;                   /* the kernel's layout generation: +1 per module change */
+        uint64_t gen_start_ns[GEN_HISTORY];     /* wall time each began */
+        int64_t gen_snapshot[GEN_HISTORY];      /* its snapshot, 0 while unknown */
+
+        int64_t current_id;
+        char *current_path;
+
+        /* the worker thread */
+        pthread_t thread;
+        bool thread_started;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        snap_job *todo_head, *todo_tail, *done_head;
+        bool stop;
+        int notify_pipe[2];
+        struct event *notify_ev;
+        unsigned in_flight;             /* jobs submitted, not yet handled */
+        bool auto_queued;               /* a start-up/module-change snapshot is queued or running */
+        bool again;                     /* the layout changed while it ran: take another */
+
+        /* stats */
+        uint64_t created, reused, failures, pruned;
+        uint64_t last_duration_ns;
+        unsigned last_attempts;
+        int last_error, kcore_error;
+        uint64_t linked_samples;
+};
+
+static void job_free(snap_job *j) {
+        if (!j)
+                return;
+        snapshot_info_done(&j->take.info);
+        snapshot_infos_free(j->removed, j->n_removed);
+        free(j->keep);
+        free(j);
+}
+
+static void *worker_main(void *userdata) {
+        snapshotter *s = userdata;
+
+        pthread_mutex_lock(&s->lock);
+        for (;;) {
+                snap_job *j;
+                uint64_t t0;
+
+                while (!s->todo_head && !s->stop)
+                        pthread_cond_wait(&s->cond, &s->lock);
+                if (s->stop)
+                        break;
+                j = s->todo_head;
+                s->todo_head = j->next;
+                if (!s->todo_head)
+                        s->todo_tail = NULL;
+                pthread_mutex_unlock(&s->lock);
+
+                t0 = clock_ns(CLOCK_MONOTONIC);
+                if (!j->prune_only) {
+                        j->error = snapshot_take(s->root, s->cache_dir, SNAPSHOT_MAX_ATTEMPTS_DEFAULT,
+                                                 clock_ns(CLOCK_REALTIME), &j->take);
+                        /* Never prune the snapshot just made or reused. */
+                        if (j->error >= 0)
+                                j->limits.keep = j->take.info.path;
+                }
+                j->duration_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+                if (j->error >= 0 && (j->prune_only || j->limits.max_size_bytes || j->limits.max_age_ns)) {
+                        j->limits.now_ns = clock_ns(CLOCK_REALTIME);
+                        j->prune_error = snapshot_prune(s->cache_dir, &j->limits, &j->removed, &j->n_removed,
+                                                        &j->n_left, &j->size_left);
+                }
+
+                pthread_mutex_lock(&s->lock);
+                j->next = s->done_head;
+                s->done_head = j;
+                (void) !write(s->notify_pipe[1], "x", 1);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return NULL;
+}
+
+static void submit(snapshotter *s, snap_job *j) {
+        s->in_flight++;
+        pthread_mutex_lock(&s->lock);
+        if (s->todo_tail)
+                s->todo_tail->next = j;
+        else
+                s->todo_head = j;
+        s->todo_tail = j;
+        pthread_cond_signal(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+}
+
+static snap_job *take_job_new(snapshotter *s, const char *reason) {
+        snap_job *j = calloc(1, sizeof *j);
+
+        if (!j)
+                return NULL;
+        snprintf(j->reason, sizeof j->reason, "%s", reason);
+        j->gen = s->gen;
+        j->limits.max_size_bytes = s->max_size_bytes;
+        j->limits.max_age_ns = s->max_age_ns;
+        return j;
+}
+
+static void take_auto(snapshotter *s, const char *reason) {
+        snap_job *j;
+
+        if (s->auto_queued) {
+                s->again = true;
+                return;
+        }
+        j = take_job_new(s, reason);
+        if (!j) {
+                log_oom();
+                return;
+        }
+        s->auto_queued = true;
+        s->again = false;
+        submit(s, j);
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+static json_object *hex(uint64_t v) {
+        char buf[24];
+
+        snprintf(buf, sizeof buf, "0x%llx", (unsigned long long) v);
+        return json_object_new_string(buf);
+}
+
+static json_object *removed_json(const snap_job *j) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && i < j->n_removed; i++) {
+                json_object *o = json_object_new_object();
+                json_object_array_add(a, o);
+                json_object_object_add(o, "path", json_object_new_string(j->removed[i].path));
+                json_object_object_add(o, "size", json_object_new_int64((int64_t) j->removed[i].size_bytes));
+        }
+        return a;
+}
+
+static void record_pruned(snapshotter *s, const snap_job *j) {
+        uint64_t now = clock_ns(CLOCK_REALTIME);
+
+        if (j->prune_error < 0)
+                log_warning_errno(j->prune_error, "Failed to prune the snapshot cache %s: %m", s->cache_dir);
+        for (size_t i = 0; i < j->n_removed; i++) {
+                (void) store_prune_snapshot(ingest_store(s->in), j->removed[i].build_id, j->removed[i].name, now);
+                log_info("Removed snapshot %s (%llu bytes) from the cache.", j->removed[i].path,
+                         (unsigned long long) j->removed[i].size_bytes);
+        }
+        s->pruned += j->n_removed;
+}
+
+static const char *take_error_message(int r, char *buf, size_t size) {
+        switch (r) {
+        case -EAGAIN:
+                snprintf(buf, size, "the kernel's modules changed during each of %d copies", SNAPSHOT_MAX_ATTEMPTS_DEFAULT);
+                break;
+        case -EPERM:
+                snprintf(buf, size, "kallsyms shows no addresses (perfsnapd needs CAP_SYSLOG)");
+                break;
+        default:
+                snprintf(buf, size, "%s", strerror(-r));
+        }
+        return buf;
+}
+
+/* Links the samples of the job's layout generation, and of the current
+ * one if the job was for it, to the snapshot. */
+static void link_samples(snapshotter *s, const snap_job *j, int64_t id) {
+        uint64_t from, until;
+        int64_t n;
+
+        if (s->gen - j->gen >= GEN_HISTORY)
+                return;         /* too long ago: its samples stay unlinked */
+        from = s->gen_start_ns[j->gen % GEN_HISTORY];
+        until = j->gen == s->gen ? UINT64_MAX : s->gen_start_ns[(j->gen + 1) % GEN_HISTORY];
+        s->gen_snapshot[j->gen % GEN_HISTORY] = id;
+        n = store_link_snapshot(ingest_store(s->in), ingest_boot_id(s->in), id, from, until);
+        if (n < 0)
+                log_warning_errno((int) n, "Failed to link samples to snapshot %lld: %m", (long long) id);
+        else
+                s->linked_samples += (uint64_t) n;
+        if (j->gen == s->gen)
+                ingest_set_snapshot(s->in, id, id, from);
+}
+
+static json_object *take_reply(const snapshotter *s, const snap_job *j, int64_t id, uint64_t reuses) {
+        const snapshot_info *i = &j->take.info;
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "result", json_object_new_string(j->take.reused ? "reused" : "created"));
+        json_object_object_add(o, "id", json_object_new_int64(id));
+        json_object_object_add(o, "path", json_object_new_string(i->path));
+        json_object_object_add(o, "build_id", json_object_new_string(i->build_id));
+        json_object_object_add(o, "name", json_object_new_string(i->name));
+        json_object_object_add(o, "time_ns", json_object_new_int64((int64_t) i->time_ns));
+        json_object_object_add(o, "modules", json_object_new_int64((int64_t) i->n_modules));
+        json_object_object_add(o, "text_addr", hex(i->text_addr));
+        json_object_object_add(o, "size", json_object_new_int64((int64_t) i->size_bytes));
+        json_object_object_add(o, "kcore", json_object_new_boolean(i->has_kcore));
+        json_object_object_add(o, "kcore_error", j->take.kcore_error ?
+                               json_object_new_string(strerror(j->take.kcore_error)) : NULL);
+        json_object_object_add(o, "kcore_segments", json_object_new_int64((int64_t) j->take.kcore_segments));
+        json_object_object_add(o, "kcore_bytes", json_object_new_int64((int64_t) j->take.kcore_bytes));
+        json_object_object_add(o, "attempts", json_object_new_int64(j->take.attempts));
+        json_object_object_add(o, "duration_ns", json_object_new_int64((int64_t) j->duration_ns));
+        json_object_object_add(o, "reuses", json_object_new_int64((int64_t) reuses));
+        json_object_object_add(o, "removed", removed_json(j));
+        json_object_object_add(o, "cache_dir", json_object_new_string(s->cache_dir));
+        return o;
+}
+
+static void handle_take(snapshotter *s, snap_job *j) {
+        const snapshot_info *i = &j->take.info;
+        store *st = ingest_store(s->in);
+        char msg[256], detail[PATH_MAX + 64];
+        uint64_t reuses = 0, now = clock_ns(CLOCK_REALTIME);
+        int64_t id = 0;
+        int r;
+
+        s->last_duration_ns = j->duration_ns;
+        s->last_error = j->error;
+        if (j->error < 0) {
+                s->failures++;
+                take_error_message(j->error, msg, sizeof msg);
+                log_error("Failed to snapshot the kernel's code into %s (%s): %s.", s->cache_dir, j->reason, msg);
+                if (j->call)
+                        server_call_reply(s->server, j->call, server_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+                return;
+        }
+        s->last_attempts = j->take.attempts;
+        if (j->take.kcore_error && j->take.kcore_error != s->kcore_error)
+                log_warning("Snapshots hold kallsyms and modules only: cannot read %s/proc/kcore: %s%s.",
+                            streq(s->root, "/") ? "" : s->root, strerror(j->take.kcore_error),
+                            j->take.kcore_error == EPERM || j->take.kcore_error == EACCES ?
+                            " (reading kcore needs CAP_SYS_RAWIO)" : "");
+        s->kcore_error = j->take.kcore_error;
+
+        r = store_use_snapshot(st, &(store_snapshot) {
+                        .boot_id = ingest_boot_id(s->in),
+                        .build_id = i->build_id,
+                        .name = i->name,
+                        .path = i->path,
+                        .time_ns = i->time_ns,
+                        .text_addr = i->text_addr,
+                        .n_modules = i->n_modules,
+                        .size_bytes = i->size_bytes,
+                        .has_kcore = i->has_kcore,
+                }, j->take.reused, now, &id);
+        if (r < 0)
+                log_error_errno(r, "Failed to record snapshot %s in the database: %m", i->path);
+        else {
+                (void) store_get_snapshot(st, i->build_id, i->name, NULL, &reuses);
+                snprintf(detail, sizeof detail, "%s: %s", j->reason, i->path);
+                (void) tracker_journal_snapshot(s->tracker, j->take.reused ? "snapshot-reused" : "snapshot-created",
+                                                id, detail, now);
+                link_samples(s, j, id);
+                if (j->gen == s->gen) {
+                        s->current_id = id;
+                        free(s->current_path);
+                        s->current_path = strdup(i->path);
+                }
+        }
+        if (j->take.reused) {
+                s->reused++;
+                log_info("Reused snapshot %s (%s; %zu modules, same _text 0x%llx).", i->path, j->reason,
+                         i->n_modules, (unsigned long long) i->text_addr);
+        } else {
+                s->created++;
+                log_info("Created snapshot %s (%s): %zu modules, kcore %s%llu bytes in %zu segments, "
+                         "%llu bytes in all, %u %s, %llu ms.",
+                         i->path, j->reason, i->n_modules, i->has_kcore ? "" : "missing, ",
+                         (unsigned long long) j->take.kcore_bytes, j->take.kcore_segments,
+                         (unsigned long long) i->size_bytes, j->take.attempts,
+                         j->take.attempts == 1 ? "copy" : "copies",
+                         (unsigned long long) (j->duration_ns / NSEC_PER_MSEC));
+        }
+        record_pruned(s, j);
+        (void) ingest_commit(s->in);
+        if (j->call) {
+                json_object *o = take_reply(s, j, id, reuses);
+                server_call_reply(s->server, j->call, proto_format_reply(o, false));
+                json_object_put(o);
+        }
+}
+
+static void handle_prune(snapshotter *s, snap_job *j) {
+        json_object *o;
+        char msg[256];
+
+        record_pruned(s, j);
+        (void) ingest_commit(s->in);
+        if (!j->call)
+                return;
+        if (j->prune_error < 0) {
+                snprintf(msg, sizeof msg, "pruning %s failed: %s", s->cache_dir, strerror(-j->prune_error));
+                server_call_reply(s->server, j->call, server_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+                return;
+        }
+        o = json_object_new_object();
+        json_object_object_add(o, "cache_dir", json_object_new_string(s->cache_dir));
+        json_object_object_add(o, "removed", removed_json(j));
+        json_object_object_add(o, "remaining", json_object_new_int64((int64_t) j->n_left));
+        json_object_object_add(o, "remaining_size", json_object_new_int64((int64_t) j->size_left));
+        server_call_reply(s->server, j->call, proto_format_reply(o, false));
+        json_object_put(o);
+}
+
+static void on_jobs_done(evutil_socket_t fd, short what, void *userdata) {
+        snapshotter *s = userdata;
+        snap_job *j, *next, *rev = NULL;
+        char buf[64];
+
+        while (read(fd, buf, sizeof buf) > 0)
+                ;
+        pthread_mutex_lock(&s->lock);
+        j = s->done_head;
+        s->done_head = NULL;
+        pthread_mutex_unlock(&s->lock);
+        /* Oldest first. */
+        for (; j; j = next) {
+                next = j->next;
+                j->next = rev;
+                rev = j;
+        }
+        for (j = rev; j; j = next) {
+                next = j->next;
+                s->in_flight--;
+                if (j->prune_only)
+                        handle_prune(s, j);
+                else {
+                        if (!j->call)
+                                s->auto_queued = false;
+                        handle_take(s, j);
+                }
+                job_free(j);
+        }
+        if (s->again && !s->auto_queued && !event_pending(s->timer, EV_TIMEOUT, NULL))
+                take_auto(s, "modules changed while a snapshot was taken");
+}
+
+/* ---- triggers ---------------------------------------------------------- */
+
+static void on_timer(evutil_socket_t fd, short what, void *userdata) {
+        snapshotter *s = userdata;
+
+        s->burst_start_mono = 0;
+        take_auto(s, "modules changed");
+}
+
+void snapshotter_layout_changed(uint64_t wall_ns, void *userdata) {
+        snapshotter *s = userdata;
+        uint64_t now = clock_ns(CLOCK_MONOTONIC), deadline, wait;
+        struct timeval tv;
+
+        if (!s)
+                return;
+        s->gen++;
+        s->gen_start_ns[s->gen % GEN_HISTORY] = wall_ns;
+        s->gen_snapshot[s->gen % GEN_HISTORY] = 0;
+        /* Samples from now on wait for the new layout's snapshot. */
+        ingest_set_snapshot(s->in, s->gen_snapshot[(s->gen - 1) % GEN_HISTORY], 0, wall_ns);
+
+        /* Debounce: snapshot_delay after the last change, but no later
+         * than DELAY_MAX_FACTOR delays after the first of a burst. */
+        if (!s->burst_start_mono)
+                s->burst_start_mono = now;
+        deadline = MIN(now + s->delay_ns, s->burst_start_mono + DELAY_MAX_FACTOR * s->delay_ns);
+        wait = deadline > now ? deadline - now : 0;
+        tv = (struct timeval) { .tv_sec = (time_t) (wait / NSEC_PER_SEC), .tv_usec = (suseconds_t) (wait % NSEC_PER_SEC / 1000) };
+        if (event_add(s->timer, &tv) < 0)
+                log_error("Failed to arm the snapshot timer.");
+}
+
+int snapshotter_call(server_call *call, const char *method, json_object *params, void *userdata) {
+        snapshotter *s = userdata;
+        snap_job *j;
+
+        if (!s)
+                return -EOPNOTSUPP;
+        if (streq(method, PERFSNAP_METHOD_SNAPSHOT)) {
+                j = take_job_new(s, "requested");
+                if (!j)
+                        return -ENOMEM;
+        } else {
+                json_object *o;
+
+                j = calloc(1, sizeof *j);
+                if (!j)
+                        return -ENOMEM;
+                j->prune_only = true;
+                j->limits.max_size_bytes = s->max_size_bytes;
+                j->limits.max_age_ns = s->max_age_ns;
+                /* Parameters override the configured limits; 0 is no limit. */
+                if (params && json_object_object_get_ex(params, "max_size", &o)) {
+                        if (!json_object_is_type(o, json_type_int) || json_object_get_int64(o) < 0) {
+                                free(j);
+                                return -EINVAL;
+                        }
+                        j->limits.max_size_bytes = (uint64_t) json_object_get_int64(o);
+                }
+                if (params && json_object_object_get_ex(params, "max_age_ns", &o)) {
+                        if (!json_object_is_type(o, json_type_int) || json_object_get_int64(o) < 0) {
+                                free(j);
+                                return -EINVAL;
+                        }
+                        j->limits.max_age_ns = (uint64_t) json_object_get_int64(o);
+                }
+                if (s->current_path) {
+                        j->keep = strdup(s->current_path);
+                        if (!j->keep) {
+                                free(j);
+                                return -ENOMEM;
+                        }
+                        j->limits.keep = j->keep;
+                }
+        }
+        j->call = call;
+        submit(s, j);
+        return 0;
+}
+
+void snapshotter_cache_info(json_object *params, void *userdata) {
+        snapshotter *s = userdata;
+
+        if (s && s->current_path)
+                json_object_object_add(params, "current", json_object_new_string(s->current_path));
+}
+
+void snapshotter_status(snapshotter *s, json_object *p) {
+        if (!s) {
+                json_object_object_add(p, "cache_dir", NULL);
+                return;
+        }
+        json_object_object_add(p, "cache_dir", json_object_new_string(s->cache_dir));
+        json_object_object_add(p, "snapshots_created", json_object_new_int64((int64_t) s->created));
+        json_object_object_add(p, "snapshots_reused", json_object_new_int64((int64_t) s->reused));
+        json_object_object_add(p, "snapshot_failures", json_object_new_int64((int64_t) s->failures));
+        json_object_object_add(p, "snapshots_pruned", json_object_new_int64((int64_t) s->pruned));
+        json_object_object_add(p, "snapshot_pending", json_object_new_boolean(
+                                       s->in_flight > 0 || event_pending(s->timer, EV_TIMEOUT, NULL)));
+        json_object_object_add(p, "snapshot_current", s->current_path ? json_object_new_string(s->current_path) : NULL);
+        json_object_object_add(p, "snapshot_last_duration_ns", json_object_new_int64((int64_t) s->last_duration_ns));
+        json_object_object_add(p, "snapshot_last_attempts", json_object_new_int64(s->last_attempts));
+        json_object_object_add(p, "snapshot_last_error", s->last_error < 0 ?
+                               json_object_new_string(strerror(-s->last_error)) : NULL);
+        json_object_object_add(p, "snapshot_kcore_error", s->kcore_error ?
+                               json_object_new_string(strerror(s->kcore_error)) : NULL);
+        json_object_object_add(p, "snapshot_linked_samples", json_object_new_int64((int64_t) s->linked_samples));
+        json_object_object_add(p, "layout_generation", json_object_new_int64((int64_t) s->gen));
+}
+
+void snapshotter_reconfigure(snapshotter *s, const config *c) {
+        if (!s)
+                return;
+        s->delay_ns = c->snapshot_delay_ns;
+        s->max_size_bytes = c->cache_max_size_bytes;
+        s->max_age_ns = c->cache_max_age_ns;
+}
+
+void snapshotter_start(snapshotter *s, uint64_t since_ns) {
+        int r;
+
+        if (!s)
+                return;
+        r = snapshot_clean_tmp(s->cache_dir);
+        if (r < 0)
+                log_warning_errno(r, "Failed to clean %s/%s: %m", s->cache_dir, SNAPSHOT_TMP_DIR);
+        else if (r > 0)
+                log_info("Removed %d unfinished snapshots from %s/%s.", r, s->cache_dir, SNAPSHOT_TMP_DIR);
+        s->gen_start_ns[0] = since_ns;
+        take_auto(s, "start-up");
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracker *t, server *srv,
+                    snapshotter **ret) {
+        snapshotter *s;
+        int r;
+
+        if (!c->cache_dir[0]) {
+                *ret = NULL;
+                return 0;
+        }
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->base = base;
+        s->in = in;
+        s->tracker = t;
+        s->server = srv;
+        s->notify_pipe[0] = s->notify_pipe[1] = -1;
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+        snapshotter_reconfigure(s, c);
+        s->root = strdup(c->root);
+        s->cache_dir = strdup(c->cache_dir);
+        s->timer = event_new(base, -1, 0, on_timer, s);
+        if (!s->root || !s->cache_dir || !s->timer) {
+                snapshotter_free(s);
+                return -ENOMEM;
+        }
+        if (pipe2(s->notify_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+                r = negative_errno();
+                snapshotter_free(s);
+                return r;
+        }
+        s->notify_ev = event_new(base, s->notify_pipe[0], EV_READ | EV_PERSIST, on_jobs_done, s);
+        if (!s->notify_ev || event_add(s->notify_ev, NULL) < 0) {
+                snapshotter_free(s);
+                return -ENOMEM;
+        }
+        r = pthread_create(&s->thread, NULL, worker_main, s);
+        if (r != 0) {
+                snapshotter_free(s);
+                return -r;
+        }
+        s->thread_started = true;
+        *ret = s;
+        return 0;
+}
+
+snapshotter *snapshotter_free(snapshotter *s) {
+        if (!s)
+                return NULL;
+        if (s->thread_started) {
+                pthread_mutex_lock(&s->lock);
+                s->stop = true;
+                pthread_cond_signal(&s->cond);
+                pthread_mutex_unlock(&s->lock);
+                pthread_join(s->thread, NULL);
+        }
+        for (snap_job *j = s->todo_head, *n; j; j = n) {
+                n = j->next;
+                job_free(j);
+        }
+        for (snap_job *j = s->done_head, *n; j; j = n) {
+                n = j->next;
+                job_free(j);
+        }
+        if (s->timer)
+                event_free(s->timer);
+        if (s->notify_ev)
+                event_free(s->notify_ev);
+        if (s->notify_pipe[0] >= 0)
+                close(s->notify_pipe[0]);
+        if (s->notify_pipe[1] >= 0)
+                close(s->notify_pipe[1]);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s->root);
+        free(s->cache_dir);
+        free(s->current_path);
+        free(s);
+        return NULL;
+}
