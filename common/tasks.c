@@ -763,7 +763,8 @@ int tasks_fork(tasks *t, uint32_t ppid, uint32_t ptid, uint32_t pid, uint32_t ti
                                 process_free(t, p);
                                 return r;
                         }
-                        memcpy(p->maps, parent->maps, parent->n_maps * sizeof(*p->maps));
+                        if (parent->n_maps > 0)         /* maps may be NULL then */
+                                memcpy(p->maps, parent->maps, parent->n_maps * sizeof(*p->maps));
                         for (size_t i = 0; i < parent->n_maps; i++)
                                 p->maps[i].file->refs++;
                         p->n_maps = parent->n_maps;
