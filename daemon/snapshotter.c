@@ -228,6 +228,8 @@ static void link_samples(snapshotter *s, const snap_job *j, int64_t id) {
         from = s->gen_start_ns[j->gen % GEN_HISTORY];
         until = j->gen == s->gen ? UINT64_MAX : s->gen_start_ns[(j->gen + 1) % GEN_HISTORY];
         s->gen_snapshot[j->gen % GEN_HISTORY] = id;
+        if (from >= until)
+                return;         /* a generation that lasted no time: no samples */
         n = store_link_snapshot(ingest_store(s->in), ingest_boot_id(s->in), id, from, until);
         if (n < 0)
                 log_warning_errno((int) n, "Failed to link samples to snapshot %lld: %m", (long long) id);

@@ -302,8 +302,11 @@ TEST(same_modules_at_same_addresses_and_same_text_is_reused) {
         ASSERT_U64_EQ(e.info.text_addr, TEXT_ADDR + 0x2000000);
         ASSERT_EQ(count_snapshots(f.cache), 3);
 
-        for (snapshot_take_result *x = &a; x <= &e; x++)
-                snapshot_info_done(&x->info);
+        snapshot_info_done(&a.info);
+        snapshot_info_done(&b.info);
+        snapshot_info_done(&c.info);
+        snapshot_info_done(&d.info);
+        snapshot_info_done(&e.info);
 }
 
 TEST(without_kcore_kallsyms_and_modules_are_still_snapshotted) {
