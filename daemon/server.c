@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <json-c/json.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +19,7 @@
 #include "snapshot.h"
 #include "store.h"
 #include "timeparse.h"
+#include "workqueue.h"
 
 #define MAX_PENDING_JOBS 16
 #define MAX_GROUPS 256
@@ -32,7 +32,8 @@ typedef enum job_kind {
 } job_kind;
 
 typedef struct job {
-        struct job *next;
+        workqueue_item item;    /* first */
+        struct job *async_next; /* in server.async_head */
         job_kind kind;
         client *client;
         json_object *params;    /* request parameters (query) or live status fields */
@@ -76,18 +77,9 @@ struct server {
         client *clients;
         unsigned n_clients;
 
-        /* worker */
-        pthread_t thread;
-        bool thread_started;
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        job *todo_head, *todo_tail;
-        job *done_head;
+        workqueue *queue;
         unsigned n_jobs;
-        bool stop;
-        int notify_pipe[2];
-        struct event *notify_ev;
-        store *ro;              /* the worker's own connection */
+        store *ro;              /* the worker thread's own connection */
 };
 
 static void client_unref(client *c);
@@ -327,36 +319,14 @@ static char *worker_cache_list(server *s, job *j) {
         return reply;
 }
 
-static void job_done(server *s, job *j);
-
-static void *worker_main(void *userdata) {
+/* On the worker thread. */
+static void run_job(workqueue_item *item, void *userdata) {
         server *s = userdata;
+        job *j = (job *) item;
 
-        pthread_mutex_lock(&s->lock);
-        for (;;) {
-                job *j;
-
-                while (!s->todo_head && !s->stop)
-                        pthread_cond_wait(&s->cond, &s->lock);
-                if (s->stop)
-                        break;
-                j = s->todo_head;
-                s->todo_head = j->next;
-                if (!s->todo_head)
-                        s->todo_tail = NULL;
-                pthread_mutex_unlock(&s->lock);
-
-                j->replies = j->kind == JOB_QUERY ? worker_query(s, j) :
-                             j->kind == JOB_STATUS ? single(worker_status(s, j)) :
-                             j->kind == JOB_CACHE_LIST ? single(worker_cache_list(s, j)) : single(worker_layout(s, j));
-
-                job_done(s, j);
-                pthread_mutex_lock(&s->lock);
-        }
-        pthread_mutex_unlock(&s->lock);
-        store_free(s->ro);
-        s->ro = NULL;
-        return NULL;
+        j->replies = j->kind == JOB_QUERY ? worker_query(s, j) :
+                     j->kind == JOB_STATUS ? single(worker_status(s, j)) :
+                     j->kind == JOB_CACHE_LIST ? single(worker_cache_list(s, j)) : single(worker_layout(s, j));
 }
 
 /* ---- clients ---------------------------------------------------------- */
@@ -427,16 +397,6 @@ static job *job_new(server *s, client *c, job_kind kind, json_object *params, bo
         return j;
 }
 
-/* Queues a finished job for on_jobs_done(), from any thread. */
-static void job_done(server *s, job *j) {
-        pthread_mutex_lock(&s->lock);
-        j->next = s->done_head;
-        s->done_head = j;
-        /* Wake the loop; a full pipe already means a wake-up is pending. */
-        (void) !write(s->notify_pipe[1], "x", 1);
-        pthread_mutex_unlock(&s->lock);
-}
-
 /* A call the daemon answers later: the client waits (busy) meanwhile. */
 static int start_async(server *s, client *c, const char *method, json_object *params) {
         job *j;
@@ -449,12 +409,12 @@ static int start_async(server *s, client *c, const char *method, json_object *pa
         j = job_new(s, c, JOB_ASYNC, NULL, false);
         if (!j)
                 return -ENOMEM;
-        j->next = s->async_head;
+        j->async_next = s->async_head;
         s->async_head = j;
         r = s->async_cb((server_call *) j, method, params, s->cache_userdata);
         if (r < 0) {
                 /* Not taken: answered by the caller of start_async(). */
-                s->async_head = j->next;
+                s->async_head = j->async_next;
                 s->n_jobs--;
                 c->busy = false;
                 client_unref(c);
@@ -466,15 +426,15 @@ static int start_async(server *s, client *c, const char *method, json_object *pa
 void server_call_reply(server *s, server_call *call, char *msg) {
         job *j = (job *) call, **p;
 
-        for (p = &s->async_head; *p && *p != j; p = &(*p)->next)
+        for (p = &s->async_head; *p && *p != j; p = &(*p)->async_next)
                 ;
         if (!*p) {
                 free(msg);
                 return;
         }
-        *p = j->next;
+        *p = j->async_next;
         j->replies = single(msg);
-        job_done(s, j);
+        workqueue_complete(s->queue, &j->item);
 }
 
 char *server_error_reply(const char *error, const char *message) {
@@ -489,49 +449,38 @@ static int submit_job(server *s, client *c, job_kind kind, json_object *params, 
         j = job_new(s, c, kind, params, more);
         if (!j)
                 return -ENOMEM;
-
-        pthread_mutex_lock(&s->lock);
-        if (s->todo_tail)
-                s->todo_tail->next = j;
-        else
-                s->todo_head = j;
-        s->todo_tail = j;
-        pthread_cond_signal(&s->cond);
-        pthread_mutex_unlock(&s->lock);
+        workqueue_submit(s->queue, &j->item);
         return 0;
 }
 
 static void client_process(client *c);
 
-static void on_jobs_done(evutil_socket_t fd, short what, void *userdata) {
+/* Back on the loop: the replies go out. */
+static void job_done(workqueue_item *item, void *userdata) {
         server *s = userdata;
-        char buf[64];
-        job *j, *next;
+        job *j = (job *) item;
+        client *c = j->client;
 
-        while (read(fd, buf, sizeof buf) > 0)
-                ;
-        pthread_mutex_lock(&s->lock);
-        j = s->done_head;
-        s->done_head = NULL;
-        pthread_mutex_unlock(&s->lock);
-
-        for (; j; j = next) {
-                client *c = j->client;
-
-                next = j->next;
-                s->n_jobs--;
-                c->busy = false;
-                if (!c->dead) {
-                        if (!j->replies)
-                                client_send(c, NULL);   /* out of memory: drop the client */
-                        for (size_t i = 0; j->replies && j->replies[i]; i++)
-                                client_send(c, TAKE_PTR(j->replies[i]));
-                        client_process(c);      /* calls that arrived meanwhile */
-                }
-                j->client = NULL;
-                job_free(j);
-                client_unref(c);
+        s->n_jobs--;
+        c->busy = false;
+        if (!c->dead) {
+                if (!j->replies)
+                        client_send(c, NULL);   /* out of memory: drop the client */
+                for (size_t i = 0; j->replies && j->replies[i]; i++)
+                        client_send(c, TAKE_PTR(j->replies[i]));
+                client_process(c);      /* calls that arrived meanwhile */
         }
+        j->client = NULL;
+        job_free(j);
+        client_unref(c);
+}
+
+/* Jobs never run, or whose replies were never sent, at exit. */
+static void drop_job(workqueue_item *item, void *userdata) {
+        job *j = (job *) item;
+
+        client_unref(j->client);
+        job_free(j);
 }
 
 /* cred: SO_PEERCRED of fd, read once at accept. */
@@ -789,9 +738,6 @@ int server_new(struct event_base *base, const config *c, server_status_cb status
         s->base = base;
         s->status_cb = status_cb;
         s->userdata = userdata;
-        s->notify_pipe[0] = s->notify_pipe[1] = -1;
-        pthread_mutex_init(&s->lock, NULL);
-        pthread_cond_init(&s->cond, NULL);
 
         s->socket_path = strdup(c->socket);
         s->db_path = strdup(c->database);
@@ -806,22 +752,11 @@ int server_new(struct event_base *base, const config *c, server_status_cb status
                 return r;
         }
 
-        if (pipe2(s->notify_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-                r = negative_errno();
+        r = workqueue_new(base, run_job, job_done, s, &s->queue);
+        if (r < 0) {
                 server_free(s);
                 return r;
         }
-        s->notify_ev = event_new(base, s->notify_pipe[0], EV_READ | EV_PERSIST, on_jobs_done, s);
-        if (!s->notify_ev || event_add(s->notify_ev, NULL) < 0) {
-                server_free(s);
-                return -ENOMEM;
-        }
-        r = pthread_create(&s->thread, NULL, worker_main, s);
-        if (r != 0) {
-                server_free(s);
-                return -r;
-        }
-        s->thread_started = true;
         *ret = s;
         return 0;
 }
@@ -891,28 +826,12 @@ unsigned server_n_clients(const server *s) {
 server *server_free(server *s) {
         if (!s)
                 return NULL;
-        if (s->thread_started) {
-                pthread_mutex_lock(&s->lock);
-                s->stop = true;
-                pthread_cond_signal(&s->cond);
-                pthread_mutex_unlock(&s->lock);
-                pthread_join(s->thread, NULL);
-        }
-        /* Jobs the worker never picked up or whose replies were not sent. */
-        for (job *j = s->todo_head, *n; j; j = n) {
-                n = j->next;
-                client_unref(j->client);
-                job_free(j);
-        }
-        for (job *j = s->done_head, *n; j; j = n) {
-                n = j->next;
-                client_unref(j->client);
-                job_free(j);
-        }
+        workqueue_free(s->queue, drop_job);
+        /* The thread is gone: its connection can be closed from here. */
+        s->ro = store_free(s->ro);
         for (job *j = s->async_head, *n; j; j = n) {
-                n = j->next;
-                client_unref(j->client);
-                job_free(j);
+                n = j->async_next;
+                drop_job(&j->item, s);
         }
         while (s->clients) {
                 client *c = s->clients;
@@ -924,14 +843,6 @@ server *server_free(server *s) {
                 evconnlistener_free(s->listener);
                 (void) unlink(s->socket_path);
         }
-        if (s->notify_ev)
-                event_free(s->notify_ev);
-        if (s->notify_pipe[0] >= 0)
-                close(s->notify_pipe[0]);
-        if (s->notify_pipe[1] >= 0)
-                close(s->notify_pipe[1]);
-        pthread_mutex_destroy(&s->lock);
-        pthread_cond_destroy(&s->cond);
         free(s->socket_path);
         free(s->db_path);
         free(s->cache_dir);

@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-#include <fcntl.h>
 #include <json-c/json.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "log.h"
@@ -11,6 +9,7 @@
 #include "snapshotter.h"
 #include "store.h"
 #include "timeparse.h"
+#include "workqueue.h"
 
 /* Layout generations remembered for linking samples: a snapshot result
  * can arrive after a few more module changes. */
@@ -20,7 +19,7 @@
 #define DELAY_MAX_FACTOR 10
 
 typedef struct snap_job {
-        struct snap_job *next;
+        workqueue_item item;            /* first */
         bool prune_only;
         server_call *call;              /* the client waiting for it, or NULL */
         char reason[64];
@@ -56,15 +55,7 @@ struct snapshotter {
         int64_t current_id;
         char *current_path;
 
-        /* the worker thread */
-        pthread_t thread;
-        bool thread_started;
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        snap_job *todo_head, *todo_tail, *done_head;
-        bool stop;
-        int notify_pipe[2];
-        struct event *notify_ev;
+        workqueue *queue;
         unsigned in_flight;             /* jobs submitted, not yet handled */
         bool auto_queued;               /* a start-up/module-change snapshot is queued or running */
         bool again;                     /* the layout changed while it ran: take another */
@@ -86,58 +77,34 @@ static void job_free(snap_job *j) {
         free(j);
 }
 
-static void *worker_main(void *userdata) {
+/* On the worker thread. */
+static void run_job(workqueue_item *item, void *userdata) {
         snapshotter *s = userdata;
+        snap_job *j = (snap_job *) item;
+        uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 
-        pthread_mutex_lock(&s->lock);
-        for (;;) {
-                snap_job *j;
-                uint64_t t0;
-
-                while (!s->todo_head && !s->stop)
-                        pthread_cond_wait(&s->cond, &s->lock);
-                if (s->stop)
-                        break;
-                j = s->todo_head;
-                s->todo_head = j->next;
-                if (!s->todo_head)
-                        s->todo_tail = NULL;
-                pthread_mutex_unlock(&s->lock);
-
-                t0 = clock_ns(CLOCK_MONOTONIC);
-                if (!j->prune_only) {
-                        j->error = snapshot_take(s->root, s->cache_dir, SNAPSHOT_MAX_ATTEMPTS_DEFAULT,
-                                                 clock_ns(CLOCK_REALTIME), &j->take);
-                        /* Never prune the snapshot just made or reused. */
-                        if (j->error >= 0)
-                                j->limits.keep = j->take.info.path;
-                }
-                j->duration_ns = clock_ns(CLOCK_MONOTONIC) - t0;
-                if (j->error >= 0 && (j->prune_only || j->limits.max_size_bytes || j->limits.max_age_ns)) {
-                        j->limits.now_ns = clock_ns(CLOCK_REALTIME);
-                        j->prune_error = snapshot_prune(s->cache_dir, &j->limits, &j->removed, &j->n_removed,
-                                                        &j->n_left, &j->size_left);
-                }
-
-                pthread_mutex_lock(&s->lock);
-                j->next = s->done_head;
-                s->done_head = j;
-                (void) !write(s->notify_pipe[1], "x", 1);
+        if (!j->prune_only) {
+                j->error = snapshot_take(s->root, s->cache_dir, SNAPSHOT_MAX_ATTEMPTS_DEFAULT,
+                                         clock_ns(CLOCK_REALTIME), &j->take);
+                /* Never prune the snapshot just made or reused. */
+                if (j->error >= 0)
+                        j->limits.keep = j->take.info.path;
         }
-        pthread_mutex_unlock(&s->lock);
-        return NULL;
+        j->duration_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+        if (j->error >= 0 && (j->prune_only || j->limits.max_size_bytes || j->limits.max_age_ns)) {
+                j->limits.now_ns = clock_ns(CLOCK_REALTIME);
+                j->prune_error = snapshot_prune(s->cache_dir, &j->limits, &j->removed, &j->n_removed,
+                                                &j->n_left, &j->size_left);
+        }
+}
+
+static void drop_job(workqueue_item *item, void *userdata) {
+        job_free((snap_job *) item);
 }
 
 static void submit(snapshotter *s, snap_job *j) {
         s->in_flight++;
-        pthread_mutex_lock(&s->lock);
-        if (s->todo_tail)
-                s->todo_tail->next = j;
-        else
-                s->todo_head = j;
-        s->todo_tail = j;
-        pthread_cond_signal(&s->cond);
-        pthread_mutex_unlock(&s->lock);
+        workqueue_submit(s->queue, &j->item);
 }
 
 static snap_job *take_job_new(snapshotter *s, const char *reason) {
@@ -361,35 +328,20 @@ static void handle_prune(snapshotter *s, snap_job *j) {
         json_object_put(o);
 }
 
-static void on_jobs_done(evutil_socket_t fd, short what, void *userdata) {
+/* Back on the loop. */
+static void job_done(workqueue_item *item, void *userdata) {
         snapshotter *s = userdata;
-        snap_job *j, *next, *rev = NULL;
-        char buf[64];
+        snap_job *j = (snap_job *) item;
 
-        while (read(fd, buf, sizeof buf) > 0)
-                ;
-        pthread_mutex_lock(&s->lock);
-        j = s->done_head;
-        s->done_head = NULL;
-        pthread_mutex_unlock(&s->lock);
-        /* Oldest first. */
-        for (; j; j = next) {
-                next = j->next;
-                j->next = rev;
-                rev = j;
+        s->in_flight--;
+        if (j->prune_only)
+                handle_prune(s, j);
+        else {
+                if (!j->call)
+                        s->auto_queued = false;
+                handle_take(s, j);
         }
-        for (j = rev; j; j = next) {
-                next = j->next;
-                s->in_flight--;
-                if (j->prune_only)
-                        handle_prune(s, j);
-                else {
-                        if (!j->call)
-                                s->auto_queued = false;
-                        handle_take(s, j);
-                }
-                job_free(j);
-        }
+        job_free(j);
         if (s->again && !s->auto_queued && !event_pending(s->timer, EV_TIMEOUT, NULL))
                 take_auto(s, "modules changed while a snapshot was taken");
 }
@@ -545,9 +497,6 @@ int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracke
         s->in = in;
         s->tracker = t;
         s->server = srv;
-        s->notify_pipe[0] = s->notify_pipe[1] = -1;
-        pthread_mutex_init(&s->lock, NULL);
-        pthread_cond_init(&s->cond, NULL);
         snapshotter_reconfigure(s, c);
         s->root = strdup(c->root);
         s->cache_dir = strdup(c->cache_dir);
@@ -556,22 +505,11 @@ int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracke
                 snapshotter_free(s);
                 return -ENOMEM;
         }
-        if (pipe2(s->notify_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-                r = negative_errno();
+        r = workqueue_new(base, run_job, job_done, s, &s->queue);
+        if (r < 0) {
                 snapshotter_free(s);
                 return r;
         }
-        s->notify_ev = event_new(base, s->notify_pipe[0], EV_READ | EV_PERSIST, on_jobs_done, s);
-        if (!s->notify_ev || event_add(s->notify_ev, NULL) < 0) {
-                snapshotter_free(s);
-                return -ENOMEM;
-        }
-        r = pthread_create(&s->thread, NULL, worker_main, s);
-        if (r != 0) {
-                snapshotter_free(s);
-                return -r;
-        }
-        s->thread_started = true;
         *ret = s;
         return 0;
 }
@@ -579,31 +517,9 @@ int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracke
 snapshotter *snapshotter_free(snapshotter *s) {
         if (!s)
                 return NULL;
-        if (s->thread_started) {
-                pthread_mutex_lock(&s->lock);
-                s->stop = true;
-                pthread_cond_signal(&s->cond);
-                pthread_mutex_unlock(&s->lock);
-                pthread_join(s->thread, NULL);
-        }
-        for (snap_job *j = s->todo_head, *n; j; j = n) {
-                n = j->next;
-                job_free(j);
-        }
-        for (snap_job *j = s->done_head, *n; j; j = n) {
-                n = j->next;
-                job_free(j);
-        }
+        workqueue_free(s->queue, drop_job);
         if (s->timer)
                 event_free(s->timer);
-        if (s->notify_ev)
-                event_free(s->notify_ev);
-        if (s->notify_pipe[0] >= 0)
-                close(s->notify_pipe[0]);
-        if (s->notify_pipe[1] >= 0)
-                close(s->notify_pipe[1]);
-        pthread_mutex_destroy(&s->lock);
-        pthread_cond_destroy(&s->cond);
         free(s->root);
         free(s->cache_dir);
         free(s->current_path);
