@@ -130,7 +130,8 @@ int cmd_snapshot(int argc, char **argv) {
                 fputs("\n", stdout);
         }
         format_bytes((uint64_t) json_int_member(answer, "size", 0), size, sizeof size);
-        printf("  size %s, reused %" PRId64 " times, %" PRId64 " ms\n", size, json_int_member(answer, "reuses", 0),
+        printf("  size %s, reused %" PRId64 " time%s, %" PRId64 " ms\n", size, json_int_member(answer, "reuses", 0),
+               json_int_member(answer, "reuses", 0) == 1 ? "" : "s",
                json_int_member(answer, "duration_ns", 0) / (int64_t) NSEC_PER_MSEC);
         put_removed(answer);
         return finish_output();
@@ -151,8 +152,9 @@ static void help_cache(void) {
                "       one are never removed. Without options the configured cache_max_size\n"
                "       and cache_max_age apply. Only root may prune.\n"
                "\n"
-               "perf reads the cache too: PERF_BUILDID_DIR=CACHE perf report ..., or\n"
-               "perf report --kallsyms=SNAPSHOT/kallsyms.\n"
+               "perf reads the cache too: perf report --kallsyms=SNAPSHOT/kallsyms takes\n"
+               "kcore and modules from the same directory; perf --buildid-dir CACHE ...\n"
+               "makes perf use the cache as its own.\n"
                "\n"
                "Options:\n"
                "      --format FORMAT  (list) table (default) or json (the daemon's answer as is)\n"
@@ -253,7 +255,8 @@ static int cache_prune(int argc, char **argv) {
                 return r;
         put_removed(answer);
         format_bytes((uint64_t) json_int_member(answer, "remaining_size", 0), size, sizeof size);
-        printf("%" PRId64 " snapshots left, %s in ", json_int_member(answer, "remaining", 0), size);
+        printf("%" PRId64 " snapshot%s left, %s in ", json_int_member(answer, "remaining", 0),
+               json_int_member(answer, "remaining", 0) == 1 ? "" : "s", size);
         put_str(json_string_member(answer, "cache_dir"));
         fputs("\n", stdout);
         return finish_output();

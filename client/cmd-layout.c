@@ -254,13 +254,13 @@ int cmd_events(int argc, char **argv) {
         }
 
         evs = array_member(answer, "events");
-        printf("%-23s %-15s %-20s %8s  %s\n", "Time", "Event", "Module", "Records", "Detail");
+        printf("%-23s %-16s %-20s %8s  %s\n", "Time", "Event", "Module", "Records", "Detail");
         for (size_t i = 0; evs && i < json_object_array_length(evs); i++) {
                 struct json_object *e = json_object_array_get_idx(evs, i), *recs;
                 const char *ksym = json_string_member(e, "ksym");
 
                 put_time(json_int_member(e, "time_ns", 0));
-                printf(" %-15s %-20.20s %8" PRId64 "  ", json_string_member(e, "kind") ?: "-",
+                printf(" %-16s %-20.20s %8" PRId64 "  ", json_string_member(e, "kind") ?: "-",
                        json_string_member(e, "module") ?: "-", json_int_member(e, "n_records", 0));
                 if (ksym) {
                         put_str(ksym);

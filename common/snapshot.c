@@ -753,7 +753,8 @@ int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts
                         return r;
 
                 /* Reusable only if it has a kcore whenever one can be had now. */
-                r = find_reusable(cache_dir, build_id, &src, access(kcore_path, R_OK) >= 0, &res.info);
+                res.kcore_error = access(kcore_path, R_OK) < 0 ? errno : 0;
+                r = find_reusable(cache_dir, build_id, &src, res.kcore_error == 0, &res.info);
                 if (r >= 0) {
                         source_done(&src);
                         res.reused = true;

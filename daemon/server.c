@@ -277,7 +277,7 @@ static char *worker_cache_list(server *s, job *j) {
         int r;
 
         if (!s->cache_dir[0])
-                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, "snapshots are off (cache_dir is empty)");
+                return error_reply(PERFSNAP_ERROR_INTERNAL, "snapshots are off (cache_dir is empty)");
         if (json_object_object_get_ex(j->params, "current", &o))
                 current = json_object_get_string(o);
         r = snapshot_list(s->cache_dir, &v, &n);
@@ -316,6 +316,10 @@ static char *worker_cache_list(server *s, job *j) {
         snapshot_infos_free(v, n);
         reply = proto_format_reply(res, false);
         json_object_put(res);
+        if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
+                free(reply);
+                return error_reply(PERFSNAP_ERROR_INTERNAL, "too many snapshots for one reply: prune the cache");
+        }
         return reply;
 }
 
