@@ -717,8 +717,8 @@ static int publish(const char *tmp_path, const char *bdir, uint64_t now_ns, char
         return -EEXIST;
 }
 
-int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts, uint64_t now_ns,
-                  snapshot_take_result *ret) {
+static int take(const char *root, const char *cache_dir, unsigned max_attempts, uint64_t now_ns,
+                snapshot_take_result *ret, const char **what) {
         _cleanup_free_ char *top = NULL, *bdir = NULL, *tmp = NULL;
         char build_id[BUILD_ID_HEX_MAX];
         snapshot_take_result res = {};
@@ -726,9 +726,11 @@ int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts
 
         if (max_attempts == 0)
                 max_attempts = 1;
+        *what = "sys/kernel/notes";
         r = notes_kernel_build_id(root, build_id);
         if (r < 0)
                 return r;
+        *what = NULL;           /* the cache directory */
         top = path_join(cache_dir, SNAPSHOT_KCORE_DIR);
         bdir = top ? path_join(top, build_id) : NULL;
         if (!bdir)
@@ -748,9 +750,11 @@ int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts
 
                 if (!kcore_path)
                         return -ENOMEM;
+                *what = "proc/kallsyms or proc/modules";
                 r = source_read(root, &src);
                 if (r < 0)
                         return r;
+                *what = NULL;
 
                 /* Reusable only if it has a kcore whenever one can be had now. */
                 res.kcore_error = access(kcore_path, R_OK) < 0 ? errno : 0;
@@ -778,13 +782,18 @@ int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts
                         r = write_file_at(wfd, "kallsyms", src.kallsyms, src.kallsyms_len);
                 if (r >= 0)
                         r = write_file_at(wfd, "modules", src.modules, src.modules_len);
-                if (r >= 0)
+                if (r >= 0) {
+                        *what = "proc/kcore";
                         r = copy_kcore(root, wfd, &src, &missing, &ki);
+                        if (r >= 0)
+                                *what = NULL;
+                }
                 if (r >= 0 && fsync(wfd) < 0)
                         r = negative_errno();
                 res.attempts = attempt + 1;
                 if (r >= 0 && !source_unchanged(root, &src)) {
                         log_debug("The kernel's layout changed while it was copied (attempt %u).", attempt + 1);
+                        *what = "proc/modules";
                         r = -EAGAIN;
                 }
                 if (r >= 0) {
@@ -818,4 +827,15 @@ int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts
                 return 0;
         }
         return -EAGAIN;
+}
+
+int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts, uint64_t now_ns,
+                  snapshot_take_result *ret, const char **ret_failed) {
+        const char *what = NULL;
+        int r;
+
+        r = take(root, cache_dir, max_attempts, now_ns, ret, &what);
+        if (r < 0 && ret_failed)
+                *ret_failed = what;
+        return r;
 }

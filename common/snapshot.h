@@ -77,9 +77,12 @@ typedef struct snapshot_take_result {
  *
  * Without ROOT/proc/kcore (or without the right to read it), kallsyms and
  * modules are still snapshotted and kcore_error says why kcore is missing.
- * The result's info is filled on success (snapshot_info_done() it). */
+ * The result's info is filled on success (snapshot_info_done() it). On
+ * failure, *ret_failed (may be NULL) says what failed: a path relative to
+ * root ("proc/kcore", "sys/kernel/notes", ...), or NULL for the cache
+ * directory itself. */
 int snapshot_take(const char *root, const char *cache_dir, unsigned max_attempts, uint64_t now_ns,
-                  snapshot_take_result *ret);
+                  snapshot_take_result *ret, const char **ret_failed);
 
 typedef struct snapshot_prune_limits {
         uint64_t max_size_bytes;        /* 0: no size limit */

@@ -26,6 +26,7 @@ typedef struct snap_job {
         uint64_t gen;                   /* layout generation when requested */
         snapshot_prune_limits limits;
         char *keep;
+        const char *failed;             /* what a failed take failed on (snapshot_take()) */
 
         /* results, filled by the worker */
         int error;
@@ -85,7 +86,7 @@ static void run_job(workqueue_item *item, void *userdata) {
 
         if (!j->prune_only) {
                 j->error = snapshot_take(s->root, s->cache_dir, SNAPSHOT_MAX_ATTEMPTS_DEFAULT,
-                                         clock_ns(CLOCK_REALTIME), &j->take);
+                                         clock_ns(CLOCK_REALTIME), &j->take, &j->failed);
                 /* Never prune the snapshot just made or reused. */
                 if (j->error >= 0)
                         j->limits.keep = j->take.info.path;
@@ -170,17 +171,20 @@ static void record_pruned(snapshotter *s, const snap_job *j) {
         s->pruned += j->n_removed;
 }
 
-static const char *take_error_message(int r, char *buf, size_t size) {
-        switch (r) {
-        case -EAGAIN:
+static const char *take_error_message(const snapshotter *s, const snap_job *j, char *buf, size_t size) {
+        const char *root = streq(s->root, "/") ? "" : s->root;
+
+        if (j->error == -EAGAIN)
                 snprintf(buf, size, "the kernel's modules changed during each of %d copies", SNAPSHOT_MAX_ATTEMPTS_DEFAULT);
-                break;
-        case -EPERM:
-                snprintf(buf, size, "kallsyms shows no addresses (perfsnapd needs CAP_SYSLOG)");
-                break;
-        default:
-                snprintf(buf, size, "%s", strerror(-r));
-        }
+        else if (j->error == -EPERM && j->failed && !streq(j->failed, "proc/kcore"))
+                snprintf(buf, size, "%s shows no addresses (perfsnapd needs CAP_SYSLOG)", j->failed);
+        else if (j->failed && streq(j->failed, "proc/kcore") &&
+                 (j->error == -EBADMSG || j->error == -EPROTONOSUPPORT || j->error == -E2BIG || j->error == -ENODATA))
+                snprintf(buf, size, "%s/proc/kcore is not a kcore this perfsnapd can copy: %s", root, strerror(-j->error));
+        else if (j->failed)
+                snprintf(buf, size, "%s/%s: %s", root, j->failed, strerror(-j->error));
+        else
+                snprintf(buf, size, "%s: %s", s->cache_dir, strerror(-j->error));
         return buf;
 }
 
@@ -244,7 +248,7 @@ static void handle_take(snapshotter *s, snap_job *j) {
         s->last_error = j->error;
         if (j->error < 0) {
                 s->failures++;
-                take_error_message(j->error, msg, sizeof msg);
+                take_error_message(s, j, msg, sizeof msg);
                 log_error("Failed to snapshot the kernel's code into %s (%s): %s.", s->cache_dir, j->reason, msg);
                 if (j->call)
                         server_call_reply(s->server, j->call, server_error_reply(PERFSNAP_ERROR_INTERNAL, msg));

@@ -217,7 +217,7 @@ TEST(take_creates_a_perf_layout_snapshot_with_a_kcore_extract) {
         size_t n = 0;
 
         fake_root_make(&f, true);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &r));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &r, NULL));
         ASSERT_TRUE(!r.reused);
         ASSERT_EQ(r.attempts, 1);
         ASSERT_EQ(r.kcore_error, 0);
@@ -269,27 +269,27 @@ TEST(same_modules_at_same_addresses_and_same_text_is_reused) {
         snapshot_take_result a = {}, b = {}, c = {}, d = {}, e = {};
 
         fake_root_make(&f, true);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &a));
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312968480000000ull, &b));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &a, NULL));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312968480000000ull, &b, NULL));
         ASSERT_TRUE(b.reused);
         ASSERT_EQ(b.attempts, 0);
         ASSERT_STREQ(b.info.path, a.info.path);
 
         /* A BPF program more does not make another snapshot. */
         set_kallsyms(&f, TEXT_ADDR, "ffffffffc0009000 t bpf_prog_1_x\t[bpf]\n");
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &c));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &c, NULL));
         ASSERT_TRUE(c.reused);
 
         /* brd loaded at another address: a new snapshot. */
         set_modules(&f, MOD_AREA + 0x8000);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312970480000000ull, &d));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312970480000000ull, &d, NULL));
         ASSERT_TRUE(!d.reused);
         ASSERT_TRUE(!streq(d.info.path, a.info.path));
         ASSERT_EQ(count_snapshots(f.cache), 2);
 
         /* Back at the first address: the first one again. */
         set_modules(&f, MOD_AREA);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312971480000000ull, &e));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312971480000000ull, &e, NULL));
         ASSERT_TRUE(e.reused);
         ASSERT_STREQ(e.info.path, a.info.path);
         snapshot_info_done(&e.info);
@@ -297,7 +297,7 @@ TEST(same_modules_at_same_addresses_and_same_text_is_reused) {
         /* Another boot (KASLR moved _text), same modules: a new one. */
         set_kallsyms(&f, TEXT_ADDR + 0x2000000, "");
         write_kcore(&f, TEXT_ADDR + 0x2000000);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312972480000000ull, &e));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312972480000000ull, &e, NULL));
         ASSERT_TRUE(!e.reused);
         ASSERT_U64_EQ(e.info.text_addr, TEXT_ADDR + 0x2000000);
         ASSERT_EQ(count_snapshots(f.cache), 3);
@@ -315,7 +315,7 @@ TEST(without_kcore_kallsyms_and_modules_are_still_snapshotted) {
         snapshot_take_result a = {}, b = {}, c = {};
 
         fake_root_make(&f, false);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &a));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &a, NULL));
         ASSERT_TRUE(!a.reused);
         ASSERT_EQ(a.kcore_error, ENOENT);
         ASSERT_TRUE(!a.info.has_kcore);
@@ -324,7 +324,7 @@ TEST(without_kcore_kallsyms_and_modules_are_still_snapshotted) {
 
         /* Once kcore can be read, a snapshot without it is not reused. */
         write_kcore(&f, TEXT_ADDR);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312968480000000ull, &b));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312968480000000ull, &b, NULL));
         ASSERT_TRUE(!b.reused);
         ASSERT_TRUE(b.info.has_kcore);
 
@@ -332,7 +332,7 @@ TEST(without_kcore_kallsyms_and_modules_are_still_snapshotted) {
         free(kcore);
         kcore = path_join(f.root, "proc/kcore");
         ASSERT_OK(unlink(kcore));
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &c));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &c, NULL));
         ASSERT_TRUE(c.reused);
         ASSERT_STREQ(c.info.path, b.info.path);
         snapshot_info_done(&a.info);
@@ -346,9 +346,9 @@ TEST(two_snapshots_in_one_hundredth_get_distinct_names) {
         uint64_t ta = 0, tb = 0;
 
         fake_root_make(&f, false);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &a));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &a, NULL));
         set_modules(&f, MOD_AREA + 0x8000);
-        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967481000000ull, &b));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967481000000ull, &b, NULL));
         ASSERT_TRUE(!b.reused);
         ASSERT_OK(snapshot_time_from_name(a.info.name, &ta));
         ASSERT_OK(snapshot_time_from_name(b.info.name, &tb));
@@ -416,7 +416,7 @@ static int take_while_modules_change(const fake_root *f, const uint64_t *bases, 
         ASSERT_OK(unlink(ff.path));
         ASSERT_OK(mkfifo(ff.path, 0600));
         ASSERT_EQ(pthread_create(&t, NULL, feed_fifo, &ff), 0);
-        ret = snapshot_take(f->root, f->cache, 3, 1795312967480000000ull, r);
+        ret = snapshot_take(f->root, f->cache, 3, 1795312967480000000ull, r, NULL);
         ASSERT_EQ(pthread_join(t, NULL), 0);
         ASSERT_OK(unlink(ff.path));
         set_modules(f, MOD_AREA);
@@ -547,4 +547,22 @@ TEST(clean_tmp_removes_what_an_interrupted_snapshot_left) {
         ASSERT_EQ(count_snapshots(f.cache), 0);
         snprintf(p, sizeof p, "%s/.tmp/snapshot-abc", f.cache);
         ASSERT_TRUE(access(p, F_OK) < 0);
+}
+
+TEST(a_failure_names_what_failed_and_leaves_nothing) {
+        _cleanup_(fake_root_remove) fake_root f = {};
+        snapshot_take_result r = {};
+        const char *failed = NULL;
+
+        fake_root_make(&f, false);
+        write_text(f.root, "proc/kcore", "this is not an ELF file");
+        ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &r, &failed), EBADMSG);
+        ASSERT_STREQ(failed, "proc/kcore");
+        ASSERT_EQ(count_snapshots(f.cache), 0);
+        ASSERT_EQ(snapshot_clean_tmp(f.cache), 0);
+
+        failed = NULL;
+        write_text(f.root, "sys/kernel/notes", "");
+        ASSERT_TRUE(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &r, &failed) < 0);
+        ASSERT_STREQ(failed, "sys/kernel/notes");
 }
