@@ -117,6 +117,7 @@ TEXT=$(text_addr /proc/kallsyms)
 NSYM=$(wc -l < /proc/kallsyms)
 KC="$CACHE/[kernel.kcore]/$BID"
 echo "kernel build-id $BID, _text $TEXT"
+step "kernel identified"
 check "build-id of /sys/kernel/notes is perf's ($BID, perf buildid-list -k: $PBID)" eval '[ -n "$BID" ] && [ "$BID" = "$PBID" ]'
 if [ "$BOOT" = 1 ]; then
         rm -rf "$CACHE" /share/perfsnapd.db* "$STATE"
