@@ -25,6 +25,10 @@ meson install -C "$BUILD_DIR" --no-rebuild --quiet > /tmp/install.log 2>&1 \
 pass "meson install"
 systemd-sysusers >/dev/null 2>&1
 check "sysusers created group perfsnap" getent group perfsnap
+# The host's root is the overlay's lower layer: a perfsnapd run on the
+# host leaves its database and snapshots (of the host's kernel) visible
+# here. Removing them only whites them out in the guest's tmpfs.
+rm -rf /var/lib/perfsnapd /var/cache/perfsnapd
 systemctl daemon-reload
 systemctl start perfsnapd
 if ! wait_active; then
@@ -39,8 +43,16 @@ check "/etc/perfsnapd.conf installed" [ -f /etc/perfsnapd.conf ]
 check "man pages installed" sh -c 'ls "$(systemd-path system-shared 2>/dev/null || echo /usr/local/share)"/man/man8/perfsnapd.8 /usr/local/share/man/man5/perfsnapd.conf.5 /usr/local/share/man/man1/perfsnapctl.1 >/dev/null 2>&1 || ls /usr/local/share/man/man8/perfsnapd.8 /usr/local/share/man/man5/perfsnapd.conf.5 /usr/local/share/man/man1/perfsnapctl.1'
 pid=$(systemctl show -p MainPID --value perfsnapd)
 capbnd=$(awk '/^CapBnd/ { print $2 }' /proc/$pid/status)
-# CAP_SYS_ADMIN is bit 21, CAP_SYSLOG bit 34, CAP_PERFMON bit 38
-check "the service runs with only CAP_PERFMON, CAP_SYSLOG, CAP_SYS_ADMIN (CapBnd $capbnd)" [ "$capbnd" = 0000004400200000 ]
+# CAP_SYS_RAWIO is bit 17, CAP_SYS_ADMIN 21, CAP_SYSLOG 34, CAP_PERFMON 38
+check "the service runs with only CAP_PERFMON, CAP_SYSLOG, CAP_SYS_RAWIO, CAP_SYS_ADMIN (CapBnd $capbnd)" [ "$capbnd" = 0000004400220000 ]
+# CAP_SYS_RAWIO would open /dev/mem too: the unit's device policy must
+# deny it. Root here has the capability as well, so a shell moved into
+# the service's cgroup is refused only by that policy.
+cg=/sys/fs/cgroup$(systemctl show -p ControlGroup --value perfsnapd)
+outside=$(head -c 16 /dev/mem 2>&1 | wc -c)
+inside=$(sh -c "echo \$\$ > '$cg/cgroup.procs' && exec head -c 16 /dev/mem" 2>&1)
+check "DevicePolicy=closed: /dev/mem is denied in the service's cgroup ($inside), readable outside ($outside bytes)" \
+        sh -c "echo \"\$0\" | grep -q 'Operation not permitted' && [ $outside = 16 ]" "$inside"
 check "the service runs with NoNewPrivs" sh -c "grep -q '^NoNewPrivs:[[:space:]]*1' /proc/$pid/status"
 check "the database is in the StateDirectory" [ -f /var/lib/perfsnapd/perfsnapd.db ]
 
@@ -65,6 +77,16 @@ check "restart: active again" wait_active
 n2=$(perfsnapctl query --since 5m --comm dd --format json | sed -n 's/.*"total": *\([0-9]*\).*/\1/p' | head -1)
 echo "dd samples after restart: $n2"
 check "samples from before the restart are still there ($n1 -> $n2)" [ -n "$n1" ] && [ "${n2:-0}" -ge "$n1" ] && [ "$n1" -gt 0 ]
+# CAP_SYS_RAWIO is what opening /proc/kcore needs: the snapshot taken
+# under the unit's sandbox has its kcore.
+sleep 2
+perfsnapctl cache list --format json > /tmp/cache.json 2>&1
+got=$(python3 -c 'import json; s = json.load(open("/tmp/cache.json"))["snapshots"]; print(len(s), all(x["kcore"] for x in s), all(x["path"].startswith("/var/cache/perfsnapd/[kernel.kcore]/") for x in s))' 2>&1)
+kerr=$(perfsnapctl status | sed -n 's/^snapshot kcore error: *//p')
+python3 -c 'import json; [print("  snapshot %s: kcore %s, %s modules, %s bytes" % (x["path"], x["kcore"], x["modules"], x["size"])) for x in json.load(open("/tmp/cache.json"))["snapshots"]]' 2>&1
+journalctl -u perfsnapd --no-pager -o cat | grep -iE 'snapshot|kcore' | sed 's/^/  /'
+check "the service's snapshots are in its CacheDirectory with kcore (count, kcore, path: $got; kcore error: $kerr)" \
+        sh -c "echo '$got' | grep -qx '[1-9][0-9]* True True' && [ '$kerr' = - ]"
 
 useradd -M -G perfsnap member 2>/dev/null
 useradd -M outsider 2>/dev/null
