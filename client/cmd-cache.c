@@ -38,38 +38,6 @@ static void put_removed(struct json_object *answer) {
         }
 }
 
-/* Options of snapshot and cache list: --format, --socket, --help. */
-static int parse_simple(int argc, char **argv, const char *command, void (*help)(void), bool *ret_json) {
-        static const struct option options[] = {
-                { "format", required_argument, NULL, ARG_FORMAT },
-                { "socket", required_argument, NULL, ARG_SOCKET },
-                { "help",   no_argument,       NULL, 'h' },
-                {}
-        };
-        int c;
-
-        optind = 0;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
-                switch (c) {
-                case ARG_FORMAT:
-                        if (parse_format_option(optarg, ret_json) != 0)
-                                return 1;
-                        break;
-                case ARG_SOCKET:
-                        arg_socket = optarg;
-                        break;
-                case 'h':
-                        help();
-                        return -1;
-                default:
-                        return fail_option(c, argv, command);
-                }
-        if (optind < argc)
-                return fail("unexpected argument '%s' (see 'perfsnapctl %s --help')", argv[optind], command);
-        return 0;
-}
-
 static void help_snapshot(void) {
         printf("Usage: perfsnapctl [--socket PATH] snapshot [OPTIONS]\n"
                "\n"
@@ -94,7 +62,7 @@ int cmd_snapshot(int argc, char **argv) {
         bool json = false;
         int r;
 
-        r = parse_simple(argc, argv, "snapshot", help_snapshot, &json);
+        r = parse_simple_options(argc, argv, "snapshot", help_snapshot, &json);
         if (r != 0)
                 return r < 0 ? finish_output() : r;
         r = daemon_call(PERFSNAP_METHOD_SNAPSHOT, NULL, false, &answer);
@@ -173,7 +141,7 @@ static int cache_list(int argc, char **argv) {
         size_t n;
         int r;
 
-        r = parse_simple(argc, argv, "cache", help_cache, &json);
+        r = parse_simple_options(argc, argv, "cache", help_cache, &json);
         if (r != 0)
                 return r < 0 ? finish_output() : r;
         r = daemon_call(PERFSNAP_METHOD_CACHE_LIST, NULL, false, &answer);

@@ -373,29 +373,12 @@ static void help_rescan(void) {
 }
 
 int cmd_rescan(int argc, char **argv) {
-        static const struct option options[] = {
-                { "socket", required_argument, NULL, ARG_SOCKET },
-                { "help",   no_argument,       NULL, 'h' },
-                {}
-        };
         _cleanup_(json_object_putp) struct json_object *answer = NULL;
-        int c, r;
+        int r;
 
-        optind = 0;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
-                switch (c) {
-                case ARG_SOCKET:
-                        arg_socket = optarg;
-                        break;
-                case 'h':
-                        help_rescan();
-                        return finish_output();
-                default:
-                        return fail_option(c, argv, "rescan");
-                }
-        if (optind < argc)
-                return fail("unexpected argument '%s' (see 'perfsnapctl rescan --help')", argv[optind]);
+        r = parse_simple_options(argc, argv, "rescan", help_rescan, NULL);
+        if (r != 0)
+                return r < 0 ? finish_output() : r;
 
         r = daemon_call(PERFSNAP_METHOD_RESCAN, NULL, false, &answer);
         if (r != 0)

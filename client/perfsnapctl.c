@@ -411,6 +411,38 @@ int fail_option(int c, char **argv, const char *command) {
         return fail("unknown option '%s' (see 'perfsnapctl %s --help')", arg, command);
 }
 
+int parse_simple_options(int argc, char **argv, const char *command, void (*help)(void), bool *ret_json) {
+        /* --format only where ret_json is given: the options end at the NULL name. */
+        const struct option options[] = {
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "help",   no_argument,       NULL, 'h' },
+                { ret_json ? "format" : NULL, required_argument, NULL, ARG_FORMAT },
+                {}
+        };
+        int c;
+
+        optind = 0;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
+                switch (c) {
+                case ARG_FORMAT:
+                        if (parse_format_option(optarg, ret_json) != 0)
+                                return 1;
+                        break;
+                case ARG_SOCKET:
+                        arg_socket = optarg;
+                        break;
+                case 'h':
+                        help();
+                        return -1;
+                default:
+                        return fail_option(c, argv, command);
+                }
+        if (optind < argc)
+                return fail("unexpected argument '%s' (see 'perfsnapctl %s --help')", argv[optind], command);
+        return 0;
+}
+
 static void help_query(void) {
         printf("Usage: perfsnapctl [--socket PATH] query [OPTIONS]\n"
                "\n"
@@ -681,40 +713,14 @@ static void help_status(void) {
 }
 
 static int cmd_status(int argc, char **argv) {
-        static const struct option options[] = {
-                { "format", required_argument, NULL, ARG_FORMAT },
-                { "socket", required_argument, NULL, ARG_SOCKET },
-                { "help",   no_argument,       NULL, 'h' },
-                {}
-        };
         _cleanup_(json_object_putp) struct json_object *answer = NULL;
         struct json_object *proto;
         bool json = false;
-        int c, r;
+        int r;
 
-        optind = 0;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
-                switch (c) {
-                case ARG_FORMAT:
-                        if (strcmp(optarg, "json") == 0)
-                                json = true;
-                        else if (strcmp(optarg, "table") == 0)
-                                json = false;
-                        else
-                                return fail("invalid --format '%s': expected table or json", optarg);
-                        break;
-                case ARG_SOCKET:
-                        arg_socket = optarg;
-                        break;
-                case 'h':
-                        help_status();
-                        return finish_output();
-                default:
-                        return fail_option(c, argv, "status");
-                }
-        if (optind < argc)
-                return fail("unexpected argument '%s' (see 'perfsnapctl status --help')", argv[optind]);
+        r = parse_simple_options(argc, argv, "status", help_status, &json);
+        if (r != 0)
+                return r < 0 ? finish_output() : r;
 
         r = daemon_call(PERFSNAP_METHOD_STATUS, NULL, false, &answer);
         if (r != 0)

@@ -60,3 +60,7 @@ void format_bytes(uint64_t v, char *buf, size_t size);
 int64_t json_int_member(struct json_object *o, const char *key, int64_t def);
 /* --format table|json; 0, or the exit status after printing the error. */
 int parse_format_option(const char *value, bool *ret_json);
+/* The options of a command that has no others: --socket, --help, and
+ * --format if ret_json is not NULL. 0, -1 after printing the help, or the
+ * exit status after printing the error. */
+int parse_simple_options(int argc, char **argv, const char *command, void (*help)(void), bool *ret_json);
