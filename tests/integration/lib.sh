@@ -14,6 +14,34 @@ require_root() {
         command -v python3 >/dev/null || skip "needs python3"
 }
 
+# Sets GROUP (adm: it exists on every Debian system; the tests change no
+# group) and its GID, for tests of what a group member may do (setpriv).
+use_group() {
+        command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
+        GROUP=adm
+        getent group $GROUP >/dev/null || skip "group $GROUP does not exist"
+        GID=$(getent group $GROUP | cut -d: -f3)
+}
+
+# A module in the synthetic root $R, in the kernel's formats.
+# mkmod NAME BASE(hex, no 0x): sysfs sections .text at BASE, .text.unlikely
+# at BASE+0x800, .data at BASE+0x1000, .init.text in a separate area; a
+# build-id note derived from the name.
+mkmod() {
+        local d=$R/sys/module/$1 base=$((16#$2))
+        rm -rf "$d"
+        mkdir -p "$d/sections" "$d/notes"
+        printf '0x%016x\n' $base > "$d/sections/.text"
+        printf '0x%016x\n' $((base + 0x800)) > "$d/sections/.text.unlikely"
+        printf '0x%016x\n' $((base + 0x1000)) > "$d/sections/.data"
+        printf '0x%016x\n' $((base + 0x100000)) > "$d/sections/.init.text"
+        # Elf64_Nhdr{4, 20, NT_GNU_BUILD_ID=3} "GNU\0" + 20 bytes of desc
+        printf '\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00' > "$d/notes/.note.gnu.build-id"
+        printf "$(echo "$1" | sha1sum | cut -c1-40 | sed 's/../\\x&/g')" >> "$d/notes/.note.gnu.build-id"
+}
+# modules_file LINE...: writes $R/proc/modules
+modules_file() { printf '%s\n' "$@" > "$R/proc/modules"; }
+
 # Creates $T with a configuration; extra "key = value" lines as arguments.
 setup_dir() {
         T=$(mktemp -d /tmp/perfsnapd-it.XXXXXX)

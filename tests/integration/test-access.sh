@@ -4,10 +4,7 @@
 # the mode is opened up, by the daemon's own SO_PEERCRED check.
 . "$(dirname "$0")/lib.sh"
 require_root
-command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
-GROUP=adm   # exists on every Debian system; the test changes no group
-getent group $GROUP >/dev/null || skip "group $GROUP does not exist"
-GID=$(getent group $GROUP | cut -d: -f3)
+use_group
 
 setup_dir "group = $GROUP"
 chmod 755 "$T"

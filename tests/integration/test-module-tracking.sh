@@ -9,10 +9,7 @@
 # rows of modules still loaded continue.
 . "$(dirname "$0")/lib.sh"
 require_root
-command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
-GROUP=adm
-getent group $GROUP >/dev/null || skip "group $GROUP does not exist"
-GID=$(getent group $GROUP | cut -d: -f3)
+use_group
 
 setup_dir "group = $GROUP" "rescan_interval = never"
 chmod 755 "$T"
@@ -25,23 +22,6 @@ echo 6.1.0-synthetic > "$R/proc/sys/kernel/osrelease"
 cat /proc/sys/kernel/random/boot_id > "$R/proc/sys/kernel/random/boot_id"
 echo "root = $R" >> "$CONF"
 
-# mkmod NAME BASE(hex, no 0x) SIZE: sysfs sections .text at BASE, .text.unlikely
-# at BASE+0x800, .data at BASE+0x1000, .init.text in a separate area; a
-# build-id note.
-mkmod() {
-        local d=$R/sys/module/$1 base=$((16#$2))
-        rm -rf "$d"
-        mkdir -p "$d/sections" "$d/notes"
-        printf '0x%016x\n' $base > "$d/sections/.text"
-        printf '0x%016x\n' $((base + 0x800)) > "$d/sections/.text.unlikely"
-        printf '0x%016x\n' $((base + 0x1000)) > "$d/sections/.data"
-        printf '0x%016x\n' $((base + 0x100000)) > "$d/sections/.init.text"
-        # Elf64_Nhdr{4, 20, NT_GNU_BUILD_ID=3} "GNU\0" + 20 bytes of desc
-        printf '\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00' > "$d/notes/.note.gnu.build-id"
-        printf "$(echo "$1" | sha1sum | cut -c1-40 | sed 's/../\\x&/g')" >> "$d/notes/.note.gnu.build-id"
-}
-# modules_file LINE...: writes ROOT/proc/modules
-modules_file() { printf '%s\n' "$@" > "$R/proc/modules"; }
 
 mkmod fake_a ffffffffc0a00000
 modules_file "fake_a 16384 0 - Live 0xffffffffc0a00000"

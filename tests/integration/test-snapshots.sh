@@ -19,10 +19,7 @@
 #  8. kill -9 during a copy: the restart cleans CACHE/.tmp.
 . "$(dirname "$0")/lib.sh"
 require_root
-command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
-GROUP=adm
-getent group $GROUP >/dev/null || skip "group $GROUP does not exist"
-GID=$(getent group $GROUP | cut -d: -f3)
+use_group
 
 setup_dir "group = $GROUP" "rescan_interval = never" "snapshot_delay = 300ms"
 chmod 755 "$T"
@@ -146,17 +143,6 @@ kallsyms_file() {
                 for m in "$@"; do printf '%s t %s_fn\t[%s]\n' "${m#*:}" "${m%%:*}" "${m%%:*}"; done
         } > "$R/proc/kallsyms"
 }
-# mkmod NAME BASE(hex, no 0x): sysfs sections and a build-id note.
-mkmod() {
-        local d=$R/sys/module/$1 base=$((16#$2))
-        rm -rf "$d"
-        mkdir -p "$d/sections" "$d/notes"
-        printf '0x%016x\n' $base > "$d/sections/.text"
-        printf '0x%016x\n' $((base + 0x1000)) > "$d/sections/.data"
-        printf '\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00' > "$d/notes/.note.gnu.build-id"
-        printf "$(echo "$1" | sha1sum | cut -c1-40 | sed 's/../\\x&/g')" >> "$d/notes/.note.gnu.build-id"
-}
-modules_file() { printf '%s\n' "$@" > "$R/proc/modules"; }
 
 mkmod fake_a ffffffffc0a00000
 kallsyms_file fake_a:ffffffffc0a00010
