@@ -217,6 +217,14 @@ void tracker_set_layout_cb(tracker *t, tracker_layout_cb cb, void *userdata) {
         t->layout_userdata = userdata;
 }
 
+/* Journals a module load or unload and tells the layout listener (the
+ * snapshotter) the kernel's code layout changed. */
+static void journal_module_change(tracker *t, const char *kind, int64_t module_id, const char *detail, uint64_t wall) {
+        (void) tracker_journal(t, kind, module_id, 0, detail, wall);
+        if (t->layout_cb)
+                t->layout_cb(wall, t->layout_userdata);
+}
+
 static int record_module(tracker *t, layout_module *m, uint64_t wall) {
         int r;
 
@@ -250,9 +258,7 @@ static int add_module(tracker *t, const proc_module *pm, layout_source how, cons
         if (r < 0)
                 return log_error_errno(r, "Failed to add module %s to the layout: %m", pm->name);
         (void) record_module(t, m, wall);
-        (void) tracker_journal(t, "module-add", m->id, 0, detail, wall);
-        if (t->layout_cb)
-                t->layout_cb(wall, t->layout_userdata);
+        journal_module_change(t, "module-add", m->id, detail, wall);
         t->stats.modules_added++;
         log_info("Module %s loaded at 0x%llx (%llu bytes, %zu sections%s%s, build-id %s; %s).",
                  m->name, (unsigned long long) m->base, (unsigned long long) m->size, m->n_sections,
@@ -276,9 +282,7 @@ static int remove_module(tracker *t, const char *name, layout_source how, const 
                 if (r < 0)
                         log_error_errno(r, "Failed to record the unload of module %s: %m", name);
         }
-        (void) tracker_journal(t, "module-remove", m->id, 0, detail, wall);
-        if (t->layout_cb)
-                t->layout_cb(wall, t->layout_userdata);
+        journal_module_change(t, "module-remove", m->id, detail, wall);
         t->stats.modules_removed++;
         log_info("Module %s unloaded (%s).", name, detail);
         return 1;
