@@ -811,18 +811,14 @@ static int take(const char *root, const char *cache_dir, unsigned max_attempts, 
                                 continue;
                         return r;
                 }
-                source_done(&src);
+                /* What a listing would read back from the files just written. */
                 strcpy(res.info.build_id, build_id);
-                /* Fill the rest as a listing would see it. */
-                {
-                        snapshot_info full;
-                        char *path = strdup(res.info.path);
-                        if (path && info_fill(build_id, res.info.name, path, &full) >= 0) {
-                                free(res.info.path);
-                                res.info = full;
-                        } else
-                                free(path);
-                }
+                (void) snapshot_time_from_name(res.info.name, &res.info.time_ns);
+                res.info.text_addr = src.text_addr;
+                res.info.n_modules = src.n_mods;
+                res.info.has_kcore = missing == 0;
+                res.info.size_bytes = src.kallsyms_len + src.modules_len + ki.file_size;
+                source_done(&src);
                 *ret = res;
                 return 0;
         }

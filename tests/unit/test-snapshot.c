@@ -261,6 +261,21 @@ TEST(take_creates_a_perf_layout_snapshot_with_a_kcore_extract) {
         }
         ASSERT_EQ(r.kcore_segments, 2);
         ASSERT_U64_EQ(r.kcore_bytes, 0x4000);
+
+        /* The result says what a listing reads back from the files. */
+        {
+                snapshot_info *v = NULL;
+                size_t nv = 0;
+                ASSERT_OK(snapshot_list(f.cache, &v, &nv));
+                ASSERT_EQ(nv, 1);
+                ASSERT_STREQ(v[0].path, r.info.path);
+                ASSERT_U64_EQ(v[0].time_ns, r.info.time_ns);
+                ASSERT_U64_EQ(v[0].text_addr, r.info.text_addr);
+                ASSERT_EQ(v[0].n_modules, r.info.n_modules);
+                ASSERT_U64_EQ(v[0].size_bytes, r.info.size_bytes);
+                ASSERT_EQ(v[0].has_kcore, r.info.has_kcore);
+                snapshot_infos_free(v, nv);
+        }
         snapshot_info_done(&r.info);
 }
 
