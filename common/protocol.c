@@ -2,6 +2,8 @@
 /* Varlink-style framing and message (de)serialization; see doc/protocol.md. */
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -375,4 +377,11 @@ int proto_reply_parse(const char *msg, char **ret_error, struct json_object **re
         if (ret_continues)
                 *ret_continues = continues;
         return r;
+}
+
+struct json_object *proto_json_hex(uint64_t v) {
+        char buf[24];
+
+        snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+        return json_object_new_string(buf);
 }

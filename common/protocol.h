@@ -81,6 +81,10 @@ size_t msgbuf_pending(const msgbuf *m);
  * whitespace after the value. -EBADMSG or -ENOMEM. Any JSON type. */
 int proto_json_parse(const char *text, struct json_object **ret);
 
+/* An address or other 64-bit value as a "0x..." string: JSON numbers lose
+ * precision above 2^53. NULL when out of memory. */
+struct json_object *proto_json_hex(uint64_t v);
+
 /* A parsed call. */
 typedef struct proto_call {
         char *method;

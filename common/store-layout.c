@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "modules.h"
+#include "protocol.h"
 #include "store-private.h"
 
 int store_migrate_1_to_2(sqlite3 *db) {
@@ -375,13 +376,6 @@ int store_expire_layout(store *s, uint64_t before_ns) {
 
 /* ---- readers ---- */
 
-static json_object *hex(uint64_t v) {
-        char buf[24];
-
-        snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-        return json_object_new_string(buf);
-}
-
 static json_object *text_or_null(sqlite3_stmt *st, int col) {
         const char *t = (const char *) sqlite3_column_text(st, col);
         return t ? json_object_new_string(t) : NULL;
@@ -426,7 +420,7 @@ static int add_sections(store *s, json_object *o, int64_t module_id) {
                         return -ENOMEM;
                 json_object_array_add(a, x);
                 json_object_object_add(x, "name", text_or_null(st, 0));
-                json_object_object_add(x, "addr", hex(u64(sqlite3_column_int64(st, 1))));
+                json_object_object_add(x, "addr", proto_json_hex(u64(sqlite3_column_int64(st, 1))));
                 json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 2)));
                 json_object_object_add(x, "pgoff", json_object_new_int64(sqlite3_column_int64(st, 3)));
                 json_object_object_add(x, "len_source", text_or_null(st, 4));
@@ -494,7 +488,7 @@ static int fill_module(store *s, sqlite3_stmt *st, json_object *m, void *userdat
         json_object_object_add(m, "name", text_or_null(st, 1));
         json_object_object_add(m, "build_id", text_or_null(st, 2));
         json_object_object_add(m, "file", text_or_null(st, 3));
-        json_object_object_add(m, "base", hex(u64(sqlite3_column_int64(st, 4))));
+        json_object_object_add(m, "base", proto_json_hex(u64(sqlite3_column_int64(st, 4))));
         json_object_object_add(m, "size", json_object_new_int64(sqlite3_column_int64(st, 5)));
         json_object_object_add(m, "loaded_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
         json_object_object_add(m, "loaded_how", text_or_null(st, 7));
@@ -536,7 +530,7 @@ static int add_ksym_records(store *s, json_object *a, int64_t event_id, uint32_t
                 if (*budget > 0)
                         (*budget)--;
                 json_object_object_add(x, "type", json_object_new_string("ksymbol"));
-                json_object_object_add(x, "addr", hex(u64(sqlite3_column_int64(st, 0))));
+                json_object_object_add(x, "addr", proto_json_hex(u64(sqlite3_column_int64(st, 0))));
                 json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 1)));
                 json_object_object_add(x, "name", text_or_null(st, 2));
                 json_object_object_add(x, "ksym_type", text_or_null(st, 3));
@@ -572,7 +566,7 @@ static int add_records(store *s, json_object *ev, int64_t event_id, uint32_t *bu
                         (*budget)--;
                 json_object_object_add(x, "type", json_object_new_string("section"));
                 json_object_object_add(x, "pid", json_object_new_int(-1));     /* the kernel's machine pid, as in perf */
-                json_object_object_add(x, "start", hex(u64(sqlite3_column_int64(st, 0))));
+                json_object_object_add(x, "start", proto_json_hex(u64(sqlite3_column_int64(st, 0))));
                 json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 1)));
                 json_object_object_add(x, "pgoff", json_object_new_int64(sqlite3_column_int64(st, 2)));
                 json_object_object_add(x, "section", text_or_null(st, 3));
@@ -643,7 +637,7 @@ int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t m
                 json_object_object_add(e, "detail", text_or_null(st, 5));
                 json_object_object_add(e, "kernel", k);
                 json_object_object_add(k, "build_id", text_or_null(st, 6));
-                json_object_object_add(k, "text_addr", hex(u64(sqlite3_column_int64(st, 7))));
+                json_object_object_add(k, "text_addr", proto_json_hex(u64(sqlite3_column_int64(st, 7))));
                 json_object_object_add(k, "release", text_or_null(st, 8));
                 json_object_object_add(k, "boot_id", text_or_null(st, 9));
                 json_object_object_add(e, "n_records", json_object_new_int64(sqlite3_column_int64(st, 10)));
@@ -667,7 +661,7 @@ fail:
 static int fill_ksym(store *s, sqlite3_stmt *st, json_object *k, void *userdata) {
         json_object_object_add(k, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
         json_object_object_add(k, "name", text_or_null(st, 1));
-        json_object_object_add(k, "addr", hex(u64(sqlite3_column_int64(st, 2))));
+        json_object_object_add(k, "addr", proto_json_hex(u64(sqlite3_column_int64(st, 2))));
         json_object_object_add(k, "len", json_object_new_int64(sqlite3_column_int64(st, 3)));
         json_object_object_add(k, "type", text_or_null(st, 4));
         json_object_object_add(k, "prog_id", int_or_null(st, 5));

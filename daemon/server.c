@@ -258,13 +258,6 @@ static char *worker_layout(server *s, job *j) {
         return reply;
 }
 
-static json_object *hex_string(uint64_t v) {
-        char buf[24];
-
-        snprintf(buf, sizeof buf, "0x%llx", (unsigned long long) v);
-        return json_object_new_string(buf);
-}
-
 /* The snapshots in the cache directory (the truth, whoever made them),
  * with the reuse counts the database has for them. */
 static char *worker_cache_list(server *s, job *j) {
@@ -306,7 +299,7 @@ static char *worker_cache_list(server *s, job *j) {
                                 time_format_local_decimals(v[i].time_ns, 2, when, sizeof when) ?: ""));
                 json_object_object_add(e, "time_ns", json_object_new_int64((int64_t) v[i].time_ns));
                 json_object_object_add(e, "modules", json_object_new_int64((int64_t) v[i].n_modules));
-                json_object_object_add(e, "text_addr", hex_string(v[i].text_addr));
+                json_object_object_add(e, "text_addr", proto_json_hex(v[i].text_addr));
                 json_object_object_add(e, "size", json_object_new_int64((int64_t) v[i].size_bytes));
                 json_object_object_add(e, "kcore", json_object_new_boolean(v[i].has_kcore));
                 json_object_object_add(e, "reuses", json_object_new_int64((int64_t) reuses));

@@ -139,13 +139,6 @@ static void take_auto(snapshotter *s, const char *reason) {
 
 /* ---- results ----------------------------------------------------------- */
 
-static json_object *hex(uint64_t v) {
-        char buf[24];
-
-        snprintf(buf, sizeof buf, "0x%llx", (unsigned long long) v);
-        return json_object_new_string(buf);
-}
-
 static json_object *removed_json(const snap_job *j) {
         json_object *a = json_object_new_array();
 
@@ -221,7 +214,7 @@ static json_object *take_reply(const snapshotter *s, const snap_job *j, int64_t 
         json_object_object_add(o, "name", json_object_new_string(i->name));
         json_object_object_add(o, "time_ns", json_object_new_int64((int64_t) i->time_ns));
         json_object_object_add(o, "modules", json_object_new_int64((int64_t) i->n_modules));
-        json_object_object_add(o, "text_addr", hex(i->text_addr));
+        json_object_object_add(o, "text_addr", proto_json_hex(i->text_addr));
         json_object_object_add(o, "size", json_object_new_int64((int64_t) i->size_bytes));
         json_object_object_add(o, "kcore", json_object_new_boolean(i->has_kcore));
         json_object_object_add(o, "kcore_error", j->take.kcore_error ?
