@@ -245,20 +245,40 @@ static const module_section *find_code_section(const layout_module *m, uint64_t 
         return s;
 }
 
-/* Whether code of a may sit where b's was: core layouts, or an executable
- * section of one in the other's core layout. Data sections (the symtab
- * copy, .init.data) say nothing: their memory is reused freely. */
-static bool modules_overlap(const layout_module *a, const layout_module *b) {
-        if (a->size > 0 && b->size > 0 && a->base < b->base + b->size && b->base < a->base + a->size)
-                return true;
+/* Whether one of a's executable sections lies in b's core layout (or b's
+ * base in one of them): init sections if init is true, the others if not.
+ * Data sections (the symtab copy, .init.data) say nothing: their memory is
+ * reused freely. */
+static bool sections_overlap(const layout_module *a, const layout_module *b, bool init) {
         for (size_t i = 0; i < a->n_sections; i++) {
                 const module_section *s = &a->sections[i];
-                if (s->len == 0 || !s->exec)
+                if (s->len == 0 || !s->exec || is_init_section(s) != init)
                         continue;
                 if (in_range(s->addr, b->base, b->size) || in_range(b->base, s->addr, s->len))
                         return true;
         }
         return false;
+}
+
+/* The time from which code of the new module m may sit where o's code was,
+ * as far as o tells: after o's unload where their core layouts or
+ * executable sections overlap (for a live o, after its add: m can only be
+ * in o's memory if that memory was o's freed init, see below); after o's
+ * init returned where o's init sections overlap m's core layout, since the
+ * kernel frees them then. m's own init sections overlapping a live o are
+ * stale (m's init is over, o was put there since): they say nothing. 0 if
+ * they do not overlap. */
+static uint64_t overlap_ends(const layout_module *m, const layout_module *o) {
+        bool o_live = o->unloaded_ns == LAYOUT_TIME_MAX;
+        uint64_t o_end = o_live ? o->loaded_ns : o->unloaded_ns;
+
+        if ((m->size > 0 && o->size > 0 && m->base < o->base + o->size && o->base < m->base + m->size) ||
+            sections_overlap(m, o, false) || sections_overlap(o, m, false) ||
+            (!o_live && sections_overlap(m, o, true)))
+                return o_end;
+        if (sections_overlap(o, m, true))
+                return MIN(o->init_end_ns, o_end);
+        return 0;
 }
 
 int layout_add_module(layout *l, layout_module *m, uint64_t now_ns, layout_module **ret) {
@@ -280,19 +300,18 @@ int layout_add_module(layout *l, layout_module *m, uint64_t now_ns, layout_modul
                 l->mods_alloc = n;
         }
 
-        /* The module's addresses were someone else's until that one was
-         * unloaded (or, for a live one whose init memory this module now
-         * uses, until that one's add): before that, they are not ours. */
+        /* A module that was live when perfsnapd started ran its init
+         * before anything was sampled; one found later, after a missed
+         * uevent, at some time before now. */
+        m->init_end_ns = m->init_running ? LAYOUT_TIME_MAX : m->loaded_how == LAYOUT_SOURCE_STARTUP ? 0 : now_ns;
+        /* The module's addresses were someone else's until that one's code
+         * left them: before that, they are not ours. */
         for (size_t i = 0; i < l->n_mods; i++) {
-                const layout_module *o = l->mods[i];
-
-                if (!modules_overlap(m, o) && !modules_overlap(o, m))
-                        continue;
-                from = MAX(from, o->unloaded_ns != LAYOUT_TIME_MAX ? o->unloaded_ns : o->loaded_ns);
+                uint64_t until = overlap_ends(m, l->mods[i]);
+                from = MAX(from, until);
         }
         m->loaded_ns = now_ns;
         m->valid_from_ns = MIN(from, now_ns);
-        m->init_end_ns = m->init_running ? LAYOUT_TIME_MAX : now_ns;
         m->unloaded_ns = LAYOUT_TIME_MAX;
         l->mods[l->n_mods++] = m;
 
@@ -592,6 +611,14 @@ static void resolve_in_module(const layout *l, const layout_module *m, uint64_t 
                 .module_name = m->name,
                 .section = s ? s->name : NULL,
         };
+        /* A data section holds no code: a data symbol of kallsyms (brd's
+         * __param_rd_nr, say) would name a function that is not there. */
+        if (s && !s->exec) {
+                hit->data = true;
+                hit->symbol = s->name;
+                hit->symbol_addr = s->addr;
+                return;
+        }
         if (m->syms && kallsyms_lookup(m->syms, addr, &k) >= 0) {
                 hit->symbol = k.name;
                 hit->symbol_addr = k.addr;

@@ -60,7 +60,9 @@ typedef struct layout_module {
          * and puts other modules there: they are its own until then only.
          * Set init_running before layout_add_module() for a module found in
          * the Loading state; its init_end_ns is then set by
-         * layout_module_init_done(), else it is the time it was added. */
+         * layout_module_init_done(), else it is the time it was added, or
+         * 0 for one added with loaded_how LAYOUT_SOURCE_STARTUP: its init
+         * returned before perfsnapd began to sample. */
         bool init_running;
         uint64_t init_end_ns;
 } layout_module;
@@ -192,6 +194,10 @@ typedef struct layout_hit {
         const char *symbol;             /* NULL if only the section is known */
         uint64_t symbol_addr;           /* the offset is addr - symbol_addr */
         const char *section;            /* the module section holding addr, or NULL */
+        /* addr lies in one of the module's data sections (.rodata,
+         * .orc_unwind, ...): no instruction is there, so no function is
+         * named; symbol is the section's name and symbol_addr its start. */
+        bool data;
 } layout_hit;
 
 /* Resolves a kernel address at a time. A module address resolves to the
@@ -199,7 +205,8 @@ typedef struct layout_hit {
  * whose executable sections, holds addr (init sections only while its
  * init ran); its symbol comes from its kallsyms table, else from the ELF
  * symbols (init functions are only there), else the section name is given
- * as the symbol. An address of dynamic code resolves to the symbol whose
+ * as the symbol. An address in one of the core layout's data sections is
+ * given its section only (hit.data). An address of dynamic code resolves to the symbol whose
  * window holds time_ns. Lines of the start-up kallsyms that belong to a
  * module or to dynamic code resolve only through those. 0, or -ENOENT if
  * nothing covered addr at that time. */

@@ -59,6 +59,7 @@ static layout_module *brd_at(uint64_t base, uint64_t init) {
         layout_module *m = layout_module_new("brd");
 
         ASSERT_TRUE(m);
+        m->loaded_how = LAYOUT_SOURCE_UEVENT;
         m->base = base;
         m->size = BRD_SIZE;
         add_section(m, ".text", base, 0xb30);
@@ -288,6 +289,97 @@ TEST(only_code_sections_and_init_while_it_runs) {
         ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 9 * SEC, &h));
         ASSERT_TRUE(h.module == m);
         ASSERT_ERROR(layout_resolve(l, BRD_INIT + 0x10, 11 * SEC, &h), ENOENT);
+        layout_free(l);
+}
+
+/* Two modules found at start-up, each where the other's init section was
+ * (sysfs keeps listing a module's init sections after the kernel freed
+ * them: in the VM, sg's core sits on scsi_mod's .init.text). Both ran
+ * their init before perfsnapd started: both windows reach back to 0, so
+ * the samples taken between enabling the events and reading proc/modules
+ * resolve. A module loaded later on such freed init memory is the
+ * address's owner from then on too. */
+TEST(startup_modules_on_freed_init_memory) {
+        layout *l = NULL;
+        layout_module *a, *b, *c;
+        layout_hit h;
+
+        ASSERT_OK(layout_new(&l));
+        a = brd_at(BRD_BASE, OTHER_BASE);       /* a's init was where b now is */
+        a->loaded_how = LAYOUT_SOURCE_STARTUP;
+        ASSERT_OK(layout_add_module(l, a, 10 * SEC, &a));
+        b = layout_module_new("sg");
+        ASSERT_TRUE(b);
+        b->loaded_how = LAYOUT_SOURCE_STARTUP;
+        b->base = OTHER_BASE;
+        b->size = 0x3000;
+        add_section(b, ".init.text", BRD_INIT, 0x100);  /* b's init was where c will be */
+        add_section(b, ".text", OTHER_BASE, 0x2000);    /* (sections in address order) */
+        ASSERT_OK(layout_add_module(l, b, 10 * SEC, &b));
+        ASSERT_U64_EQ(a->init_end_ns, 0);
+        ASSERT_U64_EQ(b->init_end_ns, 0);
+        ASSERT_U64_EQ(a->valid_from_ns, 0);
+        ASSERT_U64_EQ(b->valid_from_ns, 0);
+        /* A sample before the start-up scan, in b's code where a's init
+         * once was: b's. */
+        ASSERT_OK(layout_resolve(l, OTHER_BASE + 0x10, 9 * SEC, &h));
+        ASSERT_TRUE(h.module == b);
+        ASSERT_STREQ(h.section, ".text");
+        ASSERT_OK(layout_resolve(l, BRD_BASE + 0x10, 9 * SEC, &h));
+        ASSERT_TRUE(h.module == a);
+
+        /* c is loaded at 20 s on b's freed init memory; its own init ran
+         * just before its add uevent: its window reaches back past it. */
+        c = layout_module_new("dummy");
+        ASSERT_TRUE(c);
+        c->loaded_how = LAYOUT_SOURCE_UEVENT;
+        c->base = BRD_INIT;
+        c->size = 0x2000;
+        add_section(c, ".text", BRD_INIT, 0x800);
+        ASSERT_OK(layout_add_module(l, c, 20 * SEC, &c));
+        ASSERT_U64_EQ(c->valid_from_ns, 0);
+        ASSERT_U64_EQ(c->init_end_ns, 20 * SEC);
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 19 * SEC, &h));
+        ASSERT_TRUE(h.module == c);
+        layout_free(l);
+}
+
+/* An address in a module's core layout but in one of its data sections
+ * (the callchain entry at the start of brd's .orc_unwind, say) is no
+ * instruction: it is named by module, section and offset, never by the
+ * data symbol before it, and flagged. */
+TEST(data_section_named_by_section) {
+        static const char text[] =
+                "ffffffff81000000 T _text\n"
+                "ffffffffc080b3b0 t brd_do_bvec\t[brd]\n"
+                "ffffffffc080c2a8 r __param_rd_nr\t[brd]\n";
+        layout *l = NULL;
+        layout_module *m;
+        layout_hit h;
+
+        ASSERT_OK(layout_new(&l));
+        layout_set_kernel(l, parse(text));
+        m = brd_at(BRD_BASE, BRD_INIT);
+        m->syms_in_kernel_table = true;
+        add_section(m, ".rodata", BRD_BASE + 0x1180, 0xd8);
+        add_section(m, "__param", BRD_BASE + 0x1258, 0x78);
+        add_section(m, ".orc_unwind", BRD_BASE + 0x12f0, 0x294);
+        ASSERT_OK(layout_add_module(l, m, 10 * SEC, &m));
+
+        ASSERT_OK(layout_resolve(l, BRD_BASE + 0x12f0, 11 * SEC, &h));
+        ASSERT_TRUE(h.module == m);
+        ASSERT_TRUE(h.data);
+        ASSERT_STREQ(h.module_name, "brd");
+        ASSERT_STREQ(h.section, ".orc_unwind");
+        ASSERT_STREQ(h.symbol, ".orc_unwind");
+        ASSERT_U64_EQ(h.symbol_addr, BRD_BASE + 0x12f0);
+        ASSERT_OK(layout_resolve(l, BRD_BASE + 0x12b0, 11 * SEC, &h));
+        ASSERT_TRUE(h.data);
+        ASSERT_STREQ(h.symbol, "__param");
+        /* Code is still named by its function. */
+        ASSERT_OK(layout_resolve(l, BRD_BASE + 0x3c0, 11 * SEC, &h));
+        ASSERT_TRUE(!h.data);
+        ASSERT_STREQ(h.symbol, "brd_do_bvec");
         layout_free(l);
 }
 
