@@ -286,6 +286,7 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "bad_records", json_object_new_int64((int64_t) st->bad_records));
         json_object_object_add(p, "ingest_cpu_ns", json_object_new_int64((int64_t) st->cpu_ns));
         json_object_object_add(p, "stack_cache_hits", json_object_new_int64((int64_t) st->stack_cache_hits));
+        json_object_object_add(p, "invalid_user_frames", json_object_new_int64((int64_t) st->invalid_user_frames));
         json_object_object_add(p, "deferred_records", json_object_new_int64((int64_t) st->deferred));
         json_object_object_add(p, "ksymbol_records", json_object_new_boolean(d->events && perf_events_has_ksymbol(d->events)));
         json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
@@ -320,6 +321,7 @@ static void status_fill(json_object *p, void *userdata) {
                 json_object_object_add(p, "last_change_ns", json_object_new_int64((int64_t) ts->last_change_ns));
                 json_object_object_add(p, "max_change_ns", json_object_new_int64((int64_t) ts->max_change_ns));
                 json_object_object_add(p, "module_frames", json_object_new_int64((int64_t) st->module_frames));
+                json_object_object_add(p, "module_data_frames", json_object_new_int64((int64_t) st->module_data_frames));
                 json_object_object_add(p, "ksyms_live", json_object_new_int64((int64_t) layout_n_live_ksyms(l)));
                 json_object_object_add(p, "ksyms_tracked", json_object_new_int64((int64_t) layout_n_ksyms(l)));
                 json_object_object_add(p, "ksyms_registered", json_object_new_int64((int64_t) ts->ksyms_registered));

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <inttypes.h>
 #include <string.h>
 #include <time.h>
 
@@ -10,6 +11,13 @@
 #include "timeparse.h"
 
 #define MAX_CPUS 4096
+/* User addresses lie below, kernel ones above, on the 64-bit architectures
+ * that split one address space (x86-64: user below 2^47, or 2^56 with
+ * 5-level paging, kernel from 0xff00000000000000). */
+#define USER_ADDR_END (UINT64_C(1) << 63)
+/* Not a perf context marker (those are -1..-4095): the rest of a user
+ * call chain that went astray, dropped. */
+#define CONTEXT_INVALID_USER UINT64_C(1)
 #define STACK_CACHE_MAX_ENTRIES (256 * 1024)
 /* Records stamped further than this past a drain's horizon are processed
  * at once rather than kept (no clock runs that far ahead). */
@@ -229,7 +237,7 @@ const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n) {
 }
 
 static int kernel_frame_id(ingest *in, uint64_t ip, uint64_t time, int64_t *ret) {
-        char module[MODULE_NAME_MAX + 2];
+        char module[MODULE_NAME_MAX + 2], data[256];
         frame f = { .kind = FRAME_KERNEL, .addr = ip };
         uint64_t key[2] = { ip, in->epoch };
         layout_hit hit;
@@ -251,6 +259,12 @@ static int kernel_frame_id(ingest *in, uint64_t ip, uint64_t time, int64_t *ret)
         if (r >= 0) {
                 f.symbol = hit.symbol;
                 f.offset = hit.symbol ? ip - hit.symbol_addr : 0;
+                if (hit.data) {
+                        /* No function is there: name the place, "[brd] .orc_unwind+0x2f0". */
+                        snprintf(data, sizeof data, "%s+0x%" PRIx64, hit.symbol, f.offset);
+                        f.symbol = data;
+                        in->stats.module_data_frames++;
+                }
                 if (hit.module_name) {
                         snprintf(module, sizeof module, "[%s]", hit.module_name);
                         f.module = module;
@@ -346,14 +360,27 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                         context = ip;
                         continue;
                 }
+                /* The kernel walks a user stack by its frame pointers and
+                 * takes whatever lies beside each saved one for a return
+                 * address, unchecked (perf_callchain_user()). Where the
+                 * program keeps no frame pointers, that is any value on its
+                 * stack: perfsnapd's own stack holds the module addresses it
+                 * just parsed from sysfs. An entry in the kernel's half of
+                 * the address space is no user return address, and the
+                 * entries after it come from the same bogus frame. */
+                if (context == PERF_CONTEXT_USER && ip >= USER_ADDR_END)
+                        context = CONTEXT_INVALID_USER;
                 if (context == PERF_CONTEXT_KERNEL) {
                         r = kernel_frame_id(in, ip, ps->time, &in->frame_ids[n]);
                         in->stats.kernel_frames++;
                 } else if (context == PERF_CONTEXT_USER) {
                         r = user_frame_id(in, ps->pid, ip, &in->frame_ids[n]);
                         in->stats.user_frames++;
-                } else
-                        continue;       /* guest contexts: not ours to resolve */
+                } else {
+                        if (context == CONTEXT_INVALID_USER)
+                                in->stats.invalid_user_frames++;
+                        continue;       /* and guest contexts: not ours to resolve */
+                }
                 if (r < 0)
                         return r;
                 n++;

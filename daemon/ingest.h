@@ -26,6 +26,8 @@ typedef struct ingest_stats {
         uint64_t bad_records;           /* failed to decode, skipped */
         uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
         uint64_t kernel_frames, user_frames, unresolved_kernel_frames, module_frames;
+        uint64_t module_data_frames;    /* kernel frames in a module's data section (see layout_hit.data) */
+        uint64_t invalid_user_frames;   /* user entries at kernel addresses, and those after them: dropped */
         uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
         uint64_t drains;
         uint64_t commits;
