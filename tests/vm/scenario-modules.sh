@@ -185,6 +185,7 @@ for i in 1 2; do
         grep '^dd;' $D/$i.folded | awk '{ print $NF "\t" $0 }' | sort -nr 2>/dev/null | head -5 | cut -f2 \
                 | sed -E 's/^(.{40}).{20,}(.{240})$/\1 ... \2/'
 done
+perfsnapctl query --since 30m --format folded > $D/all.folded
 perfsnapctl modules --sections --format json > $D/modules.json
 perfsnapctl events --format json > $D/events.json
 perfsnapctl status --format json > $D/status.json
@@ -318,13 +319,31 @@ for i in (1, 2):
                 count(wrong, f"{cm}:{f}", c)
     check(not wrong, f"instance {i}, modprobe to rmmod: no frame named after a data section ({wrong})")
 
-    hex_in_brd = {}
+    # The rule for an address in brd's range: a function of brd, or, in a
+    # data section, "SECTION+0xOFFSET" at an address sysfs gave that
+    # section; never a bare hex address. This used to fail about one run
+    # in four on a single frame at the start of brd's .orc_unwind: a user
+    # frame of perfsnapd itself. The kernel walks user stacks by frame
+    # pointers and reports whatever lies beside each one; perfsnapd had
+    # just parsed brd's sysfs section addresses. perfsnapd now drops such
+    # entries (status invalid_user_frames), tests/integration/
+    # test-user-chain.sh makes them on purpose.
+    secs = inst[i]["sections"]
+    hex_in_brd, data_frames, bad_data = {}, {}, {}
     for (cm, frames, c) in life:
         for f in frames:
             if re.fullmatch(r"0x[0-9a-f]+", f) and lo <= int(f, 16) < hi:
-                count(hex_in_brd, f, c)
-    check(not hex_in_brd, f"instance {i}, modprobe to rmmod: no unresolved frame in brd's range {lo:#x}..{hi:#x} "
-          f"({sum(hex_in_brd.values())} samples: {sorted(hex_in_brd)[:8]})")
+                count(hex_in_brd, f"{cm}:{f}", c)
+            m = re.fullmatch(r"(\.?[A-Za-z0-9_.]+)\+0x([0-9a-f]+)", f)
+            if m and m.group(1) in secs and "text" not in m.group(1):
+                a = secs[m.group(1)] + int(m.group(2), 16)
+                count(data_frames if lo <= a < hi else bad_data, f"{cm}:{f}", c)
+    if data_frames:
+        print(f"instance {i}: frames in brd's data sections: {data_frames}")
+    check(not hex_in_brd and not bad_data,
+          f"instance {i}, modprobe to rmmod: every frame in brd's range {lo:#x}..{hi:#x} is named, by function "
+          f"or as section+offset ({len(data_frames)} such); bare hex: {sorted(hex_in_brd)[:8]}, "
+          f"section+offset outside brd: {sorted(bad_data)[:8]}")
 
     # rmmod runs brd's exit function (brd_exit, alias cleanup_module),
     # modprobe its init function (brd_init, alias init_module).
@@ -341,6 +360,27 @@ for i in (1, 2):
     check(ini and all(re.match(r"^(brd_|init_module$)", f) for f in ini),
           f"instance {i}: modprobe's samples in the module's init function, taken before its add uevent, "
           f"name brd's ({ini or 'none sampled'})")
+
+# Every sample since the start, from the first drain on: the modules that
+# were loaded before perfsnapd started own their core layout for all of it,
+# also before the start-up scan read proc/modules (sysfs still lists the
+# init sections those modules freed long ago, where other modules sit now:
+# they once made half of these windows start at the scan).
+cores = []
+for line in rd("proc_modules").splitlines():
+    f = line.split()
+    if f[0] != "brd":
+        cores.append((f[0], int(f[5], 16), int(f[1])))
+hex_in_core = {}
+for (cm, frames, c) in folded("all.folded"):
+    for f in frames:
+        if re.fullmatch(r"0x[0-9a-f]+", f):
+            a = int(f, 16)
+            for (name, b, sz) in cores:
+                if b <= a < b + sz:
+                    count(hex_in_core, f"{cm}:{name}:{f}", c)
+check(not hex_in_core, f"whole run: no bare hex frame in the core layout of the {len(cores)} other loaded modules "
+      f"({sum(hex_in_core.values())} samples: {sorted(hex_in_core)[:8]})")
 
 # perfsnapctl modules --sections
 mods = [m for m in js("modules.json").get("modules", []) if m.get("name") == "brd"]
@@ -401,7 +441,7 @@ s = js("status.json")
 print("status: " + ", ".join(f"{k}={s.get(k)}" for k in (
     "samples", "lost", "frequency_hz", "modules_loaded", "modules_added", "modules_removed", "module_uevents",
     "ignored_uevents", "rescans", "layout_events", "last_change_ns", "max_change_ns", "module_frames",
-    "unresolved_kernel_frames", "uevents_received", "uevents_accepted", "uevents_forged", "uevents_malformed",
+    "module_data_frames", "invalid_user_frames", "unresolved_kernel_frames", "uevents_received", "uevents_accepted", "uevents_forged", "uevents_malformed",
     "uevents_overruns")))
 changes = [rd(f"{i}.{w}_change").split()[-1] for i in (1, 2) for w in ("add", "remove")]
 print("add->journaled latency (last_change_ns after add 1, remove 1, add 2, remove 2): " + " ".join(changes))
