@@ -56,6 +56,10 @@ wait_for() {
         echo "  $wdesc after $(( ($(now_ns) - t) / 1000000 )) ms"
 }
 ge_done() { [ "$(snapshots_done)" -ge "$1" ]; }
+# Every sample stamped before $1 is committed: records are stored in time
+# order, so the newest committed sample passing it says so.
+committed_past() { [ "$(status_field newest_sample_ns)" -ge "$1" ] 2>/dev/null; }
+no_snapshot_pending() { perfsnapctl status --format json 2>/dev/null | grep -q '"snapshot_pending": false'; }
 
 # The kernel's GNU build-id note in /sys/kernel/notes (where perf takes it).
 kernel_build_id() {
@@ -272,9 +276,11 @@ if [ "$BOOT" = 1 ]; then
         echo "  with the daemon's snapshot: $(grep 'brd_' $D/report-daemon.txt | head -3 | tr -s ' ' | tr '\n' ';')"
         check "perf report --kallsyms=<the daemon's snapshot>/kallsyms names brd_* ($nd lines; perf's own: $nref)" [ "$nd" -gt 0 ]
 
+        # Read before the load: its debounced snapshot may be done within a
+        # second of it.
+        n=$(ls "$KC" | wc -l); r2=$(status_field snapshots_reused)
         modprobe brd rd_nr=1 rd_size=65536 || fail "modprobe brd (again)"
         BRD2=$(awk '$1 == "brd" { print $6 }' /proc/modules)
-        n=$(ls "$KC" | wc -l); r2=$(status_field snapshots_reused)
         if [ "$BRD2" = "$BRD1" ]; then
                 check "reloading brd at the same address ($BRD2) reuses its snapshot (snapshots_reused $r2 -> $((${r2:-0} + 1)), $n directories)" \
                         eval 'wait_for "snapshot after the second modprobe" 30 ge_done $((done1 + 2)) &&
@@ -285,7 +291,8 @@ if [ "$BOOT" = 1 ]; then
 
 
         # --- the daemon's own frames
-        sleep 2         # drain and commit
+        check "the burn's samples are committed" wait_for "samples committed past the burn" 60 committed_past "$BURN_END"
+        check "no snapshot is pending" wait_for "the snapshot after the second modprobe" 60 no_snapshot_pending
         check_brd_burn "perfsnapctl query of the burn"
 
         perfsnapctl events --format json > $D/events1.json 2>&1
@@ -325,7 +332,7 @@ else
                 grep -qxF "same kcore found in $KC/$NEW" $D/perf-same.out
 
         timeout 2 dd if=/dev/zero of=/dev/null bs=4k 2>/dev/null
-        sleep 2         # drain and commit
+        check "boot 2's samples are committed" wait_for "samples committed" 60 committed_past "$(now_ns)"
         check_brd_burn "boot 2: boot 1's burn, queried again"
         perfsnapctl query --since "$(at $BURN_START)" --format json > $D/q2.json 2>&1
         got=$(pyget $D/q2.json 'sum(r["samples"] for r in d["result"]["rows"] if r["comm"] == "dd")')
