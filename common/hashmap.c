@@ -164,6 +164,17 @@ size_t hashmap_size(const hashmap *h) {
         return h ? h->size : 0;
 }
 
+size_t hashmap_memory_bytes(const hashmap *h) {
+        size_t n;
+
+        if (!h)
+                return 0;
+        n = sizeof *h + h->capacity * sizeof(entry);
+        for (const arena_chunk *c = h->arena; c; c = c->next)
+                n += sizeof *c + c->size;
+        return n;
+}
+
 static const uint8_t *arena_copy(hashmap *h, const void *key, size_t len) {
         arena_chunk *c = h->arena;
 

@@ -14,6 +14,8 @@ int hashmap_new(hashmap **ret);
 hashmap *hashmap_free(hashmap *h);
 void hashmap_clear(hashmap *h);
 size_t hashmap_size(const hashmap *h);
+/* Bytes allocated for the table and the copies of long keys. */
+size_t hashmap_memory_bytes(const hashmap *h);
 
 /* Byte-string keys. put replaces an existing value. get: 0 or -ENOENT. */
 int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value);

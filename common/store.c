@@ -324,6 +324,11 @@ static int flush_samples(store *s) {
         return r;
 }
 
+size_t store_cache_bytes(const store *s) {
+        return hashmap_memory_bytes(s->string_cache) + hashmap_memory_bytes(s->frame_cache) +
+               hashmap_memory_bytes(s->stack_cache) + hashmap_memory_bytes(s->chain_cache);
+}
+
 static int cache_put(hashmap *h, const void *key, size_t len, int64_t id) {
         if (hashmap_size(h) >= STORE_CACHE_MAX_ENTRIES)
                 hashmap_clear(h);

@@ -120,6 +120,9 @@ int store_get_stats(store *s, store_stats *ret);
 /* Bytes sqlite has allocated in this process, all connections, and in
  * how many allocations (each costs malloc's overhead on top). */
 int64_t store_memory_used(int64_t *ret_allocations);
+/* Bytes held by this connection's interning caches (strings, frames,
+ * stacks, whole call stacks). */
+size_t store_cache_bytes(const store *s);
 
 /* PRAGMA integrity_check: 0 if the file is sound, -EBADMSG if not. Reads
  * the whole file: for tests and tools, not the daemon's start-up. */

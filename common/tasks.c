@@ -1006,6 +1006,34 @@ size_t tasks_n_processes(const tasks *t) {
         return t ? t->processes.n - t->n_process_placeholders : 0;
 }
 
+size_t tasks_memory_bytes(const tasks *t) {
+        size_t n;
+
+        if (!t)
+                return 0;
+        n = sizeof *t;
+        for (size_t k = 0; k < 3; k++) {
+                const table *tb = k == 0 ? &t->processes : k == 1 ? &t->threads : &t->files;
+
+                if (!tb->slots)
+                        continue;
+                n += (tb->mask + 1) * sizeof(slot);
+                for (size_t i = 0; i <= tb->mask; i++) {
+                        const void *v = tb->slots[i].val;
+
+                        if (!v)
+                                continue;
+                        if (tb == &t->processes)
+                                n += sizeof(process) + ((const process *) v)->alloc_maps * sizeof(map_entry);
+                        else if (tb == &t->threads)
+                                n += sizeof(thread);
+                        else
+                                n += sizeof(file_ref) + strlen(((const file_ref *) v)->path) + 1;
+                }
+        }
+        return n;
+}
+
 size_t tasks_n_mappings(const tasks *t, uint32_t pid) {
         const process *p;
 

@@ -74,6 +74,8 @@ void tasks_gc(tasks *t, uint64_t before_ns);
 
 size_t tasks_n_threads(const tasks *t);
 size_t tasks_n_processes(const tasks *t);
+/* Bytes allocated for the tables, processes, threads, mappings and files. */
+size_t tasks_memory_bytes(const tasks *t);
 
 /* Number of mappings tracked for pid (no /proc read), for tests and status. */
 size_t tasks_n_mappings(const tasks *t, uint32_t pid);

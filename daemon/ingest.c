@@ -231,6 +231,15 @@ size_t ingest_buffer_bytes(const ingest *in) {
                in->frame_ids_alloc * sizeof *in->frame_ids + in->key_alloc * sizeof *in->key;
 }
 
+size_t ingest_cache_bytes(const ingest *in) {
+        return hashmap_memory_bytes(in->kframe_cache) + hashmap_memory_bytes(in->stack_cache) +
+               hashmap_memory_bytes(in->maps_gen) + store_cache_bytes(in->store);
+}
+
+size_t ingest_tasks_bytes(const ingest *in) {
+        return tasks_memory_bytes(in->tasks);
+}
+
 const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n) {
         *ret_n = in->n_lost_cpus;
         return in->lost_per_cpu;

@@ -104,5 +104,12 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns);
 const ingest_stats *ingest_get_stats(const ingest *in);
 /* Bytes allocated for the merge buffers (their high-water mark). */
 size_t ingest_buffer_bytes(const ingest *in);
+/* Bytes held by the resolution caches (frames, stacks, maps generations)
+ * and the store's interning caches (strings, frames, stacks), which grow
+ * with the distinct stacks seen, up to their bounds. */
+size_t ingest_cache_bytes(const ingest *in);
+/* Bytes held by the table of processes, threads and their mappings, which
+ * grows with the tasks alive on the machine. */
+size_t ingest_tasks_bytes(const ingest *in);
 /* Lost records per CPU since start (n entries, indexed by cpu). */
 const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n);
