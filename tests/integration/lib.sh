@@ -6,7 +6,13 @@
 set -u
 
 skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; [ -n "${T:-}" ] && [ -f "$T/daemon.log" ] && { echo "--- daemon log:"; tail -40 "$T/daemon.log"; }; exit 1; }
+# The daemon log fail shows: $DAEMON_LOG if a test sets it, else $T/daemon.log.
+fail() {
+        local log=${DAEMON_LOG:-${T:-}/daemon.log}
+        echo "FAIL: $*"
+        [ -n "${T:-}" ] && [ -f "$log" ] && { echo "--- daemon log:"; tail -40 "$log"; }
+        exit 1
+}
 pass() { echo "ok: $*"; }
 
 require_root() {
@@ -61,6 +67,7 @@ setup_dir() {
 }
 
 cleanup() {
+        busy_stop
         if [ -n "${DPID:-}" ] && kill -0 "$DPID" 2>/dev/null; then
                 kill -KILL "$DPID" 2>/dev/null
                 wait "$DPID" 2>/dev/null
@@ -90,4 +97,94 @@ stop_daemon() {
         wait "$DPID"
         DRC=$?
         DPID=
+}
+
+# ---- Bounded polling, instead of sleeps standing in for synchronization ----
+# Each polls every 0.1 s for at most TIMEOUT_S seconds (whole seconds;
+# $WAIT_TIMEOUT, 20 unless set). While a daemon is running ($DPID set), its
+# exit ends the wait with a failure. Call them in the test's shell, not in
+# $(...): fail must end the test.
+WAIT_TIMEOUT=${WAIT_TIMEOUT:-20}
+
+# status_field NAME: prints the integer or string member NAME of the
+# daemon's status (empty if it did not answer or has no such member).
+# `status --format json` prints one member per line.
+status_field() {
+        "$PERFSNAPCTL" status --format json 2>/dev/null |
+                sed -n "s/^ *\"$1\": *\(.*\)\$/\1/; T; s/,\$//; s/^\"\(.*\)\"\$/\1/; p; q"
+}
+
+now_ns() { date +%s%N; }
+
+# Fails if the daemon started by start_daemon ($DPID) has exited.
+# check_alive DESC: DESC names what was being waited for.
+check_alive() {
+        local rc
+        [ -n "${DPID:-}" ] || return 0
+        kill -0 "$DPID" 2>/dev/null && return 0
+        wait "$DPID" 2>/dev/null; rc=$?
+        DPID=
+        fail "perfsnapd exited (status $rc) while waiting for $1"
+}
+
+# poll_until CMD...: runs CMD until it succeeds; 1 if it did not within
+# $WAIT_TIMEOUT s.
+poll_until() {
+        local end=$(( $(now_ns) + WAIT_TIMEOUT * 1000000000 ))
+        until "$@"; do
+                check_alive "$*"
+                [ "$(now_ns)" -lt "$end" ] || return 1
+                sleep 0.1
+        done
+}
+
+# wait_until DESC CMD...: as poll_until; on a timeout fails naming DESC.
+wait_until() {
+        local desc=$1
+        shift
+        poll_until "$@" || fail "waited $WAIT_TIMEOUT s for $desc"
+}
+
+# poll_field NAME OP VALUE [TIMEOUT_S]: polls status until [ NAME OP VALUE ]
+# holds (OP as for test: -ge, -gt, -eq, = ...); 1 on a timeout. Sets FIELD
+# to the last value seen.
+poll_field() {
+        local name=$1 op=$2 want=$3 timeout=${4:-$WAIT_TIMEOUT} end
+        end=$(( $(now_ns) + timeout * 1000000000 ))
+        while :; do
+                FIELD=$(status_field "$name")
+                [ -n "$FIELD" ] && [ "$FIELD" "$op" "$want" ] 2>/dev/null && return 0
+                check_alive "status $name $op $want"
+                [ "$(now_ns)" -lt "$end" ] || return 1
+                sleep 0.1
+        done
+}
+
+# wait_field NAME OP VALUE [TIMEOUT_S]: as poll_field; on a timeout fails
+# naming what it waited for and the last value seen.
+wait_field() {
+        poll_field "$@" || fail "waited ${4:-$WAIT_TIMEOUT} s for status $1 $2 $3; last value: '${FIELD}'"
+}
+
+# wait_committed T_NS [TIMEOUT_S]: waits until the committed data holds a
+# sample stamped at or after T_NS (a `date +%s%N`): records are processed in
+# time order, so everything stamped before T_NS is then committed too.
+wait_committed() {
+        wait_field newest_sample_ns -ge "$1" "${2:-}"
+}
+
+# busy_start N: N busy loops in the background (each ends by itself after
+# 60 s at the latest); busy_stop ends them (cleanup does too).
+busy_start() {
+        local i
+        for i in $(seq 1 "$1"); do
+                timeout 60 sh -c 'while :; do :; done' &
+                BUSY_PIDS="${BUSY_PIDS:-} $!"
+        done
+}
+busy_stop() {
+        [ -n "${BUSY_PIDS:-}" ] || return 0
+        kill $BUSY_PIDS 2>/dev/null
+        wait $BUSY_PIDS 2>/dev/null
+        BUSY_PIDS=
 }

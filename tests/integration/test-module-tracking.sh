@@ -114,8 +114,7 @@ EOF
 pass "events: start, add, remove, add, each with the full section map after it"
 
 # A uevent from a userspace sender (port id != 0): dropped and counted.
-st() { json status | field "d['$1']"; }
-forged0=$(st uevents_forged); added0=$(st modules_added); rescans0=$(st rescans)
+forged0=$(status_field uevents_forged); added0=$(status_field modules_added); rescans0=$(status_field rescans)
 mkmod fake_c ffffffffc0e00000
 cp "$R/proc/modules" "$T/modules.keep"
 modules_file "fake_c 8192 0 - Live 0xffffffffc0e00000" "fake_a 16384 0 - Live 0xffffffffc0d00000" "fake_b 8192 0 - Live 0xffffffffc0c00000"
@@ -125,10 +124,11 @@ s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)   # NETLINK_KOBJECT_
 s.bind((0, 0))
 s.sendto(b"add@/module/fake_c\0ACTION=add\0DEVPATH=/module/fake_c\0SUBSYSTEM=module\0SEQNUM=999999\0", (0, 1))
 EOF
-sleep 0.5
-forged1=$(st uevents_forged); added1=$(st modules_added)
+# uevents_forged and modules_added move in the callback that handles it.
+poll_field uevents_forged -ge $((forged0 + 1))
+forged1=$(status_field uevents_forged); added1=$(status_field modules_added)
 [ "$forged1" = $((forged0 + 1)) ] || fail "uevents_forged went $forged0 -> $forged1, expected +1"
-[ "$added1" = "$added0" ] || fail "a module was added: modules_added $added0 -> $added1 (rescans $rescans0 -> $(st rescans))"
+[ "$added1" = "$added0" ] || fail "a module was added: modules_added $added0 -> $added1 (rescans $rescans0 -> $(status_field rescans))"
 json modules | field '[m["name"] for m in d["modules"]]' | grep -q fake_c && fail "fake_c was recorded from a forged uevent"
 grep -q "not sent by the kernel" "$T/daemon.log" || fail "no log line about the forged uevent"
 pass "a forged uevent changed nothing (uevents_forged $forged0 -> $forged1)"
@@ -136,10 +136,10 @@ cp "$T/modules.keep" "$R/proc/modules"
 
 # A real kernel uevent (another subsystem: this kernel has no modules) is accepted.
 if [ -w /sys/class/net/lo/uevent ]; then
-        acc0=$(st uevents_accepted)
+        acc0=$(status_field uevents_accepted)
         echo change > /sys/class/net/lo/uevent
-        sleep 0.5
-        acc1=$(st uevents_accepted)
+        poll_field uevents_accepted -gt "$acc0"
+        acc1=$(status_field uevents_accepted)
         [ "$acc1" -gt "$acc0" ] || fail "a kernel uevent was not accepted: uevents_accepted $acc0 -> $acc1"
         pass "a real kernel uevent is accepted (uevents_accepted $acc0 -> $acc1)"
 fi
@@ -147,12 +147,13 @@ fi
 # Lost uevents: with the daemon stopped, the kernel overflows its socket
 # buffer; the next read gets ENOBUFS, which must trigger a rescan.
 if [ -w /sys/class/net/lo/uevent ]; then
-        over0=$(st uevents_overruns); rescans0=$(st rescans)
+        over0=$(status_field uevents_overruns); rescans0=$(status_field rescans)
         kill -STOP "$DPID"
         for _ in $(seq 1 30000); do echo change > /sys/class/net/lo/uevent; done
         kill -CONT "$DPID"
-        sleep 1
-        over1=$(st uevents_overruns); rescans1=$(st rescans)
+        poll_field uevents_overruns -gt "$over0"
+        poll_field rescans -gt "$rescans0"
+        over1=$(status_field uevents_overruns); rescans1=$(status_field rescans)
         [ "$over1" -gt "$over0" ] || fail "30000 uevents while stopped: uevents_overruns $over0 -> $over1, expected an overrun"
         [ "$rescans1" -gt "$rescans0" ] || fail "an overrun did not trigger a rescan: rescans $rescans0 -> $rescans1"
         grep -q "uevents were lost" "$T/daemon.log" || fail "no log line about lost uevents"

@@ -15,7 +15,10 @@ start_daemon
 perf record -q -a -g -F 999 -o "$T/perf.data" -- \
         dd if=/dev/zero of=/dev/null bs=1M count=60000 2>"$T/dd.log" >/dev/null \
         || fail "perf record failed"
-sleep 1.5   # commit_interval is 1s
+# Until everything stamped before the workload ended is committed
+# (commit_interval is 1s).
+T_END=$(date +%s%N)
+wait_committed "$T_END"
 
 "$PERFSNAPCTL" query --since 2m --comm dd --top 10 > "$T/table.txt" || fail "query (table) failed"
 cat "$T/table.txt"
