@@ -276,8 +276,13 @@ static uint64_t overlap_ends(const layout_module *m, const layout_module *o) {
             sections_overlap(m, o, false) || sections_overlap(o, m, false) ||
             (!o_live && sections_overlap(m, o, true)))
                 return o_end;
-        if (sections_overlap(o, m, true))
-                return MIN(o->init_end_ns, o_end);
+        /* o's init code was there until it returned, also for an o found
+         * in its init, whose init ended after its add. */
+        if (sections_overlap(o, m, true)) {
+                if (o->init_end_ns == LAYOUT_TIME_MAX)
+                        return o_end;
+                return o_live ? o->init_end_ns : MIN(o->init_end_ns, o->unloaded_ns);
+        }
         return 0;
 }
 
@@ -300,10 +305,10 @@ int layout_add_module(layout *l, layout_module *m, uint64_t now_ns, layout_modul
                 l->mods_alloc = n;
         }
 
-        /* A module that was live when perfsnapd started ran its init
-         * before anything was sampled; one found later, after a missed
-         * uevent, at some time before now. */
-        m->init_end_ns = m->init_running ? LAYOUT_TIME_MAX : m->loaded_how == LAYOUT_SOURCE_STARTUP ? 0 : now_ns;
+        /* A module that was Live before the sampling began ran its init
+         * before anything was sampled; one found later (at start-up, or
+         * after a missed uevent) at some time before now. */
+        m->init_end_ns = m->init_running ? LAYOUT_TIME_MAX : m->init_before_sampling ? 0 : now_ns;
         /* The module's addresses were someone else's until that one's code
          * left them: before that, they are not ours. */
         for (size_t i = 0; i < l->n_mods; i++) {

@@ -61,9 +61,10 @@ typedef struct layout_module {
          * Set init_running before layout_add_module() for a module found in
          * the Loading state; its init_end_ns is then set by
          * layout_module_init_done(), else it is the time it was added, or
-         * 0 for one added with loaded_how LAYOUT_SOURCE_STARTUP: its init
-         * returned before perfsnapd began to sample. */
+         * 0 if init_before_sampling is set: a module that was Live before
+         * perfsnapd began to sample. */
         bool init_running;
+        bool init_before_sampling;
         uint64_t init_end_ns;
 } layout_module;
 

@@ -438,6 +438,15 @@ int daemon_start(daemon_ctx *d) {
                         return log_oom();
         }
 
+        r = tracker_new(d->base, d->ingest, d->cfg.root, &d->tracker);
+        if (r < 0)
+                return log_oom();
+        /* Modules Live before the events are enabled ran their init
+         * before any sample: their freed init sections are nobody's. */
+        r = tracker_read_before_sampling(d->tracker);
+        if (r < 0)
+                log_debug_errno(r, "Failed to read proc/modules before sampling: %m");
+
         r = perf_events_enable(d->events);
         if (r < 0)
                 return log_error_errno(r, "Failed to enable the perf events: %m");
@@ -455,9 +464,6 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 log_warning_errno(r, "Failed to listen to kernel uevents: %m; module loads are found by rescans only "
                                   "(rescan_interval)");
-        r = tracker_new(d->base, d->ingest, d->cfg.root, &d->tracker);
-        if (r < 0)
-                return log_oom();
         r = tracker_start(d->tracker);
         if (r < 0)
                 return r;

@@ -21,6 +21,10 @@ struct tracker {
         bool ksym_rescan_pending;
         uint64_t last_ksym_rescan_ns;   /* CLOCK_MONOTONIC */
         bool hidden_warned;
+        /* proc/modules read before the events were enabled: a module Live
+         * there ran its init before anything was sampled. */
+        proc_module *before_sampling;
+        size_t n_before_sampling;
         tracker_stats stats;
         tracker_layout_cb layout_cb;    /* a module was added or removed */
         void *layout_userdata;

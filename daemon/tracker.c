@@ -46,9 +46,31 @@ tracker *tracker_free(tracker *t) {
                 event_free(t->syms_ev);
         if (t->ksym_rescan_ev)
                 event_free(t->ksym_rescan_ev);
+        free(t->before_sampling);
         free(t->root);
         free(t);
         return NULL;
+}
+
+int tracker_read_before_sampling(tracker *t) {
+        size_t skipped = 0;
+        int r;
+
+        free(t->before_sampling);
+        t->before_sampling = NULL;
+        t->n_before_sampling = 0;
+        r = proc_modules_load(t->root, &t->before_sampling, &t->n_before_sampling, &skipped);
+        return r == -ENOENT ? 0 : r;
+}
+
+static bool live_before_sampling(const tracker *t, const proc_module *pm) {
+        for (size_t i = 0; i < t->n_before_sampling; i++) {
+                const proc_module *b = &t->before_sampling[i];
+
+                if (streq(b->name, pm->name) && b->base == pm->base && b->state == MODULE_STATE_LIVE)
+                        return true;
+        }
+        return false;
 }
 
 const tracker_stats *tracker_get_stats(const tracker *t) {
@@ -397,6 +419,7 @@ int tracker_start(tracker *t) {
                 }
                 /* Their kallsyms lines came with the kernel's table. */
                 m->syms_in_kernel_table = true;
+                m->init_before_sampling = live_before_sampling(t, &pm[i]);
                 r = layout_add_module(l, m, mono, &m);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to add module %s to the layout: %m", pm[i].name);

@@ -43,6 +43,12 @@ typedef struct tracker_rescan_result {
 int tracker_new(struct event_base *base, ingest *in, const char *root, tracker **ret);
 tracker *tracker_free(tracker *t);
 
+/* Reads proc/modules before the perf events are enabled: the modules Live
+ * then ran their init before anything was sampled, so their freed init
+ * sections are nobody's for all samples (see layout_module). Optional; 0,
+ * or a negative errno (the tracker then takes no module for one of those). */
+int tracker_read_before_sampling(tracker *t);
+
 /* Records the modules loaded now (continuing this boot's rows of an
  * earlier run of the daemon) and journals a "start" event. */
 int tracker_start(tracker *t);

@@ -307,10 +307,12 @@ TEST(startup_modules_on_freed_init_memory) {
         ASSERT_OK(layout_new(&l));
         a = brd_at(BRD_BASE, OTHER_BASE);       /* a's init was where b now is */
         a->loaded_how = LAYOUT_SOURCE_STARTUP;
+        a->init_before_sampling = true;
         ASSERT_OK(layout_add_module(l, a, 10 * SEC, &a));
         b = layout_module_new("sg");
         ASSERT_TRUE(b);
         b->loaded_how = LAYOUT_SOURCE_STARTUP;
+        b->init_before_sampling = true;
         b->base = OTHER_BASE;
         b->size = 0x3000;
         add_section(b, ".init.text", BRD_INIT, 0x100);  /* b's init was where c will be */
@@ -340,6 +342,65 @@ TEST(startup_modules_on_freed_init_memory) {
         ASSERT_U64_EQ(c->valid_from_ns, 0);
         ASSERT_U64_EQ(c->init_end_ns, 20 * SEC);
         ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 19 * SEC, &h));
+        ASSERT_TRUE(h.module == c);
+        layout_free(l);
+}
+
+/* A module found at start-up that was not Live before the sampling began
+ * (loaded in between) ran its init while perfsnapd sampled: its init
+ * section is its own until the scan, and a module later placed there
+ * starts its window at the scan. */
+TEST(startup_module_loaded_after_sampling_began) {
+        layout *l = NULL;
+        layout_module *a, *c;
+        layout_hit h;
+
+        ASSERT_OK(layout_new(&l));
+        a = brd_at(BRD_BASE, BRD_INIT);
+        a->loaded_how = LAYOUT_SOURCE_STARTUP;
+        ASSERT_OK(layout_add_module(l, a, 10 * SEC, &a));
+        ASSERT_U64_EQ(a->init_end_ns, 10 * SEC);
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 9 * SEC, &h));
+        ASSERT_TRUE(h.module == a);
+        ASSERT_STREQ(h.section, ".init.text");
+
+        c = layout_module_new("dummy");
+        ASSERT_TRUE(c);
+        c->loaded_how = LAYOUT_SOURCE_UEVENT;
+        c->base = BRD_INIT;
+        c->size = 0x2000;
+        add_section(c, ".text", BRD_INIT, 0x800);
+        ASSERT_OK(layout_add_module(l, c, 20 * SEC, &c));
+        ASSERT_U64_EQ(c->valid_from_ns, 10 * SEC);
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 9 * SEC, &h));
+        ASSERT_TRUE(h.module == a);
+        layout_free(l);
+}
+
+/* A module found in its init (Loading) whose init returned after it was
+ * added: its init code was there until then, not until its add. */
+TEST(freed_init_of_a_module_found_in_its_init) {
+        layout *l = NULL;
+        layout_module *o, *c;
+        layout_hit h;
+
+        ASSERT_OK(layout_new(&l));
+        o = brd_at(BRD_BASE, BRD_INIT);
+        o->init_running = true;
+        ASSERT_OK(layout_add_module(l, o, 10 * SEC, &o));
+        layout_module_init_done(l, o, 13 * SEC);
+        c = layout_module_new("dummy");
+        ASSERT_TRUE(c);
+        c->loaded_how = LAYOUT_SOURCE_UEVENT;
+        c->base = BRD_INIT;
+        c->size = 0x2000;
+        add_section(c, ".text", BRD_INIT, 0x800);
+        ASSERT_OK(layout_add_module(l, c, 20 * SEC, &c));
+        ASSERT_U64_EQ(c->valid_from_ns, 13 * SEC);
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 12 * SEC, &h));
+        ASSERT_TRUE(h.module == o);
+        ASSERT_STREQ(h.section, ".init.text");
+        ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 14 * SEC, &h));
         ASSERT_TRUE(h.module == c);
         layout_free(l);
 }
