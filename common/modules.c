@@ -263,12 +263,18 @@ static bool name_has_suffix(const char *s, const char *suffix) {
  * macros: ".text" and ".text.*" (.text.unlikely, .text.hot, per-function
  * sections), and the "*.text" family (.init.text, .exit.text, .noinstr.text,
  * .sched.text, .cpuidle.text, .kprobes.text, .ref.text, ...).
- * .altinstr_replacement holds the alternative instructions patched in. */
+ * .altinstr_replacement and .altinstr_aux hold the alternative instructions
+ * patched in, .fixup exception fix-up code (x86 before 5.17, and other
+ * architectures), .plt and .init.plt arm64's branch veneers. */
 static bool section_name_is_exec(const char *name) {
         return strcmp(name, ".text") == 0 ||
                 strncmp(name, ".text.", 6) == 0 ||
                 name_has_suffix(name, ".text") ||
-                strcmp(name, ".altinstr_replacement") == 0;
+                strcmp(name, ".altinstr_replacement") == 0 ||
+                strcmp(name, ".altinstr_aux") == 0 ||
+                strcmp(name, ".fixup") == 0 ||
+                strcmp(name, ".plt") == 0 ||
+                strcmp(name, ".init.plt") == 0;
 }
 
 static int section_addr_cmp(const void *a, const void *b) {
@@ -807,7 +813,8 @@ int module_elf_apply(const char *path, const char *expected_build_id,
                         *m = (section_match) {
                                 .elf_index = idx,
                                 .alloc = alloc,
-                                .exec = shdr.sh_flags & SHF_EXECINSTR,
+                                /* arm64's .plt gets SHF_EXECINSTR only at load time. */
+                                .exec = (shdr.sh_flags & SHF_EXECINSTR) || section_name_is_exec(name),
                                 .size = shdr.sh_size,
                                 .offset = shdr.sh_offset,
                         };

@@ -337,6 +337,21 @@ TEST(sections_read_errors) {
         ASSERT_U64_EQ(s[2].addr, UINT64_C(0xffffffffc0002000));
         module_sections_free(s, n);
 
+        /* Code by name beyond "text": fix-ups, alternatives, arm64 PLTs;
+         * data by name: .orc_unwind, .rodata, __param. */
+        write_str_at(t.path, "sys/module/c/sections/.fixup", "0xffffffffc0003000\n");
+        write_str_at(t.path, "sys/module/c/sections/.altinstr_aux", "0xffffffffc0003100\n");
+        write_str_at(t.path, "sys/module/c/sections/.plt", "0xffffffffc0003200\n");
+        write_str_at(t.path, "sys/module/c/sections/.orc_unwind", "0xffffffffc0004000\n");
+        write_str_at(t.path, "sys/module/c/sections/.rodata", "0xffffffffc0004100\n");
+        write_str_at(t.path, "sys/module/c/sections/__param", "0xffffffffc0004200\n");
+        ASSERT_OK(module_sections_read(t.path, "c", &s, &n));
+        ASSERT_EQ(n, 6);
+        for (size_t i = 0; i < n; i++)
+                if (s[i].exec != (i < 3))
+                        TEST_FAIL_("%s: expected exec %d, got %d", s[i].name, i < 3, s[i].exec);
+        module_sections_free(s, n);
+
         /* One bad entry fails the whole read. */
         static const char *const bad[] = {
                 "", "\n", "0x\n", "zzz\n", "ffffffffc0000000\n", "0x1ffffffffc0000000\n",
