@@ -42,8 +42,10 @@ int main(int argc, char **argv) {
                                  "1: dec %[n]\n\t"
                                  "jnz 1b\n\t"
                                  "pop %%rbp"
-                                 : [n] "+r"(n)
-                                 : [fp] "r"(forged)
+                                 /* Fixed registers: with -fomit-frame-pointer the
+                                  * compiler may give an "r" operand %rbp itself. */
+                                 : [n] "+c"(n)
+                                 : [fp] "d"(forged)
                                  : "memory", "cc");
         }
         return 0;

@@ -132,6 +132,8 @@ check_alive() {
 poll_until() {
         local end=$(( $(now_ns) + WAIT_TIMEOUT * 1000000000 ))
         until "$@"; do
+                # The daemon's exit may be what CMD waits for: ask once more.
+                kill -0 "${DPID:-$$}" 2>/dev/null || { "$@" && return 0; }
                 check_alive "$*"
                 [ "$(now_ns)" -lt "$end" ] || return 1
                 sleep 0.1

@@ -28,8 +28,10 @@ if command -v perf >/dev/null && perf record -q -B -g -F 999 -o "$T/perf.data" -
         [ "$n" -gt 0 ] || { head -20 "$T/perf-script.txt" "$T/perf-script.err"; fail "perf recorded no call chain entry at $ADDR"; }
         pass "the kernel reports $ADDR in forged-frame's user call chain ($n samples, perf script)"
 else
+        # Without perf's word that the kernel reported the address, the
+        # checks below could pass on nothing.
         cat "$T/perf.err"
-        echo "perf record does not work here: the kernel's records are checked through perfsnapd only"
+        skip "perf record -g does not work here"
 fi
 
 start_daemon

@@ -278,8 +278,11 @@ if [ "$BOOT" = 1 ]; then
 
         # Read before the load: its debounced snapshot may be done within a
         # second of it.
-        n=$(ls "$KC" | wc -l); r2=$(status_field snapshots_reused)
+        n=$(ls "$KC" | wc -l); r2=$(status_field snapshots_reused); a2=$(status_field modules_added)
         modprobe brd rd_nr=1 rd_size=65536 || fail "modprobe brd (again)"
+        # Once the add is tracked, its snapshot is pending until done.
+        added_since() { [ "$(status_field modules_added)" -gt "$1" ]; }
+        check "the second load of brd is tracked" wait_for "the add" 30 added_since "${a2:-0}"
         BRD2=$(awk '$1 == "brd" { print $6 }' /proc/modules)
         if [ "$BRD2" = "$BRD1" ]; then
                 check "reloading brd at the same address ($BRD2) reuses its snapshot (snapshots_reused $r2 -> $((${r2:-0} + 1)), $n directories)" \

@@ -189,6 +189,8 @@ try_caps() {
         if grep -q 'Sampling' /tmp/caps/log; then
                 dd if=/dev/zero of=/dev/null bs=1M count=2000 2>/dev/null
                 kill -TERM $cpid
+        else
+                kill -KILL $cpid 2>/dev/null   # neither sampling nor gone after 60 s
         fi
         wait $cpid
         echo $?
