@@ -68,6 +68,18 @@ static layout_module *brd_at(uint64_t base, uint64_t init) {
         return m;
 }
 
+/* A "dummy" loaded by uevent at base: 8 KiB, its .text at the start. */
+static layout_module *dummy_at(uint64_t base) {
+        layout_module *m = layout_module_new("dummy");
+
+        ASSERT_TRUE(m);
+        m->loaded_how = LAYOUT_SOURCE_UEVENT;
+        m->base = base;
+        m->size = 0x2000;
+        add_section(m, ".text", base, 0x800);
+        return m;
+}
+
 static void expect_symbol(const layout *l, uint64_t addr, uint64_t t, const char *module, const char *symbol,
                           uint64_t symbol_addr) {
         layout_hit h;
@@ -332,12 +344,7 @@ TEST(startup_modules_on_freed_init_memory) {
 
         /* c is loaded at 20 s on b's freed init memory; its own init ran
          * just before its add uevent: its window reaches back past it. */
-        c = layout_module_new("dummy");
-        ASSERT_TRUE(c);
-        c->loaded_how = LAYOUT_SOURCE_UEVENT;
-        c->base = BRD_INIT;
-        c->size = 0x2000;
-        add_section(c, ".text", BRD_INIT, 0x800);
+        c = dummy_at(BRD_INIT);
         ASSERT_OK(layout_add_module(l, c, 20 * SEC, &c));
         ASSERT_U64_EQ(c->valid_from_ns, 0);
         ASSERT_U64_EQ(c->init_end_ns, 20 * SEC);
@@ -364,12 +371,7 @@ TEST(startup_module_loaded_after_sampling_began) {
         ASSERT_TRUE(h.module == a);
         ASSERT_STREQ(h.section, ".init.text");
 
-        c = layout_module_new("dummy");
-        ASSERT_TRUE(c);
-        c->loaded_how = LAYOUT_SOURCE_UEVENT;
-        c->base = BRD_INIT;
-        c->size = 0x2000;
-        add_section(c, ".text", BRD_INIT, 0x800);
+        c = dummy_at(BRD_INIT);
         ASSERT_OK(layout_add_module(l, c, 20 * SEC, &c));
         ASSERT_U64_EQ(c->valid_from_ns, 10 * SEC);
         ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 9 * SEC, &h));
@@ -389,12 +391,7 @@ TEST(freed_init_of_a_module_found_in_its_init) {
         o->init_running = true;
         ASSERT_OK(layout_add_module(l, o, 10 * SEC, &o));
         layout_module_init_done(l, o, 13 * SEC);
-        c = layout_module_new("dummy");
-        ASSERT_TRUE(c);
-        c->loaded_how = LAYOUT_SOURCE_UEVENT;
-        c->base = BRD_INIT;
-        c->size = 0x2000;
-        add_section(c, ".text", BRD_INIT, 0x800);
+        c = dummy_at(BRD_INIT);
         ASSERT_OK(layout_add_module(l, c, 20 * SEC, &c));
         ASSERT_U64_EQ(c->valid_from_ns, 13 * SEC);
         ASSERT_OK(layout_resolve(l, BRD_INIT + 0x10, 12 * SEC, &h));
