@@ -302,6 +302,13 @@ static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, int64_t *ret) {
                 f.module = m.path;
                 f.offset = m.pgoff + (ip - m.start);
                 f.build_id = m.build_id[0] ? m.build_id : NULL;
+                /* A file's code is the same frame in every process that
+                 * maps it, wherever ASLR put it: keyed by the file, its
+                 * build-id and the file offset, not by the process's
+                 * address. Anonymous memory ("", "[heap]", "//anon") has
+                 * no such identity. */
+                if (m.path && m.path[0] == '/')
+                        f.addr = f.offset;
         }
         return store_intern_frame(in->store, &f, ret);
 }

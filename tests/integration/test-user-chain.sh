@@ -36,7 +36,11 @@ fi
 
 start_daemon
 before=$(status_field invalid_user_frames)
-"$FORGED_FRAME" $ADDR 2 || fail "forged-frame failed"
+# Two processes: ASLR puts forged-frame's code at two addresses.
+"$FORGED_FRAME" $ADDR 1 & P1=$!
+wait $P1 || fail "forged-frame failed"
+"$FORGED_FRAME" $ADDR 1 & P2=$!
+wait $P2 || fail "forged-frame failed"
 
 # Resolved at the drain; the forged entry and the one after it, at least.
 poll_field invalid_user_frames -ge $((before + 2))
@@ -70,3 +74,24 @@ assert not bad, f"user frames at {sorted(bad)} were stored"
 assert leaf_user >= total // 2, f"only {leaf_user} of {total} stacks end in forged-frame's code"
 PY
 pass "no kernel-half address or frame after it in forged-frame's stacks; its own frame is kept"
+
+# Its code is one frame in both processes: keyed by the file and the offset
+# in it, not by where each process had it mapped.
+for p in $P1 $P2; do
+        "$PERFSNAPCTL" query --since 5m --pid $p --format json > "$T/q.$p.json" || fail "query --pid $p failed"
+done
+python3 - "$T/q.$P1.json" "$T/q.$P2.json" "$FORGED_FRAME" <<'PY' || fail "forged-frame's code is not one frame in its two processes (see above)"
+import json, os, sys
+size = os.path.getsize(sys.argv[3])
+tops = []
+for path in sys.argv[1:3]:
+    rows = [r for r in json.load(open(path))["result"]["rows"]
+            if not r["kernel"] and r["module"].endswith("/forged-frame")]
+    rows.sort(key=lambda r: -r["samples"])
+    print(path.rsplit("/", 1)[1], [(r["symbol"], r["samples"]) for r in rows[:3]])
+    assert rows, f"no user rows in forged-frame for {path}"
+    tops.append(rows[0]["symbol"])
+assert tops[0] == tops[1], f"the two processes' hottest user frames differ: {tops}"
+assert int(tops[0], 16) < size, f"{tops[0]} is no offset in forged-frame ({size} bytes)"
+PY
+pass "forged-frame's hottest code is the same frame ($(python3 -c 'import json,sys; r=[x for x in json.load(open(sys.argv[1]))["result"]["rows"] if not x["kernel"]]; r.sort(key=lambda x:-x["samples"]); print(r[0]["symbol"])' "$T/q.$P1.json"), a file offset) in both processes"
