@@ -1012,24 +1012,19 @@ size_t tasks_memory_bytes(const tasks *t) {
         if (!t)
                 return 0;
         n = sizeof *t;
-        for (size_t k = 0; k < 3; k++) {
-                const table *tb = k == 0 ? &t->processes : k == 1 ? &t->threads : &t->files;
-
-                if (!tb->slots)
-                        continue;
-                n += (tb->mask + 1) * sizeof(slot);
-                for (size_t i = 0; i <= tb->mask; i++) {
-                        const void *v = tb->slots[i].val;
-
-                        if (!v)
-                                continue;
-                        if (tb == &t->processes)
-                                n += sizeof(process) + ((const process *) v)->alloc_maps * sizeof(map_entry);
-                        else if (tb == &t->threads)
-                                n += sizeof(thread);
-                        else
-                                n += sizeof(file_ref) + strlen(((const file_ref *) v)->path) + 1;
-                }
+        n += t->processes.slots ? (t->processes.mask + 1) * sizeof(slot) : 0;
+        n += t->threads.slots ? (t->threads.mask + 1) * sizeof(slot) : 0;
+        n += t->files.slots ? (t->files.mask + 1) * sizeof(slot) : 0;
+        n += t->threads.n * sizeof(thread);
+        for (size_t i = 0; t->processes.slots && i <= t->processes.mask; i++) {
+                const process *p = t->processes.slots[i].val;
+                if (p)
+                        n += sizeof *p + p->alloc_maps * sizeof(map_entry);
+        }
+        for (size_t i = 0; t->files.slots && i <= t->files.mask; i++) {
+                const file_ref *f = t->files.slots[i].val;
+                if (f)
+                        n += sizeof *f + strlen(f->path) + 1;
         }
         return n;
 }

@@ -150,16 +150,13 @@ wait_until() {
 # poll_field NAME OP VALUE [TIMEOUT_S]: polls status until [ NAME OP VALUE ]
 # holds (OP as for test: -ge, -gt, -eq, = ...); 1 on a timeout. Sets FIELD
 # to the last value seen.
+field_holds() {
+        FIELD=$(status_field "$1")
+        [ -n "$FIELD" ] && [ "$FIELD" "$2" "$3" ] 2>/dev/null
+}
 poll_field() {
-        local name=$1 op=$2 want=$3 timeout=${4:-$WAIT_TIMEOUT} end
-        end=$(( $(now_ns) + timeout * 1000000000 ))
-        while :; do
-                FIELD=$(status_field "$name")
-                [ -n "$FIELD" ] && [ "$FIELD" "$op" "$want" ] 2>/dev/null && return 0
-                check_alive "status $name $op $want"
-                [ "$(now_ns)" -lt "$end" ] || return 1
-                sleep 0.1
-        done
+        local WAIT_TIMEOUT=${4:-$WAIT_TIMEOUT}
+        poll_until field_holds "$1" "$2" "$3"
 }
 
 # wait_field NAME OP VALUE [TIMEOUT_S]: as poll_field; on a timeout fails

@@ -51,16 +51,15 @@ n=$(sed -n 's/.*Stopped: \([0-9]*\) samples stored.*/\1/p' "$DAEMON_LOG")
 [ "${n:-0}" -gt 0 ] || fail "with CAP_PERFMON+CAP_SYSLOG it stored no samples"
 pass "CAP_PERFMON + CAP_SYSLOG: samples ($n), clean stop"
 
-run_with +syslog
-exit_status
-cat "$DAEMON_LOG"
-[ "$RC" = 1 ] || fail "without CAP_PERFMON: exit $RC, expected 1"
-grep -q "Failed to open perf events.*CAP_PERFMON" "$DAEMON_LOG" || fail "without CAP_PERFMON: the error does not say so"
-pass "without CAP_PERFMON: refuses, naming it"
-
-run_with +perfmon
-exit_status
-cat "$DAEMON_LOG"
-[ "$RC" = 1 ] || fail "without CAP_SYSLOG: exit $RC, expected 1"
-grep -q "proc/kallsyms.*CAP_SYSLOG" "$DAEMON_LOG" || fail "without CAP_SYSLOG: the error does not say so"
-pass "without CAP_SYSLOG: refuses, naming it"
+# expect_refusal CAPS MISSING PATTERN: with only CAPS it exits 1 with an
+# error matching PATTERN that names the MISSING capability.
+expect_refusal() {
+        run_with "$1"
+        exit_status
+        cat "$DAEMON_LOG"
+        [ "$RC" = 1 ] || fail "without $2: exit $RC, expected 1"
+        grep -q "$3" "$DAEMON_LOG" || fail "without $2: the error does not say so"
+        pass "without $2: refuses, naming it"
+}
+expect_refusal +syslog CAP_PERFMON "Failed to open perf events.*CAP_PERFMON"
+expect_refusal +perfmon CAP_SYSLOG "proc/kallsyms.*CAP_SYSLOG"
