@@ -24,6 +24,7 @@ void config_init(config *c) {
                 .socket = strdup("/run/perfsnapd/perfsnapd.sock"),
                 .group = strdup("perfsnap"),
                 .retention_ns = 7ULL * 24 * 3600 * NSEC_PER_SEC,
+                .database_max_size_auto = true,
                 .rescan_interval_ns = 60 * NSEC_PER_SEC,
                 .max_clients = 64,
                 .query_max_rows = 10000,
@@ -226,6 +227,23 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 c->retention_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
+        if (streq(key, "database_max_size")) {
+                uint64_t bytes;
+                c->database_max_size_auto = false;
+                if (streq(v, "auto")) {
+                        c->database_max_size_auto = true;
+                        c->database_max_size_bytes = 0;
+                        return 0;
+                }
+                if (streq(v, "0") || streq(v, "unlimited")) {
+                        c->database_max_size_bytes = 0;
+                        return 0;
+                }
+                if (size_parse(v, &bytes) < 0 || bytes < (1ULL << 20))
+                        return *ret_why = "expected a size of at least 1M (e.g. 500M), auto, or unlimited", -EINVAL;
+                c->database_max_size_bytes = bytes;
+                return 0;
+        }
         if (strcmp(key, "rescan_interval") == 0) {
                 if (strcmp(v, "0") == 0 || strcmp(v, "never") == 0) {
                         c->rescan_interval_ns = 0;
@@ -341,7 +359,7 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 }
 
 char *config_format(const config *c) {
-        char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32];
+        char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
         char *s;
 
         fmt_duration_key(c->snapshot_delay_ns, delay, sizeof delay);
@@ -353,6 +371,13 @@ char *config_format(const config *c) {
                 fmt_size_key(c->cache_max_size_bytes, max_size, sizeof max_size);
         else
                 strcpy(max_size, "unlimited");
+
+        if (c->database_max_size_auto)
+                strcpy(db_max, "auto");
+        else if (c->database_max_size_bytes)
+                fmt_size_key(c->database_max_size_bytes, db_max, sizeof db_max);
+        else
+                strcpy(db_max, "unlimited");
 
         if (c->rescan_interval_ns)
                 fmt_duration_key(c->rescan_interval_ns, rescan, sizeof rescan);
@@ -377,6 +402,7 @@ char *config_format(const config *c) {
                      "socket = %s\n"
                      "group = %s\n"
                      "retention = %s\n"
+                     "database_max_size = %s\n"
                      "rescan_interval = %s\n"
                      "max_clients = %u\n"
                      "query_max_rows = %u\n"
@@ -388,10 +414,18 @@ char *config_format(const config *c) {
                      "cache_max_size = %s\n"
                      "cache_max_age = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
-                     c->database, c->socket, c->group, retention, rescan, c->max_clients,
+                     c->database, c->socket, c->group, retention, db_max, rescan, c->max_clients,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
                      max_age) < 0)
                 return NULL;
         return s;
+}
+
+uint64_t config_database_max_size(const config *c, uint64_t fs_bytes) {
+        if (!c->database_max_size_auto)
+                return c->database_max_size_bytes;
+        if (fs_bytes == 0)
+                return 1ULL << 30;
+        return MIN(1ULL << 30, MAX(fs_bytes / 20, 1ULL << 20));
 }

@@ -20,6 +20,8 @@ typedef struct config {
         char *socket;
         char *group;                    /* may query besides root; "" = root only */
         uint64_t retention_ns;          /* samples older than this are deleted; 0 = keep */
+        uint64_t database_max_size_bytes; /* 0 = no cap; see database_max_size_auto */
+        bool database_max_size_auto;    /* the smaller of 1 GiB and 5% of the file system */
         uint64_t rescan_interval_ns;    /* proc/modules is compared with the layout this often; 0 = never */
         uint32_t max_clients;
         uint32_t query_max_rows;
@@ -38,6 +40,9 @@ typedef struct config {
 void config_init(config *c);            /* the documented defaults */
 void config_done(config *c);
 int config_copy(const config *from, config *to);
+
+/* The size cap in effect for a file system of fs_bytes. */
+uint64_t config_database_max_size(const config *c, uint64_t fs_bytes);
 
 /* Parses text over the values already in c. On error returns -EINVAL and
  * sets *ret_error to a newly allocated "SOURCE:LINE: message". */

@@ -27,6 +27,7 @@
 #include "macro.h"
 #include "store.h"
 #include "store-private.h"
+#include "store-samples.h"
 
 /* Readers wait this long for a writer's checkpoint or a schema change;
  * the writer waits this long for a reader holding the WAL. */
@@ -50,11 +51,6 @@
  * The kernel's NR_CPUS is at most 8192 on x86-64. */
 #define STORE_MAX_CPU 65535
 
-/* Samples are inserted this many rows per INSERT statement: a statement
- * execution has a fixed cost about as large as a row's, so a batch of rows
- * per execution cuts the insert cost by ~40% (measured with sqlite 3.40). */
-#define SAMPLE_ROWS_PER_INSERT 32
-
 enum {
         STMT_BEGIN,
         STMT_COMMIT,
@@ -65,8 +61,6 @@ enum {
         STMT_FRAME_SELECT,
         STMT_STACK_INSERT,
         STMT_STACK_SELECT,
-        STMT_SAMPLE_INSERT,
-        STMT_SAMPLE_INSERT_MANY,        /* SAMPLE_ROWS_PER_INSERT rows; SQL made by sample_insert_many_sql() */
         STMT_LOST_INSERT,
         STMT_BOOT_INSERT,
         STMT_BOOT_SELECT,
@@ -87,8 +81,6 @@ static const char *const stmt_sql[_STMT_MAX] = {
                                "AND offset = ?4 AND module_id = ?5 AND build_id_id = ?6",
         [STMT_STACK_INSERT]  = "INSERT OR IGNORE INTO stacks(parent, frame) VALUES (?1, ?2)",
         [STMT_STACK_SELECT]  = "SELECT id FROM stacks WHERE parent = ?1 AND frame = ?2",
-        [STMT_SAMPLE_INSERT] = "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot, snapshot) "
-                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [STMT_LOST_INSERT]   = "INSERT INTO lost(time_ns, cpu, count) VALUES (?1, ?2, ?3)",
         [STMT_BOOT_INSERT]   = "INSERT OR IGNORE INTO boots(boot_uuid, build_id, text_addr, release, first_ns) "
                                "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -110,9 +102,7 @@ struct store {
         hashmap *chain_cache;   /* a sample's whole call stack (see chain_key()) -> leaf stack id */
         size_t chain_cache_bytes;
 
-        /* Sample rows of the open batch not yet given to sqlite. */
-        stored_sample pending[SAMPLE_ROWS_PER_INSERT];
-        size_t n_pending;
+        sample_writer *samples; /* the writer's open periods (store-samples.c) */
         int batch_error;        /* a write of the open batch failed: commit must not succeed */
 
         uint8_t *keybuf;        /* scratch for frame_key() */
@@ -204,25 +194,9 @@ static int query_int64(sqlite3 *db, const char *sql, int64_t *ret) {
         return 0;
 }
 
-static void sample_insert_many_sql(char *buf, size_t size) {
-        size_t n;
-
-        n = (size_t) snprintf(buf, size, "INSERT INTO samples(time_ns, cpu, pid, tid, comm, stack, period, boot, snapshot) VALUES ");
-        for (unsigned i = 0; i < SAMPLE_ROWS_PER_INSERT && n < size; i++)
-                n += (size_t) snprintf(buf + n, size - n, "%s(?,?,?,?,?,?,?,?,?)", i > 0 ? "," : "");
-}
-
 static int get_stmt(store *s, unsigned idx, sqlite3_stmt **ret) {
         if (!s->stmts[idx]) {
-                char many[128 + SAMPLE_ROWS_PER_INSERT * 24];
-                const char *sql = stmt_sql[idx];
-                int rc;
-
-                if (idx == STMT_SAMPLE_INSERT_MANY) {
-                        sample_insert_many_sql(many, sizeof(many));
-                        sql = many;
-                }
-                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[idx], NULL);
+                int rc = sqlite3_prepare_v3(s->db, stmt_sql[idx], -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[idx], NULL);
                 if (rc != SQLITE_OK)
                         return errno_from_sqlite(s->db, rc);
         }
@@ -271,62 +245,16 @@ static void caches_clear(store *s) {
 static void check_rolled_back(store *s) {
         if (s->in_tx && sqlite3_get_autocommit(s->db)) {
                 s->in_tx = false;
-                s->n_pending = 0;
                 s->batch_error = 0;
                 caches_clear(s);
+                (void) sample_writer_reload(s->samples);
         }
-}
-
-static void bind_sample(sqlite3_stmt *st, int base, const stored_sample *smp) {
-        sqlite3_bind_int64(st, base + 1, i64(smp->time_ns));
-        sqlite3_bind_int64(st, base + 2, smp->cpu);
-        sqlite3_bind_int64(st, base + 3, smp->pid);
-        sqlite3_bind_int64(st, base + 4, smp->tid);
-        sqlite3_bind_int64(st, base + 5, smp->comm_id);
-        sqlite3_bind_int64(st, base + 6, smp->stack_id);
-        sqlite3_bind_int64(st, base + 7, i64(smp->period));
-        sqlite3_bind_int64(st, base + 8, smp->boot_id);
-        if (smp->snapshot_id > 0)
-                sqlite3_bind_int64(st, base + 9, smp->snapshot_id);
-        else
-                sqlite3_bind_null(st, base + 9);
-}
-
-/* Hands the buffered sample rows to sqlite. On failure they are dropped
- * and the batch is marked failed, so that store_commit() cannot report a
- * batch as committed with rows missing. */
-static int flush_samples(store *s) {
-        sqlite3_stmt *st = NULL;
-        size_t n = s->n_pending;
-        int r = 0;
-
-        if (n == 0)
-                return 0;
-        s->n_pending = 0;
-
-        if (n == SAMPLE_ROWS_PER_INSERT) {
-                r = get_stmt(s, STMT_SAMPLE_INSERT_MANY, &st);
-                if (r >= 0) {
-                        for (size_t i = 0; i < n; i++)
-                                bind_sample(st, (int) i * 9, s->pending + i);
-                        r = step_done(s, st);
-                }
-        } else {
-                r = get_stmt(s, STMT_SAMPLE_INSERT, &st);
-                for (size_t i = 0; r >= 0 && i < n; i++) {
-                        bind_sample(st, 0, s->pending + i);
-                        r = step_done(s, st);
-                }
-        }
-
-        if (r < 0 && s->batch_error == 0)
-                s->batch_error = r;
-        return r;
 }
 
 size_t store_cache_bytes(const store *s) {
         return hashmap_memory_bytes(s->string_cache) + hashmap_memory_bytes(s->frame_cache) +
-               hashmap_memory_bytes(s->stack_cache) + hashmap_memory_bytes(s->chain_cache);
+               hashmap_memory_bytes(s->stack_cache) + hashmap_memory_bytes(s->chain_cache) +
+               (s->samples ? sample_writer_memory_bytes(s->samples) : 0);
 }
 
 static int cache_put(hashmap *h, const void *key, size_t len, int64_t id) {
@@ -368,6 +296,7 @@ static const migration_fn migrations[] = {
         store_migrate_1_to_2,   /* store-layout.c */
         store_migrate_2_to_3,   /* store-layout.c */
         store_migrate_3_to_4,   /* store-layout.c */
+        store_migrate_4_to_5,   /* store-samples.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -478,6 +407,30 @@ int store_checkpoint(store *s) {
         return 1;
 }
 
+/* The writer's sample accumulators, read back from the database; a
+ * schema-4 samples table is converted first, in one transaction. */
+static int open_samples(store *s) {
+        uint64_t n = 0;
+        int r;
+
+        r = sample_writer_new(s, &s->samples);
+        if (r < 0)
+                return r;
+        r = sample_writer_reload(s->samples);
+        if (r < 0)
+                return r;
+
+        r = store_begin(s);
+        if (r < 0)
+                return r;
+        r = sample_writer_convert_v4(s->samples, &n);
+        if (r < 0) {
+                (void) store_rollback(s);
+                return r;
+        }
+        return store_commit(s);
+}
+
 int store_open(const char *path, store_mode mode, store **ret) {
         _cleanup_(store_freep) store *s = NULL;
         int64_t version;
@@ -540,6 +493,9 @@ int store_open(const char *path, store_mode mode, store **ret) {
                 r = hashmap_new(&s->chain_cache);
                 if (r < 0)
                         return r;
+                r = open_samples(s);
+                if (r < 0)
+                        return r;
         } else {
                 /* Belt and braces: the connection is read-only already;
                  * query_only also refuses e.g. a PRAGMA that would write. */
@@ -569,9 +525,16 @@ store *store_free(store *s) {
         if (!s)
                 return NULL;
 
-        if (s->in_tx)
-                (void) store_commit(s);
+        /* A clean stop writes the open bucket; the open minute and hour
+         * are read back from the buckets at the next open. */
+        if (s->samples && (s->in_tx || store_begin(s) >= 0)) {
+                if (sample_writer_flush_partial(s->samples) < 0)
+                        (void) store_rollback(s);
+                else
+                        (void) store_commit(s);
+        }
 
+        sample_writer_free(s->samples);
         for (unsigned i = 0; i < _STMT_MAX; i++)
                 sqlite3_finalize(s->stmts[i]);
         /* The last connection to close checkpoints and removes the WAL. */
@@ -625,17 +588,18 @@ int store_rollback(store *s) {
                 return -EINVAL;
 
         s->in_tx = false;
-        s->n_pending = 0;
         s->batch_error = 0;
         caches_clear(s);
 
-        if (sqlite3_get_autocommit(s->db))
-                return 0;       /* sqlite rolled it back already */
-
-        r = get_stmt(s, STMT_ROLLBACK, &st);
-        if (r < 0)
-                return r;
-        return step_done(s, st);
+        r = 0;
+        if (!sqlite3_get_autocommit(s->db)) {   /* else sqlite rolled it back already */
+                r = get_stmt(s, STMT_ROLLBACK, &st);
+                if (r >= 0)
+                        r = step_done(s, st);
+        }
+        /* The open periods may hold ids of the batch: read them back. */
+        (void) sample_writer_reload(s->samples);
+        return r;
 }
 
 int store_commit(store *s) {
@@ -647,9 +611,9 @@ int store_commit(store *s) {
         if (!s->in_tx)
                 return -EINVAL;
 
-        r = flush_samples(s);
+        r = s->batch_error;
         if (r >= 0)
-                r = s->batch_error;
+                r = sample_writer_before_commit(s->samples);
         if (r >= 0)
                 r = get_stmt(s, STMT_COMMIT, &st);
         if (r >= 0)
@@ -663,6 +627,7 @@ int store_commit(store *s) {
         }
 
         s->in_tx = false;
+        sample_writer_committed(s->samples);
         return 0;
 }
 
@@ -966,13 +931,12 @@ int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *r
 /* Always inside a transaction (the caller's batch or auto_begin()'s), which
  * store_commit() flushes before committing. */
 static int insert_sample_locked(store *s, const stored_sample *smp) {
-        if (s->n_pending == SAMPLE_ROWS_PER_INSERT) {
-                int r = flush_samples(s);
-                if (r < 0)
-                        return r;
-        }
-        s->pending[s->n_pending++] = *smp;
-        return 0;
+        int r = sample_writer_add(s->samples, smp);
+
+        /* The batch must not commit with a sample missing. */
+        if (r < 0 && s->batch_error == 0)
+                s->batch_error = r;
+        return r;
 }
 
 int store_insert_sample(store *s, const stored_sample *smp) {
@@ -1168,29 +1132,8 @@ int store_add_sample(store *s, int64_t boot_id, const sample *smp) {
         return auto_end(s, owned, add_sample_locked(s, boot_id, smp));
 }
 
-static int64_t link_snapshot_locked(store *s, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns, uint64_t until_ns) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        int r;
-
-        /* The rows still buffered are linked before they reach sqlite. */
-        for (size_t i = 0; i < s->n_pending; i++) {
-                stored_sample *p = s->pending + i;
-                if (p->boot_id == boot_id && p->snapshot_id <= 0 && p->time_ns >= from_ns && p->time_ns < until_ns)
-                        p->snapshot_id = snapshot_id;
-        }
-        r = store_prepare(s, "UPDATE samples SET snapshot = ?1 WHERE time_ns >= ?2 AND time_ns < ?3 "
-                             "AND boot = ?4 AND snapshot IS NULL", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, snapshot_id);
-        sqlite3_bind_int64(st, 2, from_ns > INT64_MAX ? INT64_MAX : i64(from_ns));
-        sqlite3_bind_int64(st, 3, until_ns > INT64_MAX ? INT64_MAX : i64(until_ns));
-        sqlite3_bind_int64(st, 4, boot_id);
-        r = store_step_done(s, st);
-        if (r < 0)
-                return r;
-        return sqlite3_changes64(s->db);
-}
+static int read_begin(store *s, bool *ret_owned);
+static void read_end(store *s, bool owned);
 
 int64_t store_link_snapshot(store *s, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns, uint64_t until_ns) {
         bool owned;
@@ -1202,25 +1145,24 @@ int64_t store_link_snapshot(store *s, int64_t boot_id, int64_t snapshot_id, uint
         r = auto_begin(s, &owned);
         if (r < 0)
                 return r;
-        n = link_snapshot_locked(s, boot_id, snapshot_id, from_ns, until_ns);
+        n = sample_writer_link_written(s->samples, boot_id, snapshot_id, from_ns, until_ns);
         r = auto_end(s, owned, n < 0 ? (int) n : 0);
         return r < 0 ? r : n;
 }
 
 int64_t store_count_snapshot_samples(store *s, int64_t snapshot_id) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        int r, rc;
+        bool owned;
+        int64_t n;
+        int r;
 
         if (!s)
                 return -EINVAL;
-        r = store_prepare(s, "SELECT count(*) FROM samples WHERE snapshot = ?1", &st);
+        r = read_begin(s, &owned);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, snapshot_id);
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                return store_step_errno(s, rc);
-        return sqlite3_column_int64(st, 0);
+        n = sample_count_snapshot(s, snapshot_id);
+        read_end(s, owned);
+        return n;
 }
 
 static int add_lost_locked(store *s, uint64_t time_ns, uint32_t cpu, uint64_t lost) {
@@ -1307,37 +1249,30 @@ int store_add_boot(store *s, const char *boot_uuid, const char *build_id, uint64
         return 0;
 }
 
-static int expire_locked(store *s, uint64_t before_ns, int64_t *ret_deleted) {
-        _cleanup_finalize_ sqlite3_stmt *st_samples = NULL, *st_lost = NULL;
-        int64_t before = before_ns > INT64_MAX ? INT64_MAX : i64(before_ns);
+/* Blocks deleted per call of store_expire(): a retention change that
+ * expires days at once is spread over several calls. */
+#define EXPIRE_MAX_BLOCKS 4096
+
+static int expire_locked(store *s, uint64_t before_ns, uint64_t *ret_deleted, bool *ret_more) {
+        _cleanup_finalize_ sqlite3_stmt *st_lost = NULL;
         int r;
 
-        r = flush_samples(s);
+        r = sample_writer_expire(s->samples, before_ns, EXPIRE_MAX_BLOCKS, ret_deleted, ret_more);
         if (r < 0)
                 return r;
-
-        r = prepare(s->db, "DELETE FROM samples WHERE time_ns < ?1", &st_samples);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st_samples, 1, before);
-        r = step_done(s, st_samples);
-        if (r < 0)
-                return r;
-        *ret_deleted = sqlite3_changes64(s->db);
-
         r = prepare(s->db, "DELETE FROM lost WHERE time_ns < ?1", &st_lost);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st_lost, 1, before);
+        sqlite3_bind_int64(st_lost, 1, before_ns > INT64_MAX ? INT64_MAX : i64(before_ns));
         r = step_done(s, st_lost);
         if (r < 0)
                 return r;
         return store_expire_layout(s, before_ns);
 }
 
-int64_t store_expire(store *s, uint64_t before_ns) {
-        int64_t deleted = 0;
-        bool owned;
+int64_t store_expire(store *s, uint64_t before_ns, bool *ret_more) {
+        uint64_t deleted = 0;
+        bool owned, more = false;
         int r;
 
         if (!s)
@@ -1346,10 +1281,57 @@ int64_t store_expire(store *s, uint64_t before_ns) {
         r = auto_begin(s, &owned);
         if (r < 0)
                 return r;
-        r = auto_end(s, owned, expire_locked(s, before_ns, &deleted));
+        r = auto_end(s, owned, expire_locked(s, before_ns, &deleted, &more));
         if (r < 0)
                 return r;
-        return deleted;
+        if (ret_more)
+                *ret_more = more;
+        return (int64_t) deleted;
+}
+
+int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret) {
+        cap_result res = {};
+        bool owned;
+        int r;
+
+        if (!s || !ret)
+                return -EINVAL;
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = auto_end(s, owned, sample_writer_enforce_cap(s->samples, max_bytes, EXPIRE_MAX_BLOCKS, &res));
+        if (r < 0)
+                return r;
+        *ret = (store_cap_result) {
+                .used_bytes = res.used_bytes,
+                .blocks = res.blocks,
+                .samples = res.samples,
+                .newest_removed_ns = res.newest_removed_ns,
+        };
+        return 0;
+}
+
+int store_flush_samples(store *s, uint64_t before_ns) {
+        bool owned;
+        int r;
+
+        if (!s)
+                return -EINVAL;
+        r = auto_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = sample_writer_flush(s->samples, before_ns);
+        if (r < 0 && s->batch_error == 0)
+                s->batch_error = r;
+        return auto_end(s, owned, r);
+}
+
+uint64_t store_pending_samples(const store *s) {
+        return s && s->samples ? sample_writer_pending(s->samples) : 0;
+}
+
+uint64_t store_dropped_samples(const store *s) {
+        return s && s->samples ? sample_writer_dropped(s->samples) : 0;
 }
 
 /* ---- readers ---- */
@@ -1360,9 +1342,20 @@ static int read_begin(store *s, bool *ret_owned) {
         int r;
 
         *ret_owned = false;
-        if (s->in_tx)
-                /* The writer reads its own batch, buffered rows included. */
-                return flush_samples(s);
+        if (s->in_tx) {
+                /* The writer reads its own batch, the open bucket included. */
+                return sample_writer_flush_partial(s->samples);
+        }
+        if (s->samples) {
+                /* The writer outside a batch: write its open bucket first. */
+                r = store_begin(s);
+                if (r >= 0)
+                        r = sample_writer_flush_partial(s->samples);
+                if (r >= 0)
+                        r = store_commit(s);
+                if (r < 0)
+                        return r;
+        }
         r = exec_sql(s->db, "BEGIN");
         if (r < 0)
                 return r;
@@ -1393,19 +1386,17 @@ static int file_size(const char *path, const char *suffix, uint64_t *ret) {
 }
 
 static int stats_locked(store *s, store_stats *st) {
-        _cleanup_finalize_ sqlite3_stmt *q = NULL;
+        sample_counters c;
         int64_t v;
-        int r, rc;
+        int r;
 
-        r = prepare(s->db, "SELECT count(*), coalesce(min(time_ns), 0), coalesce(max(time_ns), 0) FROM samples", &q);
+        /* Counters the writer keeps: no table scan. */
+        r = sample_meta_read(s->db, &c);
         if (r < 0)
                 return r;
-        rc = sqlite3_step(q);
-        if (rc != SQLITE_ROW)
-                return errno_from_sqlite(s->db, rc) ?: -EIO;
-        st->samples = u64(sqlite3_column_int64(q, 0));
-        st->first_ns = u64(sqlite3_column_int64(q, 1));
-        st->last_ns = u64(sqlite3_column_int64(q, 2));
+        st->samples = c.samples;
+        st->first_ns = c.first_ns;
+        st->last_ns = c.last_ns;
 
         r = query_int64(s->db, "SELECT coalesce(sum(count), 0) FROM lost", &v);
         if (r < 0)
@@ -1915,30 +1906,6 @@ static void bind_filters(sqlite3_stmt *st, const query_params *q, int64_t comm_i
         bind_named(st, ":comm", comm_id);
 }
 
-static int query_totals(store *s, const query_params *q, int64_t comm_id, query_result *res) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        char where[256], sql[512];
-        int r, rc;
-
-        where_clause(q, false, where, sizeof(where));
-        snprintf(sql, sizeof(sql),
-                 "SELECT count(*), coalesce(min(time_ns), 0), coalesce(max(time_ns), 0), count(DISTINCT cpu) "
-                 "FROM samples WHERE %s", where);
-        r = prepare(s->db, sql, &st);
-        if (r < 0)
-                return r;
-        bind_filters(st, q, comm_id);
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW)
-                return errno_from_sqlite(s->db, rc) ?: -EIO;
-
-        res->total_samples = u64(sqlite3_column_int64(st, 0));
-        res->first_ns = u64(sqlite3_column_int64(st, 1));
-        res->last_ns = u64(sqlite3_column_int64(st, 2));
-        res->n_cpus = (uint32_t) sqlite3_column_int64(st, 3);
-        return 0;
-}
-
 static int query_lost(store *s, const query_params *q, query_result *res) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         char where[256], sql[512];
@@ -1958,35 +1925,86 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
         return 0;
 }
 
-static int query_groups(store *s, const query_params *q, int64_t comm_id, group **ret, size_t *ret_n) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        _cleanup_free_ group *groups = NULL;
-        size_t n = 0, alloc = 0;
-        char where[256], sql[512];
-        int r, rc;
+/* One pass over the blocks of the window: totals, distinct CPUs and
+ * (comm, stack) -> samples, filtered in C. */
+typedef struct group_acc {
+        const query_params *q;
+        int64_t comm_id;
+        hashmap *idx;           /* (comm, stack) -> index in v */
+        group *v;
+        size_t n, alloc;
+        uint64_t total, first_ns, last_ns;
+        uint64_t cpus[(STORE_MAX_CPU + 1) / 64];
+} group_acc;
 
-        where_clause(q, false, where, sizeof(where));
-        snprintf(sql, sizeof(sql), "SELECT comm, stack, count(*) FROM samples WHERE %s GROUP BY comm, stack", where);
-        r = prepare(s->db, sql, &st);
-        if (r < 0)
-                return r;
-        bind_filters(st, q, comm_id);
+static int group_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        group_acc *g = userdata;
+        const query_params *q = g->q;
+        uint64_t matched = 0;
+        int r;
 
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                r = array_reserve_one((void **) &groups, &alloc, n, sizeof(group));
+        for (size_t i = 0; i < n; i++) {
+                const block_entry *e = v + i;
+                int64_t j;
+
+                if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
+                    (q->comm && e->comm_id != g->comm_id))
+                        continue;
+                matched += e->count;
+                if (e->cpu <= STORE_MAX_CPU)
+                        g->cpus[e->cpu / 64] |= UINT64_C(1) << (e->cpu % 64);
+
+                if (hashmap_get_pair(g->idx, (uint64_t) e->comm_id, (uint64_t) e->stack_id, &j) >= 0) {
+                        g->v[j].samples += e->count;
+                        continue;
+                }
+                r = array_reserve_one((void **) &g->v, &g->alloc, g->n, sizeof(group));
                 if (r < 0)
                         return r;
-                groups[n++] = (group) {
-                        .comm_id = sqlite3_column_int64(st, 0),
-                        .stack_id = sqlite3_column_int64(st, 1),
-                        .samples = u64(sqlite3_column_int64(st, 2)),
-                };
+                r = hashmap_put_pair(g->idx, (uint64_t) e->comm_id, (uint64_t) e->stack_id, (int64_t) g->n);
+                if (r < 0)
+                        return r;
+                g->v[g->n++] = (group) { .comm_id = e->comm_id, .stack_id = e->stack_id, .samples = e->count };
         }
-        if (rc != SQLITE_DONE)
-                return errno_from_sqlite(s->db, rc) ?: -EIO;
+        if (matched > 0) {
+                if (g->total == 0 || b->first_ns < g->first_ns)
+                        g->first_ns = b->first_ns;
+                g->last_ns = MAX(g->last_ns, b->last_ns);
+                g->total += matched;
+        }
+        return 0;
+}
 
-        *ret = TAKE_PTR(groups);
-        *ret_n = n;
+static int query_groups(store *s, const query_params *q, int64_t comm_id, query_result *res, group **ret,
+                        size_t *ret_n) {
+        _cleanup_hashmap_ hashmap *idx = NULL;
+        _cleanup_free_ group_acc *g = NULL;
+        int r;
+
+        g = calloc(1, sizeof *g);
+        if (!g)
+                return -ENOMEM;
+        r = hashmap_new(&idx);
+        if (r < 0)
+                return r;
+        g->q = q;
+        g->comm_id = comm_id;
+        g->idx = idx;
+
+        r = sample_scan(s, q->since_ns, q->until_ns, SAMPLE_LEVELS - 1, group_block, g);
+        if (r < 0) {
+                free(g->v);
+                return r;
+        }
+
+        res->total_samples = g->total;
+        res->first_ns = g->first_ns;
+        res->last_ns = g->last_ns;
+        res->n_cpus = 0;
+        for (size_t i = 0; i < ELEMENTSOF(g->cpus); i++)
+                res->n_cpus += (uint32_t) __builtin_popcountll(g->cpus[i]);
+        *ret = g->v;
+        *ret_n = g->n;
         return 0;
 }
 
@@ -2207,15 +2225,11 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
                         return r;
         }
 
-        r = query_totals(s, q, comm_id, res);
+        r = query_groups(s, q, comm_id, res, &groups, &n_groups);
         if (r < 0)
                 return r;
         if (res->total_samples == 0)
                 return 0;
-
-        r = query_groups(s, q, comm_id, &groups, &n_groups);
-        if (r < 0)
-                return r;
 
         r = query_ctx_init(&c, s);
         if (r < 0)

@@ -36,7 +36,7 @@ typedef enum store_mode {
         STORE_READONLY,         /* fails with -ENOENT if there is no database */
 } store_mode;
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
@@ -86,9 +86,33 @@ int store_add_lost(store *s, uint64_t time_ns, uint32_t cpu, uint64_t lost);
 int store_add_boot(store *s, const char *boot_uuid, const char *build_id, uint64_t text_addr,
                    const char *release, uint64_t time_ns, int64_t *ret_id);
 
-/* Deletes samples and lost records older than before_ns; returns the number
- * of samples deleted. */
-int64_t store_expire(store *s, uint64_t before_ns);
+/* Samples are written in blocks, one per bucket (a second) per level, when
+ * the bucket closes: store_flush_samples() writes those that end at or
+ * before before_ns (the ingest horizon; UINT64_MAX: all). A reader on the
+ * writer's own connection sees the open bucket too. store_free() writes
+ * the open bucket. */
+int store_flush_samples(store *s, uint64_t before_ns);
+/* Samples in the open bucket, not yet in the database. */
+uint64_t store_pending_samples(const store *s);
+/* Samples of batches that failed to commit (e.g. the disk was full). */
+uint64_t store_dropped_samples(const store *s);
+
+/* Deletes blocks of samples that end by before_ns (whole buckets, minutes,
+ * hours) and lost records older than it; returns the number of samples
+ * deleted. Deletes at most a few thousand blocks a call: *ret_more (may be
+ * NULL) says to call again. */
+int64_t store_expire(store *s, uint64_t before_ns, bool *ret_more);
+
+/* Holds the database's pages in use to max_bytes (0: no cap): deletes the
+ * oldest blocks, buckets first, then minutes, then hours, down to 90% of
+ * it, at most a few thousand blocks a call. Pages freed are reused by the
+ * next writes (and returned to the file system by incremental vacuum). */
+typedef struct store_cap_result {
+        uint64_t used_bytes;            /* in use before */
+        uint64_t blocks, samples;       /* deleted; samples of buckets */
+        uint64_t newest_removed_ns;     /* the newest sample deleted, 0 if none */
+} store_cap_result;
+int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
 
 /* Readers.
  *

@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
@@ -28,7 +29,11 @@
 
 #include "build-config.h"
 
-#define RETENTION_INTERVAL_SEC 600
+/* Retention and the size cap are checked this often, each a bounded
+ * step (store_expire(), store_enforce_cap()). */
+#define HOUSEKEEPING_INTERVAL_SEC 5
+/* A full retention pass (besides the steps a backlog takes). */
+#define RETENTION_INTERVAL_NS (600 * NSEC_PER_SEC)
 #define MISS_RESCAN_INTERVAL_NS NSEC_PER_SEC
 /* Records stamped this close to a drain's start wait for the next drain:
  * another CPU may still be writing a record it stamped earlier. */
@@ -54,6 +59,10 @@ struct daemon_ctx {
         uint64_t start_mono_ns;
         uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
+        uint64_t last_retention_ns;     /* CLOCK_MONOTONIC */
+        bool retention_more;            /* the last step left expired blocks */
+        uint64_t db_max_bytes;          /* database_max_size in effect */
+        uint64_t cap_removed_samples, cap_removed_newest_ns;
         int exit_code;
 };
 
@@ -91,20 +100,67 @@ static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
                 log_warning_errno(r, "Failed to checkpoint the database's WAL: %m");
 }
 
-static void on_retention_timer(evutil_socket_t fd, short what, void *userdata) {
-        daemon_ctx *d = userdata;
-        uint64_t now = clock_ns(CLOCK_REALTIME);
+static void expire_step(daemon_ctx *d, uint64_t now) {
+        uint64_t mono = clock_ns(CLOCK_MONOTONIC);
         int64_t n;
 
         if (d->cfg.retention_ns == 0 || now < d->cfg.retention_ns)
                 return;
-        /* store_expire() runs in its own transaction: close the batch first. */
-        (void) ingest_commit(d->ingest);
-        n = store_expire(d->store, now - d->cfg.retention_ns);
+        if (!d->retention_more && d->last_retention_ns && mono - d->last_retention_ns < RETENTION_INTERVAL_NS)
+                return;
+        d->last_retention_ns = mono;
+        n = store_expire(d->store, now - d->cfg.retention_ns, &d->retention_more);
         if (n < 0)
                 log_warning_errno((int) n, "Failed to delete expired samples: %m");
         else if (n > 0)
                 log_info("Deleted %lld samples older than the retention period.", (long long) n);
+}
+
+static void cap_step(daemon_ctx *d, uint64_t now) {
+        store_cap_result res;
+        int r;
+
+        r = store_enforce_cap(d->store, d->db_max_bytes, &res);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to hold the database to database_max_size: %m");
+                return;
+        }
+        if (res.blocks == 0)
+                return;
+        d->cap_removed_samples += res.samples;
+        d->cap_removed_newest_ns = MAX(d->cap_removed_newest_ns, res.newest_removed_ns);
+        if (d->cfg.retention_ns > 0 && res.newest_removed_ns + d->cfg.retention_ns > now)
+                log_warning("The database reached database_max_size (%llu bytes): deleted %llu samples up to %llu ns, "
+                            "younger than the retention period.",
+                            (unsigned long long) d->db_max_bytes, (unsigned long long) res.samples,
+                            (unsigned long long) res.newest_removed_ns);
+        else
+                log_info("The database reached database_max_size (%llu bytes): deleted the oldest %llu samples.",
+                         (unsigned long long) d->db_max_bytes, (unsigned long long) res.samples);
+}
+
+/* Runs in its own transactions: the ingest batch is committed first. */
+static void on_housekeeping_timer(evutil_socket_t fd, short what, void *userdata) {
+        daemon_ctx *d = userdata;
+        uint64_t now = clock_ns(CLOCK_REALTIME);
+
+        (void) ingest_commit(d->ingest);
+        expire_step(d, now);
+        cap_step(d, now);
+}
+
+/* database_max_size = auto: from the size of the database's file system. */
+static void compute_db_max(daemon_ctx *d) {
+        _cleanup_free_ char *dir = strdup(d->cfg.database);
+        struct statvfs sv;
+        uint64_t fs = 0;
+        char *slash;
+
+        if (dir && (slash = strrchr(dir, '/')))
+                *(slash == dir ? slash + 1 : slash) = 0;
+        if (dir && statvfs(dir, &sv) == 0)
+                fs = (uint64_t) sv.f_blocks * sv.f_frsize;
+        d->db_max_bytes = config_database_max_size(&d->cfg, fs);
 }
 
 static void on_uevent(const uevent *ev, bool lost, void *userdata) {
@@ -230,6 +286,10 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
                 apply_frequency(d, n.frequency_hz);
         d->cfg.frequency_hz = n.frequency_hz;
         d->cfg.retention_ns = n.retention_ns;
+        d->cfg.database_max_size_bytes = n.database_max_size_bytes;
+        d->cfg.database_max_size_auto = n.database_max_size_auto;
+        compute_db_max(d);
+        d->last_retention_ns = 0;
         d->cfg.log_level = n.log_level;
         if (n.drain_interval_ns != d->cfg.drain_interval_ns) {
                 struct timeval tv = tv_from_ns(n.drain_interval_ns);
@@ -290,6 +350,11 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "deferred_records", json_object_new_int64((int64_t) st->deferred));
         json_object_object_add(p, "ksymbol_records", json_object_new_boolean(d->events && perf_events_has_ksymbol(d->events)));
         json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
+        json_object_object_add(p, "pending_samples", json_object_new_int64((int64_t) store_pending_samples(d->store)));
+        json_object_object_add(p, "dropped_samples", json_object_new_int64((int64_t) store_dropped_samples(d->store)));
+        json_object_object_add(p, "database_max_size", json_object_new_int64((int64_t) d->db_max_bytes));
+        json_object_object_add(p, "cap_removed_samples", json_object_new_int64((int64_t) d->cap_removed_samples));
+        json_object_object_add(p, "cap_removed_newest_ns", json_object_new_int64((int64_t) d->cap_removed_newest_ns));
         json_object_object_add(p, "db_path", json_object_new_string(d->cfg.database));
         json_object_object_add(p, "kernel_release", json_object_new_string(k->release));
         json_object_object_add(p, "kernel_build_id", json_object_new_string(k->build_id));
@@ -482,11 +547,12 @@ int daemon_start(daemon_ctx *d) {
         tv = tv_from_ns(d->cfg.commit_interval_ns);
         if (!d->commit_timer || event_add(d->commit_timer, &tv) < 0)
                 return log_oom();
-        d->retention_timer = event_new(d->base, -1, EV_PERSIST, on_retention_timer, d);
-        tv = (struct timeval) { .tv_sec = RETENTION_INTERVAL_SEC };
+        compute_db_max(d);
+        d->retention_timer = event_new(d->base, -1, EV_PERSIST, on_housekeeping_timer, d);
+        tv = (struct timeval) { .tv_sec = HOUSEKEEPING_INTERVAL_SEC };
         if (!d->retention_timer || event_add(d->retention_timer, &tv) < 0)
                 return log_oom();
-        on_retention_timer(-1, 0, d);
+        on_housekeeping_timer(-1, 0, d);
 
         if (add_signal(d, SIGTERM, on_sigterm, &d->sig_term) < 0 ||
             add_signal(d, SIGINT, on_sigterm, &d->sig_int) < 0 ||

@@ -616,6 +616,20 @@ static int keep_for_next_drain(ingest *in, size_t first) {
         return 0;
 }
 
+/* Every record before the horizon is in: the buckets that end by it are
+ * complete, and are written. */
+static int flush_buckets(ingest *in, uint64_t horizon_ns, int64_t mono_to_wall_ns) {
+        uint64_t wall = horizon_ns == INGEST_HORIZON_ALL ? UINT64_MAX : (uint64_t) ((int64_t) horizon_ns + mono_to_wall_ns);
+        int r;
+
+        if (store_pending_samples(in->store) == 0 && horizon_ns != INGEST_HORIZON_ALL)
+                return 0;
+        r = store_flush_samples(in->store, wall);
+        if (r < 0)
+                return log_error_errno(r, "Failed to write a block of samples: %m");
+        return 0;
+}
+
 int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n, int64_t mono_to_wall_ns,
                  uint64_t horizon_ns) {
         uint64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -674,6 +688,9 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
         in->draining = false;
 
+        if (ret >= 0)
+                ret = flush_buckets(in, horizon_ns, mono_to_wall_ns);
+
         if (ret < 0) {
                 /* Do not commit half a drain: drop the batch. */
                 (void) store_rollback(in->store);
@@ -686,6 +703,9 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         (void) layout_forget_ksyms_before(in->layout, horizon_ns);
 
 done:
+        if (n_now == 0)
+                /* Nothing new, but time went on: close what ended. */
+                (void) flush_buckets(in, horizon_ns, mono_to_wall_ns);
         if (keep_for_next_drain(in, n_now) < 0) {
                 log_error("Out of memory: dropping %zu records stamped after this drain began.", in->n_pend - n_now);
                 in->stats.bad_records += in->n_pend - n_now;

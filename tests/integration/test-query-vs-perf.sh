@@ -69,7 +69,7 @@ stop_daemon
 [ "$DRC" = 0 ] || fail "perfsnapd exited with $DRC after SIGTERM"
 stored=$(sed -n 's/.*Stopped: \([0-9]*\) samples stored.*/\1/p' "$T/daemon.log")
 [ -n "$stored" ] || fail "no 'Stopped:' line in the daemon log"
-indb=$(sqlite3 "file:$DB?mode=ro" "SELECT COUNT(*) FROM samples;" 2>/dev/null || python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from samples').fetchone()[0])" "$DB")
+indb=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select coalesce(sum(n_samples), 0) from sample_blocks where level = 0').fetchone()[0])" "$DB")
 echo "daemon stored $stored samples, database holds $indb"
 [ "$stored" = "$indb" ] || fail "after SIGTERM the database holds $indb samples, the daemon counted $stored"
 pass "SIGTERM flushed every sample ($indb)"

@@ -72,6 +72,8 @@ static const frame U_LIBC = { FRAME_USER, 0x7f0000021234ULL, NULL, 0x1234, "/usr
 static const frame U_NOMAP = { FRAME_USER, 0x401000ULL, NULL, 0, NULL, NULL };
 
 #define T0 1700000000000000000ULL
+/* The start of the k-th one-second bucket after T0. */
+#define S(k) (T0 + (uint64_t) (k) * NSEC_PER_SEC)
 
 static void add(store *s, uint64_t t, uint32_t cpu, uint32_t pid, const char *comm, const frame *frames, size_t n) {
         sample smp = {
@@ -108,7 +110,7 @@ TEST(schema_version_and_wal) {
         /* WAL is a property of the file: a plain connection sees it. */
         ASSERT_EQ(sql_int(t.db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
         ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
-                                "('strings', 'frames', 'stacks', 'boots', 'samples', 'lost')"), 6);
+                                "('strings', 'frames', 'stacks', 'boots', 'sample_blocks', 'sample_meta', 'lost')"), 7);
 
         /* Reopening an up-to-date file migrates nothing and succeeds. */
         s = store_free(s);
@@ -173,7 +175,7 @@ TEST(readonly_refuses_writes) {
         ASSERT_ERROR(store_begin(r), EROFS);
         ASSERT_ERROR(store_intern_string(r, "x", &id), EROFS);
         ASSERT_ERROR(store_add_lost(r, T0, 0, 1), EROFS);
-        ASSERT_ERROR(store_expire(r, T0), EROFS);
+        ASSERT_ERROR(store_expire(r, T0, NULL), EROFS);
 }
 
 TEST(interning_is_idempotent_across_reopen) {
@@ -284,7 +286,7 @@ TEST(rollback_forgets_cached_ids) {
         ASSERT_EQ(sql_int(t.db, sql), 1);
 }
 
-/* The data set of the query tests; times T0 + 1..12. */
+/* The data set of the query tests; times S(1)..12. */
 static void fill_query_data(store *s) {
         const frame c1[] = { K_MEMCPY_10, K_ENTRY };
         const frame c2[] = { K_MEMCPY_20, K_ENTRY };
@@ -293,21 +295,21 @@ static void fill_query_data(store *s) {
         const frame n1[] = { K_NOSYM };
 
         ASSERT_OK(store_begin(s));
-        add(s, T0 + 1, 0, 100, "cat", c1, 2);
-        add(s, T0 + 2, 0, 100, "cat", c1, 2);
-        add(s, T0 + 3, 0, 100, "cat", c1, 2);
-        add(s, T0 + 4, 0, 100, "cat", c2, 2);
-        add(s, T0 + 5, 0, 100, "cat", c2, 2);
-        add(s, T0 + 6, 1, 100, "cat", c3, 1);
-        add(s, T0 + 7, 1, 200, "dd", d1, 2);
-        add(s, T0 + 8, 1, 200, "dd", d1, 2);
-        add(s, T0 + 9, 1, 200, "dd", d1, 2);
-        add(s, T0 + 10, 1, 200, "dd", d1, 2);
-        add(s, T0 + 11, 3, 0, NULL, NULL, 0);
-        add(s, T0 + 12, 3, 300, "kworker/0:1", n1, 1);
-        ASSERT_OK(store_add_lost(s, T0 + 3, 0, 7));
-        ASSERT_OK(store_add_lost(s, T0 + 8, 1, 5));
-        ASSERT_OK(store_add_lost(s, T0 + 20, 1, 100));
+        add(s, S(1), 0, 100, "cat", c1, 2);
+        add(s, S(2), 0, 100, "cat", c1, 2);
+        add(s, S(3), 0, 100, "cat", c1, 2);
+        add(s, S(4), 0, 100, "cat", c2, 2);
+        add(s, S(5), 0, 100, "cat", c2, 2);
+        add(s, S(6), 1, 100, "cat", c3, 1);
+        add(s, S(7), 1, 200, "dd", d1, 2);
+        add(s, S(8), 1, 200, "dd", d1, 2);
+        add(s, S(9), 1, 200, "dd", d1, 2);
+        add(s, S(10), 1, 200, "dd", d1, 2);
+        add(s, S(11), 3, 0, NULL, NULL, 0);
+        add(s, S(12), 3, 300, "kworker/0:1", n1, 1);
+        ASSERT_OK(store_add_lost(s, S(3), 0, 7));
+        ASSERT_OK(store_add_lost(s, S(8), 1, 5));
+        ASSERT_OK(store_add_lost(s, S(20), 1, 100));
         ASSERT_OK(store_commit(s));
 }
 
@@ -324,8 +326,8 @@ TEST(query_round_trip_and_filters) {
         query_params q = QUERY_PARAMS_INIT;
         r = run_query(s, &q, 0, 0);
         ASSERT_EQ(r->total_samples, 12);
-        ASSERT_U64_EQ(r->first_ns, T0 + 1);
-        ASSERT_U64_EQ(r->last_ns, T0 + 12);
+        ASSERT_U64_EQ(r->first_ns, S(1));
+        ASSERT_U64_EQ(r->last_ns, S(12));
         ASSERT_EQ(r->n_cpus, 3);
         ASSERT_EQ(r->lost, 112);
         ASSERT_EQ(r->n_rows, 5);
@@ -359,8 +361,8 @@ TEST(query_round_trip_and_filters) {
         r = run_query(s, &q, 0, 0);
         ASSERT_EQ(r->total_samples, 5);
         ASSERT_EQ(r->n_cpus, 1);
-        ASSERT_U64_EQ(r->first_ns, T0 + 6);
-        ASSERT_U64_EQ(r->last_ns, T0 + 10);
+        ASSERT_U64_EQ(r->first_ns, S(6));
+        ASSERT_U64_EQ(r->last_ns, S(10));
         ASSERT_EQ(r->lost, 105);
         ASSERT_EQ(r->n_rows, 2);
         assert_row(r, 0, "dd", "[brd]", "brd_submit_bio", 4);
@@ -386,18 +388,18 @@ TEST(query_round_trip_and_filters) {
 
         /* time: [since, until) */
         q = (query_params) QUERY_PARAMS_INIT;
-        q.since_ns = T0 + 3;
-        q.until_ns = T0 + 8;
+        q.since_ns = S(3);
+        q.until_ns = S(8);
         r = run_query(s, &q, 0, 0);
         ASSERT_EQ(r->total_samples, 5);         /* T0+3 .. T0+7 */
-        ASSERT_U64_EQ(r->first_ns, T0 + 3);
-        ASSERT_U64_EQ(r->last_ns, T0 + 7);
+        ASSERT_U64_EQ(r->first_ns, S(3));
+        ASSERT_U64_EQ(r->last_ns, S(7));
         ASSERT_EQ(r->lost, 7);                  /* T0+3 in, T0+8 out */
         assert_row(r, 0, "cat", MODULE_KERNEL, "memcpy", 3);
         query_result_free(r);
 
         q.until_ns = 0;
-        q.since_ns = T0 + 11;
+        q.since_ns = S(11);
         r = run_query(s, &q, 0, 0);
         ASSERT_EQ(r->total_samples, 2);
         ASSERT_EQ(r->lost, 100);
@@ -405,8 +407,8 @@ TEST(query_round_trip_and_filters) {
 
         /* Everything combined. */
         q = (query_params) QUERY_PARAMS_INIT;
-        q.since_ns = T0 + 2;
-        q.until_ns = T0 + 9;
+        q.since_ns = S(2);
+        q.until_ns = S(9);
         q.pid = 100;
         q.cpu = 0;
         q.comm = "cat";
@@ -419,12 +421,12 @@ TEST(query_round_trip_and_filters) {
 
         /* An empty window is not an error; an inverted one is. */
         q = (query_params) QUERY_PARAMS_INIT;
-        q.since_ns = T0 + 100;
+        q.since_ns = S(100);
         r = run_query(s, &q, 0, 0);
         ASSERT_EQ(r->total_samples, 0);
         ASSERT_EQ(r->n_cpus, 0);
         query_result_free(r);
-        q.until_ns = T0 + 50;
+        q.until_ns = S(50);
         r = NULL;
         ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EINVAL);
         ASSERT_NULL(r);
@@ -516,17 +518,17 @@ TEST(query_stacks) {
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
 
         ASSERT_OK(store_begin(s));
-        add(s, T0 + 1, 0, 1, "sh", full, 5);
-        add(s, T0 + 2, 0, 1, "sh", full, 5);
-        add(s, T0 + 3, 0, 1, "sh", full, 5);
+        add(s, S(1), 0, 1, "sh", full, 5);
+        add(s, S(2), 0, 1, "sh", full, 5);
+        add(s, S(3), 0, 1, "sh", full, 5);
         /* abc, then axc diverging in the middle, then abc again: the
          * second abc must land on the first one's node, not on axc's. */
-        add(s, T0 + 4, 0, 2, "io", abc, 3);
-        add(s, T0 + 5, 0, 2, "io", axc, 3);
-        add(s, T0 + 6, 0, 2, "io", abc, 3);
-        add(s, T0 + 7, 0, 2, "io", NULL, 0);
+        add(s, S(4), 0, 2, "io", abc, 3);
+        add(s, S(5), 0, 2, "io", axc, 3);
+        add(s, S(6), 0, 2, "io", abc, 3);
+        add(s, S(7), 0, 2, "io", NULL, 0);
         /* Same stack, other comm: a separate stack entry. */
-        add(s, T0 + 8, 0, 3, "cp", abc, 3);
+        add(s, S(8), 0, 3, "cp", abc, 3);
         ASSERT_OK(store_commit(s));
 
         /* Trie nodes: full = 5; abc = 3; axc shares entry_SYSCALL_64 = 2. */
@@ -598,11 +600,11 @@ TEST(stack_cache_follows_content_not_pointers) {
                 { FRAME_KERNEL, 0xffffffffc0000100ULL, "caller", 0x0, mod, NULL },
         };
         ASSERT_OK(store_begin(s));
-        add(s, T0 + 1, 0, 1, "x", f, 2);
+        add(s, S(1), 0, 1, "x", f, 2);
         snprintf(sym, sizeof(sym), "other_func");
-        add(s, T0 + 2, 0, 1, "x", f, 2);
+        add(s, S(2), 0, 1, "x", f, 2);
         snprintf(mod, sizeof(mod), "[modB]");
-        add(s, T0 + 3, 0, 1, "x", f, 2);
+        add(s, S(3), 0, 1, "x", f, 2);
 
         /* The same text from other buffers, and with different pointer
          * sharing between frames, is the same stack. */
@@ -611,7 +613,7 @@ TEST(stack_cache_follows_content_not_pointers) {
                 { FRAME_KERNEL, 0xffffffffc0000010ULL, sym2, 0x10, mod2, NULL },
                 { FRAME_KERNEL, 0xffffffffc0000100ULL, "caller", 0x0, mod3, NULL },
         };
-        add(s, T0 + 4, 0, 1, "x", g, 2);
+        add(s, S(4), 0, 1, "x", g, 2);
         ASSERT_OK(store_commit(s));
 
         query_params q = QUERY_PARAMS_INIT;
@@ -642,12 +644,12 @@ TEST(lost_sums) {
         ASSERT_NULL(per_cpu);
 
         /* Outside a batch each runs in its own transaction. */
-        ASSERT_OK(store_add_lost(s, T0 + 1, 0, 10));
-        ASSERT_OK(store_add_lost(s, T0 + 2, 2, 20));
-        ASSERT_OK(store_add_lost(s, T0 + 3, 2, 30));
-        ASSERT_OK(store_add_lost(s, T0 + 4, 0, 40));
+        ASSERT_OK(store_add_lost(s, S(1), 0, 10));
+        ASSERT_OK(store_add_lost(s, S(2), 2, 20));
+        ASSERT_OK(store_add_lost(s, S(3), 2, 30));
+        ASSERT_OK(store_add_lost(s, S(4), 0, 40));
         /* A bogus CPU number does not make the per-CPU array huge. */
-        ASSERT_OK(store_add_lost(s, T0 + 4, 4000000000u, 1));
+        ASSERT_OK(store_add_lost(s, S(4), 4000000000u, 1));
 
         ASSERT_OK(store_get_lost_per_cpu(s, 0, 0, &per_cpu, &n));
         ASSERT_EQ(n, 3);
@@ -657,7 +659,7 @@ TEST(lost_sums) {
         free(per_cpu);
         per_cpu = NULL;
 
-        ASSERT_OK(store_get_lost_per_cpu(s, T0 + 2, T0 + 4, &per_cpu, &n));
+        ASSERT_OK(store_get_lost_per_cpu(s, S(2), S(4), &per_cpu, &n));
         ASSERT_EQ(n, 3);
         ASSERT_EQ(per_cpu[0], 0);
         ASSERT_EQ(per_cpu[2], 50);
@@ -671,7 +673,7 @@ TEST(lost_sums) {
         query_result_free(r);
 
         q.cpu = 2;
-        q.since_ns = T0 + 3;
+        q.since_ns = S(3);
         r = run_query(s, &q, 0, 0);
         ASSERT_EQ(r->lost, 30);
         query_result_free(r);
@@ -686,31 +688,34 @@ TEST(expire) {
         tmpdir_make(&t);
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
 
+        /* One sample in each of ten buckets, 0.5 s into it. */
         ASSERT_OK(store_begin(s));
         for (uint64_t i = 1; i <= 10; i++)
-                add(s, T0 + i * 1000, 0, 1, "x", f, 1);
-        ASSERT_OK(store_add_lost(s, T0 + 2000, 0, 3));
-        ASSERT_OK(store_add_lost(s, T0 + 8000, 0, 4));
+                add(s, T0 + i * NSEC_PER_SEC + NSEC_PER_SEC / 2, 0, 1, "x", f, 1);
+        ASSERT_OK(store_add_lost(s, S(2), 0, 3));
+        ASSERT_OK(store_add_lost(s, S(8), 0, 4));
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
         ASSERT_OK(store_commit(s));
 
-        /* Strictly older than: T0+1000 .. T0+4000 go, T0+5000 stays. */
-        ASSERT_EQ(store_expire(s, T0 + 5000), 4);
-        ASSERT_EQ(store_expire(s, T0 + 5000), 0);
+        /* Whole buckets that end by the time: T0+1s .. T0+4s go; the
+         * bucket of T0+5s ends after T0+5.5s and stays. */
+        ASSERT_EQ(store_expire(s, S(5) + NSEC_PER_SEC / 2, NULL), 4);
+        ASSERT_EQ(store_expire(s, S(5) + NSEC_PER_SEC / 2, NULL), 0);
 
         ASSERT_OK(store_get_stats(s, &st));
         ASSERT_EQ(st.samples, 6);
-        ASSERT_U64_EQ(st.first_ns, T0 + 5000);
-        ASSERT_U64_EQ(st.last_ns, T0 + 10000);
+        ASSERT_U64_EQ(st.first_ns, S(5) + NSEC_PER_SEC / 2);
+        ASSERT_U64_EQ(st.last_ns, S(10) + NSEC_PER_SEC / 2);
         ASSERT_EQ(st.lost, 4);
 
         /* Inside a batch it is part of the batch. */
         ASSERT_OK(store_begin(s));
-        ASSERT_EQ(store_expire(s, T0 + 7000), 2);
+        ASSERT_EQ(store_expire(s, S(7), NULL), 2);
         ASSERT_OK(store_rollback(s));
         ASSERT_OK(store_get_stats(s, &st));
         ASSERT_EQ(st.samples, 6);
 
-        ASSERT_EQ(store_expire(s, UINT64_MAX), 6);
+        ASSERT_EQ(store_expire(s, UINT64_MAX, NULL), 6);
         ASSERT_OK(store_get_stats(s, &st));
         ASSERT_EQ(st.samples, 0);
         ASSERT_EQ(st.first_ns, 0);
@@ -733,8 +738,8 @@ TEST(stats) {
         ASSERT_OK(store_get_stats(s, &st));
         ASSERT_EQ(st.samples, 12);
         ASSERT_EQ(st.lost, 112);
-        ASSERT_U64_EQ(st.first_ns, T0 + 1);
-        ASSERT_U64_EQ(st.last_ns, T0 + 12);
+        ASSERT_U64_EQ(st.first_ns, S(1));
+        ASSERT_U64_EQ(st.last_ns, S(12));
         ASSERT_EQ(st.n_frames, 6);
         /* memcpy10>entry, memcpy20>entry share entry: 3; libc 1; brd 1
          * under entry; nosym 1. */
@@ -762,14 +767,16 @@ TEST(reader_concurrent_with_writer) {
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &w));
         ASSERT_OK(store_begin(w));
         for (uint64_t i = 0; i < 10; i++)
-                add(w, T0 + i, 0, 1, "a", f, 2);
+                add(w, S(i), 0, 1, "a", f, 2);
+        /* Buckets are written when they end: the ingest horizon says when. */
+        ASSERT_OK(store_flush_samples(w, S(10)));
         ASSERT_OK(store_commit(w));
 
         /* The writer holds an open batch while the reader opens and reads:
          * in WAL mode neither waits, and the reader sees the last commit. */
         ASSERT_OK(store_begin(w));
         for (uint64_t i = 10; i < 15; i++)
-                add(w, T0 + i, 0, 1, "a", f, 2);
+                add(w, S(i), 0, 1, "a", f, 2);
 
         ASSERT_OK(store_open(t.db, STORE_READONLY, &rd));
         query_params q = QUERY_PARAMS_INIT;
@@ -811,10 +818,12 @@ TEST(free_commits_open_batch) {
         add(s, T0 + 1, 0, 1, "a", f, 1);
         ASSERT_NULL(store_free(s));
 
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM samples"), 2);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), 2);
 }
 
 #define CRASH_BATCH 50
+/* A batch fills one bucket, which is written before the commit. */
+#define CRASH_STEP (NSEC_PER_SEC / CRASH_BATCH)
 
 static _Noreturn void crash_child(const char *path, int fd) {
         const frame f[] = { K_MEMCPY_10, K_OPEN, K_ENTRY, U_LIBC };
@@ -823,18 +832,18 @@ static _Noreturn void crash_child(const char *path, int fd) {
 
         if (store_open(path, STORE_READWRITE, &s) < 0)
                 _exit(EXIT_FAILURE);
-        for (uint64_t t = T0;;) {
+        for (uint64_t t = T0 - 1;;) {
                 if (store_begin(s) < 0)
                         _exit(EXIT_FAILURE);
                 for (int i = 0; i < CRASH_BATCH; i++) {
                         sample smp = {
-                                .time_ns = t++, .cpu = (uint32_t) (t & 1), .pid = 7, .comm = "writer",
+                                .time_ns = (t += CRASH_STEP), .cpu = (uint32_t) (t & 1), .pid = 7, .comm = "writer",
                                 .n_frames = 1 + (t % ELEMENTSOF(f)), .frames = f,
                         };
                         if (store_add_sample(s, 0, &smp) < 0)
                                 _exit(EXIT_FAILURE);
                 }
-                if (store_commit(s) < 0)
+                if (store_flush_samples(s, t + 1) < 0 || store_commit(s) < 0)
                         _exit(EXIT_FAILURE);
                 commits++;
                 if (write(fd, &commits, sizeof(commits)) != sizeof(commits))
@@ -891,8 +900,8 @@ TEST(crash_keeps_committed_batches) {
         /* Every reported commit is there, and batches are all or nothing. */
         ASSERT_GE(st.samples, (uint64_t) reported * CRASH_BATCH);
         ASSERT_EQ(st.samples % CRASH_BATCH, 0);
-        ASSERT_U64_EQ(st.first_ns, T0);
-        ASSERT_U64_EQ(st.last_ns, T0 + st.samples - 1);
+        ASSERT_U64_EQ(st.first_ns, T0 - 1 + CRASH_STEP);
+        ASSERT_U64_EQ(st.last_ns, T0 - 1 + st.samples * CRASH_STEP);
 
         /* And it takes writes again. */
         const frame f[] = { K_OPEN };
@@ -976,7 +985,7 @@ TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
 
         /* Everything before 250 goes, except what a kept entry refers to:
          * "old" is only named by the removed remove-entry, so it goes too. */
-        ASSERT_GE(store_expire(s, 250), 0);
+        ASSERT_GE(store_expire(s, 250, NULL), 0);
         ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "events", &a));
         ASSERT_EQ(json_object_array_length(a), 1);
@@ -1062,7 +1071,7 @@ TEST(ksyms_are_journaled_listed_and_expired) {
 
         /* Expiry before 250 takes the first three entries, and the
          * unregistered symbol nothing refers to any more. */
-        ASSERT_GE(store_expire(s, 250), 0);
+        ASSERT_GE(store_expire(s, 250, NULL), 0);
         ASSERT_OK(store_list_ksyms(s, 0, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "ksyms", &a));
         ASSERT_EQ(json_object_array_length(a), 1);
@@ -1072,4 +1081,410 @@ TEST(ksyms_are_journaled_listed_and_expired) {
         store_free(s);
         snprintf(path, sizeof path, "rm -rf %s", dir);
         ASSERT_EQ(system(path), 0);
+}
+
+/* ---- migration from schema 4 (one row per sample) ---- */
+
+static void copy_file(const char *from, const char *to) {
+        char buf[65536];
+        FILE *in = fopen(from, "re"), *out = fopen(to, "we");
+        size_t n;
+
+        ASSERT_TRUE(in && out);
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+                ASSERT_EQ(fwrite(buf, 1, n, out), n);
+        fclose(in);
+        ASSERT_EQ(fclose(out), 0);
+}
+
+static int row_name_cmp(const void *a, const void *b) {
+        const query_row *x = a, *y = b;
+        int c;
+
+        if ((c = strcmp(x->comm, y->comm)) || (c = strcmp(x->module, y->module)) || (c = strcmp(x->symbol, y->symbol)))
+                return c;
+        return (int) x->kernel - (int) y->kernel;
+}
+
+/* The answer schema 4's perfsnapctl gave (json), against store_query()'s
+ * on the migrated file: the same rows with the same counts. */
+static void expect_same_answer(store *s, const char *json_file, const char *comm, int cpu, uint64_t until_ns) {
+        json_object *o = json_object_from_file(json_file), *res, *rows, *v;
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r;
+        size_t n;
+
+        ASSERT_TRUE(o);
+        ASSERT_TRUE(json_object_object_get_ex(o, "result", &res));
+        ASSERT_TRUE(json_object_object_get_ex(res, "rows", &rows));
+        q.until_ns = until_ns;
+        q.comm = comm;
+        q.cpu = cpu;
+        r = run_query(s, &q, 0, 0);
+
+        ASSERT_TRUE(json_object_object_get_ex(res, "total", &v));
+        fprintf(stderr, "%s: schema 4 said %" PRId64 " samples in %zu rows, now %" PRIu64 " in %zu rows\n", json_file,
+                json_object_get_int64(v), json_object_array_length(rows), r->total_samples, r->n_rows);
+        ASSERT_U64_EQ(r->total_samples, (uint64_t) json_object_get_int64(v));
+        ASSERT_TRUE(json_object_object_get_ex(res, "cpus", &v));
+        ASSERT_EQ(r->n_cpus, json_object_get_int64(v));
+        ASSERT_TRUE(json_object_object_get_ex(res, "lost", &v));
+        ASSERT_U64_EQ(r->lost, (uint64_t) json_object_get_int64(v));
+        if (!comm && cpu < 0) {
+                ASSERT_TRUE(json_object_object_get_ex(res, "first_ns", &v));
+                ASSERT_U64_EQ(r->first_ns, (uint64_t) json_object_get_int64(v));
+                ASSERT_TRUE(json_object_object_get_ex(res, "last_ns", &v));
+                ASSERT_U64_EQ(r->last_ns, (uint64_t) json_object_get_int64(v));
+        }
+
+        n = json_object_array_length(rows);
+        ASSERT_EQ(r->n_rows, n);
+        query_row *want = calloc(n, sizeof *want);
+        ASSERT_TRUE(want);
+        for (size_t i = 0; i < n; i++) {
+                json_object *row = json_object_array_get_idx(rows, i), *f;
+
+                ASSERT_TRUE(json_object_object_get_ex(row, "comm", &f));
+                want[i].comm = (char *) json_object_get_string(f);
+                ASSERT_TRUE(json_object_object_get_ex(row, "module", &f));
+                want[i].module = (char *) json_object_get_string(f);
+                ASSERT_TRUE(json_object_object_get_ex(row, "symbol", &f));
+                want[i].symbol = (char *) json_object_get_string(f);
+                ASSERT_TRUE(json_object_object_get_ex(row, "kernel", &f));
+                want[i].kernel = json_object_get_boolean(f);
+                ASSERT_TRUE(json_object_object_get_ex(row, "samples", &f));
+                want[i].samples = (uint64_t) json_object_get_int64(f);
+        }
+        qsort(want, n, sizeof *want, row_name_cmp);
+        qsort(r->rows, n, sizeof *r->rows, row_name_cmp);
+        for (size_t i = 0; i < n; i++) {
+                if (row_name_cmp(want + i, r->rows + i) != 0 || want[i].samples != r->rows[i].samples)
+                        fprintf(stderr, "row %zu: want %s %s %s %" PRIu64 ", got %s %s %s %" PRIu64 "\n", i,
+                                want[i].comm, want[i].module, want[i].symbol, want[i].samples, r->rows[i].comm,
+                                r->rows[i].module, r->rows[i].symbol, r->rows[i].samples);
+                ASSERT_EQ(row_name_cmp(want + i, r->rows + i), 0);
+                ASSERT_U64_EQ(want[i].samples, r->rows[i].samples);
+        }
+        free(want);
+        query_result_free(r);
+        json_object_put(o);
+}
+
+TEST(migration_from_schema_4_keeps_every_answer) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        unsigned long long until_s;
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r;
+        char line[8192];
+        size_t n_lines = 0;
+
+        tmpdir_make(&t);
+        copy_file(TEST_DATA("store-v4/perfsnapd.db"), t.db);
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), 4);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM samples"), 1596);
+        f = fopen(TEST_DATA("store-v4/until"), "re");
+        ASSERT_TRUE(f && fscanf(f, "%llu", &until_s) == 1);
+        fclose(TAKE_PTR(f));
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('samples', 'samples_v4')"), 0);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), 1596);
+
+        expect_same_answer(s, TEST_DATA("store-v4/all.json"), NULL, -1, until_s * NSEC_PER_SEC);
+        expect_same_answer(s, TEST_DATA("store-v4/dd.json"), "dd", -1, until_s * NSEC_PER_SEC);
+        expect_same_answer(s, TEST_DATA("store-v4/cpu1.json"), NULL, 1, until_s * NSEC_PER_SEC);
+
+        /* The folded stacks: the same lines with the same counts (names as
+         * the client prints them: ';', blanks and controls become '_').
+         * Stacks that differ only in offsets print alike: compare the sums
+         * per line. */
+        q.until_ns = until_s * NSEC_PER_SEC;
+        q.want_stacks = true;
+        r = run_query(s, &q, 0, 0);
+        char **got = calloc(r->n_stacks, sizeof *got);
+        ASSERT_TRUE(got);
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                char buf[8192];
+                size_t len = (size_t) snprintf(buf, sizeof buf, "%s", r->stacks[i].comm);
+
+                for (size_t j = 0; j < r->stacks[i].n_frames; j++)
+                        len += (size_t) snprintf(buf + len, sizeof buf - MIN(len, sizeof buf), "\x01%s", r->stacks[i].frames[j]);
+                for (char *c = buf; *c; c++)
+                        if (*c == ';' || *c == ' ' || (*c > 1 && *c < 0x20) || *c == 0x7f)
+                                *c = '_';
+                        else if (*c == 1)
+                                *c = ';';
+                got[i] = strdup(buf);
+                ASSERT_TRUE(got[i]);
+        }
+        char (*lines)[8192] = calloc(2000, sizeof *lines);
+        uint64_t *counts = calloc(2000, sizeof *counts);
+        ASSERT_TRUE(lines && counts);
+        f = fopen(TEST_DATA("store-v4/all.folded"), "re");
+        ASSERT_TRUE(f);
+        while (n_lines < 2000 && fgets(line, sizeof line, f)) {
+                char *sp = strrchr(line, ' ');
+
+                ASSERT_TRUE(sp);
+                *sp = 0;
+                counts[n_lines] = strtoull(sp + 1, NULL, 10);
+                strcpy(lines[n_lines++], line);
+        }
+        uint64_t total_want = 0, total_got = 0;
+        for (size_t k = 0; k < n_lines; k++) {
+                uint64_t want = 0, have = 0;
+
+                for (size_t m = 0; m < n_lines; m++)
+                        if (streq(lines[m], lines[k]))
+                                want += counts[m];
+                for (size_t i = 0; i < r->n_stacks; i++)
+                        if (streq(got[i], lines[k]))
+                                have += r->stacks[i].samples;
+                if (want != have)
+                        fprintf(stderr, "%s: schema 4 %" PRIu64 ", now %" PRIu64 "\n", lines[k], want, have);
+                ASSERT_U64_EQ(have, want);
+                total_want += counts[k];
+        }
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                total_got += r->stacks[i].samples;
+                free(got[i]);
+        }
+        fprintf(stderr, "folded: %zu lines, %" PRIu64 " samples; now %zu stacks, %" PRIu64 " samples\n", n_lines,
+                total_want, r->n_stacks, total_got);
+        ASSERT_U64_EQ(total_got, total_want);
+        free(got);
+        free(lines);
+        free(counts);
+        query_result_free(r);
+
+        /* Opening again converts nothing twice. */
+        s = store_free(s);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), 1596);
+}
+
+/* ---- buckets, minutes and hours ---- */
+
+typedef struct model_sample {
+        uint64_t t;
+        uint32_t cpu, pid;
+} model_sample;
+
+static const char *model_comm(uint32_t pid) {
+        static const char *const comms[] = { "init", "dd", "cc1", "sh" };
+        return comms[pid % 4];
+}
+
+/* What a window must count: samples of the buckets it overlaps. */
+static uint64_t model_count(const model_sample *v, size_t n, const query_params *q) {
+        uint64_t c = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                uint64_t b = v[i].t / NSEC_PER_SEC * NSEC_PER_SEC;
+
+                if (b + NSEC_PER_SEC <= q->since_ns || (q->until_ns > 0 && b >= q->until_ns))
+                        continue;
+                if ((q->pid >= 0 && v[i].pid != (uint64_t) q->pid) || (q->cpu >= 0 && v[i].cpu != (uint32_t) q->cpu) ||
+                    (q->comm && !streq(q->comm, model_comm(v[i].pid))))
+                        continue;
+                c++;
+        }
+        return c;
+}
+
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t next_rand(void) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return rng;
+}
+
+TEST(aggregates_answer_like_buckets) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame a[] = { K_MEMCPY_10, K_ENTRY }, b[] = { K_OPEN, K_ENTRY }, c[] = { U_LIBC }, d[] = { K_BRD };
+        const frame *stacks[] = { a, b, c, d };
+        const size_t depth[] = { 2, 2, 1, 1 };
+        enum { N = 30000 };
+        model_sample *v = calloc(N, sizeof *v);
+        const uint64_t span = (3 * 3600 + 17 * 60) * NSEC_PER_SEC;
+        size_t late = 0;
+
+        ASSERT_TRUE(v);
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        /* Times rise with gaps (idle minutes) and a few late samples, as
+         * the ingest horizon lets through; the daemon restarts twice, once
+         * in the middle of a minute and of an hour. */
+        uint64_t now = T0 + 17 * NSEC_PER_SEC + 123;
+        for (size_t i = 0; i < N; i++) {
+                now += next_rand() % (2 * span / N);
+                if (next_rand() % 500 == 0)
+                        now += 7 * 60 * NSEC_PER_SEC;   /* an idle stretch */
+                v[i] = (model_sample) { .t = now, .cpu = (uint32_t) (next_rand() % 4), .pid = 1 + (uint32_t) (next_rand() % 6) };
+                if (i > 10 && next_rand() % 300 == 0) {
+                        v[i].t = now - (next_rand() % 3 == 0 ? 90 : 2) * NSEC_PER_SEC;
+                        late++;
+                }
+        }
+        for (size_t i = 0; i < N; i += 500) {
+                ASSERT_OK(store_begin(s));
+                for (size_t j = i; j < i + 500 && j < N; j++) {
+                        unsigned k = (unsigned) (next_rand() % 4);
+                        sample smp = {
+                                .time_ns = v[j].t, .cpu = v[j].cpu, .pid = v[j].pid, .tid = v[j].pid,
+                                .comm = model_comm(v[j].pid), .period = 1000, .n_frames = depth[k], .frames = stacks[k],
+                        };
+                        ASSERT_OK(store_add_sample(s, 1, &smp));
+                }
+                /* The horizon trails the newest sample a little. */
+                ASSERT_OK(store_flush_samples(s, v[MIN(i + 499, (size_t) N - 1)].t - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+                if (i == 10000 || i == 20000) {
+                        s = store_free(s);
+                        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+                }
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        int64_t minutes = sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1");
+        int64_t hours = sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2");
+        fprintf(stderr, "%d samples (%zu late) over %.0f s: %lld buckets, %lld minute blocks, %lld hour blocks\n", N, late,
+                (double) (now - T0) / 1e9, (long long) sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 0"),
+                (long long) minutes, (long long) hours);
+        ASSERT_GT(minutes, 100);
+        ASSERT_GE(hours, 3);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), N);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 1"), N);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 2"), N);
+
+        /* Windows: everything, whole hours, edges a hair off a bucket, a
+         * minute or an hour, and random ones, with and without filters. */
+        uint64_t hour0 = (T0 / 3600 + 1) * 3600 * NSEC_PER_SEC;
+        query_params fixed[] = {
+                { .pid = -1, .cpu = -1 },
+                { .since_ns = hour0, .until_ns = hour0 + 2 * 3600 * NSEC_PER_SEC, .pid = -1, .cpu = -1 },
+                { .since_ns = hour0 - 1, .until_ns = hour0 + 3600 * NSEC_PER_SEC + 1, .pid = -1, .cpu = -1 },
+                { .since_ns = hour0 + 59 * NSEC_PER_SEC + 1, .until_ns = hour0 + 61 * 60 * NSEC_PER_SEC - 1, .pid = -1, .cpu = -1 },
+                { .since_ns = hour0 + 1, .pid = 3, .cpu = -1 },
+                { .since_ns = hour0 - 3600 * NSEC_PER_SEC / 2, .pid = -1, .cpu = 2, .comm = "sh" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(fixed) + 200; i++) {
+                query_params q = QUERY_PARAMS_INIT;
+                query_result *r;
+                uint64_t want, rows = 0;
+
+                if (i < ELEMENTSOF(fixed))
+                        q = fixed[i];
+                else {
+                        q.since_ns = T0 + next_rand() % span;
+                        q.until_ns = next_rand() % 4 == 0 ? 0 : q.since_ns + next_rand() % (span / 2) + 1;
+                        if (next_rand() % 3 == 0)
+                                q.pid = 1 + (int64_t) (next_rand() % 6);
+                        if (next_rand() % 3 == 0)
+                                q.cpu = (int32_t) (next_rand() % 4);
+                        if (next_rand() % 4 == 0)
+                                q.comm = model_comm((uint32_t) next_rand());
+                }
+                q.want_stacks = true;
+                want = model_count(v, N, &q);
+                r = run_query(s, &q, 0, 0);
+                for (size_t j = 0; j < r->n_rows; j++)
+                        rows += r->rows[j].samples;
+                if (r->total_samples != want || rows != want)
+                        fprintf(stderr, "window %zu [%llu, %llu) pid %lld cpu %d comm %s: want %llu, got %llu (rows %llu)\n",
+                                i, (unsigned long long) (q.since_ns - T0), (unsigned long long) (q.until_ns ? q.until_ns - T0 : 0),
+                                (long long) q.pid, q.cpu, q.comm ?: "-", (unsigned long long) want,
+                                (unsigned long long) r->total_samples, (unsigned long long) rows);
+                ASSERT_U64_EQ(r->total_samples, want);
+                ASSERT_U64_EQ(rows, want);
+                query_result_free(r);
+        }
+        free(v);
+}
+
+/* Pages in use: what database_max_size holds. */
+static uint64_t used_bytes(const char *db) {
+        return (uint64_t) (sql_int(db, "PRAGMA page_count") - sql_int(db, "PRAGMA freelist_count")) *
+               (uint64_t) sql_int(db, "PRAGMA page_size");
+}
+
+TEST(size_cap_deletes_oldest_buckets_first) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_MEMCPY_10, K_ENTRY };
+        store_cap_result res;
+        store_stats st;
+        const uint64_t cap = 3 << 20;
+        uint64_t before, oldest_before, n = 0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* 1500 s of 400 samples a second from many tasks: entries hardly
+         * merge, the blocks take several MiB. */
+        for (uint64_t sec = 0; sec < 1500; sec++) {
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 400; i++) {
+                        uint32_t pid = (uint32_t) (next_rand() % 100000);
+                        sample smp = {
+                                .time_ns = T0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = (uint32_t) (i % 2),
+                                .pid = pid, .tid = pid, .comm = "worker", .period = 1000 + next_rand() % 1000,
+                                .n_frames = 2, .frames = f,
+                        };
+                        ASSERT_OK(store_add_sample(s, 1, &smp));
+                        n++;
+                }
+                ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        before = used_bytes(t.db);
+        oldest_before = (uint64_t) sql_int(t.db, "SELECT min(start_ns) FROM sample_blocks WHERE level = 0");
+        fprintf(stderr, "%" PRIu64 " samples: %" PRIu64 " bytes in use, %.2f bytes a sample\n", n, before,
+                (double) before / (double) n);
+        ASSERT_GT(before, cap + cap / 2);
+
+        /* Each call deletes a bounded number of blocks: call until under. */
+        uint64_t removed = 0, newest_removed = 0;
+        for (int i = 0; i < 100 && used_bytes(t.db) > cap; i++) {
+                ASSERT_OK(store_enforce_cap(s, cap, &res));
+                fprintf(stderr, "cap step: %" PRIu64 " bytes in use before, %" PRIu64 " blocks (%" PRIu64 " samples) removed, %" PRIu64 " in use after\n",
+                        res.used_bytes, res.blocks, res.samples, used_bytes(t.db));
+                removed += res.samples;
+                newest_removed = MAX(newest_removed, res.newest_removed_ns);
+        }
+        fprintf(stderr, "after the cap: %" PRIu64 " bytes in use, %" PRIu64 " samples removed, newest removed at +%.0f s\n",
+                used_bytes(t.db), removed, (double) (newest_removed - T0) / 1e9);
+        ASSERT_LE(used_bytes(t.db), cap);
+        ASSERT_GT(removed, 0);
+
+        /* Oldest first: what is left of the buckets is the newest, and
+         * the minute and hour totals still cover the whole time. */
+        uint64_t oldest_after = (uint64_t) sql_int(t.db, "SELECT min(start_ns) FROM sample_blocks WHERE level = 0");
+        ASSERT_GT(oldest_after, oldest_before);
+        ASSERT_GE(oldest_after, newest_removed / NSEC_PER_SEC * NSEC_PER_SEC);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 0 AND start_ns < (SELECT max(start_ns) "
+                                "FROM sample_blocks WHERE level = 0) AND start_ns >= " "(SELECT min(start_ns) FROM sample_blocks WHERE level = 0)") + 1,
+                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 0"));
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 1"), (int64_t) n);
+
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_U64_EQ(st.samples, n - removed);
+        ASSERT_U64_EQ(st.first_ns, oldest_after);
+
+        /* The newest samples answer exactly. */
+        query_params q = QUERY_PARAMS_INIT;
+        q.since_ns = T0 + 1400 * NSEC_PER_SEC;
+        query_result *r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 100 * 400);
+        query_result_free(r);
+
+        /* Under the cap: nothing to do. */
+        ASSERT_OK(store_enforce_cap(s, cap, &res));
+        ASSERT_EQ(res.blocks, 0);
 }

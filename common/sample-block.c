@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The sample block codec; the format is described in sample-block.h. */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "macro.h"
+#include "sample-block.h"
+
+/* zstd's fastest levels already find the long runs the columns are made
+ * of; higher levels cost more CPU for a few percent. */
+#define SAMPLE_BLOCK_ZSTD_LEVEL 3
+
+#define N_COLUMNS 8
+#define VARINT_MAX 10
+
+typedef struct wbuf {
+        uint8_t *p;
+        size_t len, alloc;
+} wbuf;
+
+static int wbuf_reserve(wbuf *b, size_t more) {
+        if (b->alloc - b->len >= more)
+                return 0;
+        size_t n = MAX(b->alloc * 2, b->len + more + 256);
+        uint8_t *p = realloc(b->p, n);
+        if (!p)
+                return -ENOMEM;
+        b->p = p;
+        b->alloc = n;
+        return 0;
+}
+
+/* The caller reserved VARINT_MAX bytes. */
+static void put_varint(wbuf *b, uint64_t v) {
+        while (v >= 0x80) {
+                b->p[b->len++] = (uint8_t) (v | 0x80);
+                v >>= 7;
+        }
+        b->p[b->len++] = (uint8_t) v;
+}
+
+static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+        uint64_t v = 0;
+
+        for (unsigned shift = 0; shift < 64; shift += 7) {
+                if (*p >= end)
+                        return false;
+                uint8_t c = *(*p)++;
+                v |= (uint64_t) (c & 0x7f) << shift;
+                if (!(c & 0x80)) {
+                        *ret = v;
+                        return true;
+                }
+        }
+        return false;
+}
+
+static uint64_t zigzag(int64_t v) {
+        return ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
+}
+
+static int64_t unzigzag(uint64_t v) {
+        return (int64_t) (v >> 1) ^ -(int64_t) (v & 1);
+}
+
+int block_entry_cmp(const void *a, const void *b) {
+        const block_entry *x = a, *y = b;
+
+#define CMP(f) if (x->f != y->f) return x->f < y->f ? -1 : 1
+        CMP(cpu);
+        CMP(pid);
+        CMP(tid);
+        CMP(comm_id);
+        CMP(snapshot_id);
+        CMP(stack_id);
+#undef CMP
+        return 0;
+}
+
+/* Column c of entry i, given entry i - 1 (prev) and the mean period. */
+static uint64_t column_value(unsigned c, const block_entry *e, const block_entry *prev, uint64_t mean) {
+        switch (c) {
+        case 0: return e->cpu - prev->cpu;
+        case 1: return zigzag((int64_t) e->pid - (int64_t) prev->pid);
+        case 2: return zigzag((int64_t) e->tid - (int64_t) e->pid);
+        case 3: return zigzag(e->comm_id - prev->comm_id);
+        case 4: return zigzag(e->snapshot_id - prev->snapshot_id);
+        case 5: return zigzag(e->stack_id - prev->stack_id);
+        case 6: return e->count - 1;
+        default: return zigzag((int64_t) (e->period - e->count * mean));
+        }
+}
+
+int sample_block_encode(block_entry *v, size_t n, uint8_t **ret, size_t *ret_size) {
+        _cleanup_free_ uint8_t *raw = NULL;
+        wbuf cols = {}, out = {};
+        uint64_t count = 0, period = 0, mean;
+        int r;
+
+        if (n > SAMPLE_BLOCK_MAX_ENTRIES)
+                return -E2BIG;
+        for (size_t i = 0; i < n; i++) {
+                if (v[i].count == 0)
+                        return -EINVAL;
+                count += v[i].count;
+                period += v[i].period;
+        }
+        mean = count > 0 ? period / count : 0;
+        qsort(v, n, sizeof *v, block_entry_cmp);
+
+        r = wbuf_reserve(&cols, n * N_COLUMNS * VARINT_MAX);
+        if (r < 0)
+                return r;
+        raw = cols.p;
+        for (unsigned c = 0; c < N_COLUMNS; c++) {
+                block_entry prev = {};
+
+                for (size_t i = 0; i < n; i++) {
+                        put_varint(&cols, column_value(c, v + i, &prev, mean));
+                        prev = v[i];
+                }
+        }
+
+        size_t bound = ZSTD_compressBound(cols.len);
+        r = wbuf_reserve(&out, 1 + 2 * VARINT_MAX + bound);
+        if (r < 0)
+                return r;
+        out.p[out.len++] = SAMPLE_BLOCK_FORMAT;
+        put_varint(&out, n);
+        put_varint(&out, mean);
+        size_t z = ZSTD_compress(out.p + out.len, bound, cols.p, cols.len, SAMPLE_BLOCK_ZSTD_LEVEL);
+        if (ZSTD_isError(z)) {
+                free(out.p);
+                return -ENOMEM;
+        }
+        out.len += z;
+
+        *ret = out.p;
+        *ret_size = out.len;
+        return 0;
+}
+
+int sample_block_decode(const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n) {
+        _cleanup_free_ uint8_t *raw = NULL;
+        _cleanup_free_ block_entry *v = NULL;
+        const uint8_t *p = data, *end = data + size;
+        uint64_t n, mean, raw_size;
+
+        if (size < 1)
+                return -EBADMSG;
+        if (*p++ != SAMPLE_BLOCK_FORMAT)
+                return -EPROTONOSUPPORT;
+        if (!get_varint(&p, end, &n) || !get_varint(&p, end, &mean))
+                return -EBADMSG;
+        if (n > SAMPLE_BLOCK_MAX_ENTRIES)
+                return -EBADMSG;
+        if (n == 0) {
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+
+        /* Every column value is 1..10 bytes: the frame must say a size in
+         * that range, and is decompressed into exactly that much. */
+        raw_size = ZSTD_getFrameContentSize(p, (size_t) (end - p));
+        if (raw_size == ZSTD_CONTENTSIZE_ERROR || raw_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+            raw_size < n * N_COLUMNS || raw_size > n * N_COLUMNS * VARINT_MAX)
+                return -EBADMSG;
+        raw = malloc(raw_size);
+        v = calloc(n, sizeof *v);
+        if (!raw || !v)
+                return -ENOMEM;
+        size_t got = ZSTD_decompress(raw, raw_size, p, (size_t) (end - p));
+        if (ZSTD_isError(got) || got != raw_size)
+                return -EBADMSG;
+
+        const uint8_t *q = raw, *qend = raw + raw_size;
+        for (unsigned c = 0; c < N_COLUMNS; c++) {
+                block_entry prev = {};
+
+                for (size_t i = 0; i < n; i++) {
+                        block_entry *e = v + i;
+                        uint64_t x;
+
+                        if (!get_varint(&q, qend, &x))
+                                return -EBADMSG;
+                        switch (c) {
+                        case 0:
+                                if (x > UINT32_MAX - prev.cpu)
+                                        return -EBADMSG;
+                                e->cpu = prev.cpu + (uint32_t) x;
+                                break;
+                        case 1: e->pid = (uint32_t) ((int64_t) prev.pid + unzigzag(x)); break;
+                        case 2: e->tid = (uint32_t) ((int64_t) e->pid + unzigzag(x)); break;
+                        case 3: e->comm_id = (int64_t) ((uint64_t) prev.comm_id + (uint64_t) unzigzag(x)); break;
+                        case 4: e->snapshot_id = (int64_t) ((uint64_t) prev.snapshot_id + (uint64_t) unzigzag(x)); break;
+                        case 5: e->stack_id = (int64_t) ((uint64_t) prev.stack_id + (uint64_t) unzigzag(x)); break;
+                        case 6:
+                                if (x == UINT64_MAX)
+                                        return -EBADMSG;
+                                e->count = x + 1;
+                                break;
+                        default: e->period = e->count * mean + (uint64_t) unzigzag(x); break;
+                        }
+                        prev = *e;
+                }
+        }
+        if (q != qend)
+                return -EBADMSG;
+
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}

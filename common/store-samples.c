@@ -1,0 +1,986 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Samples: aggregated per time bucket into compressed blocks, with
+ * per-minute and per-hour aggregates kept up to date as buckets close.
+ * doc/storage.md says why; the notes here say how.
+ *
+ * sample_blocks rows: (level, start_ns, end_ns) is the period a block
+ * covers (level 0: a bucket, 1: a minute, 2: an hour), first_ns/last_ns
+ * the exact times of its first and last sample, data a sample-block.h
+ * encoding. A period can have several blocks (a bucket that outgrew its
+ * accumulator, samples that came late, a reboot inside a minute): readers
+ * add them up.
+ *
+ * Level 0 keeps every attribute; levels 1 and 2 drop the thread (tid =
+ * pid) and the snapshot link. An accumulator per level collects the open
+ * period in memory; level 0 is fed by samples, level k by the blocks of
+ * level k - 1 as they are written. When a period closes its block is
+ * written and sample_meta.complete<k> moves to its end: every period of
+ * level k that ends at or before it is complete, so a reader may use
+ * level k for it. A lower-level block of a period already complete (a
+ * late sample) is copied up as an extra block at once. sample_meta.fed<k>
+ * is the id of the last level k - 1 block whose samples are in a written
+ * level k block: on open, the blocks after it (of periods not complete)
+ * are fed again, so a restart loses nothing of the open periods. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "macro.h"
+#include "sample-block.h"
+#include "store-private.h"
+#include "store-samples.h"
+
+/* A block holds at most this many entries; a bigger period is written as
+ * several blocks. Bounds the accumulators' memory (~100 bytes an entry
+ * with its index). */
+#define ACC_MAX_ENTRIES (64 * 1024)
+
+static const uint64_t level_width_ns[SAMPLE_LEVELS] = {
+        STORE_BUCKET_NS,
+        60 * NSEC_PER_SEC,
+        3600 * NSEC_PER_SEC,
+};
+
+typedef struct acc {
+        bool open;
+        uint64_t start_ns, end_ns;
+        int64_t boot_id;
+        uint64_t first_ns, last_ns, samples;
+        int64_t fed_max_id;
+        hashmap *index;         /* entry key -> index in v */
+        block_entry *v;
+        size_t n, alloc;
+} acc;
+
+enum {
+        WSTMT_INSERT_BLOCK,
+        WSTMT_SET_META,
+        _WSTMT_MAX,
+};
+
+static const char *const wstmt_sql[_WSTMT_MAX] = {
+        [WSTMT_INSERT_BLOCK] = "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, data) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [WSTMT_SET_META]     = "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
+                               "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+};
+
+struct sample_writer {
+        store *store;
+        sqlite3_stmt *stmts[_WSTMT_MAX];
+        acc acc[SAMPLE_LEVELS];
+        sample_counters c;              /* as committed + this batch */
+        sample_counters committed;      /* as of the last commit */
+        uint64_t dropped;               /* samples of batches that failed to commit */
+};
+
+uint64_t sample_level_width(unsigned level) {
+        return level < SAMPLE_LEVELS ? level_width_ns[level] : 0;
+}
+
+/* ---- small helpers ---- */
+
+static int wstmt(sample_writer *w, unsigned idx, sqlite3_stmt **ret) {
+        if (!w->stmts[idx]) {
+                int rc = sqlite3_prepare_v3(store_sqlite(w->store), wstmt_sql[idx], -1, SQLITE_PREPARE_PERSISTENT,
+                                            &w->stmts[idx], NULL);
+                if (rc != SQLITE_OK)
+                        return store_step_errno(w->store, rc);
+        }
+        *ret = w->stmts[idx];
+        return 0;
+}
+
+static int set_meta(sample_writer *w, const char *key, uint64_t value) {
+        sqlite3_stmt *st;
+        int r;
+
+        r = wstmt(w, WSTMT_SET_META, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, i64(value));
+        return store_step_done(w->store, st);
+}
+
+static const char *const meta_keys[] = {
+        "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2",
+};
+
+static uint64_t *meta_field(sample_counters *c, size_t i) {
+        uint64_t *f[] = {
+                &c->samples, &c->first_ns, &c->last_ns, &c->complete[1], &c->complete[2],
+                (uint64_t *) &c->fed[1], (uint64_t *) &c->fed[2],
+        };
+        return f[i];
+}
+
+int sample_meta_read(sqlite3 *db, sample_counters *ret) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        sample_counters c = {};
+        int rc;
+
+        rc = sqlite3_prepare_v2(db, "SELECT key, value FROM sample_meta", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return -EIO;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const char *k = (const char *) sqlite3_column_text(st, 0);
+
+                for (size_t i = 0; k && i < ELEMENTSOF(meta_keys); i++)
+                        if (streq(k, meta_keys[i]))
+                                *meta_field(&c, i) = u64(sqlite3_column_int64(st, 1));
+        }
+        if (rc != SQLITE_DONE)
+                return rc == SQLITE_BUSY ? -EBUSY : -EIO;
+        *ret = c;
+        return 0;
+}
+
+/* Writes the counters that differ from the committed ones. */
+static int write_meta(sample_writer *w) {
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(meta_keys); i++) {
+                uint64_t now = *meta_field(&w->c, i), was = *meta_field(&w->committed, i);
+
+                if (now == was)
+                        continue;
+                r = set_meta(w, meta_keys[i], now);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- accumulators ---- */
+
+static void acc_reset(acc *a) {
+        hashmap_clear(a->index);
+        a->n = 0;
+        a->samples = 0;
+        a->first_ns = a->last_ns = 0;
+}
+
+static void acc_close(acc *a) {
+        acc_reset(a);
+        a->open = false;
+        a->fed_max_id = 0;
+}
+
+static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id) {
+        acc_reset(a);
+        a->open = true;
+        a->start_ns = start_ns;
+        a->end_ns = start_ns + level_width_ns[level];
+        a->boot_id = boot_id;
+}
+
+static int acc_add(acc *a, const block_entry *e) {
+        int64_t idx;
+        int r;
+
+        if (hashmap_get(a->index, e, BLOCK_ENTRY_KEY_SIZE, &idx) >= 0) {
+                a->v[idx].count += e->count;
+                a->v[idx].period += e->period;
+                return 0;
+        }
+        if (a->n == a->alloc) {
+                size_t n = MAX(a->alloc * 2, (size_t) 1024);
+                block_entry *p = realloc(a->v, n * sizeof *p);
+                if (!p)
+                        return -ENOMEM;
+                a->v = p;
+                a->alloc = n;
+        }
+        r = hashmap_put(a->index, e, BLOCK_ENTRY_KEY_SIZE, (int64_t) a->n);
+        if (r < 0)
+                return r;
+        a->v[a->n++] = *e;
+        return 0;
+}
+
+static void acc_times(acc *a, uint64_t first_ns, uint64_t last_ns, uint64_t samples) {
+        if (a->samples == 0 || first_ns < a->first_ns)
+                a->first_ns = first_ns;
+        a->last_ns = MAX(a->last_ns, last_ns);
+        a->samples += samples;
+}
+
+/* The key a level-k entry has. */
+static block_entry entry_for_level(const block_entry *e, unsigned level) {
+        block_entry x = *e;
+
+        if (level > 0) {
+                x.tid = x.pid;
+                x.snapshot_id = 0;
+        }
+        return x;
+}
+
+/* ---- writing blocks ---- */
+
+static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint64_t end_ns, int64_t boot_id,
+                       uint64_t first_ns, uint64_t last_ns, uint64_t samples, block_entry *v, size_t n,
+                       int64_t *ret_id) {
+        _cleanup_free_ uint8_t *data = NULL;
+        sqlite3_stmt *st;
+        size_t size;
+        int r;
+
+        r = sample_block_encode(v, n, &data, &size);
+        if (r < 0)
+                return r;
+        r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, level);
+        sqlite3_bind_int64(st, 2, i64(start_ns));
+        sqlite3_bind_int64(st, 3, i64(end_ns));
+        sqlite3_bind_int64(st, 4, i64(first_ns));
+        sqlite3_bind_int64(st, 5, i64(last_ns));
+        sqlite3_bind_int64(st, 6, boot_id);
+        sqlite3_bind_int64(st, 7, i64(samples));
+        sqlite3_bind_blob(st, 8, data, (int) size, SQLITE_STATIC);
+        r = store_step_done(w->store, st);
+        if (r < 0)
+                return r;
+        *ret_id = sqlite3_last_insert_rowid(store_sqlite(w->store));
+        return 0;
+}
+
+static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
+                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples);
+
+/* Writes what accumulator `level` holds; closes its period if `closing`. */
+static int acc_flush(sample_writer *w, unsigned level, bool closing) {
+        acc *a = &w->acc[level];
+        int64_t id;
+        int r;
+
+        if (!a->open)
+                return 0;
+
+        if (a->n > 0) {
+                r = write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns, a->samples,
+                                a->v, a->n, &id);
+                if (r < 0)
+                        return r;
+                if (level == 0) {
+                        if (w->c.samples == 0 || a->first_ns < w->c.first_ns)
+                                w->c.first_ns = a->first_ns;
+                        w->c.last_ns = MAX(w->c.last_ns, a->last_ns);
+                        w->c.samples += a->samples;
+                } else
+                        w->c.fed[level] = MAX(w->c.fed[level], a->fed_max_id);
+                if (level + 1 < SAMPLE_LEVELS) {
+                        r = feed(w, level + 1, id, a->v, a->n, a->start_ns, a->boot_id, a->first_ns, a->last_ns,
+                                 a->samples);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (closing && level > 0)
+                w->c.complete[level] = MAX(w->c.complete[level], a->end_ns);
+
+        if (closing)
+                acc_close(a);
+        else
+                acc_reset(a);
+        return 0;
+}
+
+/* Merges the entries of a level - 1 block into accumulator `level`. */
+static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
+                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples) {
+        uint64_t width = level_width_ns[level];
+        uint64_t start = lower_start_ns / width * width;
+        acc *a = &w->acc[level];
+        int r;
+
+        if (start + width <= w->c.complete[level] || (a->open && start < a->start_ns)) {
+                /* Late: the period's block is written already, or it is
+                 * older than the open one (it had no samples until now).
+                 * Add a block beside it, and up the levels; from now on
+                 * the period is complete (a restart must not feed this
+                 * block again). */
+                _cleanup_free_ block_entry *copy = malloc(MAX(n, (size_t) 1) * sizeof *copy);
+                int64_t id;
+
+                if (!copy)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        copy[i] = entry_for_level(v + i, level);
+                r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, copy, n, &id);
+                if (r < 0)
+                        return r;
+                w->c.complete[level] = MAX(w->c.complete[level], start + width);
+                if (level + 1 < SAMPLE_LEVELS)
+                        return feed(w, level + 1, id, copy, n, start, boot_id, first_ns, last_ns, samples);
+                return 0;
+        }
+
+        if (a->open && (a->start_ns != start || a->boot_id != boot_id)) {
+                /* A later period closes this one; another boot in the same
+                 * period gets blocks of its own. */
+                r = acc_flush(w, level, a->start_ns != start);
+                if (r < 0)
+                        return r;
+        }
+        if (!a->open)
+                acc_open(a, level, start, boot_id);
+        a->boot_id = boot_id;
+
+        for (size_t i = 0; i < n; i++) {
+                block_entry e = entry_for_level(v + i, level);
+
+                r = acc_add(a, &e);
+                if (r < 0)
+                        return r;
+        }
+        acc_times(a, first_ns, last_ns, samples);
+        a->fed_max_id = MAX(a->fed_max_id, lower_id);
+
+        if (a->n >= ACC_MAX_ENTRIES)
+                return acc_flush(w, level, false);
+        return 0;
+}
+
+int sample_writer_add(sample_writer *w, const stored_sample *smp) {
+        uint64_t start = smp->time_ns / STORE_BUCKET_NS * STORE_BUCKET_NS;
+        acc *a = &w->acc[0];
+        block_entry e = {
+                .cpu = smp->cpu,
+                .pid = smp->pid,
+                .tid = smp->tid,
+                .comm_id = smp->comm_id,
+                .snapshot_id = smp->snapshot_id,
+                .stack_id = smp->stack_id,
+                .count = 1,
+                .period = smp->period,
+        };
+        int r;
+
+        if (a->open && (a->start_ns != start || a->boot_id != smp->boot_id)) {
+                r = acc_flush(w, 0, true);
+                if (r < 0)
+                        return r;
+        }
+        if (!a->open)
+                acc_open(a, 0, start, smp->boot_id);
+
+        r = acc_add(a, &e);
+        if (r < 0)
+                return r;
+        acc_times(a, smp->time_ns, smp->time_ns, 1);
+        if (a->n >= ACC_MAX_ENTRIES)
+                return acc_flush(w, 0, false);
+        return 0;
+}
+
+int sample_writer_flush(sample_writer *w, uint64_t before_ns) {
+        int r;
+
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
+                acc *a = &w->acc[level];
+
+                if (a->open && a->end_ns <= before_ns) {
+                        r = acc_flush(w, level, true);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+uint64_t sample_writer_pending(const sample_writer *w) {
+        return w->acc[0].open ? w->acc[0].samples : 0;
+}
+
+int sample_writer_before_commit(sample_writer *w) {
+        return write_meta(w);
+}
+
+void sample_writer_committed(sample_writer *w) {
+        w->committed = w->c;
+}
+
+/* ---- rebuilding the open periods ---- */
+
+static int refeed(sample_writer *w, unsigned level) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = store_prepare(w->store,
+                          "SELECT id, start_ns, boot, first_ns, last_ns, n_samples, data FROM sample_blocks "
+                          "WHERE level = ?1 AND id > ?2 AND start_ns >= ?3 ORDER BY id", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, level - 1);
+        sqlite3_bind_int64(st, 2, w->c.fed[level]);
+        sqlite3_bind_int64(st, 3, i64(w->c.complete[level]));
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                _cleanup_free_ block_entry *v = NULL;
+                size_t n;
+
+                r = sample_block_decode(sqlite3_column_blob(st, 6), (size_t) sqlite3_column_bytes(st, 6), &v, &n);
+                if (r < 0)
+                        return r;
+                r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
+                         sqlite3_column_int64(st, 2), u64(sqlite3_column_int64(st, 3)),
+                         u64(sqlite3_column_int64(st, 4)), u64(sqlite3_column_int64(st, 5)));
+                if (r < 0)
+                        return r;
+        }
+        return rc == SQLITE_DONE ? 0 : store_step_errno(w->store, rc);
+}
+
+/* Forgets the open periods and reads them back from the database as
+ * committed: after open, and after a batch was rolled back. */
+int sample_writer_reload(sample_writer *w) {
+        int r;
+
+        /* What the failed batch held: its open bucket, and the blocks
+         * it wrote (gone with the rollback). */
+        w->dropped += w->acc[0].samples + (w->c.samples - w->committed.samples);
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
+                acc_close(&w->acc[level]);
+
+        r = sample_meta_read(store_sqlite(w->store), &w->committed);
+        if (r < 0)
+                return r;
+        w->c = w->committed;
+
+        /* Hours first: minutes closed while refeeding feed the hour. */
+        for (unsigned level = SAMPLE_LEVELS - 1; level > 0; level--) {
+                r = refeed(w, level);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int sample_writer_new(store *s, sample_writer **ret) {
+        sample_writer *w;
+        int r;
+
+        w = calloc(1, sizeof *w);
+        if (!w)
+                return -ENOMEM;
+        w->store = s;
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
+                r = hashmap_new(&w->acc[level].index);
+                if (r < 0) {
+                        sample_writer_free(w);
+                        return r;
+                }
+        }
+        *ret = w;
+        return 0;
+}
+
+sample_writer *sample_writer_free(sample_writer *w) {
+        if (!w)
+                return NULL;
+        for (unsigned i = 0; i < _WSTMT_MAX; i++)
+                sqlite3_finalize(w->stmts[i]);
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
+                hashmap_free(w->acc[level].index);
+                free(w->acc[level].v);
+        }
+        free(w);
+        return NULL;
+}
+
+const sample_counters *sample_writer_counters(const sample_writer *w) {
+        return &w->c;
+}
+
+uint64_t sample_writer_dropped(const sample_writer *w) {
+        return w->dropped;
+}
+
+size_t sample_writer_memory_bytes(const sample_writer *w) {
+        size_t n = 0;
+
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
+                n += hashmap_memory_bytes(w->acc[level].index) + w->acc[level].alloc * sizeof(block_entry);
+        return n;
+}
+
+/* Samples the still-open level-0 period holds that [from, until) covers,
+ * with no snapshot yet: they get snapshot_id. */
+uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns,
+                                     uint64_t until_ns) {
+        acc *a = &w->acc[0];
+        uint64_t n = 0;
+
+        if (!a->open || a->boot_id != boot_id || a->end_ns <= from_ns || a->start_ns >= until_ns)
+                return 0;
+        hashmap_clear(a->index);
+        for (size_t i = 0; i < a->n; i++) {
+                if (a->v[i].snapshot_id == 0) {
+                        a->v[i].snapshot_id = snapshot_id;
+                        n += a->v[i].count;
+                }
+        }
+        /* Keys changed: index again (entries that now share a key stay
+         * separate, which the encoding allows). */
+        for (size_t i = 0; i < a->n; i++)
+                (void) hashmap_put(a->index, a->v + i, BLOCK_ENTRY_KEY_SIZE, (int64_t) i);
+        return n;
+}
+
+/* ---- reading ---- */
+
+typedef struct scan_ctx {
+        store *store;
+        sqlite3_stmt *range[SAMPLE_LEVELS];
+        sample_counters c;
+        sample_scan_cb cb;
+        void *userdata;
+} scan_ctx;
+
+static int64_t clamp_i64(uint64_t v) {
+        return v > INT64_MAX ? INT64_MAX : (int64_t) v;
+}
+
+/* The blocks of `level` whose period overlaps [from, to). */
+static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
+        sqlite3_stmt *st = x->range[level];
+        int r, rc;
+
+        if (from >= to)
+                return 0;
+        if (!st) {
+                /* start_ns bounds the index range; a block starts at most
+                 * one period before `from` and still overlaps it. */
+                r = store_prepare(x->store,
+                                  "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
+                                  "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4",
+                                  &x->range[level]);
+                if (r < 0)
+                        return r;
+                st = x->range[level];
+        }
+        sqlite3_bind_int64(st, 1, level);
+        sqlite3_bind_int64(st, 2, clamp_i64(from > level_width_ns[level] ? from - level_width_ns[level] : 0));
+        sqlite3_bind_int64(st, 3, clamp_i64(to));
+        sqlite3_bind_int64(st, 4, clamp_i64(from));
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                _cleanup_free_ block_entry *v = NULL;
+                scan_block b = {
+                        .level = level,
+                        .boot_id = sqlite3_column_int64(st, 0),
+                        .start_ns = u64(sqlite3_column_int64(st, 1)),
+                        .end_ns = u64(sqlite3_column_int64(st, 2)),
+                        .first_ns = u64(sqlite3_column_int64(st, 3)),
+                        .last_ns = u64(sqlite3_column_int64(st, 4)),
+                };
+                size_t n;
+
+                r = sample_block_decode(sqlite3_column_blob(st, 5), (size_t) sqlite3_column_bytes(st, 5), &v, &n);
+                if (r >= 0)
+                        r = x->cb(&b, v, n, x->userdata);
+                if (r < 0) {
+                        sqlite3_reset(st);
+                        return r;
+                }
+        }
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0 : store_step_errno(x->store, rc);
+}
+
+/* [from, to) from whole periods of `level` where they are complete, the
+ * rest from the levels below. */
+static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
+        uint64_t w, a, b;
+        int r;
+
+        if (from >= to)
+                return 0;
+        if (level == 0)
+                return scan_range(x, 0, from, to);
+
+        w = level_width_ns[level];
+        a = from % w == 0 ? from : (from / w + 1) * w;
+        if (a < from)           /* overflow */
+                return scan_plan(x, level - 1, from, to);
+        b = MIN(to / w * w, x->c.complete[level]);
+        if (a >= b)
+                return scan_plan(x, level - 1, from, to);
+
+        r = scan_plan(x, level - 1, from, a);
+        if (r >= 0)
+                r = scan_range(x, level, a, b);
+        if (r >= 0)
+                r = scan_plan(x, level - 1, b, to);
+        return r;
+}
+
+int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned max_level, sample_scan_cb cb, void *userdata) {
+        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata };
+        int r;
+
+        r = sample_meta_read(store_sqlite(s), &x.c);
+        if (r >= 0)
+                r = scan_plan(&x, MIN(max_level, (unsigned) SAMPLE_LEVELS - 1), since_ns,
+                              until_ns == 0 ? UINT64_MAX : until_ns);
+        for (unsigned i = 0; i < SAMPLE_LEVELS; i++)
+                sqlite3_finalize(x.range[i]);
+        return r;
+}
+
+/* ---- schema, conversion, expiry ---- */
+
+int store_migrate_4_to_5(sqlite3 *db) {
+        /* The old samples table is converted by the writer at open
+         * (sample_writer_convert_v4()), through the same path new
+         * samples take. */
+        int rc = sqlite3_exec(db,
+                "CREATE TABLE sample_blocks(id INTEGER PRIMARY KEY AUTOINCREMENT, level INTEGER NOT NULL,"
+                "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, first_ns INTEGER NOT NULL,"
+                "  last_ns INTEGER NOT NULL, boot INTEGER NOT NULL, n_samples INTEGER NOT NULL, data BLOB NOT NULL);"
+                "CREATE INDEX sample_blocks_period ON sample_blocks(level, start_ns);"
+                "CREATE TABLE sample_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+                "CREATE TABLE snapshot_links(boot INTEGER NOT NULL, snapshot INTEGER NOT NULL,"
+                "  from_ns INTEGER NOT NULL, until_ns INTEGER NOT NULL);"
+                "ALTER TABLE samples RENAME TO samples_v4;",
+                NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        sqlite3 *db = store_sqlite(w->store);
+        uint64_t n = 0;
+        int r, rc;
+
+        *ret_converted = 0;
+        rc = sqlite3_prepare_v2(db, "SELECT time_ns, cpu, pid, tid, comm, stack, period, boot, snapshot "
+                                    "FROM samples_v4 ORDER BY time_ns", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return 0;       /* no such table: nothing to convert */
+
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                stored_sample smp = {
+                        .time_ns = u64(sqlite3_column_int64(st, 0)),
+                        .cpu = (uint32_t) sqlite3_column_int64(st, 1),
+                        .pid = (uint32_t) sqlite3_column_int64(st, 2),
+                        .tid = (uint32_t) sqlite3_column_int64(st, 3),
+                        .comm_id = sqlite3_column_int64(st, 4),
+                        .stack_id = sqlite3_column_int64(st, 5),
+                        .period = u64(sqlite3_column_int64(st, 6)),
+                        .boot_id = sqlite3_column_int64(st, 7),
+                        .snapshot_id = sqlite3_column_int64(st, 8),
+                };
+
+                r = sample_writer_add(w, &smp);
+                if (r < 0)
+                        return r;
+                n++;
+        }
+        if (rc != SQLITE_DONE)
+                return store_step_errno(w->store, rc);
+        sqlite3_finalize(TAKE_PTR(st));
+
+        r = sample_writer_flush(w, UINT64_MAX);
+        if (r < 0)
+                return r;
+        rc = sqlite3_exec(db, "DROP TABLE samples_v4", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return store_step_errno(w->store, rc);
+        *ret_converted = n;
+        return 1;
+}
+
+/* Runs a one-row integer query with up to two integer parameters. */
+static int query_u64(store *s, const char *sql, int64_t a, int64_t b, uint64_t *ret) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int r, rc;
+
+        r = store_prepare(s, sql, &st);
+        if (r < 0)
+                return r;
+        if (sqlite3_bind_parameter_count(st) >= 1)
+                sqlite3_bind_int64(st, 1, a);
+        if (sqlite3_bind_parameter_count(st) >= 2)
+                sqlite3_bind_int64(st, 2, b);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE) {
+                *ret = 0;
+                return 0;
+        }
+        if (rc != SQLITE_ROW)
+                return store_step_errno(s, rc);
+        *ret = u64(sqlite3_column_int64(st, 0));
+        return 0;
+}
+
+/* After level-0 blocks were deleted: the counters from what is left. */
+static int recount_after_delete(sample_writer *w, uint64_t deleted_samples) {
+        int r;
+
+        w->c.samples = w->c.samples > deleted_samples ? w->c.samples - deleted_samples : 0;
+        r = query_u64(w->store, "SELECT first_ns FROM sample_blocks WHERE level = 0 ORDER BY start_ns LIMIT 1", 0, 0,
+                      &w->c.first_ns);
+        if (r < 0)
+                return r;
+        if (w->c.samples == 0 && !w->acc[0].open)
+                w->c.first_ns = w->c.last_ns = 0;
+        return 0;
+}
+
+/* Deletes the oldest `limit` blocks of a level that end by before_ns;
+ * says how many, with how many samples, the newest of them when. */
+typedef struct deleted {
+        uint64_t blocks, samples, newest_ns;
+} deleted;
+
+#define OLDEST_BLOCKS "SELECT id FROM sample_blocks WHERE level = ?1 AND start_ns < ?2 AND end_ns <= ?2 " \
+                      "ORDER BY start_ns LIMIT ?3"
+
+static int delete_oldest(sample_writer *w, unsigned level, uint64_t before_ns, size_t limit, deleted *ret) {
+        static const char *const sql[] = {
+                "SELECT coalesce(sum(n_samples), 0), count(*), coalesce(max(last_ns), 0) FROM sample_blocks "
+                "WHERE id IN (" OLDEST_BLOCKS ")",
+                "DELETE FROM sample_blocks WHERE id IN (" OLDEST_BLOCKS ")",
+        };
+        deleted d = {};
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(sql); i++) {
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+
+                r = store_prepare(w->store, sql[i], &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(st, 1, level);
+                sqlite3_bind_int64(st, 2, clamp_i64(before_ns));
+                sqlite3_bind_int64(st, 3, (int64_t) limit);
+                if (i == 0) {
+                        if (sqlite3_step(st) == SQLITE_ROW)
+                                d = (deleted) {
+                                        .samples = u64(sqlite3_column_int64(st, 0)),
+                                        .blocks = u64(sqlite3_column_int64(st, 1)),
+                                        .newest_ns = u64(sqlite3_column_int64(st, 2)),
+                                };
+                        if (d.blocks == 0)
+                                break;
+                } else {
+                        r = store_step_done(w->store, st);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        *ret = d;
+        return 0;
+}
+
+int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks, uint64_t *ret_samples,
+                         bool *ret_more) {
+        uint64_t samples = 0;
+        bool more = false;
+        int r;
+
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
+                deleted d;
+
+                r = delete_oldest(w, level, before_ns, max_blocks, &d);
+                if (r < 0)
+                        return r;
+                if (d.blocks >= max_blocks)
+                        more = true;
+                if (level == 0)
+                        samples = d.samples;
+        }
+
+        r = recount_after_delete(w, samples);
+        if (r < 0)
+                return r;
+        *ret_samples = samples;
+        *ret_more = more;
+        return 0;
+}
+
+/* Bytes of the pages in use, as this connection sees them (its open
+ * transaction included). */
+static int pages_in_use(store *s, uint64_t *ret) {
+        uint64_t page_size, pages, free_pages;
+        int r;
+
+        r = query_u64(s, "PRAGMA page_size", 0, 0, &page_size);
+        if (r >= 0)
+                r = query_u64(s, "PRAGMA page_count", 0, 0, &pages);
+        if (r >= 0)
+                r = query_u64(s, "PRAGMA freelist_count", 0, 0, &free_pages);
+        if (r < 0)
+                return r;
+        *ret = (pages - MIN(free_pages, pages)) * page_size;
+        return 0;
+}
+
+#define CAP_CHUNK_BLOCKS 32
+
+int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_blocks, cap_result *ret) {
+        uint64_t used, target;
+        cap_result res = {};
+        int r;
+
+        *ret = res;
+        if (max_bytes == 0)
+                return 0;
+        r = pages_in_use(w->store, &used);
+        if (r < 0)
+                return r;
+        res.used_bytes = used;
+        if (used <= max_bytes) {
+                *ret = res;
+                return 0;
+        }
+
+        /* Down to 90% of the cap, so that the next writes do not bring it
+         * back at once. Oldest first: raw buckets before minute
+         * aggregates before hour aggregates, so that history loses its
+         * detail before it loses its totals. */
+        target = max_bytes / 10 * 9;
+        for (unsigned level = 0; level < SAMPLE_LEVELS && res.blocks < max_blocks; level++) {
+                while (used > target && res.blocks < max_blocks) {
+                        deleted d;
+
+                        r = delete_oldest(w, level, UINT64_MAX, CAP_CHUNK_BLOCKS, &d);
+                        if (r < 0)
+                                return r;
+                        if (d.blocks == 0)
+                                break;
+                        res.blocks += d.blocks;
+                        if (level == 0) {
+                                res.samples += d.samples;
+                                res.newest_removed_ns = MAX(res.newest_removed_ns, d.newest_ns);
+                        }
+                        r = pages_in_use(w->store, &used);
+                        if (r < 0)
+                                return r;
+                }
+        }
+
+        r = recount_after_delete(w, res.samples);
+        if (r < 0)
+                return r;
+        *ret = res;
+        return 0;
+}
+
+/* ---- snapshot links ---- */
+
+typedef struct link_count {
+        int64_t boot_id, snapshot_id;
+        uint64_t from_ns, until_ns;
+        uint64_t n;
+} link_count;
+
+static int count_unlinked(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        link_count *c = userdata;
+
+        if (b->boot_id != c->boot_id || b->last_ns < c->from_ns || b->first_ns >= c->until_ns)
+                return 0;
+        for (size_t i = 0; i < n; i++)
+                if (v[i].snapshot_id == 0)
+                        c->n += v[i].count;
+        return 0;
+}
+
+int64_t sample_writer_link_written(sample_writer *w, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns,
+                                   uint64_t until_ns) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        link_count c = { .boot_id = boot_id, .snapshot_id = snapshot_id, .from_ns = from_ns, .until_ns = until_ns };
+        int r;
+
+        /* Written blocks are not rewritten: their entries without a
+         * snapshot read it from snapshot_links. */
+        r = sample_scan(w->store, from_ns, until_ns, 0, count_unlinked, &c);
+        if (r < 0)
+                return r;
+        r = store_prepare(w->store, "INSERT INTO snapshot_links(boot, snapshot, from_ns, until_ns) VALUES (?1, ?2, ?3, ?4)",
+                          &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, boot_id);
+        sqlite3_bind_int64(st, 2, snapshot_id);
+        sqlite3_bind_int64(st, 3, clamp_i64(from_ns));
+        sqlite3_bind_int64(st, 4, clamp_i64(until_ns));
+        r = store_step_done(w->store, st);
+        if (r < 0)
+                return r;
+        return (int64_t) (c.n + sample_writer_link_snapshot(w, boot_id, snapshot_id, from_ns, until_ns));
+}
+
+typedef struct snap_count {
+        int64_t snapshot_id;
+        struct { int64_t boot; uint64_t from, until; } *links;
+        size_t n_links;
+        uint64_t n;
+} snap_count;
+
+static int count_snapshot(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        snap_count *c = userdata;
+        bool linked = false;
+
+        for (size_t i = 0; i < c->n_links; i++)
+                if (c->links[i].boot == b->boot_id && b->last_ns >= c->links[i].from && b->first_ns < c->links[i].until)
+                        linked = true;
+        for (size_t i = 0; i < n; i++)
+                if (v[i].snapshot_id == c->snapshot_id || (linked && v[i].snapshot_id == 0))
+                        c->n += v[i].count;
+        return 0;
+}
+
+int64_t sample_count_snapshot(store *s, int64_t snapshot_id) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        snap_count c = { .snapshot_id = snapshot_id };
+        size_t alloc = 0;
+        int r, rc;
+
+        r = store_prepare(s, "SELECT boot, from_ns, until_ns FROM snapshot_links WHERE snapshot = ?1", &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, snapshot_id);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (c.n_links == alloc) {
+                        size_t m = MAX(alloc * 2, (size_t) 4);
+                        void *p = realloc(c.links, m * sizeof *c.links);
+                        if (!p) {
+                                free(c.links);
+                                return -ENOMEM;
+                        }
+                        c.links = p;
+                        alloc = m;
+                }
+                c.links[c.n_links].boot = sqlite3_column_int64(st, 0);
+                c.links[c.n_links].from = u64(sqlite3_column_int64(st, 1));
+                c.links[c.n_links].until = u64(sqlite3_column_int64(st, 2));
+                c.n_links++;
+        }
+        r = rc == SQLITE_DONE ? sample_scan(s, 0, 0, 0, count_snapshot, &c) : store_step_errno(s, rc);
+        free(c.links);
+        return r < 0 ? r : (int64_t) c.n;
+}
+
+int sample_writer_flush_partial(sample_writer *w) {
+        return acc_flush(w, 0, false);
+}
+
+int sample_scan_level(store *s, unsigned level, sample_scan_cb cb, void *userdata) {
+        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata };
+        int r;
+
+        if (level >= SAMPLE_LEVELS)
+                return -EINVAL;
+        r = scan_range(&x, level, 0, UINT64_MAX);
+        sqlite3_finalize(x.range[level]);
+        return r;
+}

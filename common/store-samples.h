@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* The sample writer and reader of the store (store-samples.c); for the
+ * store's own files, not for its users. */
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sample-block.h"
+#include "store.h"
+
+/* Level 0 period: samples are counted per bucket of this width. */
+#define STORE_BUCKET_NS NSEC_PER_SEC
+#define SAMPLE_LEVELS 3
+
+uint64_t sample_level_width(unsigned level);
+
+/* sample_meta: the totals status reads, and the aggregation state. */
+typedef struct sample_counters {
+        uint64_t samples;               /* in level-0 blocks */
+        uint64_t first_ns, last_ns;
+        uint64_t complete[SAMPLE_LEVELS];       /* [k]: level k is complete for periods ending at or before */
+        int64_t fed[SAMPLE_LEVELS];     /* [k]: last level k-1 block id in a written level k block */
+} sample_counters;
+
+int sample_meta_read(sqlite3 *db, sample_counters *ret);
+
+typedef struct sample_writer sample_writer;
+
+int sample_writer_new(store *s, sample_writer **ret);
+sample_writer *sample_writer_free(sample_writer *w);
+/* Reads the counters and the open periods back from the database. */
+int sample_writer_reload(sample_writer *w);
+
+/* Inside a transaction of the store. */
+int sample_writer_add(sample_writer *w, const stored_sample *smp);
+/* Writes the periods that end at or before before_ns (UINT64_MAX: all of
+ * level 0, for a clean stop). */
+int sample_writer_flush(sample_writer *w, uint64_t before_ns);
+/* Writes the open bucket so far (it stays open). */
+int sample_writer_flush_partial(sample_writer *w);
+int sample_writer_before_commit(sample_writer *w);
+void sample_writer_committed(sample_writer *w);
+
+uint64_t sample_writer_pending(const sample_writer *w);
+const sample_counters *sample_writer_counters(const sample_writer *w);
+uint64_t sample_writer_dropped(const sample_writer *w);
+size_t sample_writer_memory_bytes(const sample_writer *w);
+uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns,
+                                     uint64_t until_ns);
+
+/* Reading: calls cb for every entry of every block a window needs, using
+ * the coarsest complete level for each part of it. A block counts if its
+ * period overlaps [since_ns, until_ns) (until_ns 0: no end). */
+typedef struct scan_block {
+        unsigned level;
+        int64_t boot_id;
+        uint64_t start_ns, end_ns, first_ns, last_ns;
+} scan_block;
+typedef int (*sample_scan_cb)(const scan_block *b, const block_entry *v, size_t n, void *userdata);
+
+int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned max_level, sample_scan_cb cb, void *userdata);
+
+int store_migrate_4_to_5(sqlite3 *db);
+/* Moves the rows of a schema-4 samples table into blocks; 1 if there was one. */
+int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted);
+
+/* Deletes at most max_blocks blocks per level that end by before_ns;
+ * *ret_samples: level-0 samples deleted; *ret_more: some are left. */
+int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks, uint64_t *ret_samples,
+                         bool *ret_more);
+
+typedef struct cap_result {
+        uint64_t used_bytes;            /* pages in use before */
+        uint64_t blocks, samples;       /* removed (samples: of level 0) */
+        uint64_t newest_removed_ns;     /* the newest level-0 sample removed */
+} cap_result;
+int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_blocks, cap_result *ret);
+
+int64_t sample_writer_link_written(sample_writer *w, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns,
+                                   uint64_t until_ns);
+int64_t sample_count_snapshot(store *s, int64_t snapshot_id);
+/* Every block of one level, whatever the others hold (tools, tests). */
+int sample_scan_level(store *s, unsigned level, sample_scan_cb cb, void *userdata);

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "sample-block.h"
+#include "test.h"
+
+/* xorshift64*: reproducible across runs and machines. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(void) {
+        rng_state ^= rng_state >> 12;
+        rng_state ^= rng_state << 25;
+        rng_state ^= rng_state >> 27;
+        return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+/* A value from a mix of the shapes real data has and the extremes it
+ * must survive. */
+static uint64_t rnd_value(uint64_t small) {
+        switch (rnd() % 6) {
+        case 0: return 0;
+        case 1: return rnd() % small;
+        case 2: return rnd() % (small * 1000);
+        case 3: return rnd();
+        case 4: return UINT64_MAX - rnd() % 3;
+        default: return (uint64_t) INT64_MAX + rnd() % 3 - 1;
+        }
+}
+
+static void random_entries(block_entry *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                v[i] = (block_entry) {
+                        .cpu = (uint32_t) rnd_value(4),
+                        .pid = (uint32_t) rnd_value(100),
+                        .comm_id = (int64_t) rnd_value(20),
+                        .snapshot_id = (int64_t) rnd_value(3),
+                        .stack_id = (int64_t) rnd_value(100000),
+                        .count = 1 + rnd_value(5) % 100000,
+                        .period = rnd_value(1000000),
+                };
+                v[i].tid = rnd() % 2 ? v[i].pid : (uint32_t) rnd_value(100);
+                /* Equal keys happen in real blocks only after merging;
+                 * the format allows them either way. */
+                if (i > 0 && rnd() % 8 == 0)
+                        v[i] = v[i - 1];
+        }
+}
+
+static int entry_full_cmp(const void *a, const void *b) {
+        const block_entry *x = a, *y = b;
+        int c = block_entry_cmp(a, b);
+
+        if (c != 0)
+                return c;
+        if (x->count != y->count)
+                return x->count < y->count ? -1 : 1;
+        return x->period < y->period ? -1 : x->period > y->period;
+}
+
+TEST(round_trip_random_blocks) {
+        for (int round = 0; round < 400; round++) {
+                size_t n = round < 10 ? (size_t) round : 1 + rnd() % (round % 50 == 0 ? 20000 : 300);
+                block_entry *v = calloc(MAX(n, (size_t) 1), sizeof *v), *want = calloc(MAX(n, (size_t) 1), sizeof *v);
+                block_entry *got = NULL;
+                uint8_t *data = NULL;
+                size_t size = 0, m = 99;
+
+                ASSERT_TRUE(v && want);
+                random_entries(v, n);
+                memcpy(want, v, n * sizeof *v);
+                ASSERT_OK(sample_block_encode(v, n, &data, &size));
+                ASSERT_OK(sample_block_decode(data, size, &got, &m));
+                ASSERT_EQ(m, n);
+                qsort(want, n, sizeof *want, entry_full_cmp);
+                qsort(got, n, sizeof *got, entry_full_cmp);
+                for (size_t i = 0; i < n; i++)
+                        if (memcmp(want + i, got + i, sizeof *got) != 0) {
+                                fprintf(stderr, "round %d entry %zu: cpu %u/%u pid %u/%u tid %u/%u comm %lld/%lld "
+                                        "stack %lld/%lld count %llu/%llu period %llu/%llu\n", round, i,
+                                        want[i].cpu, got[i].cpu, want[i].pid, got[i].pid, want[i].tid, got[i].tid,
+                                        (long long) want[i].comm_id, (long long) got[i].comm_id,
+                                        (long long) want[i].stack_id, (long long) got[i].stack_id,
+                                        (unsigned long long) want[i].count, (unsigned long long) got[i].count,
+                                        (unsigned long long) want[i].period, (unsigned long long) got[i].period);
+                                ASSERT_TRUE(false);
+                        }
+                free(v);
+                free(want);
+                free(got);
+                free(data);
+        }
+}
+
+/* What a busy bucket looks like: few CPUs and tasks, many stacks, a
+ * near-constant period. It must come out at a few bytes an entry. */
+TEST(typical_block_is_small) {
+        enum { N = 2000 };
+        block_entry v[N];
+        uint8_t *data = NULL;
+        size_t size;
+
+        for (size_t i = 0; i < N; i++)
+                v[i] = (block_entry) {
+                        .cpu = (uint32_t) (i % 2), .pid = 1000 + (uint32_t) (i % 5), .tid = 1000 + (uint32_t) (i % 5),
+                        .comm_id = 3 + (int64_t) (i % 5), .snapshot_id = 1, .stack_id = 1 + (int64_t) (rnd() % 5000),
+                        .count = 1 + rnd() % 3, .period = 0,
+                };
+        for (size_t i = 0; i < N; i++)
+                v[i].period = v[i].count * 1001000 + rnd() % 2000;
+        ASSERT_OK(sample_block_encode(v, N, &data, &size));
+        fprintf(stderr, "%d entries: %zu bytes, %.2f bytes an entry\n", N, size, (double) size / N);
+        ASSERT_LT(size, (size_t) N * 6);
+        free(data);
+}
+
+TEST(bad_blocks_are_refused) {
+        block_entry v[50], *got = NULL;
+        uint8_t *data = NULL, *copy;
+        size_t size, n;
+        int refused = 0;
+
+        random_entries(v, 50);
+        for (size_t i = 0; i < 50; i++)
+                v[i].count = MAX(v[i].count, (uint64_t) 1);
+        ASSERT_OK(sample_block_encode(v, 50, &data, &size));
+
+        ASSERT_ERROR(sample_block_decode(data, 0, &got, &n), EBADMSG);
+        copy = malloc(size);
+        ASSERT_TRUE(copy);
+        memcpy(copy, data, size);
+        copy[0] = 2;
+        ASSERT_ERROR(sample_block_decode(copy, size, &got, &n), EPROTONOSUPPORT);
+
+        /* Every truncation is an error, never a read past the end. */
+        for (size_t len = 1; len < size; len++) {
+                ASSERT_TRUE(sample_block_decode(data, len, &got, &n) < 0);
+        }
+        /* A flipped byte anywhere: an error, or entries (the header's
+         * mean period is not checked by anything) — never a crash. */
+        for (size_t i = 0; i < size; i++) {
+                memcpy(copy, data, size);
+                copy[i] ^= 0x5a;
+                got = NULL;
+                if (sample_block_decode(copy, size, &got, &n) < 0)
+                        refused++;
+                free(got);
+        }
+        fprintf(stderr, "%d of %zu flipped bytes refused\n", refused, size);
+        ASSERT_GT(refused, 0);
+
+        /* A header that claims more entries than the limit. */
+        uint8_t huge[] = { 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0 };
+        ASSERT_ERROR(sample_block_decode(huge, sizeof huge, &got, &n), EBADMSG);
+        free(copy);
+        free(data);
+}
+
+TEST(zero_count_is_refused) {
+        block_entry v[1] = { { .count = 0 } };
+        uint8_t *data = NULL;
+        size_t size;
+
+        ASSERT_ERROR(sample_block_encode(v, 1, &data, &size), EINVAL);
+}
