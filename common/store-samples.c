@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hashmap.h"
 #include "macro.h"
@@ -36,7 +37,7 @@
 /* A block holds at most this many entries; a bigger period is written as
  * several blocks. Bounds the accumulators' memory (~100 bytes an entry
  * with its index). */
-#define ACC_MAX_ENTRIES (64 * 1024)
+#define ACC_MAX_ENTRIES (16 * 1024)
 
 static const uint64_t level_width_ns[SAMPLE_LEVELS] = {
         STORE_BUCKET_NS,
@@ -75,6 +76,8 @@ struct sample_writer {
         sample_counters c;              /* as committed + this batch */
         sample_counters committed;      /* as of the last commit */
         uint64_t dropped;               /* samples of batches that failed to commit */
+        int dropped_error;              /* why, the last time */
+        uint64_t dropped_since_ns;      /* CLOCK_REALTIME of the first drop */
 };
 
 uint64_t sample_level_width(unsigned level) {
@@ -440,12 +443,23 @@ static int refeed(sample_writer *w, unsigned level) {
 
 /* Forgets the open periods and reads them back from the database as
  * committed: after open, and after a batch was rolled back. */
-int sample_writer_reload(sample_writer *w) {
+int sample_writer_reload(sample_writer *w, int cause) {
+        uint64_t lost;
         int r;
 
         /* What the failed batch held: its open bucket, and the blocks
          * it wrote (gone with the rollback). */
-        w->dropped += w->acc[0].samples + (w->c.samples - w->committed.samples);
+        lost = w->acc[0].samples + (w->c.samples - w->committed.samples);
+        if (lost > 0) {
+                struct timespec ts;
+
+                if (w->dropped == 0) {
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        w->dropped_since_ns = (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+                }
+                w->dropped += lost;
+                w->dropped_error = cause < 0 ? cause : -EIO;
+        }
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 acc_close(&w->acc[level]);
 
@@ -499,7 +513,11 @@ const sample_counters *sample_writer_counters(const sample_writer *w) {
         return &w->c;
 }
 
-uint64_t sample_writer_dropped(const sample_writer *w) {
+uint64_t sample_writer_dropped(const sample_writer *w, int *ret_error, uint64_t *ret_since_ns) {
+        if (ret_error)
+                *ret_error = w->dropped_error;
+        if (ret_since_ns)
+                *ret_since_ns = w->dropped_since_ns;
         return w->dropped;
 }
 

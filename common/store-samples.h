@@ -32,8 +32,10 @@ typedef struct sample_writer sample_writer;
 
 int sample_writer_new(store *s, sample_writer **ret);
 sample_writer *sample_writer_free(sample_writer *w);
-/* Reads the counters and the open periods back from the database. */
-int sample_writer_reload(sample_writer *w);
+/* Reads the counters and the open periods back from the database; the
+ * samples the writer held (of a batch rolled back) count as dropped,
+ * because of cause (a negative errno). */
+int sample_writer_reload(sample_writer *w, int cause);
 
 /* Inside a transaction of the store. */
 int sample_writer_add(sample_writer *w, const stored_sample *smp);
@@ -47,7 +49,8 @@ void sample_writer_committed(sample_writer *w);
 
 uint64_t sample_writer_pending(const sample_writer *w);
 const sample_counters *sample_writer_counters(const sample_writer *w);
-uint64_t sample_writer_dropped(const sample_writer *w);
+/* Samples of batches that failed to commit, the last error, and since when. */
+uint64_t sample_writer_dropped(const sample_writer *w, int *ret_error, uint64_t *ret_since_ns);
 size_t sample_writer_memory_bytes(const sample_writer *w);
 uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns,
                                      uint64_t until_ns);

@@ -39,8 +39,8 @@
 /* Interning caches are dropped and refilled from the database when they
  * grow past this: ids are stable, so a dropped entry only costs a query.
  * Bounds the daemon's memory on a long-lived database with many stacks
- * (an entry is 40 bytes, the table at most ~70% full). */
-#define STORE_CACHE_MAX_ENTRIES (512 * 1024)
+ * (an entry is 40 bytes, the table at most ~70% full: at most 10 MiB). */
+#define STORE_CACHE_MAX_ENTRIES (128 * 1024)
 
 /* The whole-stack cache holds call stacks of ~1 KiB each: bound it by key
  * bytes rather than entries. */
@@ -247,7 +247,7 @@ static void check_rolled_back(store *s) {
                 s->in_tx = false;
                 s->batch_error = 0;
                 caches_clear(s);
-                (void) sample_writer_reload(s->samples);
+                (void) sample_writer_reload(s->samples, errno_from_sqlite(s->db, sqlite3_errcode(s->db)));
         }
 }
 
@@ -416,7 +416,7 @@ static int open_samples(store *s) {
         r = sample_writer_new(s, &s->samples);
         if (r < 0)
                 return r;
-        r = sample_writer_reload(s->samples);
+        r = sample_writer_reload(s->samples, 0);
         if (r < 0)
                 return r;
 
@@ -580,13 +580,14 @@ int store_begin(store *s) {
 
 int store_rollback(store *s) {
         sqlite3_stmt *st = NULL;
-        int r;
+        int r, cause;
 
         if (!s)
                 return -EINVAL;
         if (!s->in_tx)
                 return -EINVAL;
 
+        cause = s->batch_error ?: errno_from_sqlite(s->db, sqlite3_errcode(s->db));
         s->in_tx = false;
         s->batch_error = 0;
         caches_clear(s);
@@ -598,7 +599,7 @@ int store_rollback(store *s) {
                         r = step_done(s, st);
         }
         /* The open periods may hold ids of the batch: read them back. */
-        (void) sample_writer_reload(s->samples);
+        (void) sample_writer_reload(s->samples, cause);
         return r;
 }
 
@@ -1330,8 +1331,15 @@ uint64_t store_pending_samples(const store *s) {
         return s && s->samples ? sample_writer_pending(s->samples) : 0;
 }
 
-uint64_t store_dropped_samples(const store *s) {
-        return s && s->samples ? sample_writer_dropped(s->samples) : 0;
+uint64_t store_dropped_samples(const store *s, int *ret_error, uint64_t *ret_since_ns) {
+        if (!s || !s->samples) {
+                if (ret_error)
+                        *ret_error = 0;
+                if (ret_since_ns)
+                        *ret_since_ns = 0;
+                return 0;
+        }
+        return sample_writer_dropped(s->samples, ret_error, ret_since_ns);
 }
 
 /* ---- readers ---- */

@@ -94,8 +94,10 @@ int store_add_boot(store *s, const char *boot_uuid, const char *build_id, uint64
 int store_flush_samples(store *s, uint64_t before_ns);
 /* Samples in the open bucket, not yet in the database. */
 uint64_t store_pending_samples(const store *s);
-/* Samples of batches that failed to commit (e.g. the disk was full). */
-uint64_t store_dropped_samples(const store *s);
+/* Samples not stored because their batch failed to commit (e.g. the disk
+ * was full); the last error (negative errno) and when the first was
+ * dropped (wall clock), 0 if never. */
+uint64_t store_dropped_samples(const store *s, int *ret_error, uint64_t *ret_since_ns);
 
 /* Deletes blocks of samples that end by before_ns (whole buckets, minutes,
  * hours) and lost records older than it; returns the number of samples

@@ -982,18 +982,25 @@ int proc_maps_parse_line(const char *line, uint64_t *ret_start, uint64_t *ret_en
 void tasks_gc(tasks *t, uint64_t before_ns) {
         if (!t)
                 return;
+        /* The lists are in the order tasks exited (records come in time
+         * order): stop at the first that exited too recently, instead of
+         * walking every exited task at every drain. */
         for (list_link *l = t->evict_processes.next, *next; l != &t->evict_processes; l = next) {
                 process *p = CONTAINER_OF(l, process, evict);
 
                 next = l->next;
-                if (p->exited && p->exit_ns < before_ns)
+                if (p->exited && p->exit_ns >= before_ns)
+                        break;
+                if (p->exited)
                         process_free(t, p);
         }
         for (list_link *l = t->evict_threads.next, *next; l != &t->evict_threads; l = next) {
                 thread *th = CONTAINER_OF(l, thread, evict);
 
                 next = l->next;
-                if (th->exited && th->exit_ns < before_ns)
+                if (th->exited && th->exit_ns >= before_ns)
+                        break;
+                if (th->exited)
                         thread_free(t, th);
         }
 }

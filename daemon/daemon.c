@@ -351,7 +351,12 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "ksymbol_records", json_object_new_boolean(d->events && perf_events_has_ksymbol(d->events)));
         json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
         json_object_object_add(p, "pending_samples", json_object_new_int64((int64_t) store_pending_samples(d->store)));
-        json_object_object_add(p, "dropped_samples", json_object_new_int64((int64_t) store_dropped_samples(d->store)));
+        int dropped_error;
+        uint64_t dropped_since;
+        json_object_object_add(p, "dropped_samples",
+                               json_object_new_int64((int64_t) store_dropped_samples(d->store, &dropped_error, &dropped_since)));
+        json_object_object_add(p, "dropped_reason", json_object_new_string(dropped_error < 0 ? strerror(-dropped_error) : ""));
+        json_object_object_add(p, "dropped_since_ns", json_object_new_int64((int64_t) dropped_since));
         json_object_object_add(p, "database_max_size", json_object_new_int64((int64_t) d->db_max_bytes));
         json_object_object_add(p, "cap_removed_samples", json_object_new_int64((int64_t) d->cap_removed_samples));
         json_object_object_add(p, "cap_removed_newest_ns", json_object_new_int64((int64_t) d->cap_removed_newest_ns));
@@ -605,9 +610,12 @@ int daemon_run(daemon_ctx *d) {
         if (d->ingest)
                 (void) ingest_commit(d->ingest);
         st = ingest_get_stats(d->ingest);
-        log_info("Stopped: %llu samples stored, %llu lost, %llu malformed records skipped.",
-                 (unsigned long long) st->samples, (unsigned long long) st->lost,
-                 (unsigned long long) st->bad_records);
+        int dropped_error = 0;
+        uint64_t dropped = d->store ? store_dropped_samples(d->store, &dropped_error, NULL) : 0;
+        log_info("Stopped: %llu samples stored, %llu lost, %llu not stored%s%s%s, %llu malformed records skipped.",
+                 (unsigned long long) (st->samples - MIN(dropped, st->samples)), (unsigned long long) st->lost,
+                 (unsigned long long) dropped, dropped ? " (" : "", dropped ? strerror(-dropped_error) : "",
+                 dropped ? ")" : "", (unsigned long long) st->bad_records);
         return 0;
 }
 

@@ -19,6 +19,9 @@
  * call chain that went astray, dropped. */
 #define CONTEXT_INVALID_USER UINT64_C(1)
 #define STACK_CACHE_MAX_ENTRIES (256 * 1024)
+/* The caches keyed by whole call chains hold keys of up to ~1 KiB: bound
+ * them by bytes too, or a churning machine's stacks fill hundreds of MB. */
+#define CHAIN_CACHE_MAX_BYTES (4 * 1024 * 1024)
 /* Records stamped further than this past a drain's horizon are processed
  * at once rather than kept (no clock runs that far ahead). */
 #define INGEST_CARRY_MAX_NS (60 * NSEC_PER_SEC)
@@ -56,6 +59,7 @@ struct ingest {
         /* (pid, maps generation of pid, raw callchain) -> leaf stack id. A
          * repeated call chain costs one lookup instead of one per frame. */
         hashmap *stack_cache;
+        hashmap *path_cache;    /* the resolved frame ids of a chain -> stack id: shared by processes */
         hashmap *maps_gen;      /* pid -> generation, bumped on MMAP2 and exec */
         uint64_t next_gen;
         uint64_t *key;          /* scratch for stack_cache keys */
@@ -98,6 +102,8 @@ int ingest_new(store *st, const char *root, ingest **ret) {
         if (r >= 0)
                 r = hashmap_new(&in->stack_cache);
         if (r >= 0)
+                r = hashmap_new(&in->path_cache);
+        if (r >= 0)
                 r = hashmap_new(&in->maps_gen);
         if (r >= 0)
                 r = tasks_new(in->root, &in->tasks);
@@ -116,6 +122,7 @@ ingest *ingest_free(ingest *in) {
         tasks_free(in->tasks);
         hashmap_free(in->kframe_cache);
         hashmap_free(in->stack_cache);
+        hashmap_free(in->path_cache);
         hashmap_free(in->maps_gen);
         free(in->key);
         free(in->arena);
@@ -218,6 +225,7 @@ static bool check_layout(ingest *in) {
                 return false;
         hashmap_clear(in->kframe_cache);
         hashmap_clear(in->stack_cache);
+        hashmap_clear(in->path_cache);
         in->layout_gen = layout_generation(in->layout);
         return true;
 }
@@ -233,6 +241,7 @@ size_t ingest_buffer_bytes(const ingest *in) {
 
 size_t ingest_cache_bytes(const ingest *in) {
         return hashmap_memory_bytes(in->kframe_cache) + hashmap_memory_bytes(in->stack_cache) +
+               hashmap_memory_bytes(in->path_cache) +
                hashmap_memory_bytes(in->maps_gen) + store_cache_bytes(in->store);
 }
 
@@ -402,9 +411,20 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                 n++;
         }
 
-        /* Stacks are interned outermost caller first. */
-        for (size_t i = n; i > 0; i--) {
-                r = store_intern_stack(in->store, stack, in->frame_ids[i - 1], &stack);
+        /* The same frames in another process (same binaries, other
+         * addresses) make the same stack: one lookup instead of one per
+         * node. Else stacks are interned outermost caller first. */
+        if (hashmap_get(in->path_cache, in->frame_ids, n * sizeof(int64_t), &stack) < 0) {
+                stack = 0;
+                for (size_t i = n; i > 0; i--) {
+                        r = store_intern_stack(in->store, stack, in->frame_ids[i - 1], &stack);
+                        if (r < 0)
+                                return r;
+                }
+                if (hashmap_size(in->path_cache) >= STACK_CACHE_MAX_ENTRIES ||
+                    hashmap_memory_bytes(in->path_cache) >= CHAIN_CACHE_MAX_BYTES)
+                        hashmap_clear(in->path_cache);
+                r = hashmap_put(in->path_cache, in->frame_ids, n * sizeof(int64_t), stack);
                 if (r < 0)
                         return r;
         }
@@ -412,7 +432,8 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         /* Bounded: start over rather than grow without limit. A layout
          * change while resolving this sample makes its epoch in the key
          * stale: do not cache it then. */
-        if (hashmap_size(in->stack_cache) >= STACK_CACHE_MAX_ENTRIES)
+        if (hashmap_size(in->stack_cache) >= STACK_CACHE_MAX_ENTRIES ||
+            hashmap_memory_bytes(in->stack_cache) >= CHAIN_CACHE_MAX_BYTES)
                 hashmap_clear(in->stack_cache);
         if (in->layout_gen == gen_at_start) {
                 r = hashmap_put(in->stack_cache, in->key, key_len, stack);
@@ -518,6 +539,7 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
 static void forget_batch_ids(ingest *in) {
         hashmap_clear(in->kframe_cache);
         hashmap_clear(in->stack_cache);
+        hashmap_clear(in->path_cache);
 }
 
 int ingest_commit(ingest *in) {

@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* bench-history DB SAMPLES [CPUS] [HZ]: writes SAMPLES samples of a busy,
+ * mixed machine into DB through the daemon's own path (perf records in
+ * in-memory ring buffers -> ingest_drain() -> symbolizer -> sample writer
+ * -> commit every simulated second), ending now, then times queries over
+ * it on a read-only connection, as the daemon's request handler makes them.
+ *
+ * The machine: CPUS CPUs sampled at HZ (default 2, 999), so the samples
+ * span SAMPLES / (CPUS * HZ) seconds. 30% of samples are idle (swapper);
+ * the rest come from 12 long-lived processes and a stream of short-lived
+ * ones (a fork + exec every 20 ms of simulated time, each living 0.1-3 s,
+ * like a build). A process runs one of 9 programs, each mapping 3-6 of 200
+ * shared objects, at addresses randomized per process. Stacks: a user part
+ * 2-20 frames deep, one of 5,000 call paths per program over 64 functions
+ * per object; a third of the samples also have a kernel part, one of
+ * 3,000 paths over 2,000 real kernel functions (from /proc/kallsyms),
+ * mostly the one its user path makes (a system call site), sometimes any
+ * (an interrupt). Popularity is Zipf-like throughout.
+ *
+ * Needs root (kallsyms addresses). Prints ingest CPU per sample, bytes per
+ * sample, and query times warm and cold (page cache dropped). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ingest.h"
+#include "macro.h"
+#include "ringbuf.h"
+#include "store.h"
+
+#define PAGE 4096
+#define RB_DATA (4u << 20)      /* per CPU; a simulated drain interval fits */
+#define DRAIN_NS (250 * NSEC_PER_MSEC)
+#define N_OBJECTS 200
+#define FUNCS_PER_OBJECT 64
+#define N_KPATHS 3000
+#define N_KFUNCS 2000
+#define MAX_PROCS 512
+
+static uint64_t rng = 0x2545f4914f6cdd1dULL;
+static uint64_t rnd(void) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return rng;
+}
+
+/* A Zipf-like pick in [0, n): small indexes much more often. */
+static size_t zipf(size_t n) {
+        double u = (double) (rnd() >> 11) / (double) (1ULL << 53);
+        return (size_t) ((double) n * pow(u, 3.0)) % n;
+}
+
+typedef struct cpu_rb {
+        uint64_t *mem;
+        ringbuf rb;
+} cpu_rb;
+
+static struct perf_event_mmap_page *meta_of(cpu_rb *c) {
+        return (struct perf_event_mmap_page *) (void *) c->mem;
+}
+
+static void rb_put(cpu_rb *c, const void *rec, size_t size) {
+        struct perf_event_mmap_page *m = meta_of(c);
+        uint8_t *data = (uint8_t *) c->mem + PAGE;
+        uint64_t head = m->data_head;
+
+        if (head + size - m->data_tail > RB_DATA) {
+                fprintf(stderr, "ring buffer full: drain more often\n");
+                exit(1);
+        }
+        for (size_t i = 0; i < size; i++)
+                data[(head + i) & (RB_DATA - 1)] = ((const uint8_t *) rec)[i];
+        m->data_head = head + size;
+}
+
+/* sample_id_all trailer for PERFSNAP_SAMPLE_TYPE: pid, tid, time, cpu, res, identifier. */
+static size_t put_sample_id(uint64_t *p, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu) {
+        p[0] = (uint64_t) pid | (uint64_t) tid << 32;
+        p[1] = time;
+        p[2] = cpu;
+        p[3] = 1;
+        return 4;
+}
+
+static void emit_sample(cpu_rb *c, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu, uint64_t period,
+                        const uint64_t *chain, size_t nr, bool user) {
+        uint64_t rec[8 + 256];
+        struct perf_event_header *h = (void *) rec;
+        size_t n = 1;
+
+        rec[n++] = 1;                   /* identifier */
+        rec[n++] = chain[nr > 1 ? 1 : 0];   /* ip */
+        rec[n++] = (uint64_t) pid | (uint64_t) tid << 32;
+        rec[n++] = time;
+        rec[n++] = cpu;
+        rec[n++] = period;
+        rec[n++] = nr;
+        memcpy(rec + n, chain, nr * sizeof(uint64_t));
+        n += nr;
+        *h = (struct perf_event_header) {
+                .type = PERF_RECORD_SAMPLE,
+                .misc = user ? PERF_RECORD_MISC_USER : PERF_RECORD_MISC_KERNEL,
+                .size = (uint16_t) (n * 8),
+        };
+        rb_put(c, rec, n * 8);
+}
+
+static void emit_comm(cpu_rb *c, uint32_t pid, const char *comm, uint64_t time, uint32_t cpu, bool exec) {
+        uint64_t rec[16] = {};
+        struct perf_event_header *h = (void *) rec;
+        size_t n = 1;
+
+        rec[n++] = (uint64_t) pid | (uint64_t) pid << 32;
+        snprintf((char *) (rec + n), 16, "%s", comm);
+        n += 2;
+        n += put_sample_id(rec + n, pid, pid, time, cpu);
+        *h = (struct perf_event_header) { .type = PERF_RECORD_COMM, .misc = exec ? PERF_RECORD_MISC_COMM_EXEC : 0,
+                                          .size = (uint16_t) (n * 8) };
+        rb_put(c, rec, n * 8);
+}
+
+static void emit_task(cpu_rb *c, uint32_t type, uint32_t pid, uint32_t ppid, uint64_t time, uint32_t cpu) {
+        uint64_t rec[16] = {};
+        struct perf_event_header *h = (void *) rec;
+        size_t n = 1;
+
+        rec[n++] = (uint64_t) pid | (uint64_t) ppid << 32;
+        rec[n++] = (uint64_t) pid | (uint64_t) ppid << 32;
+        rec[n++] = time;
+        n += put_sample_id(rec + n, pid, pid, time, cpu);
+        *h = (struct perf_event_header) { .type = type, .size = (uint16_t) (n * 8) };
+        rb_put(c, rec, n * 8);
+}
+
+static void emit_mmap2(cpu_rb *c, uint32_t pid, uint64_t addr, uint64_t len, unsigned object, uint64_t time,
+                       uint32_t cpu) {
+        uint64_t rec[32] = {};
+        struct perf_event_header *h = (void *) rec;
+        uint8_t *b;
+        size_t n = 1;
+
+        rec[n++] = (uint64_t) pid | (uint64_t) pid << 32;
+        rec[n++] = addr;
+        rec[n++] = len;
+        rec[n++] = 0;                   /* pgoff */
+        b = (uint8_t *) (rec + n);      /* build_id_size, reserved, build_id[20] */
+        b[0] = 20;
+        for (int i = 0; i < 20; i++)
+                b[4 + i] = (uint8_t) (object * 7 + (unsigned) i);
+        n += 3;
+        rec[n++] = (uint64_t) 5 | (uint64_t) 2 << 32;   /* prot r-x, flags MAP_PRIVATE */
+        snprintf((char *) (rec + n), 48, "/usr/lib/bench/libobj%03u.so", object);
+        n += 6;
+        n += put_sample_id(rec + n, pid, pid, time, cpu);
+        *h = (struct perf_event_header) { .type = PERF_RECORD_MMAP2, .misc = PERF_RECORD_MISC_MMAP_BUILD_ID,
+                                          .size = (uint16_t) (n * 8) };
+        rb_put(c, rec, n * 8);
+}
+
+typedef struct program {
+        const char *comm;
+        unsigned objects[6];
+        unsigned n_objects;
+} program;
+
+static const char *const program_names[] = { "server", "cc1", "sh", "make", "ld", "as", "sed", "grep", "python3" };
+static program programs[ELEMENTSOF(program_names)];
+
+typedef struct proc {
+        uint32_t pid;
+        const program *prog;
+        uint64_t base[6];
+        uint64_t end_ns;        /* 0: lives forever */
+} proc;
+
+static uint64_t kfuncs[N_KFUNCS];
+static uint64_t kpaths[N_KPATHS][12];
+static unsigned kpath_len[N_KPATHS];
+
+static int load_kernel_functions(void) {
+        FILE *f = fopen("/proc/kallsyms", "re");
+        char line[512];
+        size_t n = 0, seen = 0;
+
+        if (!f)
+                return -errno;
+        /* Reservoir-sample text symbols of the core kernel. */
+        while (fgets(line, sizeof line, f)) {
+                unsigned long long a;
+                char type, name[256];
+
+                if (sscanf(line, "%llx %c %255s", &a, &type, name) != 3 || (type != 't' && type != 'T') ||
+                    strchr(line, '[') || a == 0)
+                        continue;
+                if (n < N_KFUNCS)
+                        kfuncs[n++] = a + 0x10;
+                else if (rnd() % (seen + 1) < N_KFUNCS)
+                        kfuncs[rnd() % N_KFUNCS] = a + 0x10;
+                seen++;
+        }
+        fclose(f);
+        return n == N_KFUNCS ? 0 : -ENODATA;
+}
+
+static void make_kernel_paths(void) {
+        for (size_t i = 0; i < N_KPATHS; i++) {
+                kpath_len[i] = 3 + (unsigned) (rnd() % 10);
+                for (unsigned j = 0; j < kpath_len[i]; j++)
+                        kpaths[i][j] = kfuncs[zipf(N_KFUNCS)];
+        }
+}
+
+static proc procs[MAX_PROCS];
+static size_t n_procs;
+static uint32_t next_pid = 1000;
+
+static void make_programs(void) {
+        for (size_t i = 0; i < ELEMENTSOF(programs); i++) {
+                programs[i].comm = program_names[i];
+                programs[i].n_objects = 3 + (unsigned) (rnd() % 4);
+                for (unsigned j = 0; j < programs[i].n_objects; j++)
+                        programs[i].objects[j] = j == 0 ? (unsigned) i : (unsigned) (rnd() % N_OBJECTS);
+        }
+}
+
+static void spawn(cpu_rb *c, uint64_t now, uint32_t cpu, uint64_t life_ns) {
+        proc *p;
+
+        if (n_procs == MAX_PROCS)
+                return;
+        p = &procs[n_procs++];
+        *p = (proc) {
+                .pid = next_pid++,
+                .prog = &programs[life_ns ? 1 + rnd() % (ELEMENTSOF(programs) - 1) : 0],
+                .end_ns = life_ns ? now + life_ns : 0,
+        };
+        if (next_pid > 4000000)
+                next_pid = 1000;
+        emit_task(c, PERF_RECORD_FORK, p->pid, 1, now, cpu);
+        emit_comm(c, p->pid, p->prog->comm, now, cpu, true);
+        for (unsigned i = 0; i < p->prog->n_objects; i++) {
+                p->base[i] = 0x7f0000000000ULL + (rnd() % 0xffffff) * 0x100000ULL;
+                emit_mmap2(c, p->pid, p->base[i], 0x100000, p->prog->objects[i], now, cpu);
+        }
+}
+
+static double cpu_seconds(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static double wall_seconds(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static uint64_t file_bytes(const char *db) {
+        static const char *const suffix[] = { "", "-wal", "-shm" };
+        uint64_t total = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(suffix); i++) {
+                char p[4096];
+                struct stat st;
+
+                snprintf(p, sizeof p, "%s%s", db, suffix[i]);
+                if (stat(p, &st) == 0)
+                        total += (uint64_t) st.st_size;
+        }
+        return total;
+}
+
+static void drop_caches(void) {
+        FILE *f;
+
+        sync();
+        f = fopen("/proc/sys/vm/drop_caches", "we");
+        if (f) {
+                fputs("3\n", f);
+                fclose(f);
+        }
+}
+
+static void time_query(const char *db, const char *what, uint64_t since_ns, const char *comm, int64_t pid, int cpu,
+                       bool cold) {
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *res = NULL;
+        store *s = NULL;
+        double t0, t1;
+        int r;
+
+        q.since_ns = since_ns;
+        q.comm = comm;
+        q.pid = pid;
+        q.cpu = cpu;
+        q.top = 25;
+        if (cold)
+                drop_caches();
+        /* Each query on a fresh read-only connection, as a worker of the
+         * daemon would after its cache was dropped; warm: the file is in
+         * the page cache from the run before. */
+        t0 = wall_seconds();
+        r = store_open(db, STORE_READONLY, &s);
+        if (r >= 0)
+                r = store_query(s, &q, 10000, 0, &res);
+        t1 = wall_seconds();
+        if (r < 0) {
+                fprintf(stderr, "query %s: %s\n", what, strerror(-r));
+                exit(1);
+        }
+        printf("query %-28s %-4s %8.1f ms  %10" PRIu64 " samples  %3zu rows\n", what, cold ? "cold" : "warm",
+               (t1 - t0) * 1e3, res->total_samples, res->n_rows);
+        query_result_free(res);
+        store_free(s);
+}
+
+int main(int argc, char **argv) {
+        uint64_t n_samples, cpus, hz, span_ns, mono0 = 1000 * NSEC_PER_SEC, wall_end, t_next_drain, t_next_commit;
+        uint64_t t_next_spawn, emitted = 0;
+        cpu_rb rbs[64];
+        ringbuf *bufs[64];
+        uint32_t cpu_ids[64];
+        store *st = NULL;
+        ingest *in = NULL;
+        double c0, w0, c1, w1;
+        int64_t mono_to_wall;
+        int r;
+
+        if (argc < 3) {
+                fprintf(stderr, "usage: bench-history DB SAMPLES [CPUS] [HZ]\n");
+                return 2;
+        }
+        if (geteuid() != 0) {
+                fprintf(stderr, "needs root (kernel addresses in /proc/kallsyms)\n");
+                return 77;
+        }
+        n_samples = strtoull(argv[2], NULL, 10);
+        cpus = argc > 3 ? strtoull(argv[3], NULL, 10) : 2;
+        hz = argc > 4 ? strtoull(argv[4], NULL, 10) : 999;
+        if (cpus < 1 || cpus > 64 || hz < 1)
+                return 2;
+        span_ns = n_samples / cpus * NSEC_PER_SEC / hz;
+        wall_end = (uint64_t) time(NULL) * NSEC_PER_SEC;
+        mono_to_wall = (int64_t) (wall_end - span_ns) - (int64_t) mono0;
+
+        if (load_kernel_functions() < 0) {
+                fprintf(stderr, "could not read 2000 kernel functions from /proc/kallsyms\n");
+                return 1;
+        }
+        make_kernel_paths();
+        make_programs();
+
+        (void) unlink(argv[1]);
+        r = store_open(argv[1], STORE_READWRITE, &st);
+        if (r >= 0)
+                r = ingest_new(st, "/", &in);
+        if (r >= 0)
+                r = ingest_load_kernel(in);
+        if (r < 0) {
+                fprintf(stderr, "set-up: %s\n", strerror(-r));
+                return 1;
+        }
+        for (size_t i = 0; i < cpus; i++) {
+                rbs[i].mem = aligned_alloc(PAGE, PAGE + RB_DATA);
+                memset(rbs[i].mem, 0, PAGE);
+                meta_of(&rbs[i])->data_offset = PAGE;
+                meta_of(&rbs[i])->data_size = RB_DATA;
+                if (ringbuf_init(&rbs[i].rb, rbs[i].mem, PAGE + RB_DATA, PAGE) < 0)
+                        return 1;
+                bufs[i] = &rbs[i].rb;
+                cpu_ids[i] = (uint32_t) i;
+        }
+
+        c0 = cpu_seconds();
+        w0 = wall_seconds();
+        for (int i = 0; i < 12; i++)
+                spawn(&rbs[0], mono0, 0, 0);
+        t_next_drain = mono0 + DRAIN_NS;
+        t_next_commit = mono0 + NSEC_PER_SEC;
+        t_next_spawn = mono0;
+
+        uint64_t step = NSEC_PER_SEC / hz;
+        for (uint64_t t = mono0; emitted < n_samples; t += step) {
+                /* Process churn. */
+                while (t_next_spawn <= t) {
+                        spawn(&rbs[rnd() % cpus], t_next_spawn, 0, 100 * NSEC_PER_MSEC + rnd() % (3 * NSEC_PER_SEC));
+                        t_next_spawn += 20 * NSEC_PER_MSEC;
+                }
+                for (size_t i = 0; i < n_procs;) {
+                        if (procs[i].end_ns && procs[i].end_ns <= t) {
+                                emit_task(&rbs[0], PERF_RECORD_EXIT, procs[i].pid, 1, t, 0);
+                                procs[i] = procs[--n_procs];
+                        } else
+                                i++;
+                }
+
+                for (uint32_t cpu = 0; cpu < cpus && emitted < n_samples; cpu++) {
+                        uint64_t chain[160], time = t + cpu * 1000 + rnd() % 1000;
+                        size_t nr = 0;
+                        size_t kp = zipf(N_KPATHS);
+
+                        chain[nr++] = PERF_CONTEXT_KERNEL;
+                        if (rnd() % 10 < 3) {
+                                /* idle */
+                                for (unsigned j = 0; j < kpath_len[0]; j++)
+                                        chain[nr++] = kpaths[0][j];
+                                emit_sample(&rbs[cpu], 0, 0, time, cpu, step, chain, nr, false);
+                        } else {
+                                proc *p = &procs[zipf(n_procs)];
+                                bool kernel = rnd() % 3 == 0;
+                                uint64_t path = zipf(5000);
+                                uint64_t x = (path + 1) * 0x9e3779b97f4a7c15ULL;
+                                unsigned depth = 2 + (unsigned) (x % 19);
+
+                                if (rnd() % 10 != 0)
+                                        kp = (size_t) (x >> 40) % N_KPATHS;
+                                if (kernel)
+                                        for (unsigned j = 0; j < kpath_len[kp]; j++)
+                                                chain[nr++] = kpaths[kp][j];
+                                else
+                                        nr = 0;
+                                chain[nr++] = PERF_CONTEXT_USER;
+                                for (unsigned j = 0; j < depth; j++) {
+                                        unsigned o = (unsigned) ((x >> (j * 3)) % p->prog->n_objects);
+                                        uint64_t fn = (x >> (j * 5 + 7)) % FUNCS_PER_OBJECT;
+                                        chain[nr++] = p->base[o] + 0x1000 + fn * 0x400 + (j * 0x10);
+                                }
+                                emit_sample(&rbs[cpu], p->pid, p->pid, time, cpu, step, chain, nr, !kernel);
+                        }
+                        emitted++;
+                }
+
+                if (t >= t_next_drain) {
+                        r = ingest_drain(in, bufs, cpu_ids, cpus, mono_to_wall, t - 10 * NSEC_PER_MSEC);
+                        if (r < 0)
+                                return 1;
+                        t_next_drain += DRAIN_NS;
+                }
+                if (t >= t_next_commit) {
+                        if (ingest_commit(in) < 0)
+                                return 1;
+                        (void) store_checkpoint(st);
+                        t_next_commit += NSEC_PER_SEC;
+                }
+        }
+        r = ingest_drain(in, bufs, cpu_ids, cpus, mono_to_wall, INGEST_HORIZON_ALL);
+        if (r >= 0)
+                r = ingest_commit(in);
+        if (r < 0)
+                return 1;
+        c1 = cpu_seconds();
+        w1 = wall_seconds();
+
+        const ingest_stats *is = ingest_get_stats(in);
+        printf("wrote %" PRIu64 " samples (%" PRIu64 " stored) over %.0f s simulated, %" PRIu64 " CPUs at %" PRIu64 " Hz, "
+               "%u processes started\n", emitted, is->samples, (double) span_ns / 1e9, cpus, hz, next_pid - 1000);
+        printf("generator + ingest: %.2f s CPU (%.2f s wall), %.3f us/sample (the generator's record writing included)\n",
+               c1 - c0, w1 - w0, (c1 - c0) * 1e6 / (double) emitted);
+        printf("ingest_drain alone: %.3f us/sample\n", (double) is->cpu_ns / 1e3 / (double) emitted);
+        ingest_free(in);
+        store_free(st);
+        printf("database: %" PRIu64 " bytes after a clean close, %.2f bytes/sample\n", file_bytes(argv[1]),
+               (double) file_bytes(argv[1]) / (double) emitted);
+
+        uint64_t now = (uint64_t) time(NULL) * NSEC_PER_SEC;
+        for (int cold = 1; cold >= 0; cold--) {
+                time_query(argv[1], "--since 1h", now - 3600 * NSEC_PER_SEC, NULL, -1, -1, cold);
+                time_query(argv[1], "--since 1h --comm cc1", now - 3600 * NSEC_PER_SEC, "cc1", -1, -1, cold);
+                time_query(argv[1], "--since 1h --pid 1003", now - 3600 * NSEC_PER_SEC, NULL, 1003, -1, cold);
+                time_query(argv[1], "--since 1h --cpu 1", now - 3600 * NSEC_PER_SEC, NULL, -1, 1, cold);
+                time_query(argv[1], "--since 5m", now - 300 * NSEC_PER_SEC, NULL, -1, -1, cold);
+                time_query(argv[1], "--since 7d", now - 7 * 86400 * NSEC_PER_SEC, NULL, -1, -1, cold);
+                time_query(argv[1], "--since 7d --pid 1003", now - 7 * 86400 * NSEC_PER_SEC, NULL, 1003, -1, cold);
+        }
+        return 0;
+}
