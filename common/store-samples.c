@@ -39,6 +39,9 @@
  * with its index). */
 #define ACC_MAX_ENTRIES (16 * 1024)
 
+/* Dictionary rows deleted per step of the cap or of retention. */
+#define CAP_CHUNK_ROWS 20000
+
 static const uint64_t level_width_ns[SAMPLE_LEVELS] = {
         STORE_BUCKET_NS,
         60 * NSEC_PER_SEC,
@@ -51,6 +54,7 @@ typedef struct acc {
         int64_t boot_id;
         uint64_t first_ns, last_ns, samples;
         int64_t fed_max_id;
+        uint64_t gen_min;       /* the oldest dictionary generation its entries use; UINT64_MAX if none */
         hashmap *index;         /* entry key -> index in v */
         block_entry *v;
         size_t n, alloc;
@@ -63,8 +67,8 @@ enum {
 };
 
 static const char *const wstmt_sql[_WSTMT_MAX] = {
-        [WSTMT_INSERT_BLOCK] = "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, data) "
-                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        [WSTMT_INSERT_BLOCK] = "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, "
+                               "gen_min, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [WSTMT_SET_META]     = "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 };
@@ -110,13 +114,13 @@ static int set_meta(sample_writer *w, const char *key, uint64_t value) {
 }
 
 static const char *const meta_keys[] = {
-        "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2",
+        "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2", "gen", "gen_start_ns", "trimmed_ns",
 };
 
 static uint64_t *meta_field(sample_counters *c, size_t i) {
         uint64_t *f[] = {
                 &c->samples, &c->first_ns, &c->last_ns, &c->complete[1], &c->complete[2],
-                (uint64_t *) &c->fed[1], (uint64_t *) &c->fed[2],
+                (uint64_t *) &c->fed[1], (uint64_t *) &c->fed[2], &c->gen, &c->gen_start_ns, &c->trimmed_ns,
         };
         return f[i];
 }
@@ -161,6 +165,7 @@ static int write_meta(sample_writer *w) {
 /* ---- accumulators ---- */
 
 static void acc_reset(acc *a) {
+        a->gen_min = UINT64_MAX;
         hashmap_clear(a->index);
         a->n = 0;
         a->samples = 0;
@@ -226,8 +231,8 @@ static block_entry entry_for_level(const block_entry *e, unsigned level) {
 /* ---- writing blocks ---- */
 
 static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint64_t end_ns, int64_t boot_id,
-                       uint64_t first_ns, uint64_t last_ns, uint64_t samples, block_entry *v, size_t n,
-                       int64_t *ret_id) {
+                       uint64_t first_ns, uint64_t last_ns, uint64_t samples, uint64_t gen_min, block_entry *v,
+                       size_t n, int64_t *ret_id) {
         _cleanup_free_ uint8_t *data = NULL;
         sqlite3_stmt *st;
         size_t size;
@@ -246,7 +251,8 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         sqlite3_bind_int64(st, 5, i64(last_ns));
         sqlite3_bind_int64(st, 6, boot_id);
         sqlite3_bind_int64(st, 7, i64(samples));
-        sqlite3_bind_blob(st, 8, data, (int) size, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 8, i64(gen_min));
+        sqlite3_bind_blob(st, 9, data, (int) size, SQLITE_STATIC);
         r = store_step_done(w->store, st);
         if (r < 0)
                 return r;
@@ -255,7 +261,8 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
 }
 
 static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
-                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples);
+                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples,
+                uint64_t gen_min);
 
 /* Writes what accumulator `level` holds; closes its period if `closing`. */
 static int acc_flush(sample_writer *w, unsigned level, bool closing) {
@@ -268,7 +275,7 @@ static int acc_flush(sample_writer *w, unsigned level, bool closing) {
 
         if (a->n > 0) {
                 r = write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns, a->samples,
-                                a->v, a->n, &id);
+                                a->gen_min, a->v, a->n, &id);
                 if (r < 0)
                         return r;
                 if (level == 0) {
@@ -280,7 +287,7 @@ static int acc_flush(sample_writer *w, unsigned level, bool closing) {
                         w->c.fed[level] = MAX(w->c.fed[level], a->fed_max_id);
                 if (level + 1 < SAMPLE_LEVELS) {
                         r = feed(w, level + 1, id, a->v, a->n, a->start_ns, a->boot_id, a->first_ns, a->last_ns,
-                                 a->samples);
+                                 a->samples, a->gen_min);
                         if (r < 0)
                                 return r;
                 }
@@ -297,7 +304,8 @@ static int acc_flush(sample_writer *w, unsigned level, bool closing) {
 
 /* Merges the entries of a level - 1 block into accumulator `level`. */
 static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
-                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples) {
+                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples,
+                uint64_t gen_min) {
         uint64_t width = level_width_ns[level];
         uint64_t start = lower_start_ns / width * width;
         acc *a = &w->acc[level];
@@ -316,12 +324,13 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                         return -ENOMEM;
                 for (size_t i = 0; i < n; i++)
                         copy[i] = entry_for_level(v + i, level);
-                r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, copy, n, &id);
+                r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min, copy, n,
+                                &id);
                 if (r < 0)
                         return r;
                 w->c.complete[level] = MAX(w->c.complete[level], start + width);
                 if (level + 1 < SAMPLE_LEVELS)
-                        return feed(w, level + 1, id, copy, n, start, boot_id, first_ns, last_ns, samples);
+                        return feed(w, level + 1, id, copy, n, start, boot_id, first_ns, last_ns, samples, gen_min);
                 return 0;
         }
 
@@ -345,6 +354,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         }
         acc_times(a, first_ns, last_ns, samples);
         a->fed_max_id = MAX(a->fed_max_id, lower_id);
+        a->gen_min = MIN(a->gen_min, gen_min);
 
         if (a->n >= ACC_MAX_ENTRIES)
                 return acc_flush(w, level, false);
@@ -366,6 +376,8 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
         };
         int r;
 
+        if (w->c.gen_start_ns == 0)
+                w->c.gen_start_ns = smp->time_ns;
         if (a->open && (a->start_ns != start || a->boot_id != smp->boot_id)) {
                 r = acc_flush(w, 0, true);
                 if (r < 0)
@@ -378,6 +390,7 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
         if (r < 0)
                 return r;
         acc_times(a, smp->time_ns, smp->time_ns, 1);
+        a->gen_min = MIN(a->gen_min, w->c.gen);
         if (a->n >= ACC_MAX_ENTRIES)
                 return acc_flush(w, 0, false);
         return 0;
@@ -396,6 +409,28 @@ int sample_writer_flush(sample_writer *w, uint64_t before_ns) {
                 }
         }
         return 0;
+}
+
+/* A new dictionary generation: the open periods are written as they are,
+ * so that no block has entries of two generations' ids but for the
+ * oldest it names, and new samples start afresh. */
+int sample_writer_new_generation(sample_writer *w, uint64_t time_ns) {
+        int r;
+
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
+                r = acc_flush(w, level, false);
+                if (r < 0)
+                        return r;
+        }
+        w->c.gen++;
+        w->c.gen_start_ns = time_ns;
+        return 0;
+}
+
+uint64_t sample_writer_generation(const sample_writer *w, uint64_t *ret_start_ns) {
+        if (ret_start_ns)
+                *ret_start_ns = w->c.gen_start_ns;
+        return w->c.gen;
 }
 
 uint64_t sample_writer_pending(const sample_writer *w) {
@@ -417,7 +452,7 @@ static int refeed(sample_writer *w, unsigned level) {
         int r, rc;
 
         r = store_prepare(w->store,
-                          "SELECT id, start_ns, boot, first_ns, last_ns, n_samples, data FROM sample_blocks "
+                          "SELECT id, start_ns, boot, first_ns, last_ns, n_samples, data, gen_min FROM sample_blocks "
                           "WHERE level = ?1 AND id > ?2 AND start_ns >= ?3 ORDER BY id", &st);
         if (r < 0)
                 return r;
@@ -434,7 +469,8 @@ static int refeed(sample_writer *w, unsigned level) {
                         return r;
                 r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
                          sqlite3_column_int64(st, 2), u64(sqlite3_column_int64(st, 3)),
-                         u64(sqlite3_column_int64(st, 4)), u64(sqlite3_column_int64(st, 5)));
+                         u64(sqlite3_column_int64(st, 4)), u64(sqlite3_column_int64(st, 5)),
+                         u64(sqlite3_column_int64(st, 7)));
                 if (r < 0)
                         return r;
         }
@@ -625,6 +661,13 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
                 return scan_range(x, 0, from, to);
 
         w = level_width_ns[level];
+        /* Where the size cap cut into periods, only buckets are left. */
+        if (to <= x->c.trimmed_ns)
+                return scan_plan(x, level - 1, from, to);
+        if (from < x->c.trimmed_ns) {
+                r = scan_plan(x, level - 1, from, x->c.trimmed_ns);
+                return r < 0 ? r : scan_plan(x, level, x->c.trimmed_ns, to);
+        }
         a = from % w == 0 ? from : (from / w + 1) * w;
         if (a < from)           /* overflow */
                 return scan_plan(x, level - 1, from, to);
@@ -668,6 +711,28 @@ int store_migrate_4_to_5(sqlite3 *db) {
                 "CREATE TABLE snapshot_links(boot INTEGER NOT NULL, snapshot INTEGER NOT NULL,"
                 "  from_ns INTEGER NOT NULL, until_ns INTEGER NOT NULL);"
                 "ALTER TABLE samples RENAME TO samples_v4;",
+                NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+int store_migrate_5_to_6(sqlite3 *db) {
+        /* Dictionary rows get a generation (those there are: 0), and the
+         * interning keys include it; blocks name the oldest they use. */
+        int rc = sqlite3_exec(db,
+                "CREATE TABLE stacks_v6(id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, parent INTEGER NOT NULL,"
+                "  frame INTEGER NOT NULL, UNIQUE(gen, parent, frame));"
+                "INSERT INTO stacks_v6(id, gen, parent, frame) SELECT id, 0, parent, frame FROM stacks;"
+                "DROP TABLE stacks;"
+                "ALTER TABLE stacks_v6 RENAME TO stacks;"
+                "CREATE TABLE frames_v6(id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, kind INTEGER NOT NULL,"
+                "  addr INTEGER NOT NULL, symbol_id INTEGER NOT NULL, offset INTEGER NOT NULL, module_id INTEGER NOT NULL,"
+                "  build_id_id INTEGER NOT NULL, UNIQUE(gen, kind, addr, symbol_id, offset, module_id, build_id_id));"
+                "INSERT INTO frames_v6(id, gen, kind, addr, symbol_id, offset, module_id, build_id_id)"
+                "  SELECT id, 0, kind, addr, symbol_id, offset, module_id, build_id_id FROM frames;"
+                "DROP TABLE frames;"
+                "ALTER TABLE frames_v6 RENAME TO frames;"
+                "ALTER TABLE sample_blocks ADD COLUMN gen_min INTEGER NOT NULL DEFAULT 0;"
+                "CREATE INDEX sample_blocks_gen ON sample_blocks(gen_min, start_ns);",
                 NULL, NULL, NULL);
         return rc == SQLITE_OK ? 0 : -EIO;
 }
@@ -756,36 +821,33 @@ static int recount_after_delete(sample_writer *w, uint64_t deleted_samples) {
 /* Deletes the oldest `limit` blocks of a level that end by before_ns;
  * says how many, with how many samples, the newest of them when. */
 typedef struct deleted {
-        uint64_t blocks, samples, newest_ns;
+        uint64_t blocks, samples, newest_ns, end_ns;
 } deleted;
 
-#define OLDEST_BLOCKS "SELECT id FROM sample_blocks WHERE level = ?1 AND start_ns < ?2 AND end_ns <= ?2 " \
-                      "ORDER BY start_ns LIMIT ?3"
-
-static int delete_oldest(sample_writer *w, unsigned level, uint64_t before_ns, size_t limit, deleted *ret) {
-        static const char *const sql[] = {
-                "SELECT coalesce(sum(n_samples), 0), count(*), coalesce(max(last_ns), 0) FROM sample_blocks "
-                "WHERE id IN (" OLDEST_BLOCKS ")",
-                "DELETE FROM sample_blocks WHERE id IN (" OLDEST_BLOCKS ")",
-        };
+/* Runs a pair of statements over one selection of blocks: the first
+ * says what they hold (samples of level 0, how many, the newest level-0
+ * sample, the latest end), the second deletes them. Parameters ?1.. are
+ * binds[]. */
+static int delete_selected(sample_writer *w, const char *const sql[2], const int64_t *binds, size_t n_binds,
+                           deleted *ret) {
         deleted d = {};
         int r;
 
-        for (size_t i = 0; i < ELEMENTSOF(sql); i++) {
+        for (size_t i = 0; i < 2; i++) {
                 _cleanup_finalize_ sqlite3_stmt *st = NULL;
 
                 r = store_prepare(w->store, sql[i], &st);
                 if (r < 0)
                         return r;
-                sqlite3_bind_int64(st, 1, level);
-                sqlite3_bind_int64(st, 2, clamp_i64(before_ns));
-                sqlite3_bind_int64(st, 3, (int64_t) limit);
+                for (size_t k = 0; k < n_binds; k++)
+                        sqlite3_bind_int64(st, (int) k + 1, binds[k]);
                 if (i == 0) {
                         if (sqlite3_step(st) == SQLITE_ROW)
                                 d = (deleted) {
                                         .samples = u64(sqlite3_column_int64(st, 0)),
                                         .blocks = u64(sqlite3_column_int64(st, 1)),
                                         .newest_ns = u64(sqlite3_column_int64(st, 2)),
+                                        .end_ns = u64(sqlite3_column_int64(st, 3)),
                                 };
                         if (d.blocks == 0)
                                 break;
@@ -799,9 +861,27 @@ static int delete_oldest(sample_writer *w, unsigned level, uint64_t before_ns, s
         return 0;
 }
 
+#define BLOCKS_SUMMARY \
+        "SELECT coalesce(sum(CASE WHEN level = 0 THEN n_samples ELSE 0 END), 0), count(*)," \
+        " coalesce(max(CASE WHEN level = 0 THEN last_ns ELSE 0 END), 0), coalesce(max(end_ns), 0)" \
+        " FROM sample_blocks WHERE id IN "
+
+/* The oldest `limit` blocks of a level that end by before_ns. */
+static int delete_oldest(sample_writer *w, unsigned level, uint64_t before_ns, size_t limit, deleted *ret) {
+#define OLDEST_BLOCKS "(SELECT id FROM sample_blocks WHERE level = ?1 AND start_ns < ?2 AND end_ns <= ?2 " \
+                      "ORDER BY start_ns LIMIT ?3)"
+        static const char *const sql[] = {
+                BLOCKS_SUMMARY OLDEST_BLOCKS,
+                "DELETE FROM sample_blocks WHERE id IN " OLDEST_BLOCKS,
+        };
+        int64_t binds[] = { level, clamp_i64(before_ns), (int64_t) limit };
+
+        return delete_selected(w, sql, binds, ELEMENTSOF(binds), ret);
+}
+
 int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks, uint64_t *ret_samples,
                          bool *ret_more) {
-        uint64_t samples = 0;
+        uint64_t samples = 0, rows;
         bool more = false;
         int r;
 
@@ -820,8 +900,11 @@ int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks
         r = recount_after_delete(w, samples);
         if (r < 0)
                 return r;
+        r = sample_writer_collect(w, CAP_CHUNK_ROWS, &rows);
+        if (r < 0)
+                return r;
         *ret_samples = samples;
-        *ret_more = more;
+        *ret_more = more || rows >= CAP_CHUNK_ROWS;
         return 0;
 }
 
@@ -844,8 +927,23 @@ static int pages_in_use(store *s, uint64_t *ret) {
 
 #define CAP_CHUNK_BLOCKS 32
 
+static int oldest_generation(sample_writer *w, uint64_t *ret);
+
+/* Deletes the CAP_CHUNK_BLOCKS blocks of the oldest generations, oldest
+ * first, whatever their level. */
+static int delete_for_cap(sample_writer *w, deleted *ret) {
+#define OLDEST_GENERATION_BLOCKS "(SELECT id FROM sample_blocks ORDER BY gen_min, start_ns LIMIT ?1)"
+        static const char *const sql[] = {
+                BLOCKS_SUMMARY OLDEST_GENERATION_BLOCKS,
+                "DELETE FROM sample_blocks WHERE id IN " OLDEST_GENERATION_BLOCKS,
+        };
+        int64_t binds[] = { CAP_CHUNK_BLOCKS };
+
+        return delete_selected(w, sql, binds, ELEMENTSOF(binds), ret);
+}
+
 int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_blocks, cap_result *ret) {
-        uint64_t used, target;
+        uint64_t used, target, rows;
         cap_result res = {};
         int r;
 
@@ -862,34 +960,90 @@ int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_b
         }
 
         /* Down to 90% of the cap, so that the next writes do not bring it
-         * back at once. Oldest first: raw buckets before minute
-         * aggregates before hour aggregates, so that history loses its
-         * detail before it loses its totals. */
+         * back at once. Oldest first: the blocks of the oldest dictionary
+         * generation, then the stacks and frames no block uses any more.
+         * What is left of a period the cap cut into is read from its
+         * buckets, not its minute or hour totals (trimmed_ns). */
         target = max_bytes / 10 * 9;
-        for (unsigned level = 0; level < SAMPLE_LEVELS && res.blocks < max_blocks; level++) {
-                while (used > target && res.blocks < max_blocks) {
-                        deleted d;
+        while (used > target && res.blocks < max_blocks) {
+                deleted d;
 
-                        r = delete_oldest(w, level, UINT64_MAX, CAP_CHUNK_BLOCKS, &d);
+                r = delete_for_cap(w, &d);
+                if (r < 0)
+                        return r;
+                r = sample_writer_collect(w, CAP_CHUNK_ROWS, &rows);
+                if (r < 0)
+                        return r;
+                if (d.blocks == 0 && rows == 0) {
+                        uint64_t oldest;
+
+                        /* Only the current generation is left: it can go
+                         * once a new one takes over (the caller starts it). */
+                        r = oldest_generation(w, &oldest);
                         if (r < 0)
                                 return r;
-                        if (d.blocks == 0)
-                                break;
-                        res.blocks += d.blocks;
-                        if (level == 0) {
-                                res.samples += d.samples;
-                                res.newest_removed_ns = MAX(res.newest_removed_ns, d.newest_ns);
-                        }
-                        r = pages_in_use(w->store, &used);
-                        if (r < 0)
-                                return r;
+                        res.need_new_generation = oldest >= w->c.gen;
+                        break;
                 }
+                res.blocks += d.blocks;
+                res.rows += rows;
+                res.samples += d.samples;
+                res.newest_removed_ns = MAX(res.newest_removed_ns, d.newest_ns);
+                w->c.trimmed_ns = MAX(w->c.trimmed_ns, d.end_ns);
+                r = pages_in_use(w->store, &used);
+                if (r < 0)
+                        return r;
         }
 
         r = recount_after_delete(w, res.samples);
         if (r < 0)
                 return r;
         *ret = res;
+        return 0;
+}
+
+/* The oldest generation still in use: by a block, an open period, or the
+ * writer. */
+static int oldest_generation(sample_writer *w, uint64_t *ret) {
+        uint64_t g = w->c.gen, b;
+        int r;
+
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
+                if (w->acc[level].open)
+                        g = MIN(g, w->acc[level].gen_min);
+        r = query_u64(w->store, "SELECT coalesce(min(gen_min), -1) FROM sample_blocks", 0, 0, &b);
+        if (r < 0)
+                return r;
+        *ret = MIN(g, b);
+        return 0;
+}
+
+int sample_writer_collect(sample_writer *w, size_t max_rows, uint64_t *ret_rows) {
+        static const char *const sql[] = {
+                "DELETE FROM stacks WHERE id IN (SELECT id FROM stacks WHERE gen < ?1 LIMIT ?2)",
+                "DELETE FROM frames WHERE id IN (SELECT id FROM frames WHERE gen < ?1 LIMIT ?2)",
+        };
+        uint64_t oldest, n = 0;
+        int r;
+
+        *ret_rows = 0;
+        r = oldest_generation(w, &oldest);
+        if (r < 0 || oldest == 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(sql) && n < max_rows; i++) {
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+
+                r = store_prepare(w->store, sql[i], &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(st, 1, clamp_i64(oldest));
+                sqlite3_bind_int64(st, 2, (int64_t) (max_rows - n));
+                r = store_step_done(w->store, st);
+                if (r < 0)
+                        return r;
+                n += (uint64_t) sqlite3_changes64(store_sqlite(w->store));
+        }
+        *ret_rows = n;
         return 0;
 }
 

@@ -24,6 +24,9 @@ typedef struct sample_counters {
         uint64_t first_ns, last_ns;
         uint64_t complete[SAMPLE_LEVELS];       /* [k]: level k is complete for periods ending at or before */
         int64_t fed[SAMPLE_LEVELS];     /* [k]: last level k-1 block id in a written level k block */
+        uint64_t gen;                   /* the dictionary generation new stacks and frames get */
+        uint64_t gen_start_ns;          /* sample time it began at */
+        uint64_t trimmed_ns;            /* the size cap deleted blocks ending up to here */
 } sample_counters;
 
 int sample_meta_read(sqlite3 *db, sample_counters *ret);
@@ -47,6 +50,16 @@ int sample_writer_flush_partial(sample_writer *w);
 int sample_writer_before_commit(sample_writer *w);
 void sample_writer_committed(sample_writer *w);
 
+/* Stacks and frames are interned per generation (stacks.gen, frames.gen);
+ * a block names the oldest generation its entries use (gen_min). When no
+ * block names a generation any more, its dictionary rows are deleted
+ * (sample_writer_collect()). */
+int sample_writer_new_generation(sample_writer *w, uint64_t time_ns);
+uint64_t sample_writer_generation(const sample_writer *w, uint64_t *ret_start_ns);
+/* Deletes at most max_rows stack and frame rows of generations no block
+ * or open period uses; *ret_rows: how many. */
+int sample_writer_collect(sample_writer *w, size_t max_rows, uint64_t *ret_rows);
+
 uint64_t sample_writer_pending(const sample_writer *w);
 const sample_counters *sample_writer_counters(const sample_writer *w);
 /* Samples of batches that failed to commit, the last error, and since when. */
@@ -68,6 +81,7 @@ typedef int (*sample_scan_cb)(const scan_block *b, const block_entry *v, size_t 
 int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned max_level, sample_scan_cb cb, void *userdata);
 
 int store_migrate_4_to_5(sqlite3 *db);
+int store_migrate_5_to_6(sqlite3 *db);
 /* Moves the rows of a schema-4 samples table into blocks; 1 if there was one. */
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted);
 
@@ -79,6 +93,8 @@ int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks
 typedef struct cap_result {
         uint64_t used_bytes;            /* pages in use before */
         uint64_t blocks, samples;       /* removed (samples: of level 0) */
+        uint64_t rows;                  /* stack and frame rows removed */
+        bool need_new_generation;       /* over the cap with only the current generation's rows left */
         uint64_t newest_removed_ns;     /* the newest level-0 sample removed */
 } cap_result;
 int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_blocks, cap_result *ret);

@@ -42,6 +42,14 @@
  * (an entry is 40 bytes, the table at most ~70% full: at most 10 MiB). */
 #define STORE_CACHE_MAX_ENTRIES (128 * 1024)
 
+/* What a stack or frame row costs on disk with its index entry, roughly
+ * (measured with sqlite's dbstat: 45-60 bytes). */
+#define DICT_ROW_BYTES 50
+/* A dictionary generation ends after this much sample time, or once its
+ * rows are estimated at the limit (store_set_dictionary_limit()). */
+#define STORE_GENERATION_MAX_NS (3600 * NSEC_PER_SEC)
+#define STORE_GENERATION_LIMIT_DEFAULT (64ULL << 20)
+
 /* The whole-stack cache holds call stacks of ~1 KiB each: bound it by key
  * bytes rather than entries. */
 #define STORE_STACK_KEY_CACHE_MAX_BYTES (32 * 1024 * 1024)
@@ -75,12 +83,12 @@ static const char *const stmt_sql[_STMT_MAX] = {
         [STMT_ROLLBACK]      = "ROLLBACK",
         [STMT_STRING_INSERT] = "INSERT OR IGNORE INTO strings(s) VALUES (?1)",
         [STMT_STRING_SELECT] = "SELECT id FROM strings WHERE s = ?1",
-        [STMT_FRAME_INSERT]  = "INSERT OR IGNORE INTO frames(kind, addr, symbol_id, offset, module_id, build_id_id) "
-                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        [STMT_FRAME_SELECT]  = "SELECT id FROM frames WHERE kind = ?1 AND addr = ?2 AND symbol_id = ?3 "
+        [STMT_FRAME_INSERT]  = "INSERT OR IGNORE INTO frames(gen, kind, addr, symbol_id, offset, module_id, build_id_id) "
+                               "VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6)",
+        [STMT_FRAME_SELECT]  = "SELECT id FROM frames WHERE gen = ?7 AND kind = ?1 AND addr = ?2 AND symbol_id = ?3 "
                                "AND offset = ?4 AND module_id = ?5 AND build_id_id = ?6",
-        [STMT_STACK_INSERT]  = "INSERT OR IGNORE INTO stacks(parent, frame) VALUES (?1, ?2)",
-        [STMT_STACK_SELECT]  = "SELECT id FROM stacks WHERE parent = ?1 AND frame = ?2",
+        [STMT_STACK_INSERT]  = "INSERT OR IGNORE INTO stacks(gen, parent, frame) VALUES (?3, ?1, ?2)",
+        [STMT_STACK_SELECT]  = "SELECT id FROM stacks WHERE gen = ?3 AND parent = ?1 AND frame = ?2",
         [STMT_LOST_INSERT]   = "INSERT INTO lost(time_ns, cpu, count) VALUES (?1, ?2, ?3)",
         [STMT_BOOT_INSERT]   = "INSERT OR IGNORE INTO boots(boot_uuid, build_id, text_addr, release, first_ns) "
                                "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -103,6 +111,8 @@ struct store {
         size_t chain_cache_bytes;
 
         sample_writer *samples; /* the writer's open periods (store-samples.c) */
+        uint64_t gen_bytes;     /* dictionary rows made in this generation, estimated */
+        uint64_t gen_limit_bytes;
         int batch_error;        /* a write of the open batch failed: commit must not succeed */
 
         uint8_t *keybuf;        /* scratch for frame_key() */
@@ -297,6 +307,7 @@ static const migration_fn migrations[] = {
         store_migrate_2_to_3,   /* store-layout.c */
         store_migrate_3_to_4,   /* store-layout.c */
         store_migrate_4_to_5,   /* store-samples.c */
+        store_migrate_5_to_6,   /* store-samples.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -453,6 +464,7 @@ int store_open(const char *path, store_mode mode, store **ret) {
         if (!s)
                 return -ENOMEM;
         s->mode = mode;
+        s->gen_limit_bytes = STORE_GENERATION_LIMIT_DEFAULT;
         s->path = strdup(path);
         if (!s->path)
                 return -ENOMEM;
@@ -824,6 +836,7 @@ static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
                 sqlite3_bind_int64(st, 4, i64(f->offset));
                 sqlite3_bind_int64(st, 5, module_id);
                 sqlite3_bind_int64(st, 6, build_id_id);
+                sqlite3_bind_int64(st, 7, i64(sample_writer_generation(s->samples, NULL)));
 
                 if (pass == 0) {
                         r = step_done(s, st);
@@ -831,6 +844,7 @@ static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
                                 return r;
                         if (sqlite3_changes(s->db) > 0) {
                                 id = sqlite3_last_insert_rowid(s->db);
+                                s->gen_bytes += DICT_ROW_BYTES;
                                 break;
                         }
                 } else {
@@ -884,6 +898,7 @@ static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, in
                         return r;
                 sqlite3_bind_int64(st, 1, parent_id);
                 sqlite3_bind_int64(st, 2, frame_id);
+                sqlite3_bind_int64(st, 3, i64(sample_writer_generation(s->samples, NULL)));
 
                 if (pass == 0) {
                         r = step_done(s, st);
@@ -891,6 +906,7 @@ static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, in
                                 return r;
                         if (sqlite3_changes(s->db) > 0) {
                                 id = sqlite3_last_insert_rowid(s->db);
+                                s->gen_bytes += DICT_ROW_BYTES;
                                 break;
                         }
                 } else {
@@ -932,12 +948,30 @@ int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *r
 /* Always inside a transaction (the caller's batch or auto_begin()'s), which
  * store_commit() flushes before committing. */
 static int insert_sample_locked(store *s, const stored_sample *smp) {
+        uint64_t start;
         int r = sample_writer_add(s->samples, smp);
 
+        (void) sample_writer_generation(s->samples, &start);
+        if (r >= 0 && (s->gen_bytes >= s->gen_limit_bytes ||
+                       (smp->time_ns > start && smp->time_ns - start >= STORE_GENERATION_MAX_NS))) {
+                /* Between samples: the next one interns afresh. */
+                r = sample_writer_new_generation(s->samples, smp->time_ns);
+                caches_clear(s);
+                s->gen_bytes = 0;
+        }
         /* The batch must not commit with a sample missing. */
         if (r < 0 && s->batch_error == 0)
                 s->batch_error = r;
         return r;
+}
+
+uint64_t store_generation(const store *s) {
+        return s && s->samples ? sample_writer_generation(s->samples, NULL) : 0;
+}
+
+void store_set_dictionary_limit(store *s, uint64_t bytes) {
+        if (s)
+                s->gen_limit_bytes = bytes > 0 ? bytes : STORE_GENERATION_LIMIT_DEFAULT;
 }
 
 int store_insert_sample(store *s, const stored_sample *smp) {
@@ -1300,13 +1334,33 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret) {
         r = auto_begin(s, &owned);
         if (r < 0)
                 return r;
-        r = auto_end(s, owned, sample_writer_enforce_cap(s->samples, max_bytes, EXPIRE_MAX_BLOCKS, &res));
+        r = sample_writer_enforce_cap(s->samples, max_bytes, EXPIRE_MAX_BLOCKS, &res);
+        if (r >= 0 && res.need_new_generation) {
+                /* The current generation's stacks and frames are what is
+                 * left to delete: start a new one, then its blocks and rows
+                 * can go like any other. */
+                cap_result more;
+
+                r = sample_writer_new_generation(s->samples, sample_writer_counters(s->samples)->last_ns);
+                caches_clear(s);
+                s->gen_bytes = 0;
+                if (r >= 0)
+                        r = sample_writer_enforce_cap(s->samples, max_bytes, EXPIRE_MAX_BLOCKS, &more);
+                if (r >= 0) {
+                        res.blocks += more.blocks;
+                        res.samples += more.samples;
+                        res.rows += more.rows;
+                        res.newest_removed_ns = MAX(res.newest_removed_ns, more.newest_removed_ns);
+                }
+        }
+        r = auto_end(s, owned, r);
         if (r < 0)
                 return r;
         *ret = (store_cap_result) {
                 .used_bytes = res.used_bytes,
                 .blocks = res.blocks,
                 .samples = res.samples,
+                .rows = res.rows,
                 .newest_removed_ns = res.newest_removed_ns,
         };
         return 0;

@@ -36,7 +36,7 @@ typedef enum store_mode {
         STORE_READONLY,         /* fails with -ENOENT if there is no database */
 } store_mode;
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
@@ -92,6 +92,14 @@ int store_add_boot(store *s, const char *boot_uuid, const char *build_id, uint64
  * writer's own connection sees the open bucket too. store_free() writes
  * the open bucket. */
 int store_flush_samples(store *s, uint64_t before_ns);
+/* Stacks and frames are interned per generation, so that the size cap and
+ * retention can delete those of old samples with them. A generation ends
+ * after an hour of samples or when its rows reach about `bytes` (0: the
+ * default, 64 MiB); ids interned before must not be used after a change of
+ * store_generation() (the ingest path drops its caches then). */
+uint64_t store_generation(const store *s);
+void store_set_dictionary_limit(store *s, uint64_t bytes);
+
 /* Samples in the open bucket, not yet in the database. */
 uint64_t store_pending_samples(const store *s);
 /* Samples not stored because their batch failed to commit (e.g. the disk
@@ -112,6 +120,7 @@ int64_t store_expire(store *s, uint64_t before_ns, bool *ret_more);
 typedef struct store_cap_result {
         uint64_t used_bytes;            /* in use before */
         uint64_t blocks, samples;       /* deleted; samples of buckets */
+        uint64_t rows;                  /* stack and frame rows deleted with them */
         uint64_t newest_removed_ns;     /* the newest sample deleted, 0 if none */
 } store_cap_result;
 int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);

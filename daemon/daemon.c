@@ -31,7 +31,7 @@
 
 /* Retention and the size cap are checked this often, each a bounded
  * step (store_expire(), store_enforce_cap()). */
-#define HOUSEKEEPING_INTERVAL_SEC 5
+#define HOUSEKEEPING_INTERVAL_SEC 1
 /* A full retention pass (besides the steps a backlog takes). */
 #define RETENTION_INTERVAL_NS (600 * NSEC_PER_SEC)
 #define MISS_RESCAN_INTERVAL_NS NSEC_PER_SEC
@@ -161,6 +161,10 @@ static void compute_db_max(daemon_ctx *d) {
         if (dir && statvfs(dir, &sv) == 0)
                 fs = (uint64_t) sv.f_blocks * sv.f_frsize;
         d->db_max_bytes = config_database_max_size(&d->cfg, fs);
+        /* A generation of stacks and frames is deleted with the last
+         * samples that use it: keep one small against the cap. */
+        if (d->store)
+                store_set_dictionary_limit(d->store, d->db_max_bytes / 8);
 }
 
 static void on_uevent(const uevent *ev, bool lost, void *userdata) {

@@ -60,6 +60,7 @@ struct ingest {
          * repeated call chain costs one lookup instead of one per frame. */
         hashmap *stack_cache;
         hashmap *path_cache;    /* the resolved frame ids of a chain -> stack id: shared by processes */
+        uint64_t store_gen;     /* the store's dictionary generation the caches hold ids of */
         hashmap *maps_gen;      /* pid -> generation, bumped on MMAP2 and exec */
         uint64_t next_gen;
         uint64_t *key;          /* scratch for stack_cache keys */
@@ -334,6 +335,13 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         int r;
 
         check_layout(in);
+        if (store_generation(in->store) != in->store_gen) {
+                /* Ids of an older generation must not be used again. */
+                hashmap_clear(in->kframe_cache);
+                hashmap_clear(in->stack_cache);
+                hashmap_clear(in->path_cache);
+                in->store_gen = store_generation(in->store);
+        }
         in->epoch = layout_epoch(in->layout, ps->time);
         uint64_t gen_at_start = in->layout_gen;
 

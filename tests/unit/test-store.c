@@ -1414,7 +1414,7 @@ static uint64_t used_bytes(const char *db) {
                (uint64_t) sql_int(db, "PRAGMA page_size");
 }
 
-TEST(size_cap_deletes_oldest_buckets_first) {
+TEST(size_cap_deletes_oldest_first) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
         const frame f[] = { K_MEMCPY_10, K_ENTRY };
@@ -1463,28 +1463,94 @@ TEST(size_cap_deletes_oldest_buckets_first) {
         ASSERT_LE(used_bytes(t.db), cap);
         ASSERT_GT(removed, 0);
 
-        /* Oldest first: what is left of the buckets is the newest, and
-         * the minute and hour totals still cover the whole time. */
+        /* Oldest first: what is left of the buckets is the newest. */
         uint64_t oldest_after = (uint64_t) sql_int(t.db, "SELECT min(start_ns) FROM sample_blocks WHERE level = 0");
         ASSERT_GT(oldest_after, oldest_before);
         ASSERT_GE(oldest_after, newest_removed / NSEC_PER_SEC * NSEC_PER_SEC);
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 0 AND start_ns < (SELECT max(start_ns) "
-                                "FROM sample_blocks WHERE level = 0) AND start_ns >= " "(SELECT min(start_ns) FROM sample_blocks WHERE level = 0)") + 1,
-                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 0"));
-        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 1"), (int64_t) n);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), (int64_t) (n - removed));
 
         ASSERT_OK(store_get_stats(s, &st));
         ASSERT_U64_EQ(st.samples, n - removed);
         ASSERT_U64_EQ(st.first_ns, oldest_after);
 
-        /* The newest samples answer exactly. */
+        /* The newest samples answer exactly; so does everything: where the
+         * cap cut in, the remaining buckets answer, not the totals. */
         query_params q = QUERY_PARAMS_INIT;
         q.since_ns = T0 + 1400 * NSEC_PER_SEC;
         query_result *r = run_query(s, &q, 0, 0);
         ASSERT_EQ(r->total_samples, 100 * 400);
         query_result_free(r);
+        q.since_ns = 0;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, n - removed);
+        query_result_free(r);
 
         /* Under the cap: nothing to do. */
         ASSERT_OK(store_enforce_cap(s, cap, &res));
         ASSERT_EQ(res.blocks, 0);
+}
+
+/* Stacks and frames of generations no block uses any more go with them. */
+TEST(size_cap_collects_old_stacks_and_frames) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        store_cap_result res;
+        uint64_t gen0, rows = 0;
+        int64_t stacks_before, frames_before;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* Small generations: a new one every ~100 KiB of rows. */
+        store_set_dictionary_limit(s, 100 << 10);
+        gen0 = store_generation(s);
+        /* 600 s of samples with ever new stacks (a new process's user
+         * code at new offsets each second), like a build. */
+        for (uint64_t sec = 0; sec < 600; sec++) {
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 50; i++) {
+                        frame f[3] = { K_OPEN, K_ENTRY, U_LIBC };
+                        f[2].offset = sec * 1000 + (uint64_t) i;
+                        f[2].addr = 0x7f0000000000ULL + f[2].offset;
+                        sample smp = {
+                                .time_ns = T0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = 0, .pid = 100,
+                                .tid = 100, .comm = "cc1", .period = 1000, .n_frames = 3, .frames = f,
+                        };
+                        ASSERT_OK(store_add_sample(s, 1, &smp));
+                }
+                ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        stacks_before = sql_int(t.db, "SELECT count(*) FROM stacks");
+        frames_before = sql_int(t.db, "SELECT count(*) FROM frames");
+        fprintf(stderr, "generations %" PRIu64 " .. %" PRIu64 ", %lld stack and %lld frame rows, %" PRIu64 " bytes in use\n",
+                gen0, store_generation(s), (long long) stacks_before, (long long) frames_before, used_bytes(t.db));
+        ASSERT_GT(store_generation(s), gen0 + 5);
+
+        for (int i = 0; i < 100 && used_bytes(t.db) > (1 << 20); i++) {
+                ASSERT_OK(store_enforce_cap(s, 1 << 20, &res));
+                rows += res.rows;
+        }
+        fprintf(stderr, "after a 1 MiB cap: %lld stack and %lld frame rows (%" PRIu64 " deleted), %" PRIu64 " bytes in use\n",
+                (long long) sql_int(t.db, "SELECT count(*) FROM stacks"), (long long) sql_int(t.db, "SELECT count(*) FROM frames"),
+                rows, used_bytes(t.db));
+        ASSERT_LE(used_bytes(t.db), 1 << 20);
+        ASSERT_GT(rows, 0);
+        ASSERT_LT(sql_int(t.db, "SELECT count(*) FROM stacks"), stacks_before);
+        /* No block refers to a generation that was deleted. */
+        ASSERT_GE(sql_int(t.db, "SELECT min(gen_min) FROM sample_blocks"), sql_int(t.db, "SELECT min(gen) FROM stacks"));
+
+        /* Every stack left resolves: the folded stacks of all that is left. */
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        query_result *r = run_query(s, &q, 0, 0);
+        uint64_t sum = 0;
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                ASSERT_EQ(r->stacks[i].n_frames, 3);
+                ASSERT_STREQ(r->stacks[i].frames[2], "do_sys_open");
+                sum += r->stacks[i].samples;
+        }
+        ASSERT_U64_EQ(sum, r->total_samples);
+        ASSERT_GT(sum, 0);
+        query_result_free(r);
 }
