@@ -556,7 +556,13 @@ static int process_load_maps(tasks *t, process *p) {
                         *nl = 0;
                 r = proc_maps_parse_line(line, &start, &end, &pgoff, &exec, &path);
                 line = nl ? nl + 1 : e;
-                if (r < 0 || !exec || strlen(path) > PATH_MAX_BYTES)
+                /* Executable anonymous memory is JIT code: keep it under
+                 * the name perf's MMAP2 records give it. */
+                if (r == -ENOENT && exec)
+                        path = "//anon";
+                else if (r < 0)
+                        continue;
+                if (!exec || strlen(path) > PATH_MAX_BYTES)
                         continue;
 
                 r = file_intern(t, path, "", &f);
@@ -968,15 +974,13 @@ int proc_maps_parse_line(const char *line, uint64_t *ret_start, uint64_t *ret_en
                 s++;
         if (strchr(s, '\n'))
                 return -EINVAL;
-        if (*s == 0)
-                return -ENOENT;
 
         *ret_start = start;
         *ret_end = end;
         *ret_pgoff = pgoff;
         *ret_exec = perms[2] == 'x';
         *ret_path = s;
-        return 0;
+        return *s == 0 ? -ENOENT : 0;
 }
 
 void tasks_gc(tasks *t, uint64_t before_ns) {

@@ -65,7 +65,8 @@ int tasks_find_mapping(tasks *t, uint32_t pid, uint64_t addr, mapping *ret);
 /* Parses one line of /proc/PID/maps, NUL-terminated without its '\n'
  * (a line containing '\n' is -EINVAL). 0 if it is a file-backed or named
  * mapping (path set, possibly "[vdso]" etc.), -ENOENT for anonymous
- * mappings without a name, -EINVAL if malformed. *ret_path points into line. */
+ * mappings without a name (the other outputs set, path ""), -EINVAL if
+ * malformed. *ret_path points into line. */
 int proc_maps_parse_line(const char *line, uint64_t *ret_start, uint64_t *ret_end,
                          uint64_t *ret_pgoff, bool *ret_exec, const char **ret_path);
 

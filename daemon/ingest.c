@@ -304,11 +304,16 @@ static int kernel_frame_id(ingest *in, uint64_t ip, uint64_t time, int64_t *ret)
         return hashmap_put(in->kframe_cache, key, sizeof key, *ret);
 }
 
-static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, int64_t *ret) {
+/* 1 (and no frame) for a return address that cannot be one: outside
+ * every executable mapping of a process whose mappings are known. */
+static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, bool return_address, int64_t *ret) {
         frame f = { .kind = FRAME_USER, .addr = ip };
         mapping m;
 
-        if (tasks_find_mapping(in->tasks, pid, ip, &m) >= 0) {
+        if (tasks_find_mapping(in->tasks, pid, ip, &m) < 0) {
+                if (return_address && tasks_n_mappings(in->tasks, pid) > 0)
+                        return 1;
+        } else {
                 f.module = m.path;
                 f.offset = m.pgoff + (ip - m.start);
                 f.build_id = m.build_id[0] ? m.build_id : NULL;
@@ -379,12 +384,13 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
 
         if (ps->nr == 0) {
                 r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(in, ps->ip, ps->time, &in->frame_ids[n])
-                                                   : user_frame_id(in, ps->pid, ps->ip, &in->frame_ids[n]);
+                                                   : user_frame_id(in, ps->pid, ps->ip, false, &in->frame_ids[n]);
                 if (r < 0)
                         return r;
                 n++;
         }
 
+        unsigned user_entries = 0;
         for (uint64_t i = 0; i < ps->nr; i++) {
                 uint64_t ip;
 
@@ -407,7 +413,16 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                         r = kernel_frame_id(in, ip, ps->time, &in->frame_ids[n]);
                         in->stats.kernel_frames++;
                 } else if (context == PERF_CONTEXT_USER) {
-                        r = user_frame_id(in, ps->pid, ip, &in->frame_ids[n]);
+                        /* Likewise an entry outside all executable code:
+                         * a frame-pointer walk through code built without
+                         * them reads whatever the stack holds. The first
+                         * entry is the sampled IP, from the registers. */
+                        r = user_frame_id(in, ps->pid, ip, user_entries++ > 0, &in->frame_ids[n]);
+                        if (r == 1) {
+                                context = CONTEXT_INVALID_USER;
+                                in->stats.invalid_user_frames++;
+                                continue;
+                        }
                         in->stats.user_frames++;
                 } else {
                         if (context == CONTEXT_INVALID_USER)

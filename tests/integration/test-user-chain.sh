@@ -95,3 +95,30 @@ assert tops[0] == tops[1], f"the two processes' hottest user frames differ: {top
 assert int(tops[0], 16) < size, f"{tops[0]} is no offset in forged-frame ({size} bytes)"
 PY
 pass "forged-frame's hottest code is the same frame ($(python3 -c 'import json,sys; r=[x for x in json.load(open(sys.argv[1]))["result"]["rows"] if not x["kernel"]]; r.sort(key=lambda x:-x["samples"]); print(r[0]["symbol"])' "$T/q.$P1.json"), a file offset) in both processes"
+
+# A return address in user space but outside all executable code (here
+# 0x1000, never mapped): no return address either, dropped with what
+# follows it, counted.
+before=$(status_field invalid_user_frames)
+t0=$(now_ns)
+"$FORGED_FRAME" 0x1000 1 & P3=$!
+wait $P3 || fail "forged-frame failed"
+poll_field invalid_user_frames -ge $((before + 2))
+echo "status: invalid_user_frames $before -> $FIELD"
+[ "$FIELD" -ge $((before + 2)) ] || fail "invalid_user_frames went from $before to $FIELD for return addresses outside executable code"
+wait_committed "$(now_ns)"
+"$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P3 --format folded > "$T/folded3.txt" || fail "query failed"
+python3 - "$T/folded3.txt" <<'PY' || fail "forged-frame's stacks hold frames outside executable code (see above)"
+import sys
+total, bad = 0, {}
+for line in open(sys.argv[1]):
+    head, _, count = line.rstrip("\n").rpartition(" ")
+    total += int(count)
+    for f in head.split(";")[1:]:
+        if f in ("0x1000", "0x401000"):
+            bad[f] = bad.get(f, 0) + int(count)
+print(f"forged-frame with 0x1000: {total} samples; frames at 0x1000 or after it: {bad}")
+assert total >= 100, f"expected >= 100 samples, got {total}"
+assert not bad, f"user frames at {sorted(bad)} were stored"
+PY
+pass "a return address outside executable code, and the one after it, are dropped and counted"

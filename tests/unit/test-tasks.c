@@ -21,6 +21,7 @@ static const char maps_123[] =
         "7f058e0c4000-7f058e0ea000 r--p 00000000 fe:00 332835                     /usr/lib/x86_64-linux-gnu/libc.so.6\n"
         "7f058e0ea000-7f058e240000 r-xp 00026000 fe:00 332835                     /usr/lib/x86_64-linux-gnu/libc.so.6\n"
         "7f058e299000-7f058e2a6000 rw-p 00000000 00:00 0 \n"
+        "7f058e2b0000-7f058e2b4000 rwxp 00000000 00:00 0 \n"
         "7f058e300000-7f058e301000 r-xp 00000000 fe:00 4242                       /tmp/my lib (deleted)\n"
         "7ffd4b3a1000-7ffd4b3c2000 rw-p 00000000 00:00 0                          [stack]\n"
         "7ffd4b3f0000-7ffd4b3f2000 r-xp 00000000 00:00 0                          [vdso]\n"
@@ -101,13 +102,15 @@ TEST(parse_line) {
         ASSERT_STREQ(p, "/tmp/my lib (deleted)");
         ASSERT_U64_EQ(o, 0x1000);
 
-        /* Anonymous: -ENOENT, outputs untouched. */
-        s = 1;
+        /* Anonymous: -ENOENT, with the range and permissions (executable
+         * anonymous memory is JIT code) and an empty path. */
         p = NULL;
         ASSERT_ERROR(proc_maps_parse_line("7f058e299000-7f058e2a6000 rw-p 00000000 00:00 0 ", &s, &e, &o, &x, &p), ENOENT);
-        ASSERT_ERROR(proc_maps_parse_line("7f058e299000-7f058e2a6000 rw-p 00000000 00:00 0", &s, &e, &o, &x, &p), ENOENT);
-        ASSERT_U64_EQ(s, 1);
-        ASSERT_NULL(p);
+        ASSERT_ERROR(proc_maps_parse_line("7f058e299000-7f058e2a6000 rwxp 00000000 00:00 0", &s, &e, &o, &x, &p), ENOENT);
+        ASSERT_U64_EQ(s, 0x7f058e299000);
+        ASSERT_U64_EQ(e, 0x7f058e2a6000);
+        ASSERT_TRUE(x);
+        ASSERT_STREQ(p, "");
 
         /* Malformed. */
         static const char *const bad[] = {
@@ -147,6 +150,8 @@ TEST(lazy_maps_and_comm) {
                        "/usr/lib/x86_64-linux-gnu/libc.so.6");
         assert_mapping(t, 123, 0x7ffd4b3f0000ULL, 0x7ffd4b3f0000ULL, 0x7ffd4b3f2000ULL, 0, "[vdso]");
         assert_mapping(t, 123, 0x7f058e300000ULL, 0x7f058e300000ULL, 0x7f058e301000ULL, 0, "/tmp/my lib (deleted)");
+        /* Executable anonymous memory (JIT code) is kept as perf names it. */
+        assert_mapping(t, 123, 0x7f058e2b0010ULL, 0x7f058e2b0000ULL, 0x7f058e2b4000ULL, 0, "//anon");
         assert_mapping(t, 123, 0xffffffffff600000ULL, 0xffffffffff600000ULL, 0xffffffffff601000ULL, 0, "[vsyscall]");
         ASSERT_OK(tasks_find_mapping(t, 123, 0x55de2a2e9000ULL, &m));
         ASSERT_STREQ(m.build_id, "");
@@ -154,7 +159,7 @@ TEST(lazy_maps_and_comm) {
         ASSERT_ERROR(tasks_find_mapping(t, 123, 0x55de2a2e7000ULL, &m), ENOENT);
         ASSERT_ERROR(tasks_find_mapping(t, 123, 0x55de338e8000ULL, &m), ENOENT);
         ASSERT_ERROR(tasks_find_mapping(t, 123, 0x1000, &m), ENOENT);
-        ASSERT_EQ(tasks_n_mappings(t, 123), 5);
+        ASSERT_EQ(tasks_n_mappings(t, 123), 6);
         ASSERT_EQ(tasks_n_processes(t), 1);
 
         /* comm: read once, newline stripped, cut at TASK_COMM_LEN - 1. */
@@ -277,7 +282,7 @@ TEST(fork_from_lazily_read_parent) {
         ASSERT_OK(tasks_fork(t, 123, 124, 500, 500));
         ASSERT_STREQ(tasks_get_comm(t, 500, 500), "worker-thread-w");
         assert_mapping(t, 500, 0x55de2a2e9000ULL, 0x55de2a2e9000ULL, 0x55de2a2ee000ULL, 0x2000, "/usr/bin/bash");
-        ASSERT_EQ(tasks_n_mappings(t, 500), 5);
+        ASSERT_EQ(tasks_n_mappings(t, 500), 6);
         tasks_free(t);
         root_remove(&r);
 }
