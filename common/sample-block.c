@@ -95,7 +95,33 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         }
 }
 
-int sample_block_encode(block_entry *v, size_t n, uint8_t **ret, size_t *ret_size) {
+struct sample_codec {
+        ZSTD_CCtx *cctx;
+        ZSTD_DCtx *dctx;
+};
+
+sample_codec *sample_codec_new(void) {
+        sample_codec *c = calloc(1, sizeof *c);
+
+        if (!c)
+                return NULL;
+        c->cctx = ZSTD_createCCtx();
+        c->dctx = ZSTD_createDCtx();
+        if (!c->cctx || !c->dctx)
+                return sample_codec_free(c);
+        return c;
+}
+
+sample_codec *sample_codec_free(sample_codec *c) {
+        if (c) {
+                ZSTD_freeCCtx(c->cctx);
+                ZSTD_freeDCtx(c->dctx);
+                free(c);
+        }
+        return NULL;
+}
+
+int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t **ret, size_t *ret_size) {
         _cleanup_free_ uint8_t *raw = NULL;
         wbuf cols = {}, out = {};
         uint64_t count = 0, period = 0, mean;
@@ -132,7 +158,8 @@ int sample_block_encode(block_entry *v, size_t n, uint8_t **ret, size_t *ret_siz
         out.p[out.len++] = SAMPLE_BLOCK_FORMAT;
         put_varint(&out, n);
         put_varint(&out, mean);
-        size_t z = ZSTD_compress(out.p + out.len, bound, cols.p, cols.len, SAMPLE_BLOCK_ZSTD_LEVEL);
+        size_t z = codec ? ZSTD_compressCCtx(codec->cctx, out.p + out.len, bound, cols.p, cols.len, SAMPLE_BLOCK_ZSTD_LEVEL)
+                         : ZSTD_compress(out.p + out.len, bound, cols.p, cols.len, SAMPLE_BLOCK_ZSTD_LEVEL);
         if (ZSTD_isError(z)) {
                 free(out.p);
                 return -ENOMEM;
@@ -144,7 +171,7 @@ int sample_block_encode(block_entry *v, size_t n, uint8_t **ret, size_t *ret_siz
         return 0;
 }
 
-int sample_block_decode(const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n) {
+int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n) {
         _cleanup_free_ uint8_t *raw = NULL;
         _cleanup_free_ block_entry *v = NULL;
         const uint8_t *p = data, *end = data + size;
@@ -174,7 +201,8 @@ int sample_block_decode(const uint8_t *data, size_t size, block_entry **ret, siz
         v = calloc(n, sizeof *v);
         if (!raw || !v)
                 return -ENOMEM;
-        size_t got = ZSTD_decompress(raw, raw_size, p, (size_t) (end - p));
+        size_t got = codec ? ZSTD_decompressDCtx(codec->dctx, raw, raw_size, p, (size_t) (end - p))
+                           : ZSTD_decompress(raw, raw_size, p, (size_t) (end - p));
         if (ZSTD_isError(got) || got != raw_size)
                 return -EBADMSG;
 

@@ -41,11 +41,20 @@ typedef struct block_entry {
 
 #define BLOCK_ENTRY_KEY_SIZE offsetof(block_entry, count)
 
-/* Sorts v in place and encodes it into a malloc'ed buffer. */
-int sample_block_encode(block_entry *v, size_t n, uint8_t **ret, size_t *ret_size);
+/* zstd's compression and decompression contexts, kept across blocks: a
+ * context costs more to set up than a block of a second costs to
+ * compress. One per thread. */
+typedef struct sample_codec sample_codec;
+sample_codec *sample_codec_new(void);
+sample_codec *sample_codec_free(sample_codec *c);
+
+/* Sorts v in place and encodes it into a malloc'ed buffer. codec may be
+ * NULL (a context for this call only). */
+int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t **ret, size_t *ret_size);
 
 /* Decodes a block; *ret is malloc'ed (NULL when n is 0). -EBADMSG for a
- * malformed block, -EPROTONOSUPPORT for an unknown format. */
-int sample_block_decode(const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n);
+ * malformed block, -EPROTONOSUPPORT for an unknown format. codec may be
+ * NULL. */
+int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n);
 
 int block_entry_cmp(const void *a, const void *b);

@@ -75,6 +75,7 @@ static const char *const wstmt_sql[_WSTMT_MAX] = {
 
 struct sample_writer {
         store *store;
+        sample_codec *codec;
         sqlite3_stmt *stmts[_WSTMT_MAX];
         acc acc[SAMPLE_LEVELS];
         sample_counters c;              /* as committed + this batch */
@@ -238,7 +239,7 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         size_t size;
         int r;
 
-        r = sample_block_encode(v, n, &data, &size);
+        r = sample_block_encode(w->codec, v, n, &data, &size);
         if (r < 0)
                 return r;
         r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
@@ -464,7 +465,7 @@ static int refeed(sample_writer *w, unsigned level) {
                 _cleanup_free_ block_entry *v = NULL;
                 size_t n;
 
-                r = sample_block_decode(sqlite3_column_blob(st, 6), (size_t) sqlite3_column_bytes(st, 6), &v, &n);
+                r = sample_block_decode(w->codec, sqlite3_column_blob(st, 6), (size_t) sqlite3_column_bytes(st, 6), &v, &n);
                 if (r < 0)
                         return r;
                 r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
@@ -521,6 +522,11 @@ int sample_writer_new(store *s, sample_writer **ret) {
         if (!w)
                 return -ENOMEM;
         w->store = s;
+        w->codec = sample_codec_new();
+        if (!w->codec) {
+                sample_writer_free(w);
+                return -ENOMEM;
+        }
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
                 r = hashmap_new(&w->acc[level].index);
                 if (r < 0) {
@@ -537,6 +543,7 @@ sample_writer *sample_writer_free(sample_writer *w) {
                 return NULL;
         for (unsigned i = 0; i < _WSTMT_MAX; i++)
                 sqlite3_finalize(w->stmts[i]);
+        sample_codec_free(w->codec);
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
                 hashmap_free(w->acc[level].index);
                 free(w->acc[level].v);
@@ -592,6 +599,7 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
 
 typedef struct scan_ctx {
         store *store;
+        sample_codec *codec;
         sqlite3_stmt *range[SAMPLE_LEVELS];
         sample_counters c;
         sample_scan_cb cb;
@@ -637,7 +645,7 @@ static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
                 };
                 size_t n;
 
-                r = sample_block_decode(sqlite3_column_blob(st, 5), (size_t) sqlite3_column_bytes(st, 5), &v, &n);
+                r = sample_block_decode(x->codec, sqlite3_column_blob(st, 5), (size_t) sqlite3_column_bytes(st, 5), &v, &n);
                 if (r >= 0)
                         r = x->cb(&b, v, n, x->userdata);
                 if (r < 0) {
@@ -684,15 +692,18 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
 }
 
 int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned max_level, sample_scan_cb cb, void *userdata) {
-        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata };
+        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .codec = sample_codec_new() };
         int r;
 
+        if (!x.codec)
+                return -ENOMEM;
         r = sample_meta_read(store_sqlite(s), &x.c);
         if (r >= 0)
                 r = scan_plan(&x, MIN(max_level, (unsigned) SAMPLE_LEVELS - 1), since_ns,
                               until_ns == 0 ? UINT64_MAX : until_ns);
         for (unsigned i = 0; i < SAMPLE_LEVELS; i++)
                 sqlite3_finalize(x.range[i]);
+        sample_codec_free(x.codec);
         return r;
 }
 
@@ -911,18 +922,8 @@ int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks
 /* Bytes of the pages in use, as this connection sees them (its open
  * transaction included). */
 static int pages_in_use(store *s, uint64_t *ret) {
-        uint64_t page_size, pages, free_pages;
-        int r;
-
-        r = query_u64(s, "PRAGMA page_size", 0, 0, &page_size);
-        if (r >= 0)
-                r = query_u64(s, "PRAGMA page_count", 0, 0, &pages);
-        if (r >= 0)
-                r = query_u64(s, "PRAGMA freelist_count", 0, 0, &free_pages);
-        if (r < 0)
-                return r;
-        *ret = (pages - MIN(free_pages, pages)) * page_size;
-        return 0;
+        return query_u64(s, "SELECT (c.page_count - f.freelist_count) * z.page_size "
+                            "FROM pragma_page_count() c, pragma_freelist_count() f, pragma_page_size() z", 0, 0, ret);
 }
 
 #define CAP_CHUNK_BLOCKS 32

@@ -71,8 +71,8 @@ TEST(round_trip_random_blocks) {
                 ASSERT_TRUE(v && want);
                 random_entries(v, n);
                 memcpy(want, v, n * sizeof *v);
-                ASSERT_OK(sample_block_encode(v, n, &data, &size));
-                ASSERT_OK(sample_block_decode(data, size, &got, &m));
+                ASSERT_OK(sample_block_encode(NULL, v, n, &data, &size));
+                ASSERT_OK(sample_block_decode(NULL, data, size, &got, &m));
                 ASSERT_EQ(m, n);
                 qsort(want, n, sizeof *want, entry_full_cmp);
                 qsort(got, n, sizeof *got, entry_full_cmp);
@@ -110,7 +110,7 @@ TEST(typical_block_is_small) {
                 };
         for (size_t i = 0; i < N; i++)
                 v[i].period = v[i].count * 1001000 + rnd() % 2000;
-        ASSERT_OK(sample_block_encode(v, N, &data, &size));
+        ASSERT_OK(sample_block_encode(NULL, v, N, &data, &size));
         fprintf(stderr, "%d entries: %zu bytes, %.2f bytes an entry\n", N, size, (double) size / N);
         ASSERT_LT(size, (size_t) N * 6);
         free(data);
@@ -125,18 +125,18 @@ TEST(bad_blocks_are_refused) {
         random_entries(v, 50);
         for (size_t i = 0; i < 50; i++)
                 v[i].count = MAX(v[i].count, (uint64_t) 1);
-        ASSERT_OK(sample_block_encode(v, 50, &data, &size));
+        ASSERT_OK(sample_block_encode(NULL, v, 50, &data, &size));
 
-        ASSERT_ERROR(sample_block_decode(data, 0, &got, &n), EBADMSG);
+        ASSERT_ERROR(sample_block_decode(NULL, data, 0, &got, &n), EBADMSG);
         copy = malloc(size);
         ASSERT_TRUE(copy);
         memcpy(copy, data, size);
         copy[0] = 2;
-        ASSERT_ERROR(sample_block_decode(copy, size, &got, &n), EPROTONOSUPPORT);
+        ASSERT_ERROR(sample_block_decode(NULL, copy, size, &got, &n), EPROTONOSUPPORT);
 
         /* Every truncation is an error, never a read past the end. */
         for (size_t len = 1; len < size; len++) {
-                ASSERT_TRUE(sample_block_decode(data, len, &got, &n) < 0);
+                ASSERT_TRUE(sample_block_decode(NULL, data, len, &got, &n) < 0);
         }
         /* A flipped byte anywhere: an error, or entries (the header's
          * mean period is not checked by anything) — never a crash. */
@@ -144,7 +144,7 @@ TEST(bad_blocks_are_refused) {
                 memcpy(copy, data, size);
                 copy[i] ^= 0x5a;
                 got = NULL;
-                if (sample_block_decode(copy, size, &got, &n) < 0)
+                if (sample_block_decode(NULL, copy, size, &got, &n) < 0)
                         refused++;
                 free(got);
         }
@@ -153,7 +153,7 @@ TEST(bad_blocks_are_refused) {
 
         /* A header that claims more entries than the limit. */
         uint8_t huge[] = { 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0 };
-        ASSERT_ERROR(sample_block_decode(huge, sizeof huge, &got, &n), EBADMSG);
+        ASSERT_ERROR(sample_block_decode(NULL, huge, sizeof huge, &got, &n), EBADMSG);
         free(copy);
         free(data);
 }
@@ -163,5 +163,5 @@ TEST(zero_count_is_refused) {
         uint8_t *data = NULL;
         size_t size;
 
-        ASSERT_ERROR(sample_block_encode(v, 1, &data, &size), EINVAL);
+        ASSERT_ERROR(sample_block_encode(NULL, v, 1, &data, &size), EINVAL);
 }
