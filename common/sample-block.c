@@ -87,9 +87,10 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         case 0: return e->cpu - prev->cpu;
         case 1: return zigzag((int64_t) e->pid - (int64_t) prev->pid);
         case 2: return zigzag((int64_t) e->tid - (int64_t) e->pid);
-        case 3: return zigzag(e->comm_id - prev->comm_id);
-        case 4: return zigzag(e->snapshot_id - prev->snapshot_id);
-        case 5: return zigzag(e->stack_id - prev->stack_id);
+        /* Ids may be anything: differences wrap, as the decoder's sums do. */
+        case 3: return zigzag((int64_t) ((uint64_t) e->comm_id - (uint64_t) prev->comm_id));
+        case 4: return zigzag((int64_t) ((uint64_t) e->snapshot_id - (uint64_t) prev->snapshot_id));
+        case 5: return zigzag((int64_t) ((uint64_t) e->stack_id - (uint64_t) prev->stack_id));
         case 6: return e->count - 1;
         default: return zigzag((int64_t) (e->period - e->count * mean));
         }
@@ -222,8 +223,8 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                                         return -EBADMSG;
                                 e->cpu = prev.cpu + (uint32_t) x;
                                 break;
-                        case 1: e->pid = (uint32_t) ((int64_t) prev.pid + unzigzag(x)); break;
-                        case 2: e->tid = (uint32_t) ((int64_t) e->pid + unzigzag(x)); break;
+                        case 1: e->pid = (uint32_t) ((uint64_t) prev.pid + (uint64_t) unzigzag(x)); break;
+                        case 2: e->tid = (uint32_t) ((uint64_t) e->pid + (uint64_t) unzigzag(x)); break;
                         case 3: e->comm_id = (int64_t) ((uint64_t) prev.comm_id + (uint64_t) unzigzag(x)); break;
                         case 4: e->snapshot_id = (int64_t) ((uint64_t) prev.snapshot_id + (uint64_t) unzigzag(x)); break;
                         case 5: e->stack_id = (int64_t) ((uint64_t) prev.stack_id + (uint64_t) unzigzag(x)); break;

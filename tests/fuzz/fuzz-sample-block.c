@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* sample_block_decode() on arbitrary bytes: an error, or entries that
+ * encode and decode again to the same entries. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sample-block.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int cmp_full(const void *a, const void *b) {
+        return memcmp(a, b, sizeof(block_entry));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        block_entry *v = NULL, *again = NULL;
+        uint8_t *enc = NULL;
+        size_t n = 0, m = 0, enc_size = 0;
+        int r;
+
+        r = sample_block_decode(NULL, data, size, &v, &n);
+        if (r < 0) {
+                if (r != -EBADMSG && r != -EPROTONOSUPPORT && r != -ENOMEM)
+                        abort();
+                return 0;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (v[i].count == 0 || v[i]._pad != 0)
+                        abort();
+        if (sample_block_encode(NULL, v, n, &enc, &enc_size) < 0 ||
+            sample_block_decode(NULL, enc, enc_size, &again, &m) < 0 || m != n)
+                abort();
+        if (n > 0) {
+                qsort(v, n, sizeof *v, cmp_full);
+                qsort(again, m, sizeof *again, cmp_full);
+                if (memcmp(v, again, n * sizeof *v) != 0)
+                        abort();
+        }
+        free(v);
+        free(again);
+        free(enc);
+        return 0;
+}
