@@ -31,7 +31,7 @@ with open(sys.argv[1], "w") as f:
     f.write("int main(void) { int s = 0;\n" + "".join(f" s += f{i}(s & 7);\n" for i in range(400)) + " return s & 1; }\n")
 PY
         for _ in $(seq 1 "$N"); do
-                ( while [ "$(date +%s)" -lt "$end" ]; do gcc -O2 -c "$W/big.c" -o "$W/big.$BASHPID.o"; done ) &
+                ( while [ "$(date +%s)" -lt "$end" ]; do gcc -O2 -c "$W/big.c" -o "$W/big.$BASHPID.o" 2>/dev/null; done ) &
                 ( while [ "$(date +%s)" -lt "$end" ]; do find /usr -name '*.h' -newer /etc/hostname 2>/dev/null | wc -l > /dev/null; done ) &
                 ( while [ "$(date +%s)" -lt "$end" ]; do
                         ls -l /usr/bin | sort -k5 -n | awk '{ s += $5 } END { print s }' | sed 's/0/o/g' | grep -c o > /dev/null

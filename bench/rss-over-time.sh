@@ -1,0 +1,42 @@
+#!/bin/bash
+# RSS of perfsnapd over a long run.
+#
+#   bench/rss-over-time.sh BUILD_DIR MINUTES [FREQ] [WORKLOAD]
+#
+# Starts perfsnapd (from BUILD_DIR) at FREQ (default 999) with a private
+# database, runs bench/workload.sh WORKLOAD (default mixed) for MINUTES,
+# and prints the daemon's resident set (VmRSS), its peak (VmHWM) and the
+# memory members of its status every minute. Needs root.
+set -u
+B=$(readlink -f "${1:?usage: rss-over-time.sh BUILD_DIR MINUTES [FREQ] [WORKLOAD]}")
+MIN=${2:?usage: rss-over-time.sh BUILD_DIR MINUTES [FREQ] [WORKLOAD]}
+FREQ=${3:-999}
+WORKLOAD=${4:-mixed}
+HERE=$(dirname "$(readlink -f "$0")")
+[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
+
+T=$(mktemp -d /tmp/perfsnapd-rss.XXXXXX)
+trap 'kill $WL 2>/dev/null; [ -n "${DPID:-}" ] && kill -TERM $DPID 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+cat > "$T/conf" <<CONF
+database = $T/db
+cache_dir =
+socket = $T/sock
+frequency_hz = $FREQ
+CONF
+export PERFSNAPD_SOCKET=$T/sock
+"$B/daemon/perfsnapd" --config "$T/conf" > "$T/daemon.log" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do "$B/client/perfsnapctl" status >/dev/null 2>&1 && break; sleep 0.1; done
+bash "$HERE/workload.sh" "$WORKLOAD" $((MIN * 60)) & WL=$!
+printf '%4s %10s %10s %12s %12s %12s %12s %10s\n' min rss_kb hwm_kb heap sqlite caches tasks samples
+for m in $(seq 1 "$MIN"); do
+        sleep 60
+        read -r rss hwm <<< "$(awk '/VmRSS/ { r = $2 } /VmHWM/ { h = $2 } END { print r, h }' /proc/$DPID/status)"
+        "$B/client/perfsnapctl" status --format json > "$T/s.json" 2>/dev/null
+        python3 - "$T/s.json" "$m" "$rss" "$hwm" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); s = s.get("parameters", s)
+print("%4s %10s %10s %12d %12d %12d %12d %10d" % (sys.argv[2], sys.argv[3], sys.argv[4], s["heap_bytes"],
+      s["sqlite_memory_bytes"], s["ingest_cache_bytes"], s["tasks_bytes"], s["samples"]))
+PY
+done
