@@ -81,6 +81,10 @@ struct sample_writer {
         sample_counters c;              /* as committed + this batch */
         sample_counters committed;      /* as of the last commit */
         uint64_t dropped;               /* samples of batches that failed to commit */
+        /* Since the last commit: samples added to the open bucket, and
+         * level-0 samples written to blocks. A rollback loses only these. */
+        uint64_t tx_added, tx_written;
+        uint64_t bad_blocks;            /* blocks that failed to decode when read back */
         int dropped_error;              /* why, the last time */
         uint64_t dropped_since_ns;      /* CLOCK_REALTIME of the first drop */
 };
@@ -284,6 +288,7 @@ static int acc_flush(sample_writer *w, unsigned level, bool closing) {
                                 w->c.first_ns = a->first_ns;
                         w->c.last_ns = MAX(w->c.last_ns, a->last_ns);
                         w->c.samples += a->samples;
+                        w->tx_written += a->samples;
                 } else
                         w->c.fed[level] = MAX(w->c.fed[level], a->fed_max_id);
                 if (level + 1 < SAMPLE_LEVELS) {
@@ -392,6 +397,7 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
                 return r;
         acc_times(a, smp->time_ns, smp->time_ns, 1);
         a->gen_min = MIN(a->gen_min, w->c.gen);
+        w->tx_added++;
         if (a->n >= ACC_MAX_ENTRIES)
                 return acc_flush(w, 0, false);
         return 0;
@@ -443,6 +449,7 @@ int sample_writer_before_commit(sample_writer *w) {
 }
 
 void sample_writer_committed(sample_writer *w) {
+        w->tx_added = w->tx_written = 0;
         w->committed = w->c;
 }
 
@@ -466,6 +473,12 @@ static int refeed(sample_writer *w, unsigned level) {
                 size_t n;
 
                 r = sample_block_decode(w->codec, sqlite3_column_blob(st, 6), (size_t) sqlite3_column_bytes(st, 6), &v, &n);
+                if (r == -EBADMSG || r == -EPROTONOSUPPORT) {
+                        /* A damaged block must not keep the daemon from
+                         * starting: the totals go on without it, counted. */
+                        w->bad_blocks++;
+                        continue;
+                }
                 if (r < 0)
                         return r;
                 r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
@@ -481,12 +494,17 @@ static int refeed(sample_writer *w, unsigned level) {
 /* Forgets the open periods and reads them back from the database as
  * committed: after open, and after a batch was rolled back. */
 int sample_writer_reload(sample_writer *w, int cause) {
+        /* The open bucket survives a failed transaction that did not touch
+         * it (retention, the cap, a journal entry): its ids are committed. */
+        bool keep_bucket = w->tx_added == 0 && w->tx_written == 0 && w->acc[0].open;
+        acc kept = {};
         uint64_t lost;
         int r;
 
-        /* What the failed batch held: its open bucket, and the blocks
-         * it wrote (gone with the rollback). */
-        lost = w->acc[0].samples + (w->c.samples - w->committed.samples);
+        /* What the failed batch held: the samples it added to the open
+         * bucket and those it wrote in blocks (gone with the rollback). */
+        lost = keep_bucket ? 0 : w->tx_written + w->acc[0].samples;
+        w->tx_added = w->tx_written = 0;
         if (lost > 0) {
                 struct timespec ts;
 
@@ -497,21 +515,25 @@ int sample_writer_reload(sample_writer *w, int cause) {
                 w->dropped += lost;
                 w->dropped_error = cause < 0 ? cause : -EIO;
         }
+        if (keep_bucket)
+                SWAP(kept, w->acc[0]);
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 acc_close(&w->acc[level]);
 
         r = sample_meta_read(store_sqlite(w->store), &w->committed);
-        if (r < 0)
-                return r;
-        w->c = w->committed;
-
-        /* Hours first: minutes closed while refeeding feed the hour. */
-        for (unsigned level = SAMPLE_LEVELS - 1; level > 0; level--) {
-                r = refeed(w, level);
-                if (r < 0)
-                        return r;
+        if (r >= 0) {
+                w->c = w->committed;
+                /* Hours first: minutes closed while refeeding feed the hour. */
+                for (unsigned level = SAMPLE_LEVELS - 1; r >= 0 && level > 0; level--)
+                        r = refeed(w, level);
         }
-        return 0;
+        if (keep_bucket) {
+                /* Its table and index back in place of the empty ones. */
+                SWAP(kept, w->acc[0]);
+                hashmap_free(kept.index);
+                free(kept.v);
+        }
+        return r;
 }
 
 int sample_writer_new(store *s, sample_writer **ret) {
@@ -562,6 +584,10 @@ uint64_t sample_writer_dropped(const sample_writer *w, int *ret_error, uint64_t 
         if (ret_since_ns)
                 *ret_since_ns = w->dropped_since_ns;
         return w->dropped;
+}
+
+uint64_t sample_writer_bad_blocks(const sample_writer *w) {
+        return w->bad_blocks;
 }
 
 size_t sample_writer_memory_bytes(const sample_writer *w) {
@@ -853,8 +879,11 @@ static int delete_selected(sample_writer *w, const char *const sql[2], const int
                 for (size_t k = 0; k < n_binds; k++)
                         sqlite3_bind_int64(st, (int) k + 1, binds[k]);
                 if (i == 0) {
-                        if (sqlite3_step(st) == SQLITE_ROW)
-                                d = (deleted) {
+                        int rc = sqlite3_step(st);
+
+                        if (rc != SQLITE_ROW)
+                                return store_step_errno(w->store, rc) ?: -EIO;
+                        d = (deleted) {
                                         .samples = u64(sqlite3_column_int64(st, 0)),
                                         .blocks = u64(sqlite3_column_int64(st, 1)),
                                         .newest_ns = u64(sqlite3_column_int64(st, 2)),
@@ -908,6 +937,9 @@ int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks
                         samples = d.samples;
         }
 
+        /* Minutes and hours that reach past before_ns keep their older
+         * samples: read what is left there from the buckets. */
+        w->c.trimmed_ns = MAX(w->c.trimmed_ns, before_ns);
         r = recount_after_delete(w, samples);
         if (r < 0)
                 return r;

@@ -42,8 +42,9 @@ int sample_writer_reload(sample_writer *w, int cause);
 
 /* Inside a transaction of the store. */
 int sample_writer_add(sample_writer *w, const stored_sample *smp);
-/* Writes the periods that end at or before before_ns (UINT64_MAX: all of
- * level 0, for a clean stop). */
+/* Writes the periods of every level that end at or before before_ns
+ * (UINT64_MAX: all, closing the open minute and hour too; after a restart
+ * within them their later samples go in as extra blocks). */
 int sample_writer_flush(sample_writer *w, uint64_t before_ns);
 /* Writes the open bucket so far (it stays open). */
 int sample_writer_flush_partial(sample_writer *w);
@@ -65,6 +66,8 @@ const sample_counters *sample_writer_counters(const sample_writer *w);
 /* Samples of batches that failed to commit, the last error, and since when. */
 uint64_t sample_writer_dropped(const sample_writer *w, int *ret_error, uint64_t *ret_since_ns);
 size_t sample_writer_memory_bytes(const sample_writer *w);
+/* Blocks the writer skipped when reading the open periods back. */
+uint64_t sample_writer_bad_blocks(const sample_writer *w);
 uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns,
                                      uint64_t until_ns);
 

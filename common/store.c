@@ -1381,6 +1381,10 @@ int store_flush_samples(store *s, uint64_t before_ns) {
         return auto_end(s, owned, r);
 }
 
+uint64_t store_bad_blocks(const store *s) {
+        return s && s->samples ? sample_writer_bad_blocks(s->samples) : 0;
+}
+
 uint64_t store_pending_samples(const store *s) {
         return s && s->samples ? sample_writer_pending(s->samples) : 0;
 }

@@ -100,6 +100,10 @@ int store_flush_samples(store *s, uint64_t before_ns);
 uint64_t store_generation(const store *s);
 void store_set_dictionary_limit(store *s, uint64_t bytes);
 
+/* Sample blocks that failed to decode when the writer read the open
+ * minute and hour back (skipped; the totals lack them). */
+uint64_t store_bad_blocks(const store *s);
+
 /* Samples in the open bucket, not yet in the database. */
 uint64_t store_pending_samples(const store *s);
 /* Samples not stored because their batch failed to commit (e.g. the disk

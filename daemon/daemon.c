@@ -355,6 +355,7 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "ksymbol_records", json_object_new_boolean(d->events && perf_events_has_ksymbol(d->events)));
         json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
         json_object_object_add(p, "pending_samples", json_object_new_int64((int64_t) store_pending_samples(d->store)));
+        json_object_object_add(p, "bad_sample_blocks", json_object_new_int64((int64_t) store_bad_blocks(d->store)));
         int dropped_error;
         uint64_t dropped_since;
         json_object_object_add(p, "dropped_samples",

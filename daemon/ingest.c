@@ -748,9 +748,14 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         (void) layout_forget_ksyms_before(in->layout, horizon_ns);
 
 done:
-        if (n_now == 0)
-                /* Nothing new, but time went on: close what ended. */
-                (void) flush_buckets(in, horizon_ns, mono_to_wall_ns);
+        if (n_now == 0 && flush_buckets(in, horizon_ns, mono_to_wall_ns) < 0 && in->in_transaction) {
+                /* Nothing new, but time went on: close what ended. If that
+                 * failed, the batch is gone (sqlite may have rolled it back
+                 * already), and with it the ids it interned. */
+                (void) store_rollback(in->store);
+                in->in_transaction = false;
+                forget_batch_ids(in);
+        }
         if (keep_for_next_drain(in, n_now) < 0) {
                 log_error("Out of memory: dropping %zu records stamped after this drain began.", in->n_pend - n_now);
                 in->stats.bad_records += in->n_pend - n_now;

@@ -1554,3 +1554,80 @@ TEST(size_cap_collects_old_stacks_and_frames) {
         ASSERT_GT(sum, 0);
         query_result_free(r);
 }
+
+/* A rollback loses what its batch held, counted once, and nothing else. */
+TEST(rollback_counts_what_it_lost_and_keeps_the_open_bucket) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN, K_ENTRY };
+        uint64_t since;
+        int err;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        /* 10 buckets written and committed, 3 samples in the open one. */
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 10; i++)
+                add(s, S(i), 0, 1, "a", f, 2);
+        add(s, S(10), 0, 1, "a", f, 2);
+        add(s, S(10) + 1, 0, 1, "a", f, 2);
+        add(s, S(10) + 2, 0, 1, "a", f, 2);
+        ASSERT_OK(store_flush_samples(s, S(10)));
+        ASSERT_OK(store_commit(s));
+        ASSERT_EQ(store_pending_samples(s), 3);
+
+        /* A transaction that deletes samples and then fails (retention, the
+         * cap): the open bucket is not its business, and what it deleted
+         * comes back; nothing counts as dropped. */
+        ASSERT_OK(store_begin(s));
+        ASSERT_EQ(store_expire(s, S(5), NULL), 5);
+        ASSERT_OK(store_rollback(s));
+        ASSERT_EQ(store_dropped_samples(s, &err, &since), 0);
+        ASSERT_EQ(store_pending_samples(s), 3);
+        store_stats st;
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 13);      /* the reader flushed the open bucket */
+
+        /* A batch that adds samples and fails: those are dropped, counted
+         * once, with the reason; the committed ones stay. */
+        ASSERT_OK(store_begin(s));
+        add(s, S(20), 0, 1, "a", f, 2);
+        add(s, S(21), 0, 1, "a", f, 2);
+        ASSERT_OK(store_rollback(s));
+        ASSERT_EQ(store_dropped_samples(s, &err, &since), 2);
+        ASSERT_GT(since, 0);
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 13);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), 13);
+}
+
+/* A damaged block of the open minute does not keep the writer from opening. */
+TEST(damaged_block_is_skipped_at_open) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN };
+        sqlite3 *db = NULL;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 5; i++)
+                add(s, S(i), 0, 1, "a", f, 1);
+        ASSERT_OK(store_flush_samples(s, S(4)));
+        ASSERT_OK(store_commit(s));
+        s = store_free(s);
+
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE sample_blocks SET data = x'01ffffffff0f' WHERE id = "
+                                   "(SELECT min(id) FROM sample_blocks WHERE level = 0)", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(store_bad_blocks(s), 1);
+        /* A query over it says so. */
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r = NULL;
+        ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EBADMSG);
+}
