@@ -133,7 +133,7 @@ echo "[bpf] lines in kallsyms: $(wc -l < /tmp/bpf-lines)"
 P=$BUILD_DIR/tests/integration/bpf-prog
 since=$(date +%s)
 "$P" churn --count 50 --prefix vmch > /tmp/churn.out 2>&1; echo "churn: $(cat /tmp/churn.out)"
-"$P" hot --name vmhot --seconds 3 > /tmp/hot.out 2>&1; echo "hot: $(head -1 /tmp/hot.out)"
+"$P" hot --name vmhot --seconds 6 > /tmp/hot.out 2>&1; echo "hot: $(head -1 /tmp/hot.out)"
 # The journal rows of the churn come with the samples of the same drain.
 check "the samples of the BPF programs' run are committed" wait_committed "$(date +%s%N)"
 perfsnapctl ksyms --format json > /tmp/ksyms.json
