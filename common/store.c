@@ -1950,12 +1950,12 @@ static int stack_cmp(const void *x, const void *y) {
 
 /* Filters shared by the statements of one query. Named parameters are
  * bound only where the clause is present. */
-static void where_clause(const query_params *q, bool time_only, char *buf, size_t size) {
-        snprintf(buf, size, "time_ns >= :since%s%s%s%s",
+/* The filters of the lost records: they have no pid or comm, only a time
+ * and a CPU. Named parameters are bound only where the clause has them. */
+static void lost_where_clause(const query_params *q, char *buf, size_t size) {
+        snprintf(buf, size, "time_ns >= :since%s%s",
                  q->until_ns > 0 ? " AND time_ns < :until" : "",
-                 !time_only && q->pid >= 0 ? " AND pid = :pid" : "",
-                 q->cpu >= 0 ? " AND cpu = :cpu" : "",
-                 !time_only && q->comm ? " AND comm = :comm" : "");
+                 q->cpu >= 0 ? " AND cpu = :cpu" : "");
 }
 
 static void bind_named(sqlite3_stmt *st, const char *name, int64_t v) {
@@ -1964,12 +1964,10 @@ static void bind_named(sqlite3_stmt *st, const char *name, int64_t v) {
                 sqlite3_bind_int64(st, idx, v);
 }
 
-static void bind_filters(sqlite3_stmt *st, const query_params *q, int64_t comm_id) {
+static void bind_lost_filters(sqlite3_stmt *st, const query_params *q) {
         bind_named(st, ":since", q->since_ns > INT64_MAX ? INT64_MAX : i64(q->since_ns));
         bind_named(st, ":until", q->until_ns > INT64_MAX ? INT64_MAX : i64(q->until_ns));
-        bind_named(st, ":pid", q->pid);
         bind_named(st, ":cpu", q->cpu);
-        bind_named(st, ":comm", comm_id);
 }
 
 static int query_lost(store *s, const query_params *q, query_result *res) {
@@ -1977,13 +1975,12 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
         char where[256], sql[512];
         int r, rc;
 
-        /* Lost records have no pid or comm: only time and CPU apply. */
-        where_clause(q, true, where, sizeof(where));
+        lost_where_clause(q, where, sizeof(where));
         snprintf(sql, sizeof(sql), "SELECT coalesce(sum(count), 0) FROM lost WHERE %s", where);
         r = prepare(s->db, sql, &st);
         if (r < 0)
                 return r;
-        bind_filters(st, q, 0);
+        bind_lost_filters(st, q);
         rc = sqlite3_step(st);
         if (rc != SQLITE_ROW)
                 return errno_from_sqlite(s->db, rc) ?: -EIO;
