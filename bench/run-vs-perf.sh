@@ -56,7 +56,7 @@ rss_kb=$(awk '/VmHWM/ { print $2 }' /proc/$DPID/status)
 kill -TERM $DPID; wait $DPID; DPID=
 db_bytes=$(du -b "$T"/db* | awk '{ s += $1 } END { print s }')
 stored=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select coalesce(sum(n_samples), 0) from sample_blocks where level = 0').fetchone()[0])" "$T/db")
-nodes=$(python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select count(*) from stacks').fetchone()[0], c.execute('select count(*) from frames').fetchone()[0])" "$T/db")
+nodes=$(python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select coalesce(sum(n),0) from stack_blocks').fetchone()[0], c.execute('select coalesce(sum(n),0) from frame_blocks').fetchone()[0])" "$T/db")
 
 # perf report: the symbolized answer a perf user reads
 TIMEFORMAT='%U %S'

@@ -122,9 +122,74 @@ sample_codec *sample_codec_free(sample_codec *c) {
         return NULL;
 }
 
+/* Header (format, two varints) and the compressed columns: a block. */
+static int block_finish(sample_codec *codec, uint8_t format, uint64_t h1, uint64_t h2, const wbuf *cols,
+                        uint8_t **ret, size_t *ret_size) {
+        size_t bound = ZSTD_compressBound(cols->len);
+        wbuf out = {};
+        int r = wbuf_reserve(&out, 1 + 2 * VARINT_MAX + bound);
+
+        if (r < 0)
+                return r;
+        out.p[out.len++] = format;
+        put_varint(&out, h1);
+        put_varint(&out, h2);
+        size_t z = codec ? ZSTD_compressCCtx(codec->cctx, out.p + out.len, bound, cols->p, cols->len,
+                                             SAMPLE_BLOCK_ZSTD_LEVEL)
+                         : ZSTD_compress(out.p + out.len, bound, cols->p, cols->len, SAMPLE_BLOCK_ZSTD_LEVEL);
+        if (ZSTD_isError(z)) {
+                free(out.p);
+                return -ENOMEM;
+        }
+        out.len += z;
+        *ret = out.p;
+        *ret_size = out.len;
+        return 0;
+}
+
+/* The header of a block of this format; *ret_p: where the zstd frame starts. */
+static int block_header(const uint8_t *data, size_t size, uint8_t format, uint64_t *ret_h1, uint64_t *ret_h2,
+                        const uint8_t **ret_p) {
+        const uint8_t *p = data, *end = data + size;
+
+        if (size < 1)
+                return -EBADMSG;
+        if (*p++ != format)
+                return -EPROTONOSUPPORT;
+        if (!get_varint(&p, end, ret_h1) || !get_varint(&p, end, ret_h2))
+                return -EBADMSG;
+        *ret_p = p;
+        return 0;
+}
+
+/* The columns of n entries of n_columns varints each (1..10 bytes): the
+ * frame must say a size in that range, and is decompressed into exactly
+ * that much. */
+static int block_inflate(sample_codec *codec, const uint8_t *p, const uint8_t *end, uint64_t n, unsigned n_columns,
+                         uint8_t **ret, size_t *ret_size) {
+        uint64_t raw_size = ZSTD_getFrameContentSize(p, (size_t) (end - p));
+        uint8_t *raw;
+
+        if (raw_size == ZSTD_CONTENTSIZE_ERROR || raw_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+            raw_size < n * n_columns || raw_size > n * n_columns * VARINT_MAX)
+                return -EBADMSG;
+        raw = malloc(raw_size);
+        if (!raw)
+                return -ENOMEM;
+        size_t got = codec ? ZSTD_decompressDCtx(codec->dctx, raw, raw_size, p, (size_t) (end - p))
+                           : ZSTD_decompress(raw, raw_size, p, (size_t) (end - p));
+        if (ZSTD_isError(got) || got != raw_size) {
+                free(raw);
+                return -EBADMSG;
+        }
+        *ret = raw;
+        *ret_size = raw_size;
+        return 0;
+}
+
 int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t **ret, size_t *ret_size) {
         _cleanup_free_ uint8_t *raw = NULL;
-        wbuf cols = {}, out = {};
+        wbuf cols = {};
         uint64_t count = 0, period = 0, mean;
         int r;
 
@@ -152,38 +217,20 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t *
                 }
         }
 
-        size_t bound = ZSTD_compressBound(cols.len);
-        r = wbuf_reserve(&out, 1 + 2 * VARINT_MAX + bound);
-        if (r < 0)
-                return r;
-        out.p[out.len++] = SAMPLE_BLOCK_FORMAT;
-        put_varint(&out, n);
-        put_varint(&out, mean);
-        size_t z = codec ? ZSTD_compressCCtx(codec->cctx, out.p + out.len, bound, cols.p, cols.len, SAMPLE_BLOCK_ZSTD_LEVEL)
-                         : ZSTD_compress(out.p + out.len, bound, cols.p, cols.len, SAMPLE_BLOCK_ZSTD_LEVEL);
-        if (ZSTD_isError(z)) {
-                free(out.p);
-                return -ENOMEM;
-        }
-        out.len += z;
-
-        *ret = out.p;
-        *ret_size = out.len;
-        return 0;
+        return block_finish(codec, SAMPLE_BLOCK_FORMAT, n, mean, &cols, ret, ret_size);
 }
 
 int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n) {
         _cleanup_free_ uint8_t *raw = NULL;
         _cleanup_free_ block_entry *v = NULL;
-        const uint8_t *p = data, *end = data + size;
-        uint64_t n, mean, raw_size;
+        const uint8_t *p, *end = data + size;
+        uint64_t n, mean;
+        size_t raw_size;
+        int r;
 
-        if (size < 1)
-                return -EBADMSG;
-        if (*p++ != SAMPLE_BLOCK_FORMAT)
-                return -EPROTONOSUPPORT;
-        if (!get_varint(&p, end, &n) || !get_varint(&p, end, &mean))
-                return -EBADMSG;
+        r = block_header(data, size, SAMPLE_BLOCK_FORMAT, &n, &mean, &p);
+        if (r < 0)
+                return r;
         if (n > SAMPLE_BLOCK_MAX_ENTRIES)
                 return -EBADMSG;
         if (n == 0) {
@@ -192,20 +239,12 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                 return 0;
         }
 
-        /* Every column value is 1..10 bytes: the frame must say a size in
-         * that range, and is decompressed into exactly that much. */
-        raw_size = ZSTD_getFrameContentSize(p, (size_t) (end - p));
-        if (raw_size == ZSTD_CONTENTSIZE_ERROR || raw_size == ZSTD_CONTENTSIZE_UNKNOWN ||
-            raw_size < n * N_COLUMNS || raw_size > n * N_COLUMNS * VARINT_MAX)
-                return -EBADMSG;
-        raw = malloc(raw_size);
+        r = block_inflate(codec, p, end, n, N_COLUMNS, &raw, &raw_size);
+        if (r < 0)
+                return r;
         v = calloc(n, sizeof *v);
-        if (!raw || !v)
+        if (!v)
                 return -ENOMEM;
-        size_t got = codec ? ZSTD_decompressDCtx(codec->dctx, raw, raw_size, p, (size_t) (end - p))
-                           : ZSTD_decompress(raw, raw_size, p, (size_t) (end - p));
-        if (ZSTD_isError(got) || got != raw_size)
-                return -EBADMSG;
 
         const uint8_t *q = raw, *qend = raw + raw_size;
         for (unsigned c = 0; c < N_COLUMNS; c++) {
@@ -240,6 +279,137 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
         }
         if (q != qend)
                 return -EBADMSG;
+
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- dictionary blocks ---- */
+
+enum { COL_DELTA, COL_PARENT };
+
+static const struct dict_spec {
+        uint8_t format;
+        unsigned columns;
+        uint8_t mode[DICT_MAX_COLUMNS];
+} dict_specs[_DICT_KIND_MAX] = {
+        [DICT_STACKS] = { 1, 2, { COL_PARENT, COL_DELTA } },
+        [DICT_FRAMES] = { 2, 6, { COL_DELTA, COL_DELTA, COL_DELTA, COL_DELTA, COL_DELTA, COL_DELTA } },
+};
+
+unsigned dict_columns(dict_kind kind) {
+        return kind < _DICT_KIND_MAX ? dict_specs[kind].columns : 0;
+}
+
+/* The rules a row keeps beyond its encoding: what makes walking a stack up
+ * terminate, and the ranges queries rely on. */
+bool dict_row_valid(dict_kind kind, const int64_t *row) {
+        if (row[0] <= 0)
+                return false;
+        if (kind == DICT_STACKS)
+                return row[1] >= 0 && row[1] < row[0] && row[2] > 0;
+        /* kind, addr, symbol, offset, module, build_id */
+        return (row[1] == 1 || row[1] == 2) && row[3] >= 0 && row[5] >= 0 && row[6] >= 0;
+}
+
+int dict_block_encode(sample_codec *codec, dict_kind kind, const int64_t *rows, size_t n, uint8_t **ret,
+                      size_t *ret_size) {
+        _cleanup_free_ uint8_t *raw = NULL;
+        const struct dict_spec *sp;
+        size_t w;
+        wbuf cols = {};
+        int r;
+
+        if (kind >= _DICT_KIND_MAX || n == 0 || n > DICT_BLOCK_MAX_ROWS)
+                return -EINVAL;
+        sp = dict_specs + kind;
+        w = 1 + sp->columns;
+        for (size_t i = 0; i < n; i++)
+                if (!dict_row_valid(kind, rows + i * w) || (i > 0 && rows[i * w] <= rows[(i - 1) * w]))
+                        return -EINVAL;
+
+        r = wbuf_reserve(&cols, n * w * VARINT_MAX);
+        if (r < 0)
+                return r;
+        raw = cols.p;
+        for (size_t i = 0; i < n; i++)
+                put_varint(&cols, i == 0 ? 0 : (uint64_t) (rows[i * w] - rows[(i - 1) * w] - 1));
+        for (unsigned c = 0; c < sp->columns; c++)
+                for (size_t i = 0; i < n; i++) {
+                        const int64_t *row = rows + i * w;
+
+                        if (sp->mode[c] == COL_PARENT)
+                                put_varint(&cols, (uint64_t) (row[0] - row[1 + c]));
+                        else    /* differences wrap, as the decoder's sums do */
+                                put_varint(&cols, zigzag((int64_t) ((uint64_t) row[1 + c] -
+                                                                    (i == 0 ? 0 : (uint64_t) row[1 + c - w]))));
+                }
+
+        return block_finish(codec, sp->format, n, (uint64_t) rows[0], &cols, ret, ret_size);
+}
+
+int dict_block_decode(sample_codec *codec, dict_kind kind, const uint8_t *data, size_t size, int64_t **ret,
+                      size_t *ret_n) {
+        _cleanup_free_ uint8_t *raw = NULL;
+        _cleanup_free_ int64_t *v = NULL;
+        const struct dict_spec *sp;
+        const uint8_t *p, *end = data + size;
+        uint64_t n, first, id;
+        size_t raw_size, w;
+        int r;
+
+        if (kind >= _DICT_KIND_MAX)
+                return -EINVAL;
+        sp = dict_specs + kind;
+        w = 1 + sp->columns;
+        r = block_header(data, size, sp->format, &n, &first, &p);
+        if (r < 0)
+                return r;
+        if (n == 0 || n > DICT_BLOCK_MAX_ROWS || first == 0 || first > INT64_MAX)
+                return -EBADMSG;
+        r = block_inflate(codec, p, end, n, (unsigned) w, &raw, &raw_size);
+        if (r < 0)
+                return r;
+        v = calloc(n * w, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+
+        const uint8_t *q = raw, *qend = raw + raw_size;
+        id = first;
+        for (size_t i = 0; i < n; i++) {
+                uint64_t x;
+
+                if (!get_varint(&q, qend, &x))
+                        return -EBADMSG;
+                if (i > 0) {
+                        /* Strictly increasing, and within int64_t. */
+                        if (x >= (uint64_t) INT64_MAX - id)
+                                return -EBADMSG;
+                        id += x + 1;
+                }
+                v[i * w] = (int64_t) id;
+        }
+        for (unsigned c = 0; c < sp->columns; c++)
+                for (size_t i = 0; i < n; i++) {
+                        int64_t *row = v + i * w;
+                        uint64_t x;
+
+                        if (!get_varint(&q, qend, &x))
+                                return -EBADMSG;
+                        if (sp->mode[c] == COL_PARENT) {
+                                if (x == 0 || x > (uint64_t) row[0])
+                                        return -EBADMSG;
+                                row[1 + c] = row[0] - (int64_t) x;
+                        } else
+                                row[1 + c] = (int64_t) ((i == 0 ? 0 : (uint64_t) row[1 + c - w]) +
+                                                        (uint64_t) unzigzag(x));
+                }
+        if (q != qend)
+                return -EBADMSG;
+        for (size_t i = 0; i < n; i++)
+                if (!dict_row_valid(kind, v + i * w))
+                        return -EBADMSG;
 
         *ret = TAKE_PTR(v);
         *ret_n = n;

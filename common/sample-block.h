@@ -23,6 +23,7 @@
  * cpu, pid, tid and comm with the one before), which zstd packs to a
  * fraction of a byte each; see doc/storage.md for the measurements. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,3 +59,50 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t *
 int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n);
 
 int block_entry_cmp(const void *a, const void *b);
+
+/* A block of dictionary rows, as stored in one row of stack_blocks or
+ * frame_blocks: rows (id, columns...) in increasing id order.
+ *
+ * A stack node (DICT_STACKS: parent, frame) is one frame of a call stack
+ * under its caller's node (parent 0: an outermost caller); the id of a
+ * sample's leaf node names its whole stack. A frame (DICT_FRAMES: kind,
+ * addr, symbol, offset, module, build_id; strings as ids, 0 for none) is
+ * what a stack node points to.
+ *
+ * Encoding:
+ *   u8      format (1: stack nodes, 2: frames)
+ *   varint  number of rows n
+ *   varint  id of the first row
+ *   rest    a zstd frame of 1 + columns columns of n varints each:
+ *             id      id - previous id - 1 (0 for the first row)
+ *             parent  id - parent (at least 1: a parent is older)
+ *             others  zigzag delta from the previous row's value
+ * Stacks are interned caller first, so a new node's parent is mostly the
+ * node made just before it: the parent column is mostly 1s; frames are
+ * made in the order code is first seen, so addresses and offsets of
+ * neighbouring rows are close. */
+
+typedef enum dict_kind {
+        DICT_STACKS,
+        DICT_FRAMES,
+        _DICT_KIND_MAX,
+} dict_kind;
+
+#define DICT_MAX_COLUMNS 6
+#define DICT_BLOCK_MAX_ROWS (1u * 1024 * 1024)
+
+/* Values per row after the id: 2 for stacks, 6 for frames. */
+unsigned dict_columns(dict_kind kind);
+
+/* A row (id, columns...) keeps the rules below. */
+bool dict_row_valid(dict_kind kind, const int64_t *row);
+
+/* rows: n rows of 1 + dict_columns(kind) int64_t each, the id first, in
+ * strictly increasing id order (ids > 0). Stack nodes: parent in [0, id),
+ * frame > 0; frames: kind 1 or 2, string ids >= 0. -EINVAL otherwise. */
+int dict_block_encode(sample_codec *codec, dict_kind kind, const int64_t *rows, size_t n, uint8_t **ret,
+                      size_t *ret_size);
+/* -EBADMSG for a malformed block (including one that breaks the rules of
+ * dict_block_encode()), -EPROTONOSUPPORT for another format. */
+int dict_block_decode(sample_codec *codec, dict_kind kind, const uint8_t *data, size_t size, int64_t **ret,
+                      size_t *ret_n);

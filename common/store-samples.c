@@ -1053,8 +1053,12 @@ static int oldest_generation(sample_writer *w, uint64_t *ret) {
 
 int sample_writer_collect(sample_writer *w, size_t max_rows, uint64_t *ret_rows) {
         static const char *const sql[] = {
-                "DELETE FROM stacks WHERE id IN (SELECT id FROM stacks WHERE gen < ?1 LIMIT ?2)",
-                "DELETE FROM frames WHERE id IN (SELECT id FROM frames WHERE gen < ?1 LIMIT ?2)",
+                /* A stack block holds up to STACK_BLOCK_NODES nodes; a row
+                 * here is a block. */
+                "DELETE FROM stack_blocks WHERE first_id IN "
+                "(SELECT first_id FROM stack_blocks WHERE gen < ?1 LIMIT ?2)",
+                "DELETE FROM frame_blocks WHERE first_id IN "
+                "(SELECT first_id FROM frame_blocks WHERE gen < ?1 LIMIT ?2)",
         };
         uint64_t oldest, n = 0;
         int r;

@@ -28,6 +28,7 @@
 #include "store.h"
 #include "store-private.h"
 #include "store-samples.h"
+#include "store-dict.h"
 
 /* Readers wait this long for a writer's checkpoint or a schema change;
  * the writer waits this long for a reader holding the WAL. */
@@ -42,9 +43,10 @@
  * (an entry is 40 bytes, the table at most ~70% full: at most 10 MiB). */
 #define STORE_CACHE_MAX_ENTRIES (128 * 1024)
 
-/* What a stack or frame row costs on disk with its index entry, roughly
- * (measured with sqlite's dbstat: 45-60 bytes). */
-#define DICT_ROW_BYTES 50
+/* What a stack node and a frame cost on disk in their blocks, roughly
+ * (bench/RESULTS.md): for the size of a generation. */
+#define STACK_NODE_BYTES 4
+#define FRAME_ROW_BYTES 10
 /* A dictionary generation ends after this much sample time, or once its
  * rows are estimated at the limit (store_set_dictionary_limit()). */
 #define STORE_GENERATION_MAX_NS (3600 * NSEC_PER_SEC)
@@ -65,10 +67,6 @@ enum {
         STMT_ROLLBACK,
         STMT_STRING_INSERT,
         STMT_STRING_SELECT,
-        STMT_FRAME_INSERT,
-        STMT_FRAME_SELECT,
-        STMT_STACK_INSERT,
-        STMT_STACK_SELECT,
         STMT_LOST_INSERT,
         STMT_BOOT_INSERT,
         STMT_BOOT_SELECT,
@@ -83,12 +81,6 @@ static const char *const stmt_sql[_STMT_MAX] = {
         [STMT_ROLLBACK]      = "ROLLBACK",
         [STMT_STRING_INSERT] = "INSERT OR IGNORE INTO strings(s) VALUES (?1)",
         [STMT_STRING_SELECT] = "SELECT id FROM strings WHERE s = ?1",
-        [STMT_FRAME_INSERT]  = "INSERT OR IGNORE INTO frames(gen, kind, addr, symbol_id, offset, module_id, build_id_id) "
-                               "VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?6)",
-        [STMT_FRAME_SELECT]  = "SELECT id FROM frames WHERE gen = ?7 AND kind = ?1 AND addr = ?2 AND symbol_id = ?3 "
-                               "AND offset = ?4 AND module_id = ?5 AND build_id_id = ?6",
-        [STMT_STACK_INSERT]  = "INSERT OR IGNORE INTO stacks(gen, parent, frame) VALUES (?3, ?1, ?2)",
-        [STMT_STACK_SELECT]  = "SELECT id FROM stacks WHERE gen = ?3 AND parent = ?1 AND frame = ?2",
         [STMT_LOST_INSERT]   = "INSERT INTO lost(time_ns, cpu, count) VALUES (?1, ?2, ?3)",
         [STMT_BOOT_INSERT]   = "INSERT OR IGNORE INTO boots(boot_uuid, build_id, text_addr, release, first_ns) "
                                "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -106,11 +98,11 @@ struct store {
 
         hashmap *string_cache;  /* string bytes -> id */
         hashmap *frame_cache;   /* frame content (see frame_key()) -> id */
-        hashmap *stack_cache;   /* (parent, frame) -> id */
         hashmap *chain_cache;   /* a sample's whole call stack (see chain_key()) -> leaf stack id */
         size_t chain_cache_bytes;
 
         sample_writer *samples; /* the writer's open periods (store-samples.c) */
+        dict *stacks, *frames;  /* the writer's dictionaries (store-dict.c) */
         uint64_t gen_bytes;     /* dictionary rows made in this generation, estimated */
         uint64_t gen_limit_bytes;
         int batch_error;        /* a write of the open batch failed: commit must not succeed */
@@ -242,10 +234,20 @@ static int step_id(store *s, sqlite3_stmt *st, int64_t *ret) {
 static void caches_clear(store *s) {
         hashmap_clear(s->string_cache);
         hashmap_clear(s->frame_cache);
-        hashmap_clear(s->stack_cache);
         hashmap_clear(s->chain_cache);
         s->chain_cache_bytes = 0;
         s->chain_len = 0;
+}
+
+/* The open periods and the stack index may hold ids of the batch: read
+ * them back as committed. */
+static void reload_after_rollback(store *s, int cause) {
+        if (s->samples)
+                (void) sample_writer_reload(s->samples, cause);
+        if (s->stacks)
+                (void) dict_reload(s->stacks, sample_writer_generation(s->samples, NULL));
+        if (s->frames)
+                (void) dict_reload(s->frames, sample_writer_generation(s->samples, NULL));
 }
 
 /* Ids cached during a transaction that was rolled back do not exist:
@@ -257,13 +259,13 @@ static void check_rolled_back(store *s) {
                 s->in_tx = false;
                 s->batch_error = 0;
                 caches_clear(s);
-                (void) sample_writer_reload(s->samples, errno_from_sqlite(s->db, sqlite3_errcode(s->db)));
+                reload_after_rollback(s, errno_from_sqlite(s->db, sqlite3_errcode(s->db)));
         }
 }
 
 size_t store_cache_bytes(const store *s) {
         return hashmap_memory_bytes(s->string_cache) + hashmap_memory_bytes(s->frame_cache) +
-               hashmap_memory_bytes(s->stack_cache) + hashmap_memory_bytes(s->chain_cache) +
+               hashmap_memory_bytes(s->chain_cache) + dict_memory_bytes(s->stacks) + dict_memory_bytes(s->frames) +
                (s->samples ? sample_writer_memory_bytes(s->samples) : 0);
 }
 
@@ -308,6 +310,7 @@ static const migration_fn migrations[] = {
         store_migrate_3_to_4,   /* store-layout.c */
         store_migrate_4_to_5,   /* store-samples.c */
         store_migrate_5_to_6,   /* store-samples.c */
+        store_migrate_6_to_7,   /* store-dict.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -430,6 +433,18 @@ static int open_samples(store *s) {
         r = sample_writer_reload(s->samples, 0);
         if (r < 0)
                 return r;
+        r = dict_new(s, DICT_STACKS, &s->stacks);
+        if (r < 0)
+                return r;
+        r = dict_new(s, DICT_FRAMES, &s->frames);
+        if (r < 0)
+                return r;
+        r = dict_reload(s->stacks, sample_writer_generation(s->samples, NULL));
+        if (r < 0)
+                return r;
+        r = dict_reload(s->frames, sample_writer_generation(s->samples, NULL));
+        if (r < 0)
+                return r;
 
         r = store_begin(s);
         if (r < 0)
@@ -499,9 +514,6 @@ int store_open(const char *path, store_mode mode, store **ret) {
                 r = hashmap_new(&s->frame_cache);
                 if (r < 0)
                         return r;
-                r = hashmap_new(&s->stack_cache);
-                if (r < 0)
-                        return r;
                 r = hashmap_new(&s->chain_cache);
                 if (r < 0)
                         return r;
@@ -547,6 +559,8 @@ store *store_free(store *s) {
         }
 
         sample_writer_free(s->samples);
+        dict_free(s->stacks);
+        dict_free(s->frames);
         for (unsigned i = 0; i < _STMT_MAX; i++)
                 sqlite3_finalize(s->stmts[i]);
         /* The last connection to close checkpoints and removes the WAL. */
@@ -554,7 +568,6 @@ store *store_free(store *s) {
 
         hashmap_free(s->string_cache);
         hashmap_free(s->frame_cache);
-        hashmap_free(s->stack_cache);
         hashmap_free(s->chain_cache);
         free(s->keybuf);
         free(s->chainbuf);
@@ -610,8 +623,7 @@ int store_rollback(store *s) {
                 if (r >= 0)
                         r = step_done(s, st);
         }
-        /* The open periods may hold ids of the batch: read them back. */
-        (void) sample_writer_reload(s->samples, cause);
+        reload_after_rollback(s, cause);
         return r;
 }
 
@@ -625,6 +637,10 @@ int store_commit(store *s) {
                 return -EINVAL;
 
         r = s->batch_error;
+        if (r >= 0)
+                r = dict_before_commit(s->stacks);
+        if (r >= 0)
+                r = dict_before_commit(s->frames);
         if (r >= 0)
                 r = sample_writer_before_commit(s->samples);
         if (r >= 0)
@@ -803,7 +819,6 @@ static int frame_key(store *s, const frame *f, size_t *ret_len) {
 
 static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
         int64_t symbol_id, module_id, build_id_id, id = 0;
-        sqlite3_stmt *st = NULL;
         size_t key_len;
         int r;
 
@@ -826,33 +841,13 @@ static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
         if (r < 0)
                 return r;
 
-        for (unsigned pass = 0; pass < 2; pass++) {
-                r = get_stmt(s, pass == 0 ? STMT_FRAME_INSERT : STMT_FRAME_SELECT, &st);
-                if (r < 0)
-                        return r;
-                sqlite3_bind_int(st, 1, (int) f->kind);
-                sqlite3_bind_int64(st, 2, i64(f->addr));
-                sqlite3_bind_int64(st, 3, symbol_id);
-                sqlite3_bind_int64(st, 4, i64(f->offset));
-                sqlite3_bind_int64(st, 5, module_id);
-                sqlite3_bind_int64(st, 6, build_id_id);
-                sqlite3_bind_int64(st, 7, i64(sample_writer_generation(s->samples, NULL)));
-
-                if (pass == 0) {
-                        r = step_done(s, st);
-                        if (r < 0)
-                                return r;
-                        if (sqlite3_changes(s->db) > 0) {
-                                id = sqlite3_last_insert_rowid(s->db);
-                                s->gen_bytes += DICT_ROW_BYTES;
-                                break;
-                        }
-                } else {
-                        r = step_id(s, st, &id);
-                        if (r < 0)
-                                return r == -ENOENT ? -EIO : r;
-                }
-        }
+        size_t before = dict_rows(s->frames);
+        int64_t values[] = { (int64_t) f->kind, i64(f->addr), symbol_id, i64(f->offset), module_id, build_id_id };
+        r = dict_intern(s->frames, sample_writer_generation(s->samples, NULL), values, &id);
+        if (r < 0)
+                return r;
+        if (dict_rows(s->frames) > before)
+                s->gen_bytes += FRAME_ROW_BYTES;
 
         /* frame_key() output is still in keybuf: the string interning
          * above does not touch it. */
@@ -884,43 +879,15 @@ int store_intern_frame(store *s, const frame *f, int64_t *ret_id) {
 }
 
 static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id) {
-        uint64_t key[2] = { u64(parent_id), u64(frame_id) };
-        sqlite3_stmt *st = NULL;
-        int64_t id = 0;
+        size_t before = dict_rows(s->stacks);
+        int64_t values[] = { parent_id, frame_id };
         int r;
 
-        if (hashmap_get(s->stack_cache, key, sizeof(key), ret_id) >= 0)
-                return 0;
-
-        for (unsigned pass = 0; pass < 2; pass++) {
-                r = get_stmt(s, pass == 0 ? STMT_STACK_INSERT : STMT_STACK_SELECT, &st);
-                if (r < 0)
-                        return r;
-                sqlite3_bind_int64(st, 1, parent_id);
-                sqlite3_bind_int64(st, 2, frame_id);
-                sqlite3_bind_int64(st, 3, i64(sample_writer_generation(s->samples, NULL)));
-
-                if (pass == 0) {
-                        r = step_done(s, st);
-                        if (r < 0)
-                                return r;
-                        if (sqlite3_changes(s->db) > 0) {
-                                id = sqlite3_last_insert_rowid(s->db);
-                                s->gen_bytes += DICT_ROW_BYTES;
-                                break;
-                        }
-                } else {
-                        r = step_id(s, st, &id);
-                        if (r < 0)
-                                return r == -ENOENT ? -EIO : r;
-                }
-        }
-
-        r = cache_put(s->stack_cache, key, sizeof(key), id);
+        r = dict_intern(s->stacks, sample_writer_generation(s->samples, NULL), values, ret_id);
         if (r < 0)
                 return r;
-
-        *ret_id = id;
+        if (dict_rows(s->stacks) > before)
+                s->gen_bytes += STACK_NODE_BYTES;
         return 0;
 }
 
@@ -952,7 +919,9 @@ static int insert_sample_locked(store *s, const stored_sample *smp) {
         int r = sample_writer_add(s->samples, smp);
 
         (void) sample_writer_generation(s->samples, &start);
-        if (r >= 0 && (s->gen_bytes >= s->gen_limit_bytes ||
+        if (r >= 0 && (s->gen_bytes >= s->gen_limit_bytes || 
+                       dict_rows(s->stacks) >= dict_max_rows(DICT_STACKS) ||
+                       dict_rows(s->frames) >= dict_max_rows(DICT_FRAMES) ||
                        (smp->time_ns > start && smp->time_ns - start >= STORE_GENERATION_MAX_NS))) {
                 /* Between samples: the next one interns afresh. */
                 r = sample_writer_new_generation(s->samples, smp->time_ns);
@@ -1382,7 +1351,9 @@ int store_flush_samples(store *s, uint64_t before_ns) {
 }
 
 uint64_t store_bad_blocks(const store *s) {
-        return s && s->samples ? sample_writer_bad_blocks(s->samples) : 0;
+        if (!s || !s->samples)
+                return 0;
+        return sample_writer_bad_blocks(s->samples) + dict_bad_blocks(s->stacks) + dict_bad_blocks(s->frames);
 }
 
 uint64_t store_pending_samples(const store *s) {
@@ -1409,8 +1380,12 @@ static int read_begin(store *s, bool *ret_owned) {
 
         *ret_owned = false;
         if (s->in_tx) {
-                /* The writer reads its own batch, the open bucket included. */
-                return sample_writer_flush_partial(s->samples);
+                /* The writer reads its own batch, the open bucket and the
+                 * open stack block included. */
+                r = dict_before_commit(s->stacks);
+                if (r >= 0)
+                        r = dict_before_commit(s->frames);
+                return r < 0 ? r : sample_writer_flush_partial(s->samples);
         }
         if (s->samples) {
                 /* The writer outside a batch: write its open bucket first. */
@@ -1469,12 +1444,12 @@ static int stats_locked(store *s, store_stats *st) {
                 return r;
         st->lost = u64(v);
 
-        /* max(id) is one b-tree descent; ids are never deleted. */
-        r = query_int64(s->db, "SELECT coalesce(max(id), 0) FROM frames", &v);
+        /* The last block's last id: one b-tree descent. */
+        r = dict_max_id(s->db, DICT_FRAMES, &v);
         if (r < 0)
                 return r;
         st->n_frames = u64(v);
-        r = query_int64(s->db, "SELECT coalesce(max(id), 0) FROM stacks", &v);
+        r = dict_max_id(s->db, DICT_STACKS, &v);
         if (r < 0)
                 return r;
         st->n_stacks = u64(v);
@@ -1587,6 +1562,11 @@ int store_check_integrity(store *s) {
 
 /* ---- store_query ---- */
 
+/* Decoded blocks a query keeps per dictionary (24 bytes a stack node, 56
+ * a frame): a window with more distinct rows decodes some blocks twice,
+ * in bounded memory. */
+#define QUERY_DICT_BLOCK_BYTES (32u << 20)
+
 /* Rows and stacks are aggregated by SQL into (comm, stack) -> count, one
  * pass over the matching samples; names are then resolved per distinct
  * stack and frame through small caches, not per sample. */
@@ -1622,11 +1602,8 @@ typedef struct row_acc {
 
 typedef struct query_ctx {
         store *s;
-        sqlite3_stmt *node_st, *frame_st, *string_st;
-
-        hashmap *node_idx;      /* stack id -> index in nodes */
-        node_info *nodes;
-        size_t n_nodes, alloc_nodes;
+        sqlite3_stmt *string_st;
+        dict_reader *nodes, *frame_rows;
 
         hashmap *frame_idx;     /* frame id -> index in frames */
         frame_info *frames;
@@ -1638,13 +1615,11 @@ typedef struct query_ctx {
 } query_ctx;
 
 static void query_ctx_done(query_ctx *c) {
-        sqlite3_finalize(c->node_st);
-        sqlite3_finalize(c->frame_st);
+        dict_reader_free(c->nodes);
+        dict_reader_free(c->frame_rows);
         sqlite3_finalize(c->string_st);
-        hashmap_free(c->node_idx);
         hashmap_free(c->frame_idx);
         hashmap_free(c->string_idx);
-        free(c->nodes);
         for (size_t i = 0; i < c->n_frames; i++)
                 free(c->frames[i].folded);
         free(c->frames);
@@ -1658,16 +1633,13 @@ static int query_ctx_init(query_ctx *c, store *s) {
 
         *c = (query_ctx) { .s = s };
 
-        r = prepare(s->db, "SELECT parent, frame FROM stacks WHERE id = ?1", &c->node_st);
+        r = dict_reader_new(s->db, DICT_STACKS, QUERY_DICT_BLOCK_BYTES, &c->nodes);
         if (r < 0)
                 return r;
-        r = prepare(s->db, "SELECT kind, addr, offset, symbol_id, module_id FROM frames WHERE id = ?1", &c->frame_st);
+        r = dict_reader_new(s->db, DICT_FRAMES, QUERY_DICT_BLOCK_BYTES, &c->frame_rows);
         if (r < 0)
                 return r;
         r = prepare(s->db, "SELECT s FROM strings WHERE id = ?1", &c->string_st);
-        if (r < 0)
-                return r;
-        r = hashmap_new(&c->node_idx);
         if (r < 0)
                 return r;
         r = hashmap_new(&c->frame_idx);
@@ -1695,50 +1667,27 @@ static int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
 }
 
 static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
-        int64_t idx;
-        int r, rc;
+        int64_t v[2];
+        node_info n;
+        int r;
 
-        if (hashmap_get_u64(c->node_idx, u64(stack_id), &idx) >= 0) {
-                *ret = c->nodes[idx];
-                return 0;
-        }
-
-        r = array_reserve_one((void **) &c->nodes, &c->alloc_nodes, c->n_nodes, sizeof(node_info));
+        r = dict_reader_get(c->nodes, stack_id, v);
         if (r < 0)
                 return r;
-
-        sqlite3_bind_int64(c->node_st, 1, stack_id);
-        rc = sqlite3_step(c->node_st);
-        if (rc == SQLITE_ROW) {
-                node_info n = {
-                        .parent = sqlite3_column_int64(c->node_st, 0),
-                        .frame = sqlite3_column_int64(c->node_st, 1),
-                };
-                c->nodes[c->n_nodes] = n;
-                r = 0;
-        } else
-                r = rc == SQLITE_DONE ? -EBADMSG : (errno_from_sqlite(c->s->db, rc) ?: -EIO);
-        sqlite3_reset(c->node_st);
-        if (r < 0)
-                return r;
-
+        n = (node_info) { .parent = v[0], .frame = v[1] };
         /* Nodes are created after their parent, so a parent's id is always
          * smaller: this is what guarantees that walking up terminates,
-         * whatever the file contains. */
-        if (c->nodes[c->n_nodes].parent < 0 || c->nodes[c->n_nodes].parent >= stack_id)
+         * whatever the file contains (the block decoder checks it too). */
+        if (n.parent < 0 || n.parent >= stack_id)
                 return -EBADMSG;
-
-        r = hashmap_put_u64(c->node_idx, u64(stack_id), (int64_t) c->n_nodes);
-        if (r < 0)
-                return r;
-        *ret = c->nodes[c->n_nodes++];
+        *ret = n;
         return 0;
 }
 
 /* Returns an index into c->frames (stable; pointers are not). */
 static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
-        int64_t idx;
-        int r, rc;
+        int64_t idx, v[6];
+        int r;
 
         if (hashmap_get_u64(c->frame_idx, u64(frame_id), &idx) >= 0) {
                 *ret_idx = (size_t) idx;
@@ -1749,23 +1698,17 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
         if (r < 0)
                 return r;
 
-        sqlite3_bind_int64(c->frame_st, 1, frame_id);
-        rc = sqlite3_step(c->frame_st);
-        if (rc == SQLITE_ROW) {
-                frame_info f = {
-                        .kind = sqlite3_column_int(c->frame_st, 0),
-                        .addr = u64(sqlite3_column_int64(c->frame_st, 1)),
-                        .offset = u64(sqlite3_column_int64(c->frame_st, 2)),
-                        .symbol_id = sqlite3_column_int64(c->frame_st, 3),
-                        .module_id = sqlite3_column_int64(c->frame_st, 4),
-                };
-                c->frames[c->n_frames] = f;
-                r = 0;
-        } else
-                r = rc == SQLITE_DONE ? -EBADMSG : (errno_from_sqlite(c->s->db, rc) ?: -EIO);
-        sqlite3_reset(c->frame_st);
+        /* kind, addr, symbol, offset, module, build_id */
+        r = dict_reader_get(c->frame_rows, frame_id, v);
         if (r < 0)
                 return r;
+        c->frames[c->n_frames] = (frame_info) {
+                .kind = (int) v[0],
+                .addr = u64(v[1]),
+                .offset = u64(v[3]),
+                .symbol_id = v[2],
+                .module_id = v[4],
+        };
 
         r = hashmap_put_u64(c->frame_idx, u64(frame_id), (int64_t) c->n_frames);
         if (r < 0)

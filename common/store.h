@@ -36,7 +36,7 @@ typedef enum store_mode {
         STORE_READONLY,         /* fails with -ENOENT if there is no database */
 } store_mode;
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
@@ -100,8 +100,9 @@ int store_flush_samples(store *s, uint64_t before_ns);
 uint64_t store_generation(const store *s);
 void store_set_dictionary_limit(store *s, uint64_t bytes);
 
-/* Sample blocks that failed to decode when the writer read the open
- * minute and hour back (skipped; the totals lack them). */
+/* Blocks that failed to decode when the writer read the open minute and
+ * hour, or the current generation's dictionaries, back (skipped; the
+ * totals lack them, their dictionary rows are interned anew). */
 uint64_t store_bad_blocks(const store *s);
 
 /* Samples in the open bucket, not yet in the database. */

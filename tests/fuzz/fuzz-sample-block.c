@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* sample_block_decode() on arbitrary bytes: an error, or entries that
- * encode and decode again to the same entries. */
+/* sample_block_decode() and dict_block_decode() on arbitrary bytes: an
+ * error, or entries that encode and decode again to the same entries. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,12 +15,36 @@ static int cmp_full(const void *a, const void *b) {
         return memcmp(a, b, sizeof(block_entry));
 }
 
+/* A dictionary block that decodes keeps every rule its encoder checks. */
+static void dict_block(dict_kind kind, const uint8_t *data, size_t size) {
+        int64_t *v = NULL, *again = NULL;
+        uint8_t *enc = NULL;
+        size_t n = 0, m = 0, enc_size = 0;
+        int r;
+
+        r = dict_block_decode(NULL, kind, data, size, &v, &n);
+        if (r < 0) {
+                if (r != -EBADMSG && r != -EPROTONOSUPPORT && r != -ENOMEM)
+                        abort();
+                return;
+        }
+        if (dict_block_encode(NULL, kind, v, n, &enc, &enc_size) < 0 ||
+            dict_block_decode(NULL, kind, enc, enc_size, &again, &m) < 0 || m != n ||
+            memcmp(v, again, n * (1 + dict_columns(kind)) * sizeof *v) != 0)
+                abort();
+        free(v);
+        free(again);
+        free(enc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         block_entry *v = NULL, *again = NULL;
         uint8_t *enc = NULL;
         size_t n = 0, m = 0, enc_size = 0;
         int r;
 
+        dict_block(DICT_STACKS, data, size);
+        dict_block(DICT_FRAMES, data, size);
         r = sample_block_decode(NULL, data, size, &v, &n);
         if (r < 0) {
                 if (r != -EBADMSG && r != -EPROTONOSUPPORT && r != -ENOMEM)

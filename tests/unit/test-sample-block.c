@@ -167,3 +167,166 @@ TEST(zero_count_is_refused) {
 
         ASSERT_ERROR(sample_block_encode(NULL, v, 1, &data, &size), EINVAL);
 }
+
+/* Rows as a writer makes them: ids mostly consecutive (gaps where a
+ * migrated table had them); stack parents mostly the node before; values
+ * of any size. Rows of 1 + dict_columns(kind) int64_t. */
+static void random_rows(dict_kind kind, int64_t *v, size_t n, int64_t first) {
+        size_t w = 1 + dict_columns(kind);
+        int64_t id = first;
+
+        for (size_t i = 0; i < n; i++) {
+                int64_t *row = v + i * w;
+
+                if (i > 0)
+                        id += rnd() % 4 == 0 ? 1 + (int64_t) (rnd() % 100000) : 1;
+                row[0] = id;
+                if (kind == DICT_STACKS) {
+                        switch (rnd() % 3) {
+                        case 0: row[1] = id - 1; break;
+                        case 1: row[1] = 0; break;
+                        default: row[1] = (int64_t) (rnd() % (uint64_t) id); break;
+                        }
+                        row[2] = rnd() % 5 == 0 ? (int64_t) (rnd() >> 1) | 1 : 1 + (int64_t) (rnd() % 5000);
+                } else {
+                        row[1] = 1 + (int64_t) (rnd() % 2);                     /* kind */
+                        row[2] = (int64_t) rnd_value(1 << 20);                  /* addr: any */
+                        row[3] = (int64_t) (rnd_value(5000) >> 1);              /* symbol */
+                        row[4] = (int64_t) rnd_value(4096);                     /* offset: any */
+                        row[5] = (int64_t) (rnd_value(50) >> 1);                /* module */
+                        row[6] = (int64_t) (rnd_value(50) >> 1);                /* build id */
+                }
+        }
+}
+
+TEST(dict_blocks_round_trip) {
+        sample_codec *codec = sample_codec_new();
+
+        ASSERT_TRUE(codec);
+        for (int round = 0; round < 400; round++) {
+                dict_kind kind = round % 4 < 2 ? DICT_STACKS : DICT_FRAMES;
+                size_t w = 1 + dict_columns(kind);
+                size_t n = round < 4 ? 1 : 1 + rnd() % 20000;
+                int64_t first = round % 3 == 0 ? 1 : (int64_t) (rnd() % ((uint64_t) 1 << 40)) + 1;
+                int64_t *v = calloc(n * w, sizeof *v), *got = NULL;
+                uint8_t *data = NULL;
+                size_t size, m;
+
+                ASSERT_TRUE(v);
+                random_rows(kind, v, n, first);
+                ASSERT_OK(dict_block_encode(round % 2 ? codec : NULL, kind, v, n, &data, &size));
+                ASSERT_OK(dict_block_decode(round % 2 ? codec : NULL, kind, data, size, &got, &m));
+                ASSERT_EQ(m, n);
+                for (size_t i = 0; i < n * w; i++) {
+                        if (got[i] != v[i])
+                                fprintf(stderr, "round %d (kind %d) row %zu column %zu: %lld came back as %lld\n", round,
+                                        (int) kind, i / w, i % w, (long long) v[i], (long long) got[i]);
+                        ASSERT_EQ(got[i], v[i]);
+                }
+                /* A block of one kind is not read as the other. */
+                ASSERT_ERROR(dict_block_decode(NULL, kind == DICT_STACKS ? DICT_FRAMES : DICT_STACKS, data, size, &got, &m),
+                             EPROTONOSUPPORT);
+                free(got);
+                free(data);
+                free(v);
+        }
+        sample_codec_free(codec);
+}
+
+TEST(typical_dict_blocks_are_small) {
+        /* Chains of 12 under a few hundred roots, as a writer interns
+         * them: a parent is the node before but at a chain's root. */
+        enum { N = 16384 };
+        int64_t *v = calloc(N * 7, sizeof *v);
+        uint8_t *data = NULL;
+        size_t size;
+
+        ASSERT_TRUE(v);
+        for (size_t i = 0; i < N; i++) {
+                int64_t *row = v + i * 3;
+                row[0] = 1000 + (int64_t) i;
+                row[1] = i % 12 == 0 ? (int64_t) (rnd() % 1000) : row[0] - 1;
+                row[2] = 1 + (int64_t) (rnd() % 3000);
+        }
+        ASSERT_OK(dict_block_encode(NULL, DICT_STACKS, v, N, &data, &size));
+        fprintf(stderr, "%d stack nodes: %zu bytes, %.2f bytes a node\n", N, size, (double) size / N);
+        ASSERT_LT(size, (size_t) N * 4);
+        free(data);
+
+        /* Frames of code as first seen: a few files, offsets rising. */
+        for (size_t i = 0; i < N; i++) {
+                int64_t *row = v + i * 7;
+                row[0] = 1 + (int64_t) i;
+                row[1] = 2;
+                row[2] = 0x7f0000000000LL + (int64_t) (rnd() % (1 << 24));
+                row[3] = 0;
+                row[4] = (int64_t) (rnd() % (1 << 22));
+                row[5] = 10 + (int64_t) (rnd() % 8);
+                row[6] = row[5] + 100;
+        }
+        ASSERT_OK(dict_block_encode(NULL, DICT_FRAMES, v, N, &data, &size));
+        fprintf(stderr, "%d user frames: %zu bytes, %.2f bytes a frame\n", N, size, (double) size / N);
+        ASSERT_LT(size, (size_t) N * 16);
+        free(data);
+        free(v);
+}
+
+TEST(bad_dict_blocks_are_refused) {
+        int64_t v[300 * 7], *got = NULL;
+        uint8_t *data = NULL, *copy;
+        size_t size, n;
+        int refused = 0;
+
+        /* What a block must not hold. */
+        int64_t bad[][6] = {
+                { 5, 5, 1, 6, 5, 1 },   /* own parent */
+                { 5, 4, 1, 5, 4, 2 },   /* ids not increasing */
+                { 5, -1, 1, 6, 5, 1 },  /* negative parent */
+                { 5, 4, 0, 6, 5, 1 },   /* frame 0 */
+                { 0, 0, 1, 6, 5, 1 },   /* id 0 */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_ERROR(dict_block_encode(NULL, DICT_STACKS, bad[i], 2, &data, &size), EINVAL);
+        int64_t bad_frames[][7] = {
+                { 1, 3, 0, 0, 0, 0, 0 },        /* kind 3 */
+                { 1, 1, 0, -1, 0, 0, 0 },       /* negative symbol id */
+                { 1, 2, 0, 0, 0, 0, -5 },       /* negative build id */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad_frames); i++)
+                ASSERT_ERROR(dict_block_encode(NULL, DICT_FRAMES, bad_frames[i], 1, &data, &size), EINVAL);
+        ASSERT_ERROR(dict_block_encode(NULL, DICT_STACKS, v, 0, &data, &size), EINVAL);
+
+        for (dict_kind kind = 0; kind < _DICT_KIND_MAX; kind++) {
+                size_t w = 1 + dict_columns(kind);
+
+                random_rows(kind, v, 300, 77);
+                ASSERT_OK(dict_block_encode(NULL, kind, v, 300, &data, &size));
+                ASSERT_ERROR(dict_block_decode(NULL, kind, data, 0, &got, &n), EBADMSG);
+                copy = malloc(size);
+                ASSERT_TRUE(copy);
+                memcpy(copy, data, size);
+                copy[0] = 9;
+                ASSERT_ERROR(dict_block_decode(NULL, kind, copy, size, &got, &n), EPROTONOSUPPORT);
+                for (size_t len = 1; len < size; len++)
+                        ASSERT_TRUE(dict_block_decode(NULL, kind, data, len, &got, &n) < 0);
+                /* A flipped byte: refused, or rows that keep every rule. */
+                refused = 0;
+                for (size_t i = 0; i < size; i++) {
+                        memcpy(copy, data, size);
+                        copy[i] ^= 0x5a;
+                        got = NULL;
+                        if (dict_block_decode(NULL, kind, copy, size, &got, &n) < 0)
+                                refused++;
+                        else
+                                for (size_t k = 0; k < n; k++) {
+                                        ASSERT_TRUE(dict_row_valid(kind, got + k * w));
+                                        ASSERT_TRUE(k == 0 || got[k * w] > got[(k - 1) * w]);
+                                }
+                        free(got);
+                }
+                fprintf(stderr, "kind %d: %d of %zu flipped bytes refused\n", (int) kind, refused, size);
+                ASSERT_GT(refused, 0);
+                free(copy);
+                free(data);
+        }
+}

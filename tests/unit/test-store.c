@@ -13,6 +13,7 @@
 #include "macro.h"
 #include "modules.h"
 #include "store.h"
+#include "store-dict.h"
 #include "test.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free);
@@ -99,6 +100,21 @@ static void assert_row(const query_result *r, size_t i, const char *comm, const 
         ASSERT_EQ(r->rows[i].samples, samples);
 }
 
+/* Frame id as committed in the file, through a connection of its own:
+ * its values (kind, addr, symbol, offset, module, build id). */
+static bool frame_in_file(const char *path, int64_t id, int64_t *v) {
+        sqlite3 *db = NULL;
+        dict_reader *r = NULL;
+        bool ok;
+
+        ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ASSERT_OK(dict_reader_new(db, DICT_FRAMES, 1 << 20, &r));
+        ok = dict_reader_get(r, id, v) >= 0;
+        dict_reader_free(r);
+        sqlite3_close(db);
+        return ok;
+}
+
 TEST(schema_version_and_wal) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
@@ -110,7 +126,7 @@ TEST(schema_version_and_wal) {
         /* WAL is a property of the file: a plain connection sees it. */
         ASSERT_EQ(sql_int(t.db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
         ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
-                                "('strings', 'frames', 'stacks', 'boots', 'sample_blocks', 'sample_meta', 'lost')"), 7);
+                                "('strings', 'frame_blocks', 'stack_blocks', 'boots', 'sample_blocks', 'sample_meta', 'lost')"), 7);
 
         /* Reopening an up-to-date file migrates nothing and succeeds. */
         s = store_free(s);
@@ -249,15 +265,16 @@ TEST(interning_is_idempotent_across_reopen) {
          * build id: "alpha" "beta" "memcpy" "[kernel.kallsyms]" "ab12"
          * "/usr/.../libc.so.6" "". */
         ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM strings"), 7);
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM frames"), 5);
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stacks"), 3);
+        ASSERT_EQ(sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM frame_blocks"), 5);
+        ASSERT_EQ(sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks"), 3);
         ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM boots"), 2);
 
-        /* Addresses round trip through int64: the kernel one is negative in SQL. */
-        char sql[128];
-        snprintf(sql, sizeof(sql), "SELECT addr FROM frames WHERE id = %" PRId64, f1);
-        ASSERT_U64_EQ((uint64_t) sql_int(t.db, sql), K_MEMCPY_10.addr);
-        ASSERT_LT(sql_int(t.db, sql), 0);
+        /* Addresses round trip through int64 (the kernel one is negative)
+         * and the frame's block. */
+        int64_t v[6];
+        ASSERT_TRUE(frame_in_file(t.db, f1, v));
+        ASSERT_U64_EQ((uint64_t) v[1], K_MEMCPY_10.addr);
+        ASSERT_LT(v[1], 0);
 }
 
 TEST(rollback_forgets_cached_ids) {
@@ -282,8 +299,9 @@ TEST(rollback_forgets_cached_ids) {
         snprintf(sql, sizeof(sql), "SELECT count(*) FROM strings WHERE id = %" PRId64 " AND s = 'gone'", id2);
         ASSERT_EQ(sql_int(t.db, sql), 1);
         ASSERT_OK(store_intern_frame(s, &K_OPEN, &f));
-        snprintf(sql, sizeof(sql), "SELECT count(*) FROM frames WHERE id = %" PRId64, f);
-        ASSERT_EQ(sql_int(t.db, sql), 1);
+        int64_t v[6];
+        ASSERT_TRUE(frame_in_file(t.db, f, v));
+        ASSERT_EQ(v[0], FRAME_KERNEL);
 }
 
 /* The data set of the query tests; times S(1)..12. */
@@ -1491,6 +1509,85 @@ TEST(size_cap_deletes_oldest_first) {
 }
 
 /* Stacks and frames of generations no block uses any more go with them. */
+/* The stack dictionary: blocks that fill and close, an open block that
+ * grows, a rolled-back batch, a reopen: the same pair keeps its id, and
+ * blocks never overlap. */
+TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        enum { FRAMES = 500, CHAINS = 12000, DEPTH = 5 };
+        int64_t frames[FRAMES], *ids = calloc(CHAINS * DEPTH, sizeof(int64_t)), id, max_before, nodes;
+        uint64_t x = 12345;
+
+        ASSERT_TRUE(ids);
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        for (int i = 0; i < FRAMES; i++) {
+                frame f = U_LIBC;
+                f.offset = 0x1000 + (uint64_t) i * 16;
+                ASSERT_OK(store_intern_frame(s, &f, &frames[i]));
+        }
+
+        /* Chains over a few roots, committed in batches of 1000 chains. */
+        for (int c = 0; c < CHAINS; c++) {
+                int64_t parent = 0;
+
+                if (c % 1000 == 0)
+                        ASSERT_OK(store_begin(s));
+                for (int d = 0; d < DEPTH; d++) {
+                        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                        int64_t f = frames[d == 0 ? (uint64_t) (c % 7) : (x >> 33) % FRAMES];
+                        ASSERT_OK(store_intern_stack(s, parent, f, &ids[c * DEPTH + d]));
+                        ASSERT_GT(ids[c * DEPTH + d], parent);
+                        parent = ids[c * DEPTH + d];
+                }
+                if (c % 1000 == 999)
+                        ASSERT_OK(store_commit(s));
+        }
+        nodes = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks");
+        max_before = sql_int(t.db, "SELECT max(last_id) FROM stack_blocks");
+        fprintf(stderr, "%lld nodes in %lld blocks, %lld bytes\n", (long long) nodes,
+                (long long) sql_int(t.db, "SELECT count(*) FROM stack_blocks"),
+                (long long) sql_int(t.db, "SELECT sum(length(data)) FROM stack_blocks"));
+        ASSERT_GT(nodes, 2 * DICT_BLOCK_ROWS);
+        ASSERT_GE(max_before, ids[CHAINS * DEPTH - 1]);
+
+        /* A batch rolled back: its nodes are gone, and its ids are given
+         * again, to nodes that exist. */
+        ASSERT_OK(store_begin(s));
+        ASSERT_OK(store_intern_stack(s, 0, frames[FRAMES - 1], &id));
+        ASSERT_OK(store_intern_stack(s, id, frames[FRAMES - 2], &id));
+        ASSERT_OK(store_rollback(s));
+        ASSERT_EQ(sql_int(t.db, "SELECT max(last_id) FROM stack_blocks"), max_before);
+        ASSERT_OK(store_intern_stack(s, 0, frames[FRAMES - 3], &id));
+        ASSERT_EQ(id, max_before + 1);
+        ASSERT_EQ(sql_int(t.db, "SELECT max(last_id) FROM stack_blocks"), max_before + 1);
+
+        /* Reopened: every pair has its id, nothing is made twice. */
+        s = store_free(s);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        x = 12345;
+        ASSERT_OK(store_begin(s));
+        for (int c = 0; c < CHAINS; c++) {
+                int64_t parent = 0;
+
+                for (int d = 0; d < DEPTH; d++) {
+                        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                        int64_t f = frames[d == 0 ? (uint64_t) (c % 7) : (x >> 33) % FRAMES];
+                        ASSERT_OK(store_intern_stack(s, parent, f, &id));
+                        ASSERT_EQ(id, ids[c * DEPTH + d]);
+                        parent = id;
+                }
+        }
+        ASSERT_OK(store_commit(s));
+        ASSERT_EQ(sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks"), nodes + 1);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks a, stack_blocks b "
+                                "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
+        ASSERT_LE(sql_int(t.db, "SELECT max(n) FROM stack_blocks"), DICT_BLOCK_ROWS);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks WHERE last_id - first_id + 1 <> n"), 0);
+        free(ids);
+}
+
 TEST(size_cap_collects_old_stacks_and_frames) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
@@ -1500,8 +1597,8 @@ TEST(size_cap_collects_old_stacks_and_frames) {
 
         tmpdir_make(&t);
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
-        /* Small generations: a new one every ~100 KiB of rows. */
-        store_set_dictionary_limit(s, 100 << 10);
+        /* Small generations: a new one every ~40 KiB of rows (estimated). */
+        store_set_dictionary_limit(s, 40 << 10);
         gen0 = store_generation(s);
         /* 600 s of samples with ever new stacks (a new process's user
          * code at new offsets each second), like a build. */
@@ -1521,24 +1618,26 @@ TEST(size_cap_collects_old_stacks_and_frames) {
                 ASSERT_OK(store_commit(s));
         }
         ASSERT_OK(store_flush_samples(s, UINT64_MAX));
-        stacks_before = sql_int(t.db, "SELECT count(*) FROM stacks");
-        frames_before = sql_int(t.db, "SELECT count(*) FROM frames");
+        stacks_before = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks");
+        frames_before = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM frame_blocks");
         fprintf(stderr, "generations %" PRIu64 " .. %" PRIu64 ", %lld stack and %lld frame rows, %" PRIu64 " bytes in use\n",
                 gen0, store_generation(s), (long long) stacks_before, (long long) frames_before, used_bytes(t.db));
         ASSERT_GT(store_generation(s), gen0 + 5);
 
-        for (int i = 0; i < 100 && used_bytes(t.db) > (1 << 20); i++) {
-                ASSERT_OK(store_enforce_cap(s, 1 << 20, &res));
+        for (int i = 0; i < 100 && used_bytes(t.db) > (320 << 10); i++) {
+                ASSERT_OK(store_enforce_cap(s, 320 << 10, &res));
                 rows += res.rows;
         }
-        fprintf(stderr, "after a 1 MiB cap: %lld stack and %lld frame rows (%" PRIu64 " deleted), %" PRIu64 " bytes in use\n",
-                (long long) sql_int(t.db, "SELECT count(*) FROM stacks"), (long long) sql_int(t.db, "SELECT count(*) FROM frames"),
+        fprintf(stderr, "after a 320 KiB cap: %lld stack and %lld frame rows (%" PRIu64 " deleted), %" PRIu64 " bytes in use\n",
+                (long long) sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks"), (long long) sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM frame_blocks"),
                 rows, used_bytes(t.db));
-        ASSERT_LE(used_bytes(t.db), 1 << 20);
+        ASSERT_LE(used_bytes(t.db), 320 << 10);
         ASSERT_GT(rows, 0);
-        ASSERT_LT(sql_int(t.db, "SELECT count(*) FROM stacks"), stacks_before);
+        ASSERT_LT(sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks"), stacks_before);
         /* No block refers to a generation that was deleted. */
-        ASSERT_GE(sql_int(t.db, "SELECT min(gen_min) FROM sample_blocks"), sql_int(t.db, "SELECT min(gen) FROM stacks"));
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks"), 0);
+        ASSERT_GE(sql_int(t.db, "SELECT min(gen_min) FROM sample_blocks"), sql_int(t.db, "SELECT min(gen) FROM stack_blocks"));
+        ASSERT_GE(sql_int(t.db, "SELECT min(gen_min) FROM sample_blocks"), sql_int(t.db, "SELECT min(gen) FROM frame_blocks"));
 
         /* Every stack left resolves: the folded stacks of all that is left. */
         query_params q = QUERY_PARAMS_INIT;
@@ -1630,4 +1729,43 @@ TEST(damaged_block_is_skipped_at_open) {
         query_params q = QUERY_PARAMS_INIT;
         query_result *r = NULL;
         ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EBADMSG);
+}
+
+/* A damaged dictionary block of the current generation: the writer starts
+ * anyway, counts it, and interns what it held anew, under new ids and in
+ * a block that overlaps no other. */
+TEST(damaged_dictionary_block_is_skipped_at_open) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN, K_ENTRY };
+        int64_t old_max, fid, sid;
+        sqlite3 *db = NULL;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 5; i++)
+                add(s, S(i), 0, 1, "a", f, 2);
+        ASSERT_OK(store_commit(s));
+        s = store_free(s);
+        old_max = sql_int(t.db, "SELECT max(last_id) FROM frame_blocks");
+
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE frame_blocks SET data = x'02ffffffff0f'", NULL, NULL, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE stack_blocks SET data = x'0102'", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(store_bad_blocks(s), 2);
+        ASSERT_OK(store_intern_frame(s, &K_OPEN, &fid));
+        ASSERT_GT(fid, old_max);
+        ASSERT_OK(store_intern_stack(s, 0, fid, &sid));
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM frame_blocks a, frame_blocks b "
+                                "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks a, stack_blocks b "
+                                "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
+        int64_t v[6];
+        ASSERT_TRUE(frame_in_file(t.db, fid, v));
+        ASSERT_EQ(v[0], FRAME_KERNEL);
+        ASSERT_TRUE(!frame_in_file(t.db, old_max, v));
 }

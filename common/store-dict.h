@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* The dictionaries of the store (store-dict.c): stack nodes and frames in
+ * compressed blocks (stack_blocks, frame_blocks), interned through an
+ * index in memory that holds the current generation's rows; for the
+ * store's own files. */
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sample-block.h"
+#include "store.h"
+
+/* A block is closed at this many rows; until then it is rewritten at each
+ * commit that added rows to it. */
+#define DICT_BLOCK_ROWS 16384
+
+/* The generation ends (store.c) once a dictionary's index holds this many
+ * rows: bounds the writer's memory (stack nodes 32 bytes a row with the
+ * index, frames 64). */
+size_t dict_max_rows(dict_kind kind);
+
+typedef struct dict dict;
+
+int dict_new(store *s, dict_kind kind, dict **ret);
+dict *dict_free(dict *d);
+
+/* Reads generation gen's rows back from the database as committed: at
+ * open, and after a batch was rolled back. Blocks that fail to decode are
+ * skipped and counted (their rows are interned anew when seen again). */
+int dict_reload(dict *d, uint64_t gen);
+
+/* Inside a transaction of the store. The id of the row with these
+ * dict_columns() values in generation gen, made if new (-EINVAL if the
+ * values break dict_row_valid()'s rules); a new generation starts an
+ * empty index. */
+int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id);
+
+/* Writes the open block if it has rows the database does not. */
+int dict_before_commit(dict *d);
+
+size_t dict_rows(const dict *d);        /* of the current generation */
+size_t dict_memory_bytes(const dict *d);
+uint64_t dict_bad_blocks(const dict *d);
+
+/* The highest id in the database (0: none). */
+int dict_max_id(sqlite3 *db, dict_kind kind, int64_t *ret);
+
+/* Reading, for queries: id -> values, decoding the blocks it needs; at
+ * most max_bytes of decoded blocks are kept. */
+typedef struct dict_reader dict_reader;
+
+int dict_reader_new(sqlite3 *db, dict_kind kind, size_t max_bytes, dict_reader **ret);
+dict_reader *dict_reader_free(dict_reader *r);
+/* Copies the dict_columns() values of row id; -EBADMSG when no block holds
+ * it, or its block is damaged. */
+int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values);
+
+/* Schema 6 -> 7: the stacks and frames tables into blocks. */
+int store_migrate_6_to_7(sqlite3 *db);
