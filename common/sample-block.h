@@ -89,7 +89,7 @@ typedef enum dict_kind {
 } dict_kind;
 
 #define DICT_MAX_COLUMNS 6
-#define DICT_BLOCK_MAX_ROWS (1u * 1024 * 1024)
+#define DICT_BLOCK_MAX_ROWS 16384
 
 /* Values per row after the id: 2 for stacks, 6 for frames. */
 unsigned dict_columns(dict_kind kind);

@@ -24,9 +24,11 @@ static const struct dict_sql {
         size_t max_rows;
         const char *legacy;             /* the schema-6 table's rows */
 } dict_sql[_DICT_KIND_MAX] = {
-        [DICT_STACKS] = { "stacks", "stack_blocks", 256 * 1024,
+        /* Just under a power of two, with room for one sample's frames
+         * past the limit: the arrays double at powers of two. */
+        [DICT_STACKS] = { "stacks", "stack_blocks", 256 * 1024 - 1024,
                           "SELECT id, gen, parent, frame FROM stacks ORDER BY id" },
-        [DICT_FRAMES] = { "frames", "frame_blocks", 128 * 1024,
+        [DICT_FRAMES] = { "frames", "frame_blocks", 128 * 1024 - 1024,
                           "SELECT id, gen, kind, addr, symbol_id, offset, module_id, build_id_id FROM frames ORDER BY id" },
 };
 
@@ -43,7 +45,7 @@ static int prepare_for(sqlite3 *db, dict_kind kind, unsigned which, sqlite3_stmt
                          "INSERT OR REPLACE INTO %s(first_id, last_id, gen, n, data) VALUES (?1, ?2, ?3, ?4, ?5)", t);
                 break;
         case SQL_GEN_ROWS:
-                snprintf(buf, sizeof buf, "SELECT data FROM %s WHERE gen = ?1 ORDER BY first_id", t);
+                snprintf(buf, sizeof buf, "SELECT first_id, last_id, data FROM %s WHERE gen = ?1 ORDER BY first_id", t);
                 break;
         case SQL_MAX_ID:
                 snprintf(buf, sizeof buf, "SELECT last_id FROM %s ORDER BY first_id DESC LIMIT 1", t);
@@ -84,7 +86,10 @@ struct dict {
 
         size_t open_start;      /* rows[open_start..] are the open block */
         size_t written;         /* rows[..written] are in the database */
-        uint64_t bad_blocks;
+        uint64_t bad_blocks;    /* skipped by the last read-back */
+        /* The last read-back failed: the state is not the database's, so
+         * nothing is interned or written until one succeeds. */
+        bool failed;
 };
 
 static inline int64_t *row_at(const dict *d, size_t pos) {
@@ -225,7 +230,7 @@ int dict_max_id(sqlite3 *db, dict_kind kind, int64_t *ret) {
         return 0;
 }
 
-int dict_reload(dict *d, uint64_t gen) {
+static int reload(dict *d, uint64_t gen) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int64_t max_id;
         bool last_open = false;
@@ -233,6 +238,7 @@ int dict_reload(dict *d, uint64_t gen) {
 
         index_reset(d);
         d->gen = gen;
+        d->bad_blocks = 0;
         r = dict_max_id(store_sqlite(d->store), d->kind, &max_id);
         if (r < 0)
                 return r;
@@ -246,8 +252,13 @@ int dict_reload(dict *d, uint64_t gen) {
                 _cleanup_free_ int64_t *v = NULL;
                 size_t n;
 
-                r = dict_block_decode(d->codec, d->kind, sqlite3_column_blob(st, 0), (size_t) sqlite3_column_bytes(st, 0),
+                r = dict_block_decode(d->codec, d->kind, sqlite3_column_blob(st, 2), (size_t) sqlite3_column_bytes(st, 2),
                                       &v, &n);
+                /* A block whose key columns disagree with its contents
+                 * must not be rewritten under them either. */
+                if (r >= 0 && (v[0] != sqlite3_column_int64(st, 0) ||
+                               v[(n - 1) * d->width] != sqlite3_column_int64(st, 1)))
+                        r = -EBADMSG;
                 if (r == -EBADMSG || r == -EPROTONOSUPPORT) {
                         d->bad_blocks++;
                         last_open = false;
@@ -257,7 +268,7 @@ int dict_reload(dict *d, uint64_t gen) {
                         return r;
                 /* The index is bounded by the rows a generation makes; a
                  * damaged file must not make it bigger. */
-                if (d->n_rows + n > 2 * dict_max_rows(d->kind)) {
+                if (d->n_rows + n > dict_max_rows(d->kind) + DICT_BLOCK_ROWS) {
                         last_open = false;
                         break;
                 }
@@ -278,6 +289,20 @@ int dict_reload(dict *d, uint64_t gen) {
                 d->open_start = d->n_rows;
         d->written = d->n_rows;
         return 0;
+}
+
+int dict_reload(dict *d, uint64_t gen) {
+        int r;
+
+        if (!d)
+                return 0;
+        r = reload(d, gen);
+        d->failed = r < 0;
+        return r;
+}
+
+bool dict_failed(const dict *d) {
+        return d && d->failed;
 }
 
 static int bind_block(sqlite3_stmt *st, uint64_t gen, const int64_t *first, const int64_t *last, size_t n,
@@ -317,18 +342,29 @@ static int write_open_block(dict *d) {
         return 0;
 }
 
+int dict_start_generation(dict *d, uint64_t gen) {
+        int r;
+
+        if (!d || gen == d->gen)
+                return 0;
+        if (d->failed)
+                return -EIO;
+        /* The old generation's open block is complete. */
+        r = write_open_block(d);
+        if (r < 0)
+                return r;
+        index_reset(d);
+        d->gen = gen;
+        return 0;
+}
+
 int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id) {
         int64_t row[1 + DICT_MAX_COLUMNS];
         int r;
 
-        if (gen != d->gen) {
-                /* The old generation's open block is complete. */
-                r = write_open_block(d);
-                if (r < 0)
-                        return r;
-                index_reset(d);
-                d->gen = gen;
-        }
+        r = dict_start_generation(d, gen);
+        if (r < 0)
+                return r;
 
         if (index_find(d, values, ret_id) >= 0)
                 return 0;
@@ -353,7 +389,9 @@ int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id) {
 }
 
 int dict_before_commit(dict *d) {
-        return write_open_block(d);
+        if (!d)
+                return 0;
+        return d->failed ? -EIO : write_open_block(d);
 }
 
 size_t dict_rows(const dict *d) {
@@ -374,6 +412,7 @@ typedef struct loaded_block {
         int64_t first, last;
         int64_t *v;
         size_t n;
+        uint64_t used;          /* the reader's clock at the last lookup */
 } loaded_block;
 
 struct dict_reader {
@@ -384,6 +423,7 @@ struct dict_reader {
         loaded_block *blocks;   /* sorted by first */
         size_t n_blocks, alloc_blocks;
         size_t bytes, max_bytes;
+        uint64_t clock;
 };
 
 int dict_reader_new(sqlite3 *db, dict_kind kind, size_t max_bytes, dict_reader **ret) {
@@ -470,9 +510,19 @@ static int reader_load(dict_reader *r, int64_t id, size_t *ret_idx) {
         if (v[0] != b.first || v[(n - 1) * r->width] != b.last)
                 return -EBADMSG;
 
+        /* The least recently used blocks make room. */
         bytes = n * r->width * sizeof *v;
-        if (r->bytes + bytes > r->max_bytes)
-                reader_drop_blocks(r);
+        while (r->n_blocks > 0 && r->bytes + bytes > r->max_bytes) {
+                size_t lru = 0;
+
+                for (size_t i = 1; i < r->n_blocks; i++)
+                        if (r->blocks[i].used < r->blocks[lru].used)
+                                lru = i;
+                r->bytes -= r->blocks[lru].n * r->width * sizeof *v;
+                free(r->blocks[lru].v);
+                memmove(r->blocks + lru, r->blocks + lru + 1, (r->n_blocks - lru - 1) * sizeof *r->blocks);
+                r->n_blocks--;
+        }
         (void) reader_find(r, id, &at);
         if (r->n_blocks == r->alloc_blocks) {
                 size_t m = MAX(r->alloc_blocks * 2, (size_t) 16);
@@ -486,6 +536,7 @@ static int reader_load(dict_reader *r, int64_t id, size_t *ret_idx) {
         memmove(r->blocks + at + 1, r->blocks + at, (r->n_blocks - at) * sizeof *r->blocks);
         b.v = TAKE_PTR(v);
         b.n = n;
+        b.used = 0;
         r->blocks[at] = b;
         r->n_blocks++;
         r->bytes += bytes;
@@ -504,6 +555,7 @@ int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values) {
                 if (k < 0)
                         return k;
         }
+        r->blocks[i].used = ++r->clock;
         b = r->blocks + i;
 
         if ((uint64_t) (b->last - b->first) + 1 == b->n)

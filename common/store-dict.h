@@ -16,7 +16,7 @@
 
 /* A block is closed at this many rows; until then it is rewritten at each
  * commit that added rows to it. */
-#define DICT_BLOCK_ROWS 16384
+#define DICT_BLOCK_ROWS DICT_BLOCK_MAX_ROWS
 
 /* The generation ends (store.c) once a dictionary's index holds this many
  * rows: bounds the writer's memory (stack nodes 32 bytes a row with the
@@ -30,8 +30,15 @@ dict *dict_free(dict *d);
 
 /* Reads generation gen's rows back from the database as committed: at
  * open, and after a batch was rolled back. Blocks that fail to decode are
- * skipped and counted (their rows are interned anew when seen again). */
+ * skipped and counted (their rows are interned anew when seen again).
+ * After a failure the dictionary refuses to intern and to write (-EIO)
+ * until a read-back succeeds (dict_failed()). */
 int dict_reload(dict *d, uint64_t gen);
+bool dict_failed(const dict *d);
+
+/* Inside a transaction: writes the open block and starts generation gen
+ * with an empty index. */
+int dict_start_generation(dict *d, uint64_t gen);
 
 /* Inside a transaction of the store. The id of the row with these
  * dict_columns() values in generation gen, made if new (-EINVAL if the
@@ -44,7 +51,7 @@ int dict_before_commit(dict *d);
 
 size_t dict_rows(const dict *d);        /* of the current generation */
 size_t dict_memory_bytes(const dict *d);
-uint64_t dict_bad_blocks(const dict *d);
+uint64_t dict_bad_blocks(const dict *d);       /* skipped by the last read-back */
 
 /* The highest id in the database (0: none). */
 int dict_max_id(sqlite3 *db, dict_kind kind, int64_t *ret);

@@ -39,8 +39,9 @@
  * with its index). */
 #define ACC_MAX_ENTRIES (16 * 1024)
 
-/* Dictionary rows deleted per step of the cap or of retention. */
-#define CAP_CHUNK_ROWS 20000
+/* Dictionary blocks (frame rows and stack nodes, up to 16,384 each)
+ * deleted per step of the cap or of retention. */
+#define CAP_CHUNK_DICT_BLOCKS 64
 
 static const uint64_t level_width_ns[SAMPLE_LEVELS] = {
         STORE_BUCKET_NS,
@@ -943,11 +944,11 @@ int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks
         r = recount_after_delete(w, samples);
         if (r < 0)
                 return r;
-        r = sample_writer_collect(w, CAP_CHUNK_ROWS, &rows);
+        r = sample_writer_collect(w, CAP_CHUNK_DICT_BLOCKS, &rows);
         if (r < 0)
                 return r;
         *ret_samples = samples;
-        *ret_more = more || rows >= CAP_CHUNK_ROWS;
+        *ret_more = more || rows >= CAP_CHUNK_DICT_BLOCKS;
         return 0;
 }
 
@@ -1004,7 +1005,7 @@ int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_b
                 r = delete_for_cap(w, &d);
                 if (r < 0)
                         return r;
-                r = sample_writer_collect(w, CAP_CHUNK_ROWS, &rows);
+                r = sample_writer_collect(w, CAP_CHUNK_DICT_BLOCKS, &rows);
                 if (r < 0)
                         return r;
                 if (d.blocks == 0 && rows == 0) {
@@ -1051,10 +1052,8 @@ static int oldest_generation(sample_writer *w, uint64_t *ret) {
         return 0;
 }
 
-int sample_writer_collect(sample_writer *w, size_t max_rows, uint64_t *ret_rows) {
+int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blocks) {
         static const char *const sql[] = {
-                /* A stack block holds up to STACK_BLOCK_NODES nodes; a row
-                 * here is a block. */
                 "DELETE FROM stack_blocks WHERE first_id IN "
                 "(SELECT first_id FROM stack_blocks WHERE gen < ?1 LIMIT ?2)",
                 "DELETE FROM frame_blocks WHERE first_id IN "
@@ -1063,24 +1062,24 @@ int sample_writer_collect(sample_writer *w, size_t max_rows, uint64_t *ret_rows)
         uint64_t oldest, n = 0;
         int r;
 
-        *ret_rows = 0;
+        *ret_blocks = 0;
         r = oldest_generation(w, &oldest);
         if (r < 0 || oldest == 0)
                 return r;
-        for (size_t i = 0; i < ELEMENTSOF(sql) && n < max_rows; i++) {
+        for (size_t i = 0; i < ELEMENTSOF(sql) && n < max_blocks; i++) {
                 _cleanup_finalize_ sqlite3_stmt *st = NULL;
 
                 r = store_prepare(w->store, sql[i], &st);
                 if (r < 0)
                         return r;
                 sqlite3_bind_int64(st, 1, clamp_i64(oldest));
-                sqlite3_bind_int64(st, 2, (int64_t) (max_rows - n));
+                sqlite3_bind_int64(st, 2, (int64_t) (max_blocks - n));
                 r = store_step_done(w->store, st);
                 if (r < 0)
                         return r;
                 n += (uint64_t) sqlite3_changes64(store_sqlite(w->store));
         }
-        *ret_rows = n;
+        *ret_blocks = n;
         return 0;
 }
 

@@ -52,15 +52,15 @@ int sample_writer_before_commit(sample_writer *w);
 void sample_writer_committed(sample_writer *w);
 
 /* Stacks and frames are interned per generation (stack_blocks.gen,
- * frames.gen);
+ * frame_blocks.gen);
  * a block names the oldest generation its entries use (gen_min). When no
  * block names a generation any more, its dictionary rows are deleted
  * (sample_writer_collect()). */
 int sample_writer_new_generation(sample_writer *w, uint64_t time_ns);
 uint64_t sample_writer_generation(const sample_writer *w, uint64_t *ret_start_ns);
-/* Deletes at most max_rows stack blocks and frame rows of generations no
- * sample block or open period uses; *ret_rows: how many. */
-int sample_writer_collect(sample_writer *w, size_t max_rows, uint64_t *ret_rows);
+/* Deletes at most max_blocks stack and frame blocks of generations no
+ * sample block or open period uses; *ret_blocks: how many. */
+int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blocks);
 
 uint64_t sample_writer_pending(const sample_writer *w);
 const sample_counters *sample_writer_counters(const sample_writer *w);

@@ -592,6 +592,18 @@ int store_begin(store *s) {
         if (s->in_tx)
                 return -EBUSY;
 
+        /* A dictionary whose read-back failed (after a rollback) tries
+         * again: until it succeeds nothing can be written. */
+        if (dict_failed(s->stacks) || dict_failed(s->frames)) {
+                uint64_t gen = sample_writer_generation(s->samples, NULL);
+
+                r = dict_reload(s->stacks, gen);
+                if (r >= 0)
+                        r = dict_reload(s->frames, gen);
+                if (r < 0)
+                        return r;
+        }
+
         r = get_stmt(s, STMT_BEGIN, &st);
         if (r < 0)
                 return r;
@@ -912,6 +924,21 @@ int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *r
 
 /* ---- inserts ---- */
 
+/* Inside a transaction: the open periods are written, the dictionaries
+ * write their open blocks and start empty, the caches of ids are dropped. */
+static int start_generation(store *s, uint64_t time_ns) {
+        int r;
+
+        r = sample_writer_new_generation(s->samples, time_ns);
+        if (r >= 0)
+                r = dict_start_generation(s->stacks, sample_writer_generation(s->samples, NULL));
+        if (r >= 0)
+                r = dict_start_generation(s->frames, sample_writer_generation(s->samples, NULL));
+        caches_clear(s);
+        s->gen_bytes = 0;
+        return r;
+}
+
 /* Always inside a transaction (the caller's batch or auto_begin()'s), which
  * store_commit() flushes before committing. */
 static int insert_sample_locked(store *s, const stored_sample *smp) {
@@ -924,9 +951,7 @@ static int insert_sample_locked(store *s, const stored_sample *smp) {
                        dict_rows(s->frames) >= dict_max_rows(DICT_FRAMES) ||
                        (smp->time_ns > start && smp->time_ns - start >= STORE_GENERATION_MAX_NS))) {
                 /* Between samples: the next one interns afresh. */
-                r = sample_writer_new_generation(s->samples, smp->time_ns);
-                caches_clear(s);
-                s->gen_bytes = 0;
+                r = start_generation(s, smp->time_ns);
         }
         /* The batch must not commit with a sample missing. */
         if (r < 0 && s->batch_error == 0)
@@ -1310,9 +1335,7 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret) {
                  * can go like any other. */
                 cap_result more;
 
-                r = sample_writer_new_generation(s->samples, sample_writer_counters(s->samples)->last_ns);
-                caches_clear(s);
-                s->gen_bytes = 0;
+                r = start_generation(s, sample_writer_counters(s->samples)->last_ns);
                 if (r >= 0)
                         r = sample_writer_enforce_cap(s->samples, max_bytes, EXPIRE_MAX_BLOCKS, &more);
                 if (r >= 0) {
@@ -1385,7 +1408,15 @@ static int read_begin(store *s, bool *ret_owned) {
                 r = dict_before_commit(s->stacks);
                 if (r >= 0)
                         r = dict_before_commit(s->frames);
-                return r < 0 ? r : sample_writer_flush_partial(s->samples);
+                if (r >= 0)
+                        r = sample_writer_flush_partial(s->samples);
+                if (r < 0) {
+                        /* The batch must not commit without what it wrote. */
+                        if (s->batch_error == 0)
+                                s->batch_error = r;
+                        check_rolled_back(s);
+                }
+                return r;
         }
         if (s->samples) {
                 /* The writer outside a batch: write its open bucket first. */

@@ -125,7 +125,7 @@ int64_t store_expire(store *s, uint64_t before_ns, bool *ret_more);
 typedef struct store_cap_result {
         uint64_t used_bytes;            /* in use before */
         uint64_t blocks, samples;       /* deleted; samples of buckets */
-        uint64_t rows;                  /* stack and frame rows deleted with them */
+        uint64_t rows;                  /* stack and frame blocks deleted with them */
         uint64_t newest_removed_ns;     /* the newest sample deleted, 0 if none */
 } store_cap_result;
 int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);

@@ -1585,6 +1585,25 @@ TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
                                 "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
         ASSERT_LE(sql_int(t.db, "SELECT max(n) FROM stack_blocks"), DICT_BLOCK_ROWS);
         ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks WHERE last_id - first_id + 1 <> n"), 0);
+
+        /* A reader with room for one decoded block, jumping between all of
+         * them: every node still reads back right. */
+        sqlite3 *db = NULL;
+        dict_reader *rd = NULL;
+        ASSERT_EQ(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ASSERT_OK(dict_reader_new(db, DICT_STACKS, DICT_BLOCK_ROWS * 3 * sizeof(int64_t), &rd));
+        for (int k = 0; k < CHAINS; k++) {
+                int c = (int) (((long) k * 7919) % CHAINS);
+                for (int d = 0; d < DEPTH; d++) {
+                        int64_t v[2];
+                        ASSERT_OK(dict_reader_get(rd, ids[c * DEPTH + d], v));
+                        ASSERT_EQ(v[0], d == 0 ? 0 : ids[c * DEPTH + d - 1]);
+                }
+        }
+        int64_t v[2];
+        ASSERT_ERROR(dict_reader_get(rd, max_before + 2, v), EBADMSG);
+        dict_reader_free(rd);
+        sqlite3_close(db);
         free(ids);
 }
 
