@@ -39,6 +39,7 @@ struct hashmap {
         size_t capacity;        /* 0 or a power of two */
         size_t size;
         arena_chunk *arena;     /* head is the chunk being filled */
+        size_t arena_bytes;     /* its chunks' sizes: callers ask at every insert */
 };
 
 /* Odd 64-bit constants with well-spread bits, used as multipliers. */
@@ -153,6 +154,7 @@ void hashmap_clear(hashmap *h) {
 
         arena_free(h->arena);
         h->arena = NULL;
+        h->arena_bytes = 0;
         /* Keep the table: a map that is cleared (e.g. a cache at its size
          * limit) is about to fill up to the same size again. */
         if (h->entries)
@@ -170,9 +172,7 @@ size_t hashmap_memory_bytes(const hashmap *h) {
         if (!h)
                 return 0;
         n = sizeof *h + h->capacity * sizeof(entry);
-        for (const arena_chunk *c = h->arena; c; c = c->next)
-                n += sizeof *c + c->size;
-        return n;
+        return n + h->arena_bytes;
 }
 
 static const uint8_t *arena_copy(hashmap *h, const void *key, size_t len) {
@@ -188,6 +188,7 @@ static const uint8_t *arena_copy(hashmap *h, const void *key, size_t len) {
                 c->size = size;
                 c->next = h->arena;
                 h->arena = c;
+                h->arena_bytes += sizeof *c + c->size;
         }
 
         uint8_t *p = c->data + c->used;

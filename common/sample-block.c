@@ -14,7 +14,7 @@
  * of; higher levels cost more CPU for a few percent. */
 #define SAMPLE_BLOCK_ZSTD_LEVEL 3
 
-#define N_COLUMNS 8
+#define N_COLUMNS 9       /* format 2; format 1 has the first 8 */
 #define VARINT_MAX 10
 
 typedef struct wbuf {
@@ -43,8 +43,14 @@ static void put_varint(wbuf *b, uint64_t v) {
         b->p[b->len++] = (uint8_t) v;
 }
 
-static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+static inline bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
         uint64_t v = 0;
+
+        /* Most column values are deltas under 128: one byte. */
+        if (*p < end && **p < 0x80) {
+                *ret = *(*p)++;
+                return true;
+        }
 
         for (unsigned shift = 0; shift < 64; shift += 7) {
                 if (*p >= end)
@@ -92,7 +98,8 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         case 4: return zigzag((int64_t) ((uint64_t) e->snapshot_id - (uint64_t) prev->snapshot_id));
         case 5: return zigzag((int64_t) ((uint64_t) e->stack_id - (uint64_t) prev->stack_id));
         case 6: return e->count - 1;
-        default: return zigzag((int64_t) (e->period - e->count * mean));
+        case 7: return zigzag((int64_t) (e->period - e->count * mean));
+        default: return zigzag((int64_t) ((uint64_t) e->frame_id - (uint64_t) prev->frame_id));
         }
 }
 
@@ -147,15 +154,17 @@ static int block_finish(sample_codec *codec, uint8_t format, uint64_t h1, uint64
         return 0;
 }
 
-/* The header of a block of this format; *ret_p: where the zstd frame starts. */
-static int block_header(const uint8_t *data, size_t size, uint8_t format, uint64_t *ret_h1, uint64_t *ret_h2,
-                        const uint8_t **ret_p) {
+/* The header of a block of a format in [lo, hi]; *ret_p: where the zstd
+ * frame starts. */
+static int block_header(const uint8_t *data, size_t size, uint8_t lo, uint8_t hi, uint8_t *ret_format,
+                        uint64_t *ret_h1, uint64_t *ret_h2, const uint8_t **ret_p) {
         const uint8_t *p = data, *end = data + size;
 
         if (size < 1)
                 return -EBADMSG;
-        if (*p++ != format)
+        if (*p < lo || *p > hi)
                 return -EPROTONOSUPPORT;
+        *ret_format = *p++;
         if (!get_varint(&p, end, ret_h1) || !get_varint(&p, end, ret_h2))
                 return -EBADMSG;
         *ret_p = p;
@@ -226,9 +235,11 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
         const uint8_t *p, *end = data + size;
         uint64_t n, mean;
         size_t raw_size;
+        uint8_t format;
+        unsigned columns;
         int r;
 
-        r = block_header(data, size, SAMPLE_BLOCK_FORMAT, &n, &mean, &p);
+        r = block_header(data, size, 1, SAMPLE_BLOCK_FORMAT, &format, &n, &mean, &p);
         if (r < 0)
                 return r;
         if (n > SAMPLE_BLOCK_MAX_ENTRIES)
@@ -239,7 +250,9 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                 return 0;
         }
 
-        r = block_inflate(codec, p, end, n, N_COLUMNS, &raw, &raw_size);
+        /* Format 1 blocks have no leaf frame column: frame_id 0. */
+        columns = format == 1 ? N_COLUMNS - 1 : N_COLUMNS;
+        r = block_inflate(codec, p, end, n, columns, &raw, &raw_size);
         if (r < 0)
                 return r;
         v = calloc(n, sizeof *v);
@@ -247,7 +260,7 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                 return -ENOMEM;
 
         const uint8_t *q = raw, *qend = raw + raw_size;
-        for (unsigned c = 0; c < N_COLUMNS; c++) {
+        for (unsigned c = 0; c < columns; c++) {
                 block_entry prev = {};
 
                 for (size_t i = 0; i < n; i++) {
@@ -272,7 +285,8 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                                         return -EBADMSG;
                                 e->count = x + 1;
                                 break;
-                        default: e->period = e->count * mean + (uint64_t) unzigzag(x); break;
+                        case 7: e->period = e->count * mean + (uint64_t) unzigzag(x); break;
+                        default: e->frame_id = (int64_t) ((uint64_t) prev.frame_id + (uint64_t) unzigzag(x)); break;
                         }
                         prev = *e;
                 }
@@ -357,13 +371,14 @@ int dict_block_decode(sample_codec *codec, dict_kind kind, const uint8_t *data, 
         const uint8_t *p, *end = data + size;
         uint64_t n, first, id;
         size_t raw_size, w;
+        uint8_t format;
         int r;
 
         if (kind >= _DICT_KIND_MAX)
                 return -EINVAL;
         sp = dict_specs + kind;
         w = 1 + sp->columns;
-        r = block_header(data, size, sp->format, &n, &first, &p);
+        r = block_header(data, size, sp->format, sp->format, &format, &n, &first, &p);
         if (r < 0)
                 return r;
         if (n == 0 || n > DICT_BLOCK_MAX_ROWS || first == 0 || first > INT64_MAX)
@@ -371,7 +386,7 @@ int dict_block_decode(sample_codec *codec, dict_kind kind, const uint8_t *data, 
         r = block_inflate(codec, p, end, n, (unsigned) w, &raw, &raw_size);
         if (r < 0)
                 return r;
-        v = calloc(n * w, sizeof *v);
+        v = malloc(n * w * sizeof *v);  /* every value is written below */
         if (!v)
                 return -ENOMEM;
 

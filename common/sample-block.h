@@ -5,8 +5,8 @@
  * the distinct (cpu, pid, tid, comm, snapshot, stack) of a time bucket,
  * each with its exact sample count and period sum.
  *
- * Encoding (format 1):
- *   u8      format (1)
+ * Encoding (format 2):
+ *   u8      format (2)
  *   varint  number of entries n
  *   varint  mean period per sample (total period / total count)
  *   rest    a zstd frame of the columns below, each n varints, entries
@@ -19,6 +19,11 @@
  *             stack     zigzag delta
  *             count     count - 1
  *             period    zigzag of (period - count * mean period)
+ *             frame     zigzag delta: the stack's leaf frame
+ * Format 1 (schema 5 and 6) is the same without the frame column; its
+ * entries decode with frame_id 0, and readers find the leaf frame in the
+ * stack dictionary. The leaf frame is what a report of functions needs:
+ * with it, such a query does not read the stack dictionary at all.
  * Column-wise deltas leave long runs of small numbers (most entries share
  * cpu, pid, tid and comm with the one before), which zstd packs to a
  * fraction of a byte each; see doc/storage.md for the measurements. */
@@ -27,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLE_BLOCK_FORMAT 1
+#define SAMPLE_BLOCK_FORMAT 2
 
 /* A decoder refuses blocks that claim more entries than this. */
 #define SAMPLE_BLOCK_MAX_ENTRIES (4u * 1024 * 1024)
@@ -38,6 +43,7 @@ typedef struct block_entry {
         int64_t comm_id, snapshot_id, stack_id;
         /* the values */
         uint64_t count, period;
+        int64_t frame_id;       /* the stack's leaf frame (follows from stack_id); 0: not known */
 } block_entry;
 
 #define BLOCK_ENTRY_KEY_SIZE offsetof(block_entry, count)

@@ -153,7 +153,13 @@ static int index_find(const dict *d, const int64_t *values, int64_t *ret_id) {
         for (size_t i = values_hash(values, n) & mask; d->slots[i] != 0; i = (i + 1) & mask) {
                 const int64_t *row = row_at(d, d->slots[i] - 1);
 
-                if (memcmp(row + 1, values, n * sizeof *values) == 0) {
+                size_t k = 0;
+
+                /* n is 2 or 6: a loop the compiler keeps in registers,
+                 * not a call to memcmp. */
+                while (k < n && row[1 + k] == values[k])
+                        k++;
+                if (k == n) {
                         *ret_id = row[0];
                         return 0;
                 }
@@ -268,7 +274,7 @@ static int reload(dict *d, uint64_t gen) {
                         return r;
                 /* The index is bounded by the rows a generation makes; a
                  * damaged file must not make it bigger. */
-                if (d->n_rows + n > dict_max_rows(d->kind) + DICT_BLOCK_ROWS) {
+                if (d->n_rows + n > dict_max_rows(d->kind) + DICT_BLOCK_MAX_ROWS) {
                         last_open = false;
                         break;
                 }
@@ -385,6 +391,31 @@ int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id) {
                         return r;
         }
         *ret_id = row[0];
+        return 0;
+}
+
+int dict_find_id(const dict *d, int64_t id, int64_t *ret_values) {
+        size_t lo = 0, hi;
+
+        if (!d || d->n_rows == 0 || id < d->rows[0])
+                return -ENOENT;
+        /* Ids made by this writer are consecutive: mostly a direct hit. */
+        hi = d->n_rows;
+        if ((uint64_t) (id - d->rows[0]) < d->n_rows && row_at(d, (size_t) (id - d->rows[0]))[0] == id)
+                lo = (size_t) (id - d->rows[0]);
+        else {
+                while (lo < hi) {
+                        size_t mid = lo + (hi - lo) / 2;
+
+                        if (row_at(d, mid)[0] < id)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                if (lo == d->n_rows || row_at(d, lo)[0] != id)
+                        return -ENOENT;
+        }
+        memcpy(ret_values, row_at(d, lo) + 1, (d->width - 1) * sizeof *ret_values);
         return 0;
 }
 
@@ -613,7 +644,7 @@ static int migrate_table(sqlite3 *db, dict_kind kind) {
         r = prepare_for(db, kind, SQL_PUT, &wr);
         if (r < 0)
                 return r;
-        v = calloc(DICT_BLOCK_ROWS * width, sizeof *v);
+        v = calloc(DICT_BLOCK_MAX_ROWS * width, sizeof *v);
         if (!v)
                 return -ENOMEM;
 
@@ -621,7 +652,7 @@ static int migrate_table(sqlite3 *db, dict_kind kind) {
                 int64_t *row = v + n * width;
                 uint64_t g = u64(sqlite3_column_int64(rd, 1));
 
-                if (n > 0 && (g != gen || n == DICT_BLOCK_ROWS)) {
+                if (n > 0 && (g != gen || n == DICT_BLOCK_MAX_ROWS)) {
                         r = put_block(wr, kind, gen, v, n, width);
                         if (r < 0)
                                 return r;

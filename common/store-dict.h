@@ -14,9 +14,11 @@
 #include "sample-block.h"
 #include "store.h"
 
-/* A block is closed at this many rows; until then it is rewritten at each
- * commit that added rows to it. */
-#define DICT_BLOCK_ROWS DICT_BLOCK_MAX_ROWS
+/* The writer closes a block at this many rows; until then it is
+ * rewritten at each commit that added rows to it, so a small number keeps
+ * that cost down. Blocks converted from schema 6 hold up to
+ * DICT_BLOCK_MAX_ROWS. */
+#define DICT_BLOCK_ROWS 4096
 
 /* The generation ends (store.c) once a dictionary's index holds this many
  * rows: bounds the writer's memory (stack nodes 32 bytes a row with the
@@ -45,6 +47,9 @@ int dict_start_generation(dict *d, uint64_t gen);
  * values break dict_row_valid()'s rules); a new generation starts an
  * empty index. */
 int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id);
+
+/* The values of row id if it is in the current generation's index. */
+int dict_find_id(const dict *d, int64_t id, int64_t *ret_values);
 
 /* Writes the open block if it has rows the database does not. */
 int dict_before_commit(dict *d);

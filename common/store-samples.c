@@ -199,6 +199,8 @@ static int acc_add(acc *a, const block_entry *e) {
         if (hashmap_get(a->index, e, BLOCK_ENTRY_KEY_SIZE, &idx) >= 0) {
                 a->v[idx].count += e->count;
                 a->v[idx].period += e->period;
+                if (a->v[idx].frame_id == 0)    /* read back from a format-1 block */
+                        a->v[idx].frame_id = e->frame_id;
                 return 0;
         }
         if (a->n == a->alloc) {
@@ -380,6 +382,7 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
                 .stack_id = smp->stack_id,
                 .count = 1,
                 .period = smp->period,
+                .frame_id = smp->frame_id,
         };
         int r;
 

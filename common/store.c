@@ -941,9 +941,18 @@ static int start_generation(store *s, uint64_t time_ns) {
 
 /* Always inside a transaction (the caller's batch or auto_begin()'s), which
  * store_commit() flushes before committing. */
-static int insert_sample_locked(store *s, const stored_sample *smp) {
+static int insert_sample_locked(store *s, const stored_sample *in) {
+        stored_sample row = *in, *smp = &row;
+        int64_t node[2];
         uint64_t start;
-        int r = sample_writer_add(s->samples, smp);
+        int r;
+
+        /* The leaf frame goes in the blocks beside the stack: a report of
+         * functions then needs no stack dictionary. The stack was just
+         * interned in this generation. */
+        if (row.frame_id == 0 && row.stack_id != 0 && dict_find_id(s->stacks, row.stack_id, node) >= 0)
+                row.frame_id = node[1];
+        r = sample_writer_add(s->samples, smp);
 
         (void) sample_writer_generation(s->samples, &start);
         if (r >= 0 && (s->gen_bytes >= s->gen_limit_bytes || 
@@ -1602,8 +1611,10 @@ int store_check_integrity(store *s) {
  * pass over the matching samples; names are then resolved per distinct
  * stack and frame through small caches, not per sample. */
 
+/* A stack's samples of a comm; or, when the query wants no stacks, a
+ * leaf frame's (stack_id 0, frame_id set). */
 typedef struct group {
-        int64_t comm_id, stack_id;
+        int64_t comm_id, stack_id, frame_id;
         uint64_t samples;
 } group;
 
@@ -1902,6 +1913,8 @@ static int group_cmp(const void *x, const void *y) {
                 return a->comm_id < b->comm_id ? -1 : 1;
         if (a->stack_id != b->stack_id)
                 return a->stack_id < b->stack_id ? -1 : 1;
+        if (a->frame_id != b->frame_id)
+                return a->frame_id < b->frame_id ? -1 : 1;
         return 0;
 }
 
@@ -1967,7 +1980,7 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
 typedef struct group_acc {
         const query_params *q;
         int64_t comm_id;
-        hashmap *idx;           /* (comm, stack) -> index in v */
+        hashmap *idx;           /* (comm, stack or leaf frame) -> index in v */
         group *v;
         size_t n, alloc;
         uint64_t total, first_ns, last_ns;
@@ -1991,17 +2004,28 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 if (e->cpu <= STORE_MAX_CPU)
                         g->cpus[e->cpu / 64] |= UINT64_C(1) << (e->cpu % 64);
 
-                if (hashmap_get_pair(g->idx, (uint64_t) e->comm_id, (uint64_t) e->stack_id, &j) >= 0) {
+                /* Without stacks, entries that know their leaf frame group
+                 * by it: fewer groups, and no stack to resolve. The top bit
+                 * keeps frame keys apart from stack ids. */
+                bool by_frame = !q->want_stacks && e->frame_id > 0;
+                uint64_t k = by_frame ? (uint64_t) e->frame_id | (UINT64_C(1) << 63) : (uint64_t) e->stack_id;
+
+                if (hashmap_get_pair(g->idx, (uint64_t) e->comm_id, k, &j) >= 0) {
                         g->v[j].samples += e->count;
                         continue;
                 }
                 r = array_reserve_one((void **) &g->v, &g->alloc, g->n, sizeof(group));
                 if (r < 0)
                         return r;
-                r = hashmap_put_pair(g->idx, (uint64_t) e->comm_id, (uint64_t) e->stack_id, (int64_t) g->n);
+                r = hashmap_put_pair(g->idx, (uint64_t) e->comm_id, k, (int64_t) g->n);
                 if (r < 0)
                         return r;
-                g->v[g->n++] = (group) { .comm_id = e->comm_id, .stack_id = e->stack_id, .samples = e->count };
+                g->v[g->n++] = (group) {
+                        .comm_id = e->comm_id,
+                        .stack_id = by_frame ? 0 : e->stack_id,
+                        .frame_id = e->frame_id,
+                        .samples = e->count,
+                };
         }
         if (matched > 0) {
                 if (g->total == 0 || b->first_ns < g->first_ns)
@@ -2045,8 +2069,59 @@ static int query_groups(store *s, const query_params *q, int64_t comm_id, query_
         return 0;
 }
 
+typedef struct order_item {
+        int64_t key;
+        size_t i;
+} order_item;
+
+static int order_cmp(const void *x, const void *y) {
+        const order_item *a = x, *b = y;
+
+        return a->key != b->key ? (a->key < b->key ? -1 : 1) : 0;
+}
+
+/* *ret[i]: the leaf frame of groups[i] (0: no frames); every frame is in
+ * c->frames afterwards. */
+static int resolve_leaf_frames(query_ctx *c, const group *groups, size_t n, int64_t **ret) {
+        _cleanup_free_ int64_t *leaf = calloc(MAX(n, (size_t) 1), sizeof *leaf);
+        _cleanup_free_ order_item *order = calloc(MAX(n, (size_t) 1), sizeof *order);
+        size_t m = 0, fi;
+        int r;
+
+        if (!leaf || !order)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                leaf[i] = groups[i].frame_id;
+                if (leaf[i] == 0 && groups[i].stack_id != 0)
+                        order[m++] = (order_item) { groups[i].stack_id, i };
+        }
+        qsort(order, m, sizeof *order, order_cmp);
+        for (size_t k = 0; k < m; k++) {
+                node_info nd;
+
+                r = ctx_node(c, order[k].key, &nd);
+                if (r < 0)
+                        return r;
+                leaf[order[k].i] = nd.frame;
+        }
+
+        m = 0;
+        for (size_t i = 0; i < n; i++)
+                if (leaf[i] != 0)
+                        order[m++] = (order_item) { leaf[i], i };
+        qsort(order, m, sizeof *order, order_cmp);
+        for (size_t k = 0; k < m; k++) {
+                r = ctx_frame(c, order[k].key, &fi);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(leaf);
+        return 0;
+}
+
 static int build_rows(query_ctx *c, const group *groups, size_t n_groups, size_t limit, query_result *res) {
         _cleanup_hashmap_ hashmap *idx = NULL;
+        _cleanup_free_ int64_t *leaf = NULL;
         _cleanup_free_ row_acc *acc = NULL;
         _cleanup_free_ query_row *rows = NULL;
         size_t n_acc = 0, alloc_acc = 0, n_rows = 0;
@@ -2056,18 +2131,22 @@ static int build_rows(query_ctx *c, const group *groups, size_t n_groups, size_t
         if (r < 0)
                 return r;
 
+        /* Leaf frames of the groups that lack one, looked up in stack id
+         * order, then the frames in frame id order: each dictionary block
+         * is decoded once however many groups it serves, and the reader
+         * needs room for one block only. */
+        r = resolve_leaf_frames(c, groups, n_groups, &leaf);
+        if (r < 0)
+                return r;
+
         for (size_t i = 0; i < n_groups; i++) {
                 row_key key = { .comm_id = groups[i].comm_id };
                 int64_t j;
 
-                if (groups[i].stack_id != 0) {
-                        node_info n;
+                if (leaf[i] != 0) {
                         size_t fi;
 
-                        r = ctx_node(c, groups[i].stack_id, &n);
-                        if (r < 0)
-                                return r;
-                        r = ctx_frame(c, n.frame, &fi);
+                        r = ctx_frame(c, leaf[i], &fi);
                         if (r < 0)
                                 return r;
                         key.kind = c->frames[fi].kind;

@@ -70,6 +70,7 @@ typedef struct stored_sample {
         uint64_t period;
         int64_t boot_id;        /* from store_add_boot() */
         int64_t snapshot_id;    /* the kcore snapshot of the layout at time_ns; 0: not known yet */
+        int64_t frame_id;       /* the leaf frame of stack_id; 0: the store finds it */
 } stored_sample;
 
 int store_insert_sample(store *s, const stored_sample *smp);

@@ -168,9 +168,14 @@ TEST(clear) {
                 ASSERT_OK(hashmap_put(h, key, sizeof(key), i));
         }
         ASSERT_EQ(hashmap_size(h), 1000);
+        /* 1000 keys of 100 bytes are in the arena: counted. */
+        size_t full = hashmap_memory_bytes(h);
+        ASSERT_GE(full, 1000 * sizeof(key));
 
         hashmap_clear(h);
         ASSERT_EQ(hashmap_size(h), 0);
+        /* The table stays, the arena goes. */
+        ASSERT_LE(hashmap_memory_bytes(h), full - 1000 * sizeof(key));
         key[0] = 5;
         key[1] = 0;
         ASSERT_ERROR(hashmap_get(h, key, sizeof(key), &v), ENOENT);

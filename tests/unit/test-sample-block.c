@@ -40,6 +40,7 @@ static void random_entries(block_entry *v, size_t n) {
                         .stack_id = (int64_t) rnd_value(100000),
                         .count = 1 + rnd_value(5) % 100000,
                         .period = rnd_value(1000000),
+                        .frame_id = (int64_t) rnd_value(50000),
                 };
                 v[i].tid = rnd() % 2 ? v[i].pid : (uint32_t) rnd_value(100);
                 /* Equal keys happen in real blocks only after merging;
@@ -133,7 +134,7 @@ TEST(bad_blocks_are_refused) {
         copy = malloc(size);
         ASSERT_TRUE(copy);
         memcpy(copy, data, size);
-        copy[0] = 2;
+        copy[0] = 3;
         ASSERT_ERROR(sample_block_decode(NULL, copy, size, &got, &n), EPROTONOSUPPORT);
 
         /* Every truncation is an error, never a read past the end. */
@@ -158,6 +159,36 @@ TEST(bad_blocks_are_refused) {
         ASSERT_ERROR(sample_block_decode(NULL, huge, sizeof huge, &got, &n), EBADMSG);
         free(copy);
         free(data);
+}
+
+/* A block the schema-5 and -6 daemons wrote (format 1, no leaf frame
+ * column): two entries, (cpu 0, pid 10, comm 3, stack 7, 2 samples,
+ * period 2000) and (cpu 1, pid 11, tid 12, comm 4, snapshot 1, stack 9,
+ * 1 sample, period 1000). */
+TEST(format_1_blocks_still_decode) {
+        static const uint8_t v1[] = {
+                0x01, 0x02, 0xe8, 0x07, 0x28, 0xb5, 0x2f, 0xfd, 0x24, 0x10, 0x81, 0x00, 0x00, 0x00, 0x01, 0x14, 0x02,
+                0x00, 0x02, 0x06, 0x02, 0x00, 0x02, 0x0e, 0x04, 0x01, 0x00, 0x00, 0x00, 0x0a, 0x98, 0x76, 0xa1,
+        };
+        block_entry *got = NULL;
+        size_t n;
+
+        ASSERT_OK(sample_block_decode(NULL, v1, sizeof v1, &got, &n));
+        ASSERT_EQ(n, 2);
+        ASSERT_EQ(got[0].pid, 10);
+        ASSERT_EQ(got[0].tid, 10);
+        ASSERT_EQ(got[0].comm_id, 3);
+        ASSERT_EQ(got[0].stack_id, 7);
+        ASSERT_U64_EQ(got[0].count, 2);
+        ASSERT_U64_EQ(got[0].period, 2000);
+        ASSERT_EQ(got[0].frame_id, 0);
+        ASSERT_EQ(got[1].cpu, 1);
+        ASSERT_EQ(got[1].tid, 12);
+        ASSERT_EQ(got[1].snapshot_id, 1);
+        ASSERT_EQ(got[1].stack_id, 9);
+        ASSERT_U64_EQ(got[1].period, 1000);
+        ASSERT_EQ(got[1].frame_id, 0);
+        free(got);
 }
 
 TEST(zero_count_is_refused) {
