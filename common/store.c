@@ -37,11 +37,13 @@
 /* sqlite's own default threshold for its automatic checkpoints. */
 #define STORE_CHECKPOINT_FRAMES 1000
 
-/* Interning caches are dropped and refilled from the database when they
- * grow past this: ids are stable, so a dropped entry only costs a query.
- * Bounds the daemon's memory on a long-lived database with many stacks
- * (an entry is 40 bytes, the table at most ~70% full: at most 10 MiB). */
-#define STORE_CACHE_MAX_ENTRIES (128 * 1024)
+/* The interning caches (strings; frames by content) are cleared when
+ * they reach this many entries, or bytes with the keys kept in their
+ * arena (a frame's key holds its strings: ~100 bytes): ids are stable, so
+ * a dropped entry only costs the lookup behind it (a sqlite query for a
+ * string, the dictionary's index for a frame). */
+#define STORE_CACHE_MAX_ENTRIES (64 * 1024)
+#define STORE_CACHE_MAX_BYTES (4 * 1024 * 1024)
 
 /* What a stack node and a frame cost on disk in their blocks, roughly
  * (bench/RESULTS.md): for the size of a generation. */
@@ -270,7 +272,7 @@ size_t store_cache_bytes(const store *s) {
 }
 
 static int cache_put(hashmap *h, const void *key, size_t len, int64_t id) {
-        if (hashmap_size(h) >= STORE_CACHE_MAX_ENTRIES)
+        if (hashmap_size(h) >= STORE_CACHE_MAX_ENTRIES || hashmap_memory_bytes(h) >= STORE_CACHE_MAX_BYTES)
                 hashmap_clear(h);
         return hashmap_put(h, key, len, id);
 }

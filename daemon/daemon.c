@@ -381,6 +381,7 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "sqlite_allocations", json_object_new_int64(sqlite_allocs));
         json_object_object_add(p, "ingest_buffer_bytes", json_object_new_int64((int64_t) ingest_buffer_bytes(d->ingest)));
         json_object_object_add(p, "ingest_cache_bytes", json_object_new_int64((int64_t) ingest_cache_bytes(d->ingest)));
+        json_object_object_add(p, "store_cache_bytes", json_object_new_int64((int64_t) store_cache_bytes(d->store)));
         json_object_object_add(p, "tasks_bytes", json_object_new_int64((int64_t) ingest_tasks_bytes(d->ingest)));
 
         if (d->tracker) {
