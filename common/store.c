@@ -396,8 +396,10 @@ static int configure_writer(sqlite3 *db) {
                         /* Truncate the WAL after checkpoints that found it
                          * larger than this, so a burst does not leave a huge file. */
                         "PRAGMA journal_size_limit = 67108864;"
-                        /* 16 MiB page cache: the interning indexes stay hot. */
-                        "PRAGMA cache_size = -16384;"
+                        /* 4 MiB page cache: the writer appends blocks and
+                         * looks up strings on a miss of its cache; the
+                         * dictionaries have indexes of their own in memory. */
+                        "PRAGMA cache_size = -4096;"
                         "PRAGMA temp_store = MEMORY;");
 }
 
