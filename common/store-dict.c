@@ -107,6 +107,47 @@ static uint64_t values_hash(const int64_t *v, size_t n) {
         return x ^ (x >> 32);
 }
 
+/* Position of id in n rows of width values sorted by id (the id first),
+ * or n. Consecutive ids (all the writer makes) are indexed directly. */
+static size_t rows_find(const int64_t *rows, size_t n, size_t width, int64_t id) {
+        size_t lo = 0, hi = n;
+
+        if (n == 0 || id < rows[0])
+                return n;
+        if ((uint64_t) (id - rows[0]) < n && rows[(size_t) (id - rows[0]) * width] == id)
+                return (size_t) (id - rows[0]);
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (rows[mid * width] < id)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < n && rows[lo * width] == id ? lo : n;
+}
+
+/* Decodes the block of the current row of st (first_id, last_id, data);
+ * -EBADMSG also when its ids disagree with the key columns, so that it is
+ * neither trusted nor rewritten under them. */
+static int decode_row_block(sample_codec *codec, dict_kind kind, size_t width, sqlite3_stmt *st, int64_t **ret,
+                            size_t *ret_n) {
+        _cleanup_free_ int64_t *v = NULL;
+        size_t n;
+        int r;
+
+        r = dict_block_decode(codec, kind, sqlite3_column_blob(st, 2), (size_t) sqlite3_column_bytes(st, 2), &v, &n);
+        if (r == -EPROTONOSUPPORT)
+                r = -EBADMSG;
+        if (r < 0)
+                return r;
+        if (v[0] != sqlite3_column_int64(st, 0) || v[(n - 1) * width] != sqlite3_column_int64(st, 1))
+                return -EBADMSG;
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
 static void index_insert(dict *d, size_t pos) {
         size_t mask = d->capacity - 1;
         size_t i = values_hash(row_at(d, pos) + 1, d->width - 1) & mask;
@@ -258,14 +299,8 @@ static int reload(dict *d, uint64_t gen) {
                 _cleanup_free_ int64_t *v = NULL;
                 size_t n;
 
-                r = dict_block_decode(d->codec, d->kind, sqlite3_column_blob(st, 2), (size_t) sqlite3_column_bytes(st, 2),
-                                      &v, &n);
-                /* A block whose key columns disagree with its contents
-                 * must not be rewritten under them either. */
-                if (r >= 0 && (v[0] != sqlite3_column_int64(st, 0) ||
-                               v[(n - 1) * d->width] != sqlite3_column_int64(st, 1)))
-                        r = -EBADMSG;
-                if (r == -EBADMSG || r == -EPROTONOSUPPORT) {
+                r = decode_row_block(d->codec, d->kind, d->width, st, &v, &n);
+                if (r == -EBADMSG) {
                         d->bad_blocks++;
                         last_open = false;
                         continue;
@@ -374,7 +409,6 @@ int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id) {
 
         if (index_find(d, values, ret_id) >= 0)
                 return 0;
-
         if (d->next_id == INT64_MAX)
                 return -E2BIG;
         row[0] = d->next_id;
@@ -391,31 +425,18 @@ int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id) {
                         return r;
         }
         *ret_id = row[0];
-        return 0;
+        return 1;
 }
 
 int dict_find_id(const dict *d, int64_t id, int64_t *ret_values) {
-        size_t lo = 0, hi;
+        size_t i;
 
-        if (!d || d->n_rows == 0 || id < d->rows[0])
+        if (!d)
                 return -ENOENT;
-        /* Ids made by this writer are consecutive: mostly a direct hit. */
-        hi = d->n_rows;
-        if ((uint64_t) (id - d->rows[0]) < d->n_rows && row_at(d, (size_t) (id - d->rows[0]))[0] == id)
-                lo = (size_t) (id - d->rows[0]);
-        else {
-                while (lo < hi) {
-                        size_t mid = lo + (hi - lo) / 2;
-
-                        if (row_at(d, mid)[0] < id)
-                                lo = mid + 1;
-                        else
-                                hi = mid;
-                }
-                if (lo == d->n_rows || row_at(d, lo)[0] != id)
-                        return -ENOENT;
-        }
-        memcpy(ret_values, row_at(d, lo) + 1, (d->width - 1) * sizeof *ret_values);
+        i = rows_find(d->rows, d->n_rows, d->width, id);
+        if (i == d->n_rows)
+                return -ENOENT;
+        memcpy(ret_values, row_at(d, i) + 1, (d->width - 1) * sizeof *ret_values);
         return 0;
 }
 
@@ -532,14 +553,10 @@ static int reader_load(dict_reader *r, int64_t id, size_t *ret_idx) {
         }
         b.first = sqlite3_column_int64(r->st, 0);
         b.last = sqlite3_column_int64(r->st, 1);
-        k = id > b.last ? -EBADMSG
-                        : dict_block_decode(r->codec, r->kind, sqlite3_column_blob(r->st, 2),
-                                            (size_t) sqlite3_column_bytes(r->st, 2), &v, &n);
+        k = id > b.last ? -EBADMSG : decode_row_block(r->codec, r->kind, r->width, r->st, &v, &n);
         sqlite3_reset(r->st);
         if (k < 0)
-                return k == -EPROTONOSUPPORT ? -EBADMSG : k;
-        if (v[0] != b.first || v[(n - 1) * r->width] != b.last)
-                return -EBADMSG;
+                return k;
 
         /* The least recently used blocks make room. */
         bytes = n * r->width * sizeof *v;
@@ -588,24 +605,9 @@ int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values) {
         }
         r->blocks[i].used = ++r->clock;
         b = r->blocks + i;
-
-        if ((uint64_t) (b->last - b->first) + 1 == b->n)
-                i = (size_t) (id - b->first);
-        else {
-                size_t lo = 0, hi = b->n;
-
-                while (lo < hi) {
-                        size_t mid = lo + (hi - lo) / 2;
-
-                        if (b->v[mid * r->width] < id)
-                                lo = mid + 1;
-                        else
-                                hi = mid;
-                }
-                if (lo == b->n || b->v[lo * r->width] != id)
-                        return -EBADMSG;
-                i = lo;
-        }
+        i = rows_find(b->v, b->n, r->width, id);
+        if (i == b->n)
+                return -EBADMSG;
         memcpy(ret_values, b->v + i * r->width + 1, (r->width - 1) * sizeof *ret_values);
         return 0;
 }

@@ -45,7 +45,7 @@ int dict_start_generation(dict *d, uint64_t gen);
 /* Inside a transaction of the store. The id of the row with these
  * dict_columns() values in generation gen, made if new (-EINVAL if the
  * values break dict_row_valid()'s rules); a new generation starts an
- * empty index. */
+ * empty index. Returns 1 if it made the row, 0 if it had it. */
 int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id);
 
 /* The values of row id if it is in the current generation's index. */

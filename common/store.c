@@ -857,12 +857,11 @@ static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
         if (r < 0)
                 return r;
 
-        size_t before = dict_rows(s->frames);
         int64_t values[] = { (int64_t) f->kind, i64(f->addr), symbol_id, i64(f->offset), module_id, build_id_id };
         r = dict_intern(s->frames, sample_writer_generation(s->samples, NULL), values, &id);
         if (r < 0)
                 return r;
-        if (dict_rows(s->frames) > before)
+        if (r > 0)
                 s->gen_bytes += FRAME_ROW_BYTES;
 
         /* frame_key() output is still in keybuf: the string interning
@@ -895,14 +894,13 @@ int store_intern_frame(store *s, const frame *f, int64_t *ret_id) {
 }
 
 static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id) {
-        size_t before = dict_rows(s->stacks);
         int64_t values[] = { parent_id, frame_id };
         int r;
 
         r = dict_intern(s->stacks, sample_writer_generation(s->samples, NULL), values, ret_id);
         if (r < 0)
                 return r;
-        if (dict_rows(s->stacks) > before)
+        if (r > 0)
                 s->gen_bytes += STACK_NODE_BYTES;
         return 0;
 }
