@@ -83,6 +83,7 @@ int block_entry_cmp(const void *a, const void *b) {
         CMP(comm_id);
         CMP(snapshot_id);
         CMP(stack_id);
+        CMP(frame_id);
 #undef CMP
         return 0;
 }

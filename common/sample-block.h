@@ -38,12 +38,14 @@
 #define SAMPLE_BLOCK_MAX_ENTRIES (4u * 1024 * 1024)
 
 typedef struct block_entry {
-        /* the key: compared and hashed as these 40 bytes */
+        /* the key: compared and hashed as these 48 bytes */
         uint32_t cpu, pid, tid, _pad;
         int64_t comm_id, snapshot_id, stack_id;
+        /* the stack's leaf frame (follows from stack_id, but the leaf
+         * levels key by it alone); 0: not known */
+        int64_t frame_id;
         /* the values */
         uint64_t count, period;
-        int64_t frame_id;       /* the stack's leaf frame (follows from stack_id); 0: not known */
 } block_entry;
 
 #define BLOCK_ENTRY_KEY_SIZE offsetof(block_entry, count)

@@ -4,8 +4,11 @@
 /* What store.c shares with the other files of the store (store-layout.c);
  * not for users of the store. */
 
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "store.h"
 
@@ -24,6 +27,24 @@ static inline int64_t i64(uint64_t v) {
 
 static inline uint64_t u64(int64_t v) {
         return (uint64_t) v;
+}
+
+/* Makes room for one more element in a growable array (doubling). */
+static inline int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
+        size_t m;
+        void *q;
+
+        if (n < *alloc)
+                return 0;
+        m = MAX(*alloc * 2, (size_t) 16);
+        if (m > SIZE_MAX / elem)
+                return -ENOMEM;
+        q = realloc(*p, m * elem);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *alloc = m;
+        return 0;
 }
 
 sqlite3 *store_sqlite(store *s);

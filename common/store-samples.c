@@ -11,16 +11,20 @@
  * add them up.
  *
  * Level 0 keeps every attribute; levels 1 and 2 drop the thread (tid =
- * pid) and the snapshot link. An accumulator per level collects the open
- * period in memory; level 0 is fed by samples, level k by the blocks of
- * level k - 1 as they are written. When a period closes its block is
- * written and sample_meta.complete<k> moves to its end: every period of
- * level k that ends at or before it is complete, so a reader may use
- * level k for it. A lower-level block of a period already complete (a
- * late sample) is copied up as an extra block at once. sample_meta.fed<k>
- * is the id of the last level k - 1 block whose samples are in a written
- * level k block: on open, the blocks after it (of periods not complete)
- * are fed again, so a restart loses nothing of the open periods. */
+ * pid) and the snapshot link; levels 3 and 4 (the leaf levels) keep only
+ * cpu, comm and the leaf frame, so that a process that lives a second
+ * adds nothing to them if another ran the same function. Each level k > 0
+ * is made from one source level (levels[k].source): 1 and 3 from 0, 2
+ * from 1, 4 from 3. An accumulator per level collects the open period in
+ * memory; level 0 is fed by samples, level k by the blocks of its source
+ * as they are written. When a period closes its block is written and
+ * sample_meta.complete<k> moves to its end: every period of level k that
+ * ends at or before it is complete, so a reader may use level k for it. A
+ * source block of a period already complete (a late sample) is copied up
+ * as an extra block at once. sample_meta.fed<k> is the id of the last
+ * source block whose samples are in a written level k block: on open, the
+ * blocks after it (of periods not complete) are fed again, so a restart
+ * loses nothing of the open periods. */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -43,10 +47,16 @@
  * deleted per step of the cap or of retention. */
 #define CAP_CHUNK_DICT_BLOCKS 64
 
-static const uint64_t level_width_ns[SAMPLE_LEVELS] = {
-        STORE_BUCKET_NS,
-        60 * NSEC_PER_SEC,
-        3600 * NSEC_PER_SEC,
+static const struct level_info {
+        uint64_t width_ns;
+        unsigned source;        /* the level its blocks are made from (none for 0) */
+        bool leaf;              /* keyed by (cpu, comm, leaf frame) only */
+} levels[SAMPLE_LEVELS] = {
+        [SAMPLE_LEVEL_BUCKET]      = { STORE_BUCKET_NS, 0, false },
+        [SAMPLE_LEVEL_MINUTE]      = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, false },
+        [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_MINUTE, false },
+        [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, true },
+        [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_LEAF_MINUTE, true },
 };
 
 typedef struct acc {
@@ -91,7 +101,7 @@ struct sample_writer {
 };
 
 uint64_t sample_level_width(unsigned level) {
-        return level < SAMPLE_LEVELS ? level_width_ns[level] : 0;
+        return level < SAMPLE_LEVELS ? levels[level].width_ns : 0;
 }
 
 /* ---- small helpers ---- */
@@ -121,13 +131,17 @@ static int set_meta(sample_writer *w, const char *key, uint64_t value) {
 
 static const char *const meta_keys[] = {
         "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2", "gen", "gen_start_ns", "trimmed_ns",
+        "complete3", "complete4", "fed3", "fed4",
 };
 
 static uint64_t *meta_field(sample_counters *c, size_t i) {
         uint64_t *f[] = {
                 &c->samples, &c->first_ns, &c->last_ns, &c->complete[1], &c->complete[2],
                 (uint64_t *) &c->fed[1], (uint64_t *) &c->fed[2], &c->gen, &c->gen_start_ns, &c->trimmed_ns,
+                &c->complete[3], &c->complete[4], (uint64_t *) &c->fed[3], (uint64_t *) &c->fed[4],
         };
+        _Static_assert(ELEMENTSOF(f) == ELEMENTSOF(meta_keys), "a field per key");
+        _Static_assert(SAMPLE_LEVELS == 5, "a complete<k> and fed<k> key per level");
         return f[i];
 }
 
@@ -188,7 +202,7 @@ static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id)
         acc_reset(a);
         a->open = true;
         a->start_ns = start_ns;
-        a->end_ns = start_ns + level_width_ns[level];
+        a->end_ns = start_ns + levels[level].width_ns;
         a->boot_id = boot_id;
 }
 
@@ -199,8 +213,6 @@ static int acc_add(acc *a, const block_entry *e) {
         if (hashmap_get(a->index, e, BLOCK_ENTRY_KEY_SIZE, &idx) >= 0) {
                 a->v[idx].count += e->count;
                 a->v[idx].period += e->period;
-                if (a->v[idx].frame_id == 0)    /* read back from a format-1 block */
-                        a->v[idx].frame_id = e->frame_id;
                 return 0;
         }
         if (a->n == a->alloc) {
@@ -233,7 +245,30 @@ static block_entry entry_for_level(const block_entry *e, unsigned level) {
                 x.tid = x.pid;
                 x.snapshot_id = 0;
         }
+        if (levels[level].leaf) {
+                x.pid = x.tid = 0;
+                /* Entries read from format-1 blocks know only their stack. */
+                if (x.frame_id != 0)
+                        x.stack_id = 0;
+        }
         return x;
+}
+
+/* Feeds a block just written at `level` to the levels made from it. */
+static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
+                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples,
+                uint64_t gen_min);
+
+static int feed_up(sample_writer *w, unsigned level, int64_t id, const block_entry *v, size_t n, uint64_t start_ns,
+                   int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples, uint64_t gen_min) {
+        for (unsigned k = level + 1; k < SAMPLE_LEVELS; k++) {
+                if (levels[k].source != level)
+                        continue;
+                int r = feed(w, k, id, v, n, start_ns, boot_id, first_ns, last_ns, samples, gen_min);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* ---- writing blocks ---- */
@@ -268,10 +303,6 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         return 0;
 }
 
-static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
-                uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples,
-                uint64_t gen_min);
-
 /* Writes what accumulator `level` holds; closes its period if `closing`. */
 static int acc_flush(sample_writer *w, unsigned level, bool closing) {
         acc *a = &w->acc[level];
@@ -294,12 +325,10 @@ static int acc_flush(sample_writer *w, unsigned level, bool closing) {
                         w->tx_written += a->samples;
                 } else
                         w->c.fed[level] = MAX(w->c.fed[level], a->fed_max_id);
-                if (level + 1 < SAMPLE_LEVELS) {
-                        r = feed(w, level + 1, id, a->v, a->n, a->start_ns, a->boot_id, a->first_ns, a->last_ns,
-                                 a->samples, a->gen_min);
-                        if (r < 0)
-                                return r;
-                }
+                r = feed_up(w, level, id, a->v, a->n, a->start_ns, a->boot_id, a->first_ns, a->last_ns, a->samples,
+                            a->gen_min);
+                if (r < 0)
+                        return r;
         }
         if (closing && level > 0)
                 w->c.complete[level] = MAX(w->c.complete[level], a->end_ns);
@@ -311,11 +340,12 @@ static int acc_flush(sample_writer *w, unsigned level, bool closing) {
         return 0;
 }
 
-/* Merges the entries of a level - 1 block into accumulator `level`. */
+/* Merges the entries of a block of levels[level].source into accumulator
+ * `level`. */
 static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
                 uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples,
                 uint64_t gen_min) {
-        uint64_t width = level_width_ns[level];
+        uint64_t width = levels[level].width_ns;
         uint64_t start = lower_start_ns / width * width;
         acc *a = &w->acc[level];
         int r;
@@ -338,9 +368,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 if (r < 0)
                         return r;
                 w->c.complete[level] = MAX(w->c.complete[level], start + width);
-                if (level + 1 < SAMPLE_LEVELS)
-                        return feed(w, level + 1, id, copy, n, start, boot_id, first_ns, last_ns, samples, gen_min);
-                return 0;
+                return feed_up(w, level, id, copy, n, start, boot_id, first_ns, last_ns, samples, gen_min);
         }
 
         if (a->open && (a->start_ns != start || a->boot_id != boot_id)) {
@@ -461,14 +489,19 @@ void sample_writer_committed(sample_writer *w) {
 
 static int refeed(sample_writer *w, unsigned level) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        bool first_of_source = true;
         int r, rc;
+
+        for (unsigned k = 1; k < level; k++)
+                if (levels[k].source == levels[level].source)
+                        first_of_source = false;
 
         r = store_prepare(w->store,
                           "SELECT id, start_ns, boot, first_ns, last_ns, n_samples, data, gen_min FROM sample_blocks "
                           "WHERE level = ?1 AND id > ?2 AND start_ns >= ?3 ORDER BY id", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, level - 1);
+        sqlite3_bind_int64(st, 1, levels[level].source);
         sqlite3_bind_int64(st, 2, w->c.fed[level]);
         sqlite3_bind_int64(st, 3, i64(w->c.complete[level]));
 
@@ -479,8 +512,11 @@ static int refeed(sample_writer *w, unsigned level) {
                 r = sample_block_decode(w->codec, sqlite3_column_blob(st, 6), (size_t) sqlite3_column_bytes(st, 6), &v, &n);
                 if (r == -EBADMSG || r == -EPROTONOSUPPORT) {
                         /* A damaged block must not keep the daemon from
-                         * starting: the totals go on without it, counted. */
-                        w->bad_blocks++;
+                         * starting: the totals go on without it, counted
+                         * once (the leaf minutes read the buckets the
+                         * minutes read). */
+                        if (first_of_source)
+                                w->bad_blocks++;
                         continue;
                 }
                 if (r < 0)
@@ -527,7 +563,8 @@ int sample_writer_reload(sample_writer *w, int cause) {
         r = sample_meta_read(store_sqlite(w->store), &w->committed);
         if (r >= 0) {
                 w->c = w->committed;
-                /* Hours first: minutes closed while refeeding feed the hour. */
+                /* Hours first: minutes closed while refeeding feed the
+                 * hour (a level is fed again before its source is). */
                 for (unsigned level = SAMPLE_LEVELS - 1; r >= 0 && level > 0; level--)
                         r = refeed(w, level);
         }
@@ -659,7 +696,7 @@ static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
                 st = x->range[level];
         }
         sqlite3_bind_int64(st, 1, level);
-        sqlite3_bind_int64(st, 2, clamp_i64(from > level_width_ns[level] ? from - level_width_ns[level] : 0));
+        sqlite3_bind_int64(st, 2, clamp_i64(from > levels[level].width_ns ? from - levels[level].width_ns : 0));
         sqlite3_bind_int64(st, 3, clamp_i64(to));
         sqlite3_bind_int64(st, 4, clamp_i64(from));
 
@@ -691,6 +728,7 @@ static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
  * rest from the levels below. */
 static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         uint64_t w, a, b;
+        unsigned src;
         int r;
 
         if (from >= to)
@@ -698,30 +736,31 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         if (level == 0)
                 return scan_range(x, 0, from, to);
 
-        w = level_width_ns[level];
+        w = levels[level].width_ns;
+        src = levels[level].source;
         /* Where the size cap cut into periods, only buckets are left. */
         if (to <= x->c.trimmed_ns)
-                return scan_plan(x, level - 1, from, to);
+                return scan_plan(x, src, from, to);
         if (from < x->c.trimmed_ns) {
-                r = scan_plan(x, level - 1, from, x->c.trimmed_ns);
+                r = scan_plan(x, src, from, x->c.trimmed_ns);
                 return r < 0 ? r : scan_plan(x, level, x->c.trimmed_ns, to);
         }
         a = from % w == 0 ? from : (from / w + 1) * w;
         if (a < from)           /* overflow */
-                return scan_plan(x, level - 1, from, to);
+                return scan_plan(x, src, from, to);
         b = MIN(to / w * w, x->c.complete[level]);
         if (a >= b)
-                return scan_plan(x, level - 1, from, to);
+                return scan_plan(x, src, from, to);
 
-        r = scan_plan(x, level - 1, from, a);
+        r = scan_plan(x, src, from, a);
         if (r >= 0)
                 r = scan_range(x, level, a, b);
         if (r >= 0)
-                r = scan_plan(x, level - 1, b, to);
+                r = scan_plan(x, src, b, to);
         return r;
 }
 
-int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned max_level, sample_scan_cb cb, void *userdata) {
+int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sample_scan_cb cb, void *userdata) {
         scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .codec = sample_codec_new() };
         int r;
 
@@ -729,7 +768,7 @@ int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned max_lev
                 return -ENOMEM;
         r = sample_meta_read(store_sqlite(s), &x.c);
         if (r >= 0)
-                r = scan_plan(&x, MIN(max_level, (unsigned) SAMPLE_LEVELS - 1), since_ns,
+                r = scan_plan(&x, MIN(top, (unsigned) SAMPLE_LEVELS - 1), since_ns,
                               until_ns == 0 ? UINT64_MAX : until_ns);
         for (unsigned i = 0; i < SAMPLE_LEVELS; i++)
                 sqlite3_finalize(x.range[i]);
@@ -776,6 +815,117 @@ int store_migrate_5_to_6(sqlite3 *db) {
                 "CREATE INDEX sample_blocks_gen ON sample_blocks(gen_min, start_ns);",
                 NULL, NULL, NULL);
         return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+/* One block of a minute or an hour as the leaf level above it: entries
+ * keyed by (cpu, comm, leaf frame), merged. */
+static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t id, int64_t *ret_new_id) {
+        _cleanup_finalize_ sqlite3_stmt *get = NULL, *put = NULL;
+        _cleanup_free_ block_entry *v = NULL;
+        _cleanup_free_ uint8_t *data = NULL;
+        size_t n, size;
+        unsigned level;
+        int r, rc;
+
+        *ret_new_id = 0;
+        if (sqlite3_prepare_v2(db, "SELECT level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, gen_min, data "
+                               "FROM sample_blocks WHERE id = ?1", -1, &get, NULL) != SQLITE_OK ||
+            sqlite3_prepare_v2(db, "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, "
+                               "n_samples, gen_min, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", -1, &put,
+                               NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(get, 1, id);
+        rc = sqlite3_step(get);
+        if (rc != SQLITE_ROW)
+                return rc == SQLITE_DONE ? 0 : -EIO;
+        level = (unsigned) sqlite3_column_int64(get, 0) == SAMPLE_LEVEL_MINUTE ? SAMPLE_LEVEL_LEAF_MINUTE
+                                                                               : SAMPLE_LEVEL_LEAF_HOUR;
+        r = sample_block_decode(codec, sqlite3_column_blob(get, 8), (size_t) sqlite3_column_bytes(get, 8), &v, &n);
+        if (r == -EBADMSG || r == -EPROTONOSUPPORT)
+                return 0;       /* damaged: the leaf level goes without it, as the readers do */
+        if (r < 0)
+                return r;
+        acc_reset(a);
+        for (size_t i = 0; i < n; i++) {
+                block_entry e = entry_for_level(v + i, level);
+
+                r = acc_add(a, &e);
+                if (r < 0)
+                        return r;
+        }
+        r = sample_block_encode(codec, a->v, a->n, &data, &size);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(put, 1, level);
+        for (int c = 1; c <= 7; c++)
+                sqlite3_bind_int64(put, c + 1, sqlite3_column_int64(get, c));
+        sqlite3_bind_blob(put, 9, data, (int) size, SQLITE_STATIC);
+        if (sqlite3_step(put) != SQLITE_DONE)
+                return -EIO;
+        *ret_new_id = sqlite3_last_insert_rowid(db);
+        return 0;
+}
+
+int store_migrate_7_to_8(sqlite3 *db) {
+        _cleanup_finalize_ sqlite3_stmt *ids = NULL, *meta = NULL;
+        _cleanup_free_ int64_t *v = NULL;
+        size_t n = 0, alloc = 0;
+        sample_codec *codec = NULL;
+        sample_counters c;
+        acc a = {};
+        int r, rc;
+
+        /* The leaf levels of the minutes and hours there are, block by
+         * block (new rows are not inserted under a running scan). */
+        r = sample_meta_read(db, &c);
+        if (r < 0)
+                return r;
+        if (sqlite3_prepare_v2(db, "SELECT id FROM sample_blocks WHERE level IN (1, 2) ORDER BY id", -1, &ids,
+                               NULL) != SQLITE_OK)
+                return -EIO;
+        while ((rc = sqlite3_step(ids)) == SQLITE_ROW) {
+                r = array_reserve_one((void **) &v, &alloc, n, sizeof *v);
+                if (r < 0)
+                        return r;
+                v[n++] = sqlite3_column_int64(ids, 0);
+        }
+        if (rc != SQLITE_DONE)
+                return -EIO;
+
+        codec = sample_codec_new();
+        r = codec ? hashmap_new(&a.index) : -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                int64_t new_id;
+
+                r = migrate_leaf_block(db, codec, &a, v[i], &new_id);
+                /* A leaf minute made from a minute the hours have is in
+                 * the leaf hours too. */
+                if (r >= 0 && new_id > 0 && v[i] <= c.fed[SAMPLE_LEVEL_HOUR])
+                        c.fed[SAMPLE_LEVEL_LEAF_HOUR] = MAX(c.fed[SAMPLE_LEVEL_LEAF_HOUR], new_id);
+        }
+        sample_codec_free(codec);
+        hashmap_free(a.index);
+        free(a.v);
+        if (r < 0)
+                return r;
+
+        /* The leaf minutes are fed from the buckets as the minutes are. */
+        c.complete[SAMPLE_LEVEL_LEAF_MINUTE] = c.complete[SAMPLE_LEVEL_MINUTE];
+        c.complete[SAMPLE_LEVEL_LEAF_HOUR] = c.complete[SAMPLE_LEVEL_HOUR];
+        c.fed[SAMPLE_LEVEL_LEAF_MINUTE] = c.fed[SAMPLE_LEVEL_MINUTE];
+        if (sqlite3_prepare_v2(db, "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
+                               "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &meta, NULL) != SQLITE_OK)
+                return -EIO;
+        for (size_t i = 0; i < ELEMENTSOF(meta_keys); i++) {
+                if (strncmp(meta_keys[i], "complete", 8) != 0 && strncmp(meta_keys[i], "fed", 3) != 0)
+                        continue;
+                sqlite3_bind_text(meta, 1, meta_keys[i], -1, SQLITE_STATIC);
+                sqlite3_bind_int64(meta, 2, i64(*meta_field(&c, i)));
+                if (sqlite3_step(meta) != SQLITE_DONE)
+                        return -EIO;
+                sqlite3_reset(meta);
+        }
+        return 0;
 }
 
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {

@@ -14,7 +14,19 @@
 
 /* Level 0 period: samples are counted per bucket of this width. */
 #define STORE_BUCKET_NS NSEC_PER_SEC
-#define SAMPLE_LEVELS 3
+
+/* Level 0: buckets with every attribute. Levels 1 and 2: minutes and
+ * hours of every attribute but the thread and the snapshot link. Levels 3
+ * and 4: minutes and hours of (cpu, comm, leaf frame) only, for the
+ * profile most queries ask for. */
+enum {
+        SAMPLE_LEVEL_BUCKET,
+        SAMPLE_LEVEL_MINUTE,
+        SAMPLE_LEVEL_HOUR,
+        SAMPLE_LEVEL_LEAF_MINUTE,
+        SAMPLE_LEVEL_LEAF_HOUR,
+        SAMPLE_LEVELS,
+};
 
 uint64_t sample_level_width(unsigned level);
 
@@ -23,7 +35,7 @@ typedef struct sample_counters {
         uint64_t samples;               /* in level-0 blocks */
         uint64_t first_ns, last_ns;
         uint64_t complete[SAMPLE_LEVELS];       /* [k]: level k is complete for periods ending at or before */
-        int64_t fed[SAMPLE_LEVELS];     /* [k]: last level k-1 block id in a written level k block */
+        int64_t fed[SAMPLE_LEVELS];     /* [k]: last source block id in a written level k block */
         uint64_t gen;                   /* the dictionary generation new stacks and frames get */
         uint64_t gen_start_ns;          /* sample time it began at */
         uint64_t trimmed_ns;            /* the size cap deleted blocks ending up to here */
@@ -73,8 +85,11 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
                                      uint64_t until_ns);
 
 /* Reading: calls cb for every entry of every block a window needs, using
- * the coarsest complete level for each part of it. A block counts if its
- * period overlaps [since_ns, until_ns) (until_ns 0: no end). */
+ * the coarsest complete level for each part of it, from `top` down the
+ * levels it is made from (SAMPLE_LEVEL_HOUR: every attribute but the
+ * thread; SAMPLE_LEVEL_LEAF_HOUR: cpu, comm and leaf frame only; 0: the
+ * buckets). A block counts if its period overlaps [since_ns, until_ns)
+ * (until_ns 0: no end). */
 typedef struct scan_block {
         unsigned level;
         int64_t boot_id;
@@ -82,10 +97,11 @@ typedef struct scan_block {
 } scan_block;
 typedef int (*sample_scan_cb)(const scan_block *b, const block_entry *v, size_t n, void *userdata);
 
-int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned max_level, sample_scan_cb cb, void *userdata);
+int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sample_scan_cb cb, void *userdata);
 
 int store_migrate_4_to_5(sqlite3 *db);
 int store_migrate_5_to_6(sqlite3 *db);
+int store_migrate_7_to_8(sqlite3 *db);
 /* Moves the rows of a schema-4 samples table into blocks; 1 if there was one. */
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted);
 

@@ -313,6 +313,7 @@ static const migration_fn migrations[] = {
         store_migrate_4_to_5,   /* store-samples.c */
         store_migrate_5_to_6,   /* store-samples.c */
         store_migrate_6_to_7,   /* store-dict.c */
+        store_migrate_7_to_8,   /* store-samples.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -1692,24 +1693,6 @@ static int query_ctx_init(query_ctx *c, store *s) {
         return hashmap_new(&c->string_idx);
 }
 
-/* Makes room for one more element in a growable array. */
-static int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
-        size_t m;
-        void *q;
-
-        if (n < *alloc)
-                return 0;
-        m = MAX(*alloc * 2, (size_t) 16);
-        if (m > SIZE_MAX / elem)
-                return -ENOMEM;
-        q = realloc(*p, m * elem);
-        if (!q)
-                return -ENOMEM;
-        *p = q;
-        *alloc = m;
-        return 0;
-}
-
 static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
         int64_t v[2];
         node_info n;
@@ -2054,7 +2037,10 @@ static int query_groups(store *s, const query_params *q, int64_t comm_id, query_
         g->comm_id = comm_id;
         g->idx = idx;
 
-        r = sample_scan(s, q->since_ns, q->until_ns, SAMPLE_LEVELS - 1, group_block, g);
+        /* A profile of functions for any pid reads the leaf levels; whole
+         * stacks or one pid need the full ones. */
+        r = sample_scan(s, q->since_ns, q->until_ns,
+                        !q->want_stacks && q->pid < 0 ? SAMPLE_LEVEL_LEAF_HOUR : SAMPLE_LEVEL_HOUR, group_block, g);
         if (r < 0) {
                 free(g->v);
                 return r;

@@ -100,6 +100,23 @@ static void assert_row(const query_result *r, size_t i, const char *comm, const 
         ASSERT_EQ(r->rows[i].samples, samples);
 }
 
+static void assert_same_rows(const query_result *a, const query_result *b) {
+        bool same = a->total_samples == b->total_samples && a->n_rows == b->n_rows;
+
+        for (size_t i = 0; same && i < a->n_rows; i++)
+                same = a->rows[i].samples == b->rows[i].samples && streq(a->rows[i].comm, b->rows[i].comm) &&
+                       streq(a->rows[i].symbol, b->rows[i].symbol) && streq(a->rows[i].module, b->rows[i].module);
+        for (size_t i = 0; !same && (i < a->n_rows || i < b->n_rows); i++)
+                fprintf(stderr, "row %zu: %s %s %llu | %s %s %llu\n", i, i < a->n_rows ? a->rows[i].comm : "-",
+                        i < a->n_rows ? a->rows[i].symbol : "-", i < a->n_rows ? (unsigned long long) a->rows[i].samples : 0,
+                        i < b->n_rows ? b->rows[i].comm : "-", i < b->n_rows ? b->rows[i].symbol : "-",
+                        i < b->n_rows ? (unsigned long long) b->rows[i].samples : 0);
+        ASSERT_U64_EQ(a->total_samples, b->total_samples);
+        ASSERT_EQ(a->n_rows, b->n_rows);
+        for (size_t i = 0; i < a->n_rows; i++)
+                assert_row(b, i, a->rows[i].comm, a->rows[i].module, a->rows[i].symbol, a->rows[i].samples);
+}
+
 /* Frame id as committed in the file, through a connection of its own:
  * its values (kind, addr, symbol, offset, module, build id). */
 static bool frame_in_file(const char *path, int64_t id, int64_t *v) {
@@ -1380,6 +1397,12 @@ TEST(aggregates_answer_like_buckets) {
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), N);
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 1"), N);
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 2"), N);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 3"), N);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 4"), N);
+        /* The leaf minutes are made from the same buckets as the minutes,
+         * late ones and restarts included. */
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 3"), minutes);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 4"), hours);
 
         /* Windows: everything, whole hours, edges a hair off a bucket, a
          * minute or an hour, and random ones, with and without filters. */
@@ -1409,7 +1432,8 @@ TEST(aggregates_answer_like_buckets) {
                         if (next_rand() % 4 == 0)
                                 q.comm = model_comm((uint32_t) next_rand());
                 }
-                q.want_stacks = true;
+                /* Without stacks and pid, the leaf levels answer. */
+                q.want_stacks = i % 2 == 0;
                 want = model_count(v, N, &q);
                 r = run_query(s, &q, 0, 0);
                 for (size_t j = 0; j < r->n_rows; j++)
@@ -1421,9 +1445,83 @@ TEST(aggregates_answer_like_buckets) {
                                 (unsigned long long) r->total_samples, (unsigned long long) rows);
                 ASSERT_U64_EQ(r->total_samples, want);
                 ASSERT_U64_EQ(rows, want);
+                /* The same functions from the full levels and the leaf
+                 * ones. */
+                q.want_stacks = !q.want_stacks;
+                query_result *other = run_query(s, &q, 0, 0);
+                assert_same_rows(r, other);
+                query_result_free(other);
                 query_result_free(r);
         }
         free(v);
+}
+
+
+/* A schema-7 database has no leaf levels: migration makes them from its
+ * minutes and hours, the answers stay, and the open periods go on. */
+TEST(migration_from_schema_7_builds_leaf_levels) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame a[] = { K_MEMCPY_10, K_ENTRY }, b[] = { K_OPEN, K_ENTRY };
+        query_params windows[] = {
+                { .pid = -1, .cpu = -1 },
+                { .since_ns = S(3600) + 1, .until_ns = S(7300), .pid = -1, .cpu = -1 },
+                { .since_ns = S(100), .pid = -1, .cpu = 1, .comm = "b" },
+        };
+        query_result *before[ELEMENTSOF(windows)];
+        sqlite3 *db = NULL;
+        uint64_t n = 0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        for (uint64_t sec = 0; sec < 9000; sec += 7) {
+                ASSERT_OK(store_begin(s));
+                for (uint32_t k = 0; k < 3; k++, n++)
+                        add(s, S(sec) + k, k % 2, 100 + (uint32_t) (sec % 50), sec % 3 ? "a" : "b", k ? a : b, 2);
+                ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++)
+                before[i] = run_query(s, windows + i, 0, 0);
+        s = store_free(s);
+
+        /* What the schema-7 writer left: the same blocks and keys, no leaf
+         * levels. */
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "DELETE FROM sample_blocks WHERE level >= 3;"
+                                   "DELETE FROM sample_meta WHERE key IN ('complete3', 'complete4', 'fed3', 'fed4');"
+                                   "PRAGMA user_version = 7;", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"), 100);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 3"),
+                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"));
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 4"),
+                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2"));
+        ASSERT_EQ(sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete3'"),
+                  sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete1'"));
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
+                query_result *r = run_query(s, windows + i, 0, 0);
+
+                assert_same_rows(before[i], r);
+                query_result_free(r);
+                query_result_free(before[i]);
+        }
+
+        /* The open minute and hour go on from the buckets, in both kinds. */
+        ASSERT_OK(store_begin(s));
+        for (uint64_t sec = 9000; sec < 9100; sec++, n++)
+                add(s, S(sec), 0, 7, "a", a, 2);
+        ASSERT_OK(store_commit(s));
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        for (int level = 0; level <= 4; level++) {
+                char sql[96];
+
+                snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = %d", level);
+                ASSERT_EQ(sql_int(t.db, sql), (int64_t) n);
+        }
 }
 
 /* Pages in use: what database_max_size holds. */
