@@ -18,7 +18,10 @@
  * (an interrupt). Popularity is Zipf-like throughout.
  *
  * Needs root (kallsyms addresses). Prints ingest CPU per sample, bytes per
- * sample, and query times warm and cold (page cache dropped). */
+ * sample, and query times warm and cold (page cache dropped).
+ *
+ * bench-history --queries DB: only the queries, over a database written
+ * before, ending at its newest sample. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -322,6 +325,18 @@ static void time_query(const char *db, const char *what, uint64_t since_ns, cons
         store_free(s);
 }
 
+static void time_queries(const char *db, uint64_t now) {
+        for (int cold = 1; cold >= 0; cold--) {
+                time_query(db, "--since 1h", now - 3600 * NSEC_PER_SEC, NULL, -1, -1, cold);
+                time_query(db, "--since 1h --comm cc1", now - 3600 * NSEC_PER_SEC, "cc1", -1, -1, cold);
+                time_query(db, "--since 1h --pid 1003", now - 3600 * NSEC_PER_SEC, NULL, 1003, -1, cold);
+                time_query(db, "--since 1h --cpu 1", now - 3600 * NSEC_PER_SEC, NULL, -1, 1, cold);
+                time_query(db, "--since 5m", now - 300 * NSEC_PER_SEC, NULL, -1, -1, cold);
+                time_query(db, "--since 7d", now - 7 * 86400 * NSEC_PER_SEC, NULL, -1, -1, cold);
+                time_query(db, "--since 7d --pid 1003", now - 7 * 86400 * NSEC_PER_SEC, NULL, 1003, -1, cold);
+        }
+}
+
 int main(int argc, char **argv) {
         uint64_t n_samples, cpus, hz, span_ns, mono0 = 1000 * NSEC_PER_SEC, wall_end, t_next_drain, t_next_commit;
         uint64_t t_next_spawn, emitted = 0;
@@ -335,12 +350,28 @@ int main(int argc, char **argv) {
         int r;
 
         if (argc < 3) {
-                fprintf(stderr, "usage: bench-history DB SAMPLES [CPUS] [HZ]\n");
+                fprintf(stderr, "usage: bench-history DB SAMPLES [CPUS] [HZ]\n"
+                                "       bench-history --queries DB\n");
                 return 2;
         }
         if (geteuid() != 0) {
-                fprintf(stderr, "needs root (kernel addresses in /proc/kallsyms)\n");
+                fprintf(stderr, "needs root (kernel addresses in /proc/kallsyms, dropping the page cache)\n");
                 return 77;
+        }
+        if (streq(argv[1], "--queries")) {
+                store_stats stats;
+
+                r = store_open(argv[2], STORE_READONLY, &st);
+                if (r >= 0)
+                        r = store_get_stats(st, &stats);
+                if (r < 0) {
+                        fprintf(stderr, "%s: %s\n", argv[2], strerror(-r));
+                        return 1;
+                }
+                store_free(st);
+                printf("%s: %" PRIu64 " samples\n", argv[2], stats.samples);
+                time_queries(argv[2], stats.last_ns + NSEC_PER_SEC);
+                return 0;
         }
         n_samples = strtoull(argv[2], NULL, 10);
         cpus = argc > 3 ? strtoull(argv[3], NULL, 10) : 2;
@@ -470,15 +501,6 @@ int main(int argc, char **argv) {
         printf("database: %" PRIu64 " bytes after a clean close, %.2f bytes/sample\n", file_bytes(argv[1]),
                (double) file_bytes(argv[1]) / (double) emitted);
 
-        uint64_t now = (uint64_t) time(NULL) * NSEC_PER_SEC;
-        for (int cold = 1; cold >= 0; cold--) {
-                time_query(argv[1], "--since 1h", now - 3600 * NSEC_PER_SEC, NULL, -1, -1, cold);
-                time_query(argv[1], "--since 1h --comm cc1", now - 3600 * NSEC_PER_SEC, "cc1", -1, -1, cold);
-                time_query(argv[1], "--since 1h --pid 1003", now - 3600 * NSEC_PER_SEC, NULL, 1003, -1, cold);
-                time_query(argv[1], "--since 1h --cpu 1", now - 3600 * NSEC_PER_SEC, NULL, -1, 1, cold);
-                time_query(argv[1], "--since 5m", now - 300 * NSEC_PER_SEC, NULL, -1, -1, cold);
-                time_query(argv[1], "--since 7d", now - 7 * 86400 * NSEC_PER_SEC, NULL, -1, -1, cold);
-                time_query(argv[1], "--since 7d --pid 1003", now - 7 * 86400 * NSEC_PER_SEC, NULL, 1003, -1, cold);
-        }
+        time_queries(argv[1], (uint64_t) time(NULL) * NSEC_PER_SEC);
         return 0;
 }

@@ -260,38 +260,42 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
         if (!v)
                 return -ENOMEM;
 
+        /* Column by column, each a running sum kept in a register. */
         const uint8_t *q = raw, *qend = raw + raw_size;
-        for (unsigned c = 0; c < columns; c++) {
-                block_entry prev = {};
-
-                for (size_t i = 0; i < n; i++) {
-                        block_entry *e = v + i;
-                        uint64_t x;
-
-                        if (!get_varint(&q, qend, &x))
-                                return -EBADMSG;
-                        switch (c) {
-                        case 0:
-                                if (x > UINT32_MAX - prev.cpu)
-                                        return -EBADMSG;
-                                e->cpu = prev.cpu + (uint32_t) x;
-                                break;
-                        case 1: e->pid = (uint32_t) ((uint64_t) prev.pid + (uint64_t) unzigzag(x)); break;
-                        case 2: e->tid = (uint32_t) ((uint64_t) e->pid + (uint64_t) unzigzag(x)); break;
-                        case 3: e->comm_id = (int64_t) ((uint64_t) prev.comm_id + (uint64_t) unzigzag(x)); break;
-                        case 4: e->snapshot_id = (int64_t) ((uint64_t) prev.snapshot_id + (uint64_t) unzigzag(x)); break;
-                        case 5: e->stack_id = (int64_t) ((uint64_t) prev.stack_id + (uint64_t) unzigzag(x)); break;
-                        case 6:
-                                if (x == UINT64_MAX)
-                                        return -EBADMSG;
-                                e->count = x + 1;
-                                break;
-                        case 7: e->period = e->count * mean + (uint64_t) unzigzag(x); break;
-                        default: e->frame_id = (int64_t) ((uint64_t) prev.frame_id + (uint64_t) unzigzag(x)); break;
-                        }
-                        prev = *e;
-                }
-        }
+        uint64_t x;
+#define COLUMN(decl, body)                                      \
+        do {                                                    \
+                decl;                                           \
+                for (size_t i = 0; i < n; i++) {                \
+                        if (!get_varint(&q, qend, &x))          \
+                                return -EBADMSG;                \
+                        body;                                   \
+                }                                               \
+        } while (0)
+        COLUMN(uint32_t cpu = 0, {
+                if (x > UINT32_MAX - cpu)
+                        return -EBADMSG;
+                cpu += (uint32_t) x;
+                v[i].cpu = cpu;
+        });
+        COLUMN(uint64_t pid = 0, {
+                pid += (uint64_t) unzigzag(x);
+                v[i].pid = (uint32_t) pid;
+                pid = v[i].pid;
+        });
+        COLUMN(, v[i].tid = (uint32_t) ((uint64_t) v[i].pid + (uint64_t) unzigzag(x)));
+        COLUMN(uint64_t comm = 0, { comm += (uint64_t) unzigzag(x); v[i].comm_id = (int64_t) comm; });
+        COLUMN(uint64_t snap = 0, { snap += (uint64_t) unzigzag(x); v[i].snapshot_id = (int64_t) snap; });
+        COLUMN(uint64_t stack = 0, { stack += (uint64_t) unzigzag(x); v[i].stack_id = (int64_t) stack; });
+        COLUMN(, {
+                if (x == UINT64_MAX)
+                        return -EBADMSG;
+                v[i].count = x + 1;
+        });
+        COLUMN(, v[i].period = v[i].count * mean + (uint64_t) unzigzag(x));
+        if (columns == N_COLUMNS)
+                COLUMN(uint64_t frame = 0, { frame += (uint64_t) unzigzag(x); v[i].frame_id = (int64_t) frame; });
+#undef COLUMN
         if (q != qend)
                 return -EBADMSG;
 

@@ -131,7 +131,7 @@ static int set_meta(sample_writer *w, const char *key, uint64_t value) {
 
 static const char *const meta_keys[] = {
         "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2", "gen", "gen_start_ns", "trimmed_ns",
-        "complete3", "complete4", "fed3", "fed4",
+        "complete3", "complete4", "fed3", "fed4", "frame_gen", "frame_gen_start_ns",
 };
 
 static uint64_t *meta_field(sample_counters *c, size_t i) {
@@ -139,6 +139,7 @@ static uint64_t *meta_field(sample_counters *c, size_t i) {
                 &c->samples, &c->first_ns, &c->last_ns, &c->complete[1], &c->complete[2],
                 (uint64_t *) &c->fed[1], (uint64_t *) &c->fed[2], &c->gen, &c->gen_start_ns, &c->trimmed_ns,
                 &c->complete[3], &c->complete[4], (uint64_t *) &c->fed[3], (uint64_t *) &c->fed[4],
+                &c->frame_gen, &c->frame_gen_start_ns,
         };
         _Static_assert(ELEMENTSOF(f) == ELEMENTSOF(meta_keys), "a field per key");
         _Static_assert(SAMPLE_LEVELS == 5, "a complete<k> and fed<k> key per level");
@@ -416,6 +417,8 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
 
         if (w->c.gen_start_ns == 0)
                 w->c.gen_start_ns = smp->time_ns;
+        if (w->c.frame_gen_start_ns == 0)
+                w->c.frame_gen_start_ns = smp->time_ns;
         if (a->open && (a->start_ns != start || a->boot_id != smp->boot_id)) {
                 r = acc_flush(w, 0, true);
                 if (r < 0)
@@ -452,17 +455,24 @@ int sample_writer_flush(sample_writer *w, uint64_t before_ns) {
 
 /* A new dictionary generation: the open periods are written as they are,
  * so that no block has entries of two generations' ids but for the
- * oldest it names, and new samples start afresh. */
-int sample_writer_new_generation(sample_writer *w, uint64_t time_ns) {
+ * oldest it names, and new samples start afresh. The leaf levels name no
+ * stacks: they go on through a generation of stacks alone. */
+int sample_writer_new_generation(sample_writer *w, uint64_t time_ns, bool new_frames) {
         int r;
 
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
+                if (levels[level].leaf && !new_frames)
+                        continue;
                 r = acc_flush(w, level, false);
                 if (r < 0)
                         return r;
         }
         w->c.gen++;
         w->c.gen_start_ns = time_ns;
+        if (new_frames) {
+                w->c.frame_gen = w->c.gen;
+                w->c.frame_gen_start_ns = time_ns;
+        }
         return 0;
 }
 
@@ -470,6 +480,12 @@ uint64_t sample_writer_generation(const sample_writer *w, uint64_t *ret_start_ns
         if (ret_start_ns)
                 *ret_start_ns = w->c.gen_start_ns;
         return w->c.gen;
+}
+
+uint64_t sample_writer_frame_generation(const sample_writer *w, uint64_t *ret_start_ns) {
+        if (ret_start_ns)
+                *ret_start_ns = w->c.frame_gen_start_ns;
+        return w->c.frame_gen;
 }
 
 uint64_t sample_writer_pending(const sample_writer *w) {
@@ -909,6 +925,9 @@ int store_migrate_7_to_8(sqlite3 *db) {
         if (r < 0)
                 return r;
 
+        /* Every generation had frames of its own until now. */
+        c.frame_gen = c.gen;
+        c.frame_gen_start_ns = c.gen_start_ns;
         /* The leaf minutes are fed from the buckets as the minutes are. */
         c.complete[SAMPLE_LEVEL_LEAF_MINUTE] = c.complete[SAMPLE_LEVEL_MINUTE];
         c.complete[SAMPLE_LEVEL_LEAF_HOUR] = c.complete[SAMPLE_LEVEL_HOUR];
@@ -917,7 +936,8 @@ int store_migrate_7_to_8(sqlite3 *db) {
                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &meta, NULL) != SQLITE_OK)
                 return -EIO;
         for (size_t i = 0; i < ELEMENTSOF(meta_keys); i++) {
-                if (strncmp(meta_keys[i], "complete", 8) != 0 && strncmp(meta_keys[i], "fed", 3) != 0)
+                if (strncmp(meta_keys[i], "complete", 8) != 0 && strncmp(meta_keys[i], "fed", 3) != 0 &&
+                    strncmp(meta_keys[i], "frame_gen", 9) != 0)
                         continue;
                 sqlite3_bind_text(meta, 1, meta_keys[i], -1, SQLITE_STATIC);
                 sqlite3_bind_int64(meta, 2, i64(*meta_field(&c, i)));
@@ -1209,8 +1229,12 @@ int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blo
         static const char *const sql[] = {
                 "DELETE FROM stack_blocks WHERE first_id IN "
                 "(SELECT first_id FROM stack_blocks WHERE gen < ?1 LIMIT ?2)",
+                /* The frame generation of stack generation ?1 began at the
+                 * greatest frame generation not after it (or later, if that
+                 * one interned no frame: then an older one is kept). */
                 "DELETE FROM frame_blocks WHERE first_id IN "
-                "(SELECT first_id FROM frame_blocks WHERE gen < ?1 LIMIT ?2)",
+                "(SELECT first_id FROM frame_blocks WHERE gen < "
+                "(SELECT coalesce(max(gen), 0) FROM frame_blocks WHERE gen <= ?1) LIMIT ?2)",
         };
         uint64_t oldest, n = 0;
         int r;

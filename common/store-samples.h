@@ -36,8 +36,13 @@ typedef struct sample_counters {
         uint64_t first_ns, last_ns;
         uint64_t complete[SAMPLE_LEVELS];       /* [k]: level k is complete for periods ending at or before */
         int64_t fed[SAMPLE_LEVELS];     /* [k]: last source block id in a written level k block */
-        uint64_t gen;                   /* the dictionary generation new stacks and frames get */
+        uint64_t gen;                   /* the dictionary generation new stacks get */
         uint64_t gen_start_ns;          /* sample time it began at */
+        /* The generation new frames get: the stack generation it began
+         * with. It outlives stack generations, so that the leaf levels'
+         * frame ids stay the same while the stacks turn over. */
+        uint64_t frame_gen;
+        uint64_t frame_gen_start_ns;
         uint64_t trimmed_ns;            /* the size cap deleted blocks ending up to here */
 } sample_counters;
 
@@ -64,12 +69,15 @@ int sample_writer_before_commit(sample_writer *w);
 void sample_writer_committed(sample_writer *w);
 
 /* Stacks and frames are interned per generation (stack_blocks.gen,
- * frame_blocks.gen);
- * a block names the oldest generation its entries use (gen_min). When no
- * block names a generation any more, its dictionary rows are deleted
- * (sample_writer_collect()). */
-int sample_writer_new_generation(sample_writer *w, uint64_t time_ns);
+ * frame_blocks.gen); a block names the oldest stack generation its entries
+ * use (gen_min). A frame generation spans one or more stack generations
+ * and is named by the first. When no block names a generation any more,
+ * its dictionary rows are deleted (sample_writer_collect()): stack rows of
+ * generations before the oldest named, frame rows of frame generations
+ * before the one that holds it. new_frames: frames start afresh too. */
+int sample_writer_new_generation(sample_writer *w, uint64_t time_ns, bool new_frames);
 uint64_t sample_writer_generation(const sample_writer *w, uint64_t *ret_start_ns);
+uint64_t sample_writer_frame_generation(const sample_writer *w, uint64_t *ret_start_ns);
 /* Deletes at most max_blocks stack and frame blocks of generations no
  * sample block or open period uses; *ret_blocks: how many. */
 int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blocks);

@@ -49,9 +49,12 @@
  * (bench/RESULTS.md): for the size of a generation. */
 #define STACK_NODE_BYTES 4
 #define FRAME_ROW_BYTES 10
-/* A dictionary generation ends after this much sample time, or once its
- * rows are estimated at the limit (store_set_dictionary_limit()). */
+/* A stack generation ends after this much sample time, a frame
+ * generation (and the stack generation with it) after the second; either
+ * also once its rows are estimated at the limit
+ * (store_set_dictionary_limit()) or its index is full. */
 #define STORE_GENERATION_MAX_NS (3600 * NSEC_PER_SEC)
+#define STORE_FRAME_GENERATION_MAX_NS (24 * 3600 * NSEC_PER_SEC)
 #define STORE_GENERATION_LIMIT_DEFAULT (64ULL << 20)
 
 /* The whole-stack cache holds call stacks of ~1 KiB each: bound it by key
@@ -105,7 +108,8 @@ struct store {
 
         sample_writer *samples; /* the writer's open periods (store-samples.c) */
         dict *stacks, *frames;  /* the writer's dictionaries (store-dict.c) */
-        uint64_t gen_bytes;     /* dictionary rows made in this generation, estimated */
+        /* Rows made in this stack and this frame generation, estimated. */
+        uint64_t stack_gen_bytes, frame_gen_bytes;
         uint64_t gen_limit_bytes;
         int batch_error;        /* a write of the open batch failed: commit must not succeed */
 
@@ -249,7 +253,7 @@ static void reload_after_rollback(store *s, int cause) {
         if (s->stacks)
                 (void) dict_reload(s->stacks, sample_writer_generation(s->samples, NULL));
         if (s->frames)
-                (void) dict_reload(s->frames, sample_writer_generation(s->samples, NULL));
+                (void) dict_reload(s->frames, sample_writer_frame_generation(s->samples, NULL));
 }
 
 /* Ids cached during a transaction that was rolled back do not exist:
@@ -447,7 +451,7 @@ static int open_samples(store *s) {
         r = dict_reload(s->stacks, sample_writer_generation(s->samples, NULL));
         if (r < 0)
                 return r;
-        r = dict_reload(s->frames, sample_writer_generation(s->samples, NULL));
+        r = dict_reload(s->frames, sample_writer_frame_generation(s->samples, NULL));
         if (r < 0)
                 return r;
 
@@ -600,11 +604,9 @@ int store_begin(store *s) {
         /* A dictionary whose read-back failed (after a rollback) tries
          * again: until it succeeds nothing can be written. */
         if (dict_failed(s->stacks) || dict_failed(s->frames)) {
-                uint64_t gen = sample_writer_generation(s->samples, NULL);
-
-                r = dict_reload(s->stacks, gen);
+                r = dict_reload(s->stacks, sample_writer_generation(s->samples, NULL));
                 if (r >= 0)
-                        r = dict_reload(s->frames, gen);
+                        r = dict_reload(s->frames, sample_writer_frame_generation(s->samples, NULL));
                 if (r < 0)
                         return r;
         }
@@ -859,11 +861,11 @@ static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
                 return r;
 
         int64_t values[] = { (int64_t) f->kind, i64(f->addr), symbol_id, i64(f->offset), module_id, build_id_id };
-        r = dict_intern(s->frames, sample_writer_generation(s->samples, NULL), values, &id);
+        r = dict_intern(s->frames, sample_writer_frame_generation(s->samples, NULL), values, &id);
         if (r < 0)
                 return r;
         if (r > 0)
-                s->gen_bytes += FRAME_ROW_BYTES;
+                s->frame_gen_bytes += FRAME_ROW_BYTES;
 
         /* frame_key() output is still in keybuf: the string interning
          * above does not touch it. */
@@ -902,7 +904,7 @@ static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, in
         if (r < 0)
                 return r;
         if (r > 0)
-                s->gen_bytes += STACK_NODE_BYTES;
+                s->stack_gen_bytes += STACK_NODE_BYTES;
         return 0;
 }
 
@@ -927,18 +929,25 @@ int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *r
 
 /* ---- inserts ---- */
 
-/* Inside a transaction: the open periods are written, the dictionaries
- * write their open blocks and start empty, the caches of ids are dropped. */
-static int start_generation(store *s, uint64_t time_ns) {
+/* Inside a transaction: the open periods are written, the stack
+ * dictionary (and with new_frames the frame dictionary) writes its open
+ * block and starts empty, the caches of ids it made are dropped. */
+static int start_generation(store *s, uint64_t time_ns, bool new_frames) {
         int r;
 
-        r = sample_writer_new_generation(s->samples, time_ns);
+        r = sample_writer_new_generation(s->samples, time_ns, new_frames);
         if (r >= 0)
                 r = dict_start_generation(s->stacks, sample_writer_generation(s->samples, NULL));
         if (r >= 0)
-                r = dict_start_generation(s->frames, sample_writer_generation(s->samples, NULL));
-        caches_clear(s);
-        s->gen_bytes = 0;
+                r = dict_start_generation(s->frames, sample_writer_frame_generation(s->samples, NULL));
+        hashmap_clear(s->chain_cache);
+        s->chain_cache_bytes = 0;
+        s->chain_len = 0;
+        s->stack_gen_bytes = 0;
+        if (new_frames) {
+                caches_clear(s);
+                s->frame_gen_bytes = 0;
+        }
         return r;
 }
 
@@ -957,13 +966,21 @@ static int insert_sample_locked(store *s, const stored_sample *in) {
                 row.frame_id = node[1];
         r = sample_writer_add(s->samples, smp);
 
-        (void) sample_writer_generation(s->samples, &start);
-        if (r >= 0 && (s->gen_bytes >= s->gen_limit_bytes || 
-                       dict_rows(s->stacks) >= dict_max_rows(DICT_STACKS) ||
-                       dict_rows(s->frames) >= dict_max_rows(DICT_FRAMES) ||
-                       (smp->time_ns > start && smp->time_ns - start >= STORE_GENERATION_MAX_NS))) {
+        if (r >= 0) {
+                uint64_t frame_start;
+                bool new_frames, new_stacks;
+
+                (void) sample_writer_generation(s->samples, &start);
+                (void) sample_writer_frame_generation(s->samples, &frame_start);
+                new_frames = s->frame_gen_bytes >= s->gen_limit_bytes ||
+                             dict_rows(s->frames) >= dict_max_rows(DICT_FRAMES) ||
+                             (smp->time_ns > frame_start && smp->time_ns - frame_start >= STORE_FRAME_GENERATION_MAX_NS);
+                new_stacks = new_frames || s->stack_gen_bytes >= s->gen_limit_bytes ||
+                             dict_rows(s->stacks) >= dict_max_rows(DICT_STACKS) ||
+                             (smp->time_ns > start && smp->time_ns - start >= STORE_GENERATION_MAX_NS);
                 /* Between samples: the next one interns afresh. */
-                r = start_generation(s, smp->time_ns);
+                if (new_stacks)
+                        r = start_generation(s, smp->time_ns, new_frames);
         }
         /* The batch must not commit with a sample missing. */
         if (r < 0 && s->batch_error == 0)
@@ -1347,7 +1364,7 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret) {
                  * can go like any other. */
                 cap_result more;
 
-                r = start_generation(s, sample_writer_counters(s->samples)->last_ns);
+                r = start_generation(s, sample_writer_counters(s->samples)->last_ns, true);
                 if (r >= 0)
                         r = sample_writer_enforce_cap(s->samples, max_bytes, EXPIRE_MAX_BLOCKS, &more);
                 if (r >= 0) {

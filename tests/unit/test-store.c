@@ -1400,9 +1400,10 @@ TEST(aggregates_answer_like_buckets) {
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 3"), N);
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 4"), N);
         /* The leaf minutes are made from the same buckets as the minutes,
-         * late ones and restarts included. */
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 3"), minutes);
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 4"), hours);
+         * late ones and restarts included, but go on through a new
+         * generation of stacks: no more blocks. */
+        ASSERT_LE(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 3"), minutes);
+        ASSERT_LE(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 4"), hours);
 
         /* Windows: everything, whole hours, edges a hair off a bucket, a
          * minute or an hour, and random ones, with and without filters. */
@@ -1703,6 +1704,85 @@ TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
         dict_reader_free(rd);
         sqlite3_close(db);
         free(ids);
+}
+
+/* Stack generations turn over while the frames stay: the leaf levels
+ * keep one id per frame, and frame rows go only with the last stack
+ * generation that used them. */
+TEST(frames_outlive_stack_generations) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t hour0 = (T0 / (3600 * NSEC_PER_SEC) + 1) * 3600 * NSEC_PER_SEC;
+        const uint64_t cut = hour0 + 3600 * NSEC_PER_SEC;
+        uint64_t gen0, n = 0, kept = 0;
+        bool more;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* A stack generation every ~1,000 nodes. */
+        store_set_dictionary_limit(s, 4 << 10);
+        gen0 = store_generation(s);
+        /* Three hours and more, a second of samples every 30 s. */
+        for (uint64_t sec = 0; sec < 3 * 3600 + 600; sec += 30) {
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 40; i++, n++) {
+                        uint64_t time_ns = T0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000;
+                        frame f[4];
+
+                        /* 8 functions, 4,096 orders of them. */
+                        for (int k = 0; k < 4; k++) {
+                                f[k] = U_LIBC;
+                                f[k].offset = 0x1000 + 0x100 * (next_rand() % 8);
+                                f[k].addr = 0x7f0000000000ULL + f[k].offset;
+                        }
+                        sample smp = {
+                                .time_ns = time_ns, .cpu = 0, .pid = 100 + (uint32_t) sec,
+                                .tid = 100 + (uint32_t) sec, .comm = "cc1", .period = 1000, .n_frames = 4, .frames = f,
+                        };
+                        ASSERT_OK(store_add_sample(s, 1, &smp));
+                        kept += time_ns >= cut;
+                }
+                ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        fprintf(stderr, "stack generations %" PRIu64 " .. %" PRIu64 ", %lld stack rows, %lld frame rows in %lld generations\n",
+                gen0, store_generation(s), (long long) sql_int(t.db, "SELECT sum(n) FROM stack_blocks"),
+                (long long) sql_int(t.db, "SELECT sum(n) FROM frame_blocks"),
+                (long long) sql_int(t.db, "SELECT count(DISTINCT gen) FROM frame_blocks"));
+        ASSERT_GT(store_generation(s), gen0 + 3);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n) FROM frame_blocks"), 8);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(DISTINCT gen) FROM frame_blocks"), 1);
+
+        /* Eight functions from the leaf levels, the same from the full ones. */
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *a = run_query(s, &q, 0, 0);
+        ASSERT_EQ(a->n_rows, 8);
+        ASSERT_U64_EQ(a->total_samples, n);
+        q.want_stacks = true;
+        query_result *b = run_query(s, &q, 0, 0);
+        assert_same_rows(a, b);
+        query_result_free(a);
+        query_result_free(b);
+
+        /* Retention drops the older stack generations (hour blocks too);
+         * the frames stay while a block uses them, and every stack left
+         * resolves. */
+        int64_t stack_rows = sql_int(t.db, "SELECT sum(n) FROM stack_blocks");
+        for (int i = 0; i < 100; i++) {
+                ASSERT_GE(store_expire(s, cut, &more), 0);
+                if (!more)
+                        break;
+        }
+        ASSERT_LT(sql_int(t.db, "SELECT sum(n) FROM stack_blocks"), stack_rows);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n) FROM frame_blocks"), 8);
+        q.since_ns = 0;
+        b = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(b->total_samples, kept);
+        ASSERT_GT(b->n_stacks, 0);
+        for (size_t i = 0; i < b->n_stacks; i++)
+                ASSERT_EQ(b->stacks[i].n_frames, 4);
+        query_result_free(b);
 }
 
 TEST(size_cap_collects_old_stacks_and_frames) {
