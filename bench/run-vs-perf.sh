@@ -9,7 +9,8 @@
 # SECONDS (default 25), stops both, then runs `perf report` on perf's
 # file. Prints the CPU each side spent, the ratios the targets are stated
 # in, and the database's bytes per sample after perfsnapd's clean stop
-# (every file: main, WAL, shm). Needs root and perf.
+# (every file: main, WAL, shm). Needs root and perf. With KEEP_DB=PATH
+# the database is copied there after the stop.
 set -u
 B=$(readlink -f "${1:?usage: run-vs-perf.sh BUILD_DIR [SECONDS] [FREQ] [WORKLOAD]}")
 SECS=${2:-25}
@@ -55,7 +56,11 @@ d_end=$(cpu_of $DPID)
 rss_kb=$(awk '/VmHWM/ { print $2 }' /proc/$DPID/status)
 kill -TERM $DPID; wait $DPID; DPID=
 db_bytes=$(du -b "$T"/db* | awk '{ s += $1 } END { print s }')
+[ -n "${KEEP_DB:-}" ] && cp "$T/db" "$KEEP_DB"
 stored=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select coalesce(sum(n_samples), 0) from sample_blocks where level = 0').fetchone()[0])" "$T/db")
+# Where the bytes are, by table and index (sqlite3's dbstat, if the
+# shell has it).
+tables=$(sqlite3 "$T/db" "SELECT name || ' ' || sum(pgsize) FROM dbstat GROUP BY name ORDER BY sum(pgsize) DESC LIMIT 6" 2>/dev/null | paste -sd, -)
 nodes=$(python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select coalesce(sum(n),0) from stack_blocks').fetchone()[0], c.execute('select coalesce(sum(n),0) from frame_blocks').fetchone()[0])" "$T/db")
 
 # perf report: the symbolized answer a perf user reads
@@ -64,10 +69,10 @@ rep=$( { time perf report -i "$T/perf.data" --no-children --sort comm,dso,sym --
 rep_cpu=$(echo "$rep" | awk '{ printf "%.3f", $1 + $2 }')
 perf_samples=$(perf script -i "$T/perf.data" -F period 2>/dev/null | wc -l)
 
-python3 - "$T/status.json" "$d_start" "$d_end" "$rec_cpu" "$rep_cpu" "$rss_kb" "$SECS" "$FREQ" "$perf_samples" "$(stat -c %s "$T/perf.data")" "$db_bytes" "$stored" "$nodes" "$WORKLOAD" <<'PY'
+python3 - "$T/status.json" "$d_start" "$d_end" "$rec_cpu" "$rep_cpu" "$rss_kb" "$SECS" "$FREQ" "$perf_samples" "$(stat -c %s "$T/perf.data")" "$db_bytes" "$stored" "$nodes" "$WORKLOAD" "$tables" <<'PY'
 import json, sys
 st = json.load(open(sys.argv[1])); st = st.get("parameters", st)
-d0, d1, rec, rep, rss_kb, secs, freq, psamples, pbytes, dbbytes, stored, nodes, workload = sys.argv[2:]
+d0, d1, rec, rep, rss_kb, secs, freq, psamples, pbytes, dbbytes, stored, nodes, workload, tables = sys.argv[2:]
 d = float(d1) - float(d0); rec = float(rec); rep = float(rep)
 samples = st["samples"]; lost = st["lost"]
 perf_total = rec + rep
@@ -77,6 +82,8 @@ print(f"perfsnapd: {samples} samples stored, {lost} lost, daemon CPU {d:.3f} s "
 n_nodes, n_frames = nodes.split()
 print(f"database after the clean stop: {int(stored)} samples in {int(dbbytes)} bytes = {int(dbbytes) / max(int(stored), 1):.2f} bytes/sample "
       f"({n_nodes} stack nodes, {n_frames} frames)")
+if tables:
+    print(f"pages by table: {tables.replace(',', ', ')}")
 print(f"perf: {psamples} samples, perf record CPU {rec:.3f} s, perf report CPU {rep:.3f} s, total {perf_total:.3f} s, perf.data {int(pbytes) / 1e6:.1f} MB")
 ratio = d / perf_total if perf_total else float("inf")
 print(f"ratio perfsnapd / perf (record + report): {ratio:.3f}  (target <= 0.25)")

@@ -197,7 +197,8 @@ static int block_inflate(sample_codec *codec, const uint8_t *p, const uint8_t *e
         return 0;
 }
 
-int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t **ret, size_t *ret_size) {
+int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with_frames, uint8_t **ret,
+                        size_t *ret_size) {
         _cleanup_free_ uint8_t *raw = NULL;
         wbuf cols = {};
         uint64_t count = 0, period = 0, mean;
@@ -221,6 +222,11 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t *
         for (unsigned c = 0; c < N_COLUMNS; c++) {
                 block_entry prev = {};
 
+                if (c == N_COLUMNS - 1 && !with_frames) {
+                        memset(cols.p + cols.len, 0, n);
+                        cols.len += n;
+                        continue;
+                }
                 for (size_t i = 0; i < n; i++) {
                         put_varint(&cols, column_value(c, v + i, &prev, mean));
                         prev = v[i];

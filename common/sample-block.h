@@ -58,8 +58,11 @@ sample_codec *sample_codec_new(void);
 sample_codec *sample_codec_free(sample_codec *c);
 
 /* Sorts v in place and encodes it into a malloc'ed buffer. codec may be
- * NULL (a context for this call only). */
-int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, uint8_t **ret, size_t *ret_size);
+ * NULL (a context for this call only). Without with_frames the frame
+ * column is written as zeros (a few bytes a block): for blocks whose
+ * readers find the leaf frame from the stack. */
+int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with_frames, uint8_t **ret,
+                        size_t *ret_size);
 
 /* Decodes a block; *ret is malloc'ed (NULL when n is 0). -EBADMSG for a
  * malformed block, -EPROTONOSUPPORT for an unknown format. codec may be

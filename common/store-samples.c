@@ -35,6 +35,7 @@
 #include "hashmap.h"
 #include "macro.h"
 #include "sample-block.h"
+#include "store-dict.h"
 #include "store-private.h"
 #include "store-samples.h"
 
@@ -42,6 +43,9 @@
  * several blocks. Bounds the accumulators' memory (~100 bytes an entry
  * with its index). */
 #define ACC_MAX_ENTRIES (16 * 1024)
+
+/* Decoded stack blocks kept while refeeding the leaf levels. */
+#define REFEED_DICT_BYTES (4u << 20)
 
 /* Dictionary blocks (frame rows and stack nodes, up to 16,384 each)
  * deleted per step of the cap or of retention. */
@@ -282,7 +286,8 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         size_t size;
         int r;
 
-        r = sample_block_encode(w->codec, v, n, &data, &size);
+        /* The full levels find leaf frames from their stacks. */
+        r = sample_block_encode(w->codec, v, n, levels[level].leaf, &data, &size);
         if (r < 0)
                 return r;
         r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
@@ -503,8 +508,35 @@ void sample_writer_committed(sample_writer *w) {
 
 /* ---- rebuilding the open periods ---- */
 
+/* The leaf frames of entries read back from blocks of the full levels,
+ * which do not store them: a stack id is its leaf node, whose frame it
+ * is. Those blocks are committed, so are their stacks. */
+static int resolve_leaf_frames(sample_writer *w, dict_reader **reader, block_entry *v, size_t n) {
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                int64_t node[2];
+
+                if (v[i].frame_id != 0 || v[i].stack_id == 0)
+                        continue;
+                if (!*reader) {
+                        r = dict_reader_new(store_sqlite(w->store), DICT_STACKS, REFEED_DICT_BYTES, reader);
+                        if (r < 0)
+                                return r;
+                }
+                r = dict_reader_get(*reader, v[i].stack_id, node);
+                if (r == -EBADMSG)
+                        continue;       /* a damaged stack block: the entry stays keyed by its stack */
+                if (r < 0)
+                        return r;
+                v[i].frame_id = node[1];
+        }
+        return 0;
+}
+
 static int refeed(sample_writer *w, unsigned level) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        dict_reader *reader = NULL;
         bool first_of_source = true;
         int r, rc;
 
@@ -535,15 +567,19 @@ static int refeed(sample_writer *w, unsigned level) {
                                 w->bad_blocks++;
                         continue;
                 }
-                if (r < 0)
+                if (r >= 0 && levels[level].leaf && !levels[levels[level].source].leaf)
+                        r = resolve_leaf_frames(w, &reader, v, n);
+                if (r >= 0)
+                        r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
+                                 sqlite3_column_int64(st, 2), u64(sqlite3_column_int64(st, 3)),
+                                 u64(sqlite3_column_int64(st, 4)), u64(sqlite3_column_int64(st, 5)),
+                                 u64(sqlite3_column_int64(st, 7)));
+                if (r < 0) {
+                        dict_reader_free(reader);
                         return r;
-                r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
-                         sqlite3_column_int64(st, 2), u64(sqlite3_column_int64(st, 3)),
-                         u64(sqlite3_column_int64(st, 4)), u64(sqlite3_column_int64(st, 5)),
-                         u64(sqlite3_column_int64(st, 7)));
-                if (r < 0)
-                        return r;
+                }
         }
+        dict_reader_free(reader);
         return rc == SQLITE_DONE ? 0 : store_step_errno(w->store, rc);
 }
 
@@ -869,7 +905,7 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t 
                 if (r < 0)
                         return r;
         }
-        r = sample_block_encode(codec, a->v, a->n, &data, &size);
+        r = sample_block_encode(codec, a->v, a->n, true, &data, &size);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(put, 1, level);

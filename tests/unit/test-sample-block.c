@@ -72,7 +72,7 @@ TEST(round_trip_random_blocks) {
                 ASSERT_TRUE(v && want);
                 random_entries(v, n);
                 memcpy(want, v, n * sizeof *v);
-                ASSERT_OK(sample_block_encode(NULL, v, n, &data, &size));
+                ASSERT_OK(sample_block_encode(NULL, v, n, true, &data, &size));
                 ASSERT_OK(sample_block_decode(NULL, data, size, &got, &m));
                 ASSERT_EQ(m, n);
                 if (n > 0) {
@@ -113,10 +113,42 @@ TEST(typical_block_is_small) {
                 };
         for (size_t i = 0; i < N; i++)
                 v[i].period = v[i].count * 1001000 + rnd() % 2000;
-        ASSERT_OK(sample_block_encode(NULL, v, N, &data, &size));
+        ASSERT_OK(sample_block_encode(NULL, v, N, true, &data, &size));
         fprintf(stderr, "%d entries: %zu bytes, %.2f bytes an entry\n", N, size, (double) size / N);
         ASSERT_LT(size, (size_t) N * 6);
         free(data);
+}
+
+/* Without the frame column a block costs little more than without frames
+ * at all, and reads back with frame 0 and every other value. */
+TEST(block_without_frames) {
+        enum { N = 2000 };
+        block_entry v[N], w[N], *got = NULL;
+        uint8_t *with = NULL, *without = NULL;
+        size_t with_size, without_size, n;
+
+        for (size_t i = 0; i < N; i++)
+                v[i] = (block_entry) {
+                        .cpu = (uint32_t) (i % 2), .pid = 1000 + (uint32_t) (i % 50), .tid = 1000 + (uint32_t) (i % 50),
+                        .comm_id = 3, .stack_id = 1 + (int64_t) (rnd() % 50000), .frame_id = 1 + (int64_t) (rnd() % 20000),
+                        .count = 1, .period = 1001000,
+                };
+        memcpy(w, v, sizeof v);
+        ASSERT_OK(sample_block_encode(NULL, v, N, true, &with, &with_size));
+        ASSERT_OK(sample_block_encode(NULL, w, N, false, &without, &without_size));
+        fprintf(stderr, "%d entries: %zu bytes with frames, %zu without\n", N, with_size, without_size);
+        ASSERT_LT(without_size + N, with_size);
+        ASSERT_OK(sample_block_decode(NULL, without, without_size, &got, &n));
+        ASSERT_EQ(n, (size_t) N);
+        for (size_t i = 0; i < N; i++) {
+                ASSERT_EQ(got[i].frame_id, 0);
+                ASSERT_EQ(got[i].stack_id, w[i].stack_id);
+                ASSERT_EQ(got[i].pid, w[i].pid);
+                ASSERT_U64_EQ(got[i].period, w[i].period);
+        }
+        free(got);
+        free(with);
+        free(without);
 }
 
 TEST(bad_blocks_are_refused) {
@@ -128,7 +160,7 @@ TEST(bad_blocks_are_refused) {
         random_entries(v, 50);
         for (size_t i = 0; i < 50; i++)
                 v[i].count = MAX(v[i].count, (uint64_t) 1);
-        ASSERT_OK(sample_block_encode(NULL, v, 50, &data, &size));
+        ASSERT_OK(sample_block_encode(NULL, v, 50, true, &data, &size));
 
         ASSERT_ERROR(sample_block_decode(NULL, data, 0, &got, &n), EBADMSG);
         copy = malloc(size);
@@ -196,7 +228,7 @@ TEST(zero_count_is_refused) {
         uint8_t *data = NULL;
         size_t size;
 
-        ASSERT_ERROR(sample_block_encode(NULL, v, 1, &data, &size), EINVAL);
+        ASSERT_ERROR(sample_block_encode(NULL, v, 1, true, &data, &size), EINVAL);
 }
 
 /* Rows as a writer makes them: ids mostly consecutive (gaps where a

@@ -14,6 +14,7 @@
 #include "modules.h"
 #include "store.h"
 #include "store-dict.h"
+#include "store-samples.h"
 #include "test.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free);
@@ -1338,6 +1339,19 @@ static uint64_t next_rand(void) {
         return rng;
 }
 
+/* [0]: samples, [1]: of them in entries without a leaf frame or with a stack. */
+static int count_leaf_entries(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        uint64_t *c = userdata;
+
+        (void) b;
+        for (size_t i = 0; i < n; i++) {
+                c[0] += v[i].count;
+                if (v[i].frame_id == 0 || v[i].stack_id != 0)
+                        c[1] += v[i].count;
+        }
+        return 0;
+}
+
 TEST(aggregates_answer_like_buckets) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
@@ -1399,6 +1413,13 @@ TEST(aggregates_answer_like_buckets) {
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 2"), N);
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 3"), N);
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 4"), N);
+        /* Leaf entries name their frame, not a stack, also those refed
+         * after the restarts from buckets that do not store frames. */
+        uint64_t leaf_counts[2] = {};
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_leaf_entries, leaf_counts));
+        ASSERT_U64_EQ(leaf_counts[0], N);
+        ASSERT_U64_EQ(leaf_counts[1], 0);
+
         /* The leaf minutes are made from the same buckets as the minutes,
          * late ones and restarts included, but go on through a new
          * generation of stacks: no more blocks. */
