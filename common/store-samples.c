@@ -32,7 +32,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "hashmap.h"
 #include "macro.h"
 #include "sample-block.h"
 #include "store-dict.h"
@@ -40,7 +39,7 @@
 #include "store-samples.h"
 
 /* A block holds at most this many entries; a bigger period is written as
- * several blocks. Bounds the accumulators' memory (~100 bytes an entry
+ * several blocks. Bounds the accumulators' memory (72 to 80 bytes an entry
  * with its index). */
 #define ACC_MAX_ENTRIES (16 * 1024)
 
@@ -70,7 +69,10 @@ typedef struct acc {
         uint64_t first_ns, last_ns, samples;
         int64_t fed_max_id;
         uint64_t gen_min;       /* the oldest dictionary generation its entries use; UINT64_MAX if none */
-        hashmap *index;         /* entry key -> index in v */
+        /* Open addressing over v's keys: position + 1, 0 empty; at most
+         * half full. */
+        uint32_t *slots;
+        size_t capacity;        /* 0 or a power of two */
         block_entry *v;
         size_t n, alloc;
 } acc;
@@ -189,9 +191,57 @@ static int write_meta(sample_writer *w) {
 
 /* ---- accumulators ---- */
 
+static uint64_t entry_hash(const block_entry *e) {
+        uint64_t w[BLOCK_ENTRY_KEY_SIZE / 8], h = 0x9e3779b97f4a7c15ULL;
+
+        memcpy(w, e, sizeof w);
+        for (size_t i = 0; i < ELEMENTSOF(w); i++) {
+                h = (h ^ w[i]) * 0xc2b2ae3d27d4eb4fULL;
+                h ^= h >> 29;
+        }
+        h *= 0x94d049bb133111ebULL;
+        return h ^ (h >> 32);
+}
+
+static bool same_key(const block_entry *a, const block_entry *b) {
+        return a->cpu == b->cpu && a->pid == b->pid && a->tid == b->tid && a->comm_id == b->comm_id &&
+               a->snapshot_id == b->snapshot_id && a->stack_id == b->stack_id && a->frame_id == b->frame_id;
+}
+
+static void acc_index_insert(acc *a, size_t pos) {
+        size_t mask = a->capacity - 1, i = entry_hash(a->v + pos) & mask;
+
+        while (a->slots[i] != 0)
+                i = (i + 1) & mask;
+        a->slots[i] = (uint32_t) pos + 1;
+}
+
+/* Indexes v[0..n) again, in a table of at least `capacity` slots. */
+static int acc_reindex(acc *a, size_t capacity) {
+        if (capacity > a->capacity) {
+                uint32_t *p = reallocarray(a->slots, capacity, sizeof *p);
+
+                if (!p)
+                        return -ENOMEM;
+                a->slots = p;
+                a->capacity = capacity;
+        }
+        if (a->capacity > 0)
+                memset(a->slots, 0, a->capacity * sizeof *a->slots);
+        for (size_t i = 0; i < a->n; i++)
+                acc_index_insert(a, i);
+        return 0;
+}
+
+static void acc_free(acc *a) {
+        free(a->slots);
+        free(a->v);
+}
+
 static void acc_reset(acc *a) {
         a->gen_min = UINT64_MAX;
-        hashmap_clear(a->index);
+        if (a->n > 0 && a->capacity > 0)
+                memset(a->slots, 0, a->capacity * sizeof *a->slots);
         a->n = 0;
         a->samples = 0;
         a->first_ns = a->last_ns = 0;
@@ -212,26 +262,34 @@ static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id)
 }
 
 static int acc_add(acc *a, const block_entry *e) {
-        int64_t idx;
+        size_t mask, i;
         int r;
 
-        if (hashmap_get(a->index, e, BLOCK_ENTRY_KEY_SIZE, &idx) >= 0) {
-                a->v[idx].count += e->count;
-                a->v[idx].period += e->period;
-                return 0;
+        if ((a->n + 1) * 2 > a->capacity) {
+                r = acc_reindex(a, MAX(a->capacity * 2, (size_t) 2048));
+                if (r < 0)
+                        return r;
+        }
+        mask = a->capacity - 1;
+        for (i = entry_hash(e) & mask; a->slots[i] != 0; i = (i + 1) & mask) {
+                block_entry *x = a->v + a->slots[i] - 1;
+
+                if (same_key(x, e)) {
+                        x->count += e->count;
+                        x->period += e->period;
+                        return 0;
+                }
         }
         if (a->n == a->alloc) {
                 size_t n = MAX(a->alloc * 2, (size_t) 1024);
-                block_entry *p = realloc(a->v, n * sizeof *p);
+                block_entry *p = reallocarray(a->v, n, sizeof *p);
                 if (!p)
                         return -ENOMEM;
                 a->v = p;
                 a->alloc = n;
         }
-        r = hashmap_put(a->index, e, BLOCK_ENTRY_KEY_SIZE, (int64_t) a->n);
-        if (r < 0)
-                return r;
-        a->v[a->n++] = *e;
+        a->v[a->n] = *e;
+        a->slots[i] = (uint32_t) ++a->n;
         return 0;
 }
 
@@ -623,15 +681,13 @@ int sample_writer_reload(sample_writer *w, int cause) {
         if (keep_bucket) {
                 /* Its table and index back in place of the empty ones. */
                 SWAP(kept, w->acc[0]);
-                hashmap_free(kept.index);
-                free(kept.v);
+                acc_free(&kept);
         }
         return r;
 }
 
 int sample_writer_new(store *s, sample_writer **ret) {
         sample_writer *w;
-        int r;
 
         w = calloc(1, sizeof *w);
         if (!w)
@@ -642,13 +698,8 @@ int sample_writer_new(store *s, sample_writer **ret) {
                 sample_writer_free(w);
                 return -ENOMEM;
         }
-        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
-                r = hashmap_new(&w->acc[level].index);
-                if (r < 0) {
-                        sample_writer_free(w);
-                        return r;
-                }
-        }
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
+                acc_reset(&w->acc[level]);
         *ret = w;
         return 0;
 }
@@ -659,10 +710,8 @@ sample_writer *sample_writer_free(sample_writer *w) {
         for (unsigned i = 0; i < _WSTMT_MAX; i++)
                 sqlite3_finalize(w->stmts[i]);
         sample_codec_free(w->codec);
-        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
-                hashmap_free(w->acc[level].index);
-                free(w->acc[level].v);
-        }
+        for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
+                acc_free(&w->acc[level]);
         free(w);
         return NULL;
 }
@@ -687,7 +736,7 @@ size_t sample_writer_memory_bytes(const sample_writer *w) {
         size_t n = 0;
 
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
-                n += hashmap_memory_bytes(w->acc[level].index) + w->acc[level].alloc * sizeof(block_entry);
+                n += w->acc[level].capacity * sizeof(uint32_t) + w->acc[level].alloc * sizeof(block_entry);
         return n;
 }
 
@@ -700,7 +749,6 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
 
         if (!a->open || a->boot_id != boot_id || a->end_ns <= from_ns || a->start_ns >= until_ns)
                 return 0;
-        hashmap_clear(a->index);
         for (size_t i = 0; i < a->n; i++) {
                 if (a->v[i].snapshot_id == 0) {
                         a->v[i].snapshot_id = snapshot_id;
@@ -709,8 +757,7 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
         }
         /* Keys changed: index again (entries that now share a key stay
          * separate, which the encoding allows). */
-        for (size_t i = 0; i < a->n; i++)
-                (void) hashmap_put(a->index, a->v + i, BLOCK_ENTRY_KEY_SIZE, (int64_t) i);
+        (void) acc_reindex(a, a->capacity);
         return n;
 }
 
@@ -945,7 +992,7 @@ int store_migrate_7_to_8(sqlite3 *db) {
                 return -EIO;
 
         codec = sample_codec_new();
-        r = codec ? hashmap_new(&a.index) : -ENOMEM;
+        r = codec ? 0 : -ENOMEM;
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 int64_t new_id;
 
@@ -956,8 +1003,7 @@ int store_migrate_7_to_8(sqlite3 *db) {
                         c.fed[SAMPLE_LEVEL_LEAF_HOUR] = MAX(c.fed[SAMPLE_LEVEL_LEAF_HOUR], new_id);
         }
         sample_codec_free(codec);
-        hashmap_free(a.index);
-        free(a.v);
+        acc_free(&a);
         if (r < 0)
                 return r;
 
