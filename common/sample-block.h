@@ -57,6 +57,14 @@ typedef struct sample_codec sample_codec;
 sample_codec *sample_codec_new(void);
 sample_codec *sample_codec_free(sample_codec *c);
 
+/* A block of this one byte stands for a period of an aggregate level
+ * that is not stored: readers take the period from the finer level. */
+#define SAMPLE_BLOCK_MARKER ((const uint8_t *) "\0")
+
+static inline bool sample_block_is_marker(const void *data, size_t size) {
+        return size == 1 && *(const uint8_t *) data == 0;
+}
+
 /* Sorts v in place and encodes it into a malloc'ed buffer. codec may be
  * NULL (a context for this call only). Without with_frames the frame
  * column is written as zeros (a few bytes a block): for blocks whose

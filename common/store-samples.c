@@ -53,14 +53,24 @@
 static const struct level_info {
         uint64_t width_ns;
         unsigned source;        /* the level its blocks are made from (none for 0) */
+        unsigned finer;         /* the level a reader goes down to for what this one lacks */
         bool leaf;              /* keyed by (cpu, comm, leaf frame) only */
+        /* A period whose entries would be more than keep_num/keep_den of
+         * the entries it sums is not stored: a marker block says to read
+         * the finer level instead, which costs a reader not many more
+         * entries, and the writer no bytes. The leaf levels, which the
+         * common report reads, are kept more readily. */
+        unsigned keep_num, keep_den;
 } levels[SAMPLE_LEVELS] = {
-        [SAMPLE_LEVEL_BUCKET]      = { STORE_BUCKET_NS, 0, false },
-        [SAMPLE_LEVEL_MINUTE]      = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, false },
-        [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_MINUTE, false },
-        [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, true },
-        [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_LEAF_MINUTE, true },
+        [SAMPLE_LEVEL_BUCKET]      = { STORE_BUCKET_NS, 0, 0, false, 1, 1 },
+        [SAMPLE_LEVEL_MINUTE]      = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, false, 1, 2 },
+        [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_MINUTE, false, 1, 2 },
+        [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, 9, 10 },
+        [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, 9, 10 },
 };
+
+/* Below this many entries a period is stored whatever it sums. */
+#define DELEGATE_MIN_ENTRIES 256
 
 typedef struct acc {
         bool open;
@@ -69,6 +79,12 @@ typedef struct acc {
         uint64_t first_ns, last_ns, samples;
         int64_t fed_max_id;
         uint64_t gen_min;       /* the oldest dictionary generation its entries use; UINT64_MAX if none */
+        /* Entries a reader of the open period would read from the finer
+         * level instead: the buckets merged, or the finer level's blocks
+         * of the period written so far. */
+        uint64_t finer_entries;
+        bool written;           /* a block of the open period is written */
+        bool delegated;         /* the open period is left to the finer level: a marker at its close */
         /* Open addressing over v's keys: position + 1, 0 empty; at most
          * half full. */
         uint32_t *slots;
@@ -80,6 +96,7 @@ typedef struct acc {
 enum {
         WSTMT_INSERT_BLOCK,
         WSTMT_SET_META,
+        WSTMT_PERIOD_BLOCKS,
         _WSTMT_MAX,
 };
 
@@ -88,6 +105,8 @@ static const char *const wstmt_sql[_WSTMT_MAX] = {
                                "gen_min, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         [WSTMT_SET_META]     = "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [WSTMT_PERIOD_BLOCKS] = "SELECT count(*), coalesce(sum(data = x'00'), 0) FROM sample_blocks "
+                                "WHERE level = ?1 AND start_ns = ?2",
 };
 
 struct sample_writer {
@@ -238,11 +257,15 @@ static void acc_free(acc *a) {
         free(a->v);
 }
 
-static void acc_reset(acc *a) {
-        a->gen_min = UINT64_MAX;
+static void acc_drop_entries(acc *a) {
         if (a->n > 0 && a->capacity > 0)
                 memset(a->slots, 0, a->capacity * sizeof *a->slots);
         a->n = 0;
+}
+
+static void acc_reset(acc *a) {
+        a->gen_min = UINT64_MAX;
+        acc_drop_entries(a);
         a->samples = 0;
         a->first_ns = a->last_ns = 0;
 }
@@ -251,6 +274,8 @@ static void acc_close(acc *a) {
         acc_reset(a);
         a->open = false;
         a->fed_max_id = 0;
+        a->finer_entries = 0;
+        a->written = a->delegated = false;
 }
 
 static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id) {
@@ -367,35 +392,116 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         return 0;
 }
 
-/* Writes what accumulator `level` holds; closes its period if `closing`. */
+/* The marker of a delegated period: its totals, no entries. */
+static int write_marker(sample_writer *w, unsigned level, const acc *a) {
+        sqlite3_stmt *st;
+        int r;
+
+        r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, level);
+        sqlite3_bind_int64(st, 2, i64(a->start_ns));
+        sqlite3_bind_int64(st, 3, i64(a->end_ns));
+        sqlite3_bind_int64(st, 4, i64(a->first_ns));
+        sqlite3_bind_int64(st, 5, i64(a->last_ns));
+        sqlite3_bind_int64(st, 6, a->boot_id);
+        sqlite3_bind_int64(st, 7, i64(a->samples));
+        sqlite3_bind_int64(st, 8, i64(a->gen_min));
+        sqlite3_bind_blob(st, 9, SAMPLE_BLOCK_MARKER, 1, SQLITE_STATIC);
+        return store_step_done(w->store, st);
+}
+
+/* Whether `level` has a block for the period starting at start_ns
+ * (*ret_marker: a marker among them). */
+static int period_blocks(sample_writer *w, unsigned level, uint64_t start_ns, bool *ret_any, bool *ret_marker) {
+        sqlite3_stmt *st;
+        int r, rc;
+
+        r = wstmt(w, WSTMT_PERIOD_BLOCKS, &st);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(st, 1, level);
+        sqlite3_bind_int64(st, 2, i64(start_ns));
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+                *ret_any = sqlite3_column_int64(st, 0) > 0;
+                *ret_marker = sqlite3_column_int64(st, 1) > 0;
+        }
+        sqlite3_reset(st);
+        return rc == SQLITE_ROW ? 0 : store_step_errno(w->store, rc);
+}
+
+/* An aggregate whose entries sum too little is left to the finer level,
+ * if none of its period is written yet (by this writer, or before a
+ * restart). */
+static int maybe_delegate(sample_writer *w, unsigned level) {
+        acc *a = &w->acc[level];
+        bool any = false, marker = false;
+        int r;
+
+        if (level == 0 || a->delegated || a->written || a->n < DELEGATE_MIN_ENTRIES ||
+            a->n * levels[level].keep_den <= a->finer_entries * levels[level].keep_num)
+                return 0;
+        r = period_blocks(w, level, a->start_ns, &any, &marker);
+        if (r < 0)
+                return r;
+        if (any) {
+                a->written = true;
+                return 0;
+        }
+        a->delegated = true;
+        acc_drop_entries(a);
+        return 0;
+}
+
+/* Writes what accumulator `level` holds; closes its period if `closing`.
+ * A delegated period writes its marker when it closes. */
 static int acc_flush(sample_writer *w, unsigned level, bool closing) {
         acc *a = &w->acc[level];
+        uint64_t read_instead = 0;      /* what a reader of the coarser level reads for this */
         int64_t id;
         int r;
 
         if (!a->open)
                 return 0;
 
-        if (a->n > 0) {
+        r = maybe_delegate(w, level);
+        if (r < 0)
+                return r;
+        if (a->delegated) {
+                if (!closing)
+                        return 0;       /* the period's totals go on to its close */
+                r = write_marker(w, level, a);
+                if (r < 0)
+                        return r;
+                w->c.fed[level] = MAX(w->c.fed[level], a->fed_max_id);
+                read_instead = a->finer_entries;
+        } else if (a->n > 0) {
+                read_instead = a->n;
                 r = write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns, a->samples,
                                 a->gen_min, a->v, a->n, &id);
                 if (r < 0)
                         return r;
+                a->written = true;
                 if (level == 0) {
                         if (w->c.samples == 0 || a->first_ns < w->c.first_ns)
                                 w->c.first_ns = a->first_ns;
                         w->c.last_ns = MAX(w->c.last_ns, a->last_ns);
                         w->c.samples += a->samples;
                         w->tx_written += a->samples;
+                        r = feed_up(w, level, id, a->v, a->n, a->start_ns, a->boot_id, a->first_ns, a->last_ns,
+                                    a->samples, a->gen_min);
+                        if (r < 0)
+                                return r;
                 } else
                         w->c.fed[level] = MAX(w->c.fed[level], a->fed_max_id);
-                r = feed_up(w, level, id, a->v, a->n, a->start_ns, a->boot_id, a->first_ns, a->last_ns, a->samples,
-                            a->gen_min);
-                if (r < 0)
-                        return r;
         }
         if (closing && level > 0)
                 w->c.complete[level] = MAX(w->c.complete[level], a->end_ns);
+        for (unsigned k = level + 1; level > 0 && k < SAMPLE_LEVELS; k++)
+                if (levels[k].finer == level && w->acc[k].open)
+                        w->acc[k].finer_entries += read_instead;
 
         if (closing)
                 acc_close(a);
@@ -417,22 +523,29 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         if (start + width <= w->c.complete[level] || (a->open && start < a->start_ns)) {
                 /* Late: the period's block is written already, or it is
                  * older than the open one (it had no samples until now).
-                 * Add a block beside it, and up the levels; from now on
-                 * the period is complete (a restart must not feed this
+                 * Add a block beside it, unless the period is left to the
+                 * finer level (which has this block already); from now
+                 * on the period is complete (a restart must not feed this
                  * block again). */
                 _cleanup_free_ block_entry *copy = malloc(MAX(n, (size_t) 1) * sizeof *copy);
+                bool any = false, marker = false;
                 int64_t id;
 
                 if (!copy)
                         return -ENOMEM;
-                for (size_t i = 0; i < n; i++)
-                        copy[i] = entry_for_level(v + i, level);
-                r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min, copy, n,
-                                &id);
+                r = period_blocks(w, level, start, &any, &marker);
                 if (r < 0)
                         return r;
+                if (!marker) {
+                        for (size_t i = 0; i < n; i++)
+                                copy[i] = entry_for_level(v + i, level);
+                        r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min,
+                                        copy, n, &id);
+                        if (r < 0)
+                                return r;
+                }
                 w->c.complete[level] = MAX(w->c.complete[level], start + width);
-                return feed_up(w, level, id, copy, n, start, boot_id, first_ns, last_ns, samples, gen_min);
+                return 0;
         }
 
         if (a->open && (a->start_ns != start || a->boot_id != boot_id)) {
@@ -446,13 +559,15 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 acc_open(a, level, start, boot_id);
         a->boot_id = boot_id;
 
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; !a->delegated && i < n; i++) {
                 block_entry e = entry_for_level(v + i, level);
 
                 r = acc_add(a, &e);
                 if (r < 0)
                         return r;
         }
+        if (levels[level].finer == SAMPLE_LEVEL_BUCKET)
+                a->finer_entries += n;
         acc_times(a, first_ns, last_ns, samples);
         a->fed_max_id = MAX(a->fed_max_id, lower_id);
         a->gen_min = MIN(a->gen_min, gen_min);
@@ -673,8 +788,8 @@ int sample_writer_reload(sample_writer *w, int cause) {
         r = sample_meta_read(store_sqlite(w->store), &w->committed);
         if (r >= 0) {
                 w->c = w->committed;
-                /* Hours first: minutes closed while refeeding feed the
-                 * hour (a level is fed again before its source is). */
+                /* Every level is made from the buckets: its open period
+                 * from the buckets after the last it holds. */
                 for (unsigned level = SAMPLE_LEVELS - 1; r >= 0 && level > 0; level--)
                         r = refeed(w, level);
         }
@@ -770,11 +885,14 @@ typedef struct scan_ctx {
         sample_counters c;
         sample_scan_cb cb;
         void *userdata;
+        bool one_level;         /* markers are skipped, not followed */
 } scan_ctx;
 
 static int64_t clamp_i64(uint64_t v) {
         return v > INT64_MAX ? INT64_MAX : (int64_t) v;
 }
+
+static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);
 
 /* The blocks of `level` whose period overlaps [from, to). */
 static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
@@ -801,6 +919,8 @@ static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
 
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 _cleanup_free_ block_entry *v = NULL;
+                const void *data = sqlite3_column_blob(st, 5);
+                size_t size = (size_t) sqlite3_column_bytes(st, 5);
                 scan_block b = {
                         .level = level,
                         .boot_id = sqlite3_column_int64(st, 0),
@@ -811,9 +931,15 @@ static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
                 };
                 size_t n;
 
-                r = sample_block_decode(x->codec, sqlite3_column_blob(st, 5), (size_t) sqlite3_column_bytes(st, 5), &v, &n);
-                if (r >= 0)
-                        r = x->cb(&b, v, n, x->userdata);
+                if (level > 0 && sample_block_is_marker(data, size))
+                        /* Not stored: the period from the finer level
+                         * (its own statement; this one stays where it is). */
+                        r = x->one_level ? 0 : scan_plan(x, levels[level].finer, MAX(from, b.start_ns), MIN(to, b.end_ns));
+                else {
+                        r = sample_block_decode(x->codec, data, size, &v, &n);
+                        if (r >= 0)
+                                r = x->cb(&b, v, n, x->userdata);
+                }
                 if (r < 0) {
                         sqlite3_reset(st);
                         return r;
@@ -836,7 +962,7 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
                 return scan_range(x, 0, from, to);
 
         w = levels[level].width_ns;
-        src = levels[level].source;
+        src = levels[level].finer;
         /* Where the size cap cut into periods, only buckets are left. */
         if (to <= x->c.trimmed_ns)
                 return scan_plan(x, src, from, to);
@@ -918,7 +1044,7 @@ int store_migrate_5_to_6(sqlite3 *db) {
 
 /* One block of a minute or an hour as the leaf level above it: entries
  * keyed by (cpu, comm, leaf frame), merged. */
-static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t id, int64_t *ret_new_id) {
+static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t id) {
         _cleanup_finalize_ sqlite3_stmt *get = NULL, *put = NULL;
         _cleanup_free_ block_entry *v = NULL;
         _cleanup_free_ uint8_t *data = NULL;
@@ -926,7 +1052,6 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t 
         unsigned level;
         int r, rc;
 
-        *ret_new_id = 0;
         if (sqlite3_prepare_v2(db, "SELECT level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, gen_min, data "
                                "FROM sample_blocks WHERE id = ?1", -1, &get, NULL) != SQLITE_OK ||
             sqlite3_prepare_v2(db, "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, "
@@ -939,6 +1064,14 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t 
                 return rc == SQLITE_DONE ? 0 : -EIO;
         level = (unsigned) sqlite3_column_int64(get, 0) == SAMPLE_LEVEL_MINUTE ? SAMPLE_LEVEL_LEAF_MINUTE
                                                                                : SAMPLE_LEVEL_LEAF_HOUR;
+        sqlite3_bind_int64(put, 1, level);
+        for (int c = 1; c <= 7; c++)
+                sqlite3_bind_int64(put, c + 1, sqlite3_column_int64(get, c));
+        if (sample_block_is_marker(sqlite3_column_blob(get, 8), (size_t) sqlite3_column_bytes(get, 8))) {
+                /* A period left to the finer level is left to it here too. */
+                sqlite3_bind_blob(put, 9, SAMPLE_BLOCK_MARKER, 1, SQLITE_STATIC);
+                return sqlite3_step(put) == SQLITE_DONE ? 0 : -EIO;
+        }
         r = sample_block_decode(codec, sqlite3_column_blob(get, 8), (size_t) sqlite3_column_bytes(get, 8), &v, &n);
         if (r == -EBADMSG || r == -EPROTONOSUPPORT)
                 return 0;       /* damaged: the leaf level goes without it, as the readers do */
@@ -955,14 +1088,8 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t 
         r = sample_block_encode(codec, a->v, a->n, true, &data, &size);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(put, 1, level);
-        for (int c = 1; c <= 7; c++)
-                sqlite3_bind_int64(put, c + 1, sqlite3_column_int64(get, c));
         sqlite3_bind_blob(put, 9, data, (int) size, SQLITE_STATIC);
-        if (sqlite3_step(put) != SQLITE_DONE)
-                return -EIO;
-        *ret_new_id = sqlite3_last_insert_rowid(db);
-        return 0;
+        return sqlite3_step(put) == SQLITE_DONE ? 0 : -EIO;
 }
 
 int store_migrate_7_to_8(sqlite3 *db) {
@@ -993,15 +1120,8 @@ int store_migrate_7_to_8(sqlite3 *db) {
 
         codec = sample_codec_new();
         r = codec ? 0 : -ENOMEM;
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                int64_t new_id;
-
-                r = migrate_leaf_block(db, codec, &a, v[i], &new_id);
-                /* A leaf minute made from a minute the hours have is in
-                 * the leaf hours too. */
-                if (r >= 0 && new_id > 0 && v[i] <= c.fed[SAMPLE_LEVEL_HOUR])
-                        c.fed[SAMPLE_LEVEL_LEAF_HOUR] = MAX(c.fed[SAMPLE_LEVEL_LEAF_HOUR], new_id);
-        }
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = migrate_leaf_block(db, codec, &a, v[i]);
         sample_codec_free(codec);
         acc_free(&a);
         if (r < 0)
@@ -1012,8 +1132,23 @@ int store_migrate_7_to_8(sqlite3 *db) {
         c.frame_gen_start_ns = c.gen_start_ns;
         /* The leaf minutes are fed from the buckets as the minutes are. */
         c.complete[SAMPLE_LEVEL_LEAF_MINUTE] = c.complete[SAMPLE_LEVEL_MINUTE];
-        c.complete[SAMPLE_LEVEL_LEAF_HOUR] = c.complete[SAMPLE_LEVEL_HOUR];
         c.fed[SAMPLE_LEVEL_LEAF_MINUTE] = c.fed[SAMPLE_LEVEL_MINUTE];
+        c.complete[SAMPLE_LEVEL_LEAF_HOUR] = c.complete[SAMPLE_LEVEL_HOUR];
+        /* Hours are made from the buckets now, not from the minutes: what
+         * is written of the open hour goes, and the writer makes it again
+         * from its buckets. */
+        for (unsigned level = SAMPLE_LEVEL_HOUR; level <= SAMPLE_LEVEL_LEAF_HOUR; level += 2) {
+                _cleanup_finalize_ sqlite3_stmt *del = NULL;
+
+                if (sqlite3_prepare_v2(db, "DELETE FROM sample_blocks WHERE level = ?1 AND start_ns >= ?2", -1, &del,
+                                       NULL) != SQLITE_OK)
+                        return -EIO;
+                sqlite3_bind_int64(del, 1, level);
+                sqlite3_bind_int64(del, 2, i64(c.complete[level]));
+                if (sqlite3_step(del) != SQLITE_DONE)
+                        return -EIO;
+                c.fed[level] = 0;
+        }
         if (sqlite3_prepare_v2(db, "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &meta, NULL) != SQLITE_OK)
                 return -EIO;
@@ -1442,7 +1577,7 @@ int sample_writer_flush_partial(sample_writer *w) {
 }
 
 int sample_scan_level(store *s, unsigned level, sample_scan_cb cb, void *userdata) {
-        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata };
+        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .one_level = true };
         int r;
 
         if (level >= SAMPLE_LEVELS)
