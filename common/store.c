@@ -430,6 +430,73 @@ int store_checkpoint(store *s) {
         return 1;
 }
 
+bool store_checkpoint_due(store *s) {
+        if (!s || s->mode != STORE_READWRITE || s->wal_frames < STORE_CHECKPOINT_FRAMES)
+                return false;
+        s->wal_frames = 0;
+        return true;
+}
+
+struct store_checkpointer {
+        sqlite3 *db;
+};
+
+int store_checkpointer_new(const char *path, store_checkpointer **ret) {
+        store_checkpointer *c;
+        int rc, r;
+
+        if (!path || !ret)
+                return -EINVAL;
+        c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        /* Not CREATE: the writer made the file and its WAL mode. */
+        rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_READWRITE, NULL);
+        if (rc != SQLITE_OK) {
+                r = errno_from_sqlite(c->db, rc);
+                store_checkpointer_free(c);
+                return r;
+        }
+        sqlite3_extended_result_codes(c->db, 1);
+        /* Checkpoints are the writer's to ask for: this connection never
+         * runs one inside a statement of its own (it makes none). */
+        sqlite3_wal_autocheckpoint(c->db, 0);
+        /* A connection finds the file in WAL mode at its first read; until
+         * then a checkpoint has no WAL to copy. */
+        r = exec_sql(c->db, "PRAGMA schema_version");
+        if (r < 0) {
+                store_checkpointer_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+store_checkpointer *store_checkpointer_free(store_checkpointer *c) {
+        if (!c)
+                return NULL;
+        /* Not the last connection (the writer's outlives it), so closing
+         * neither checkpoints nor removes the WAL. */
+        sqlite3_close_v2(c->db);
+        free(c);
+        return NULL;
+}
+
+int store_checkpointer_run(store_checkpointer *c, int *ret_wal_frames, int *ret_copied) {
+        int rc, log = 0, copied = 0;
+
+        if (!c)
+                return -EINVAL;
+        rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+        if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+                return errno_from_sqlite(c->db, rc);
+        if (ret_wal_frames)
+                *ret_wal_frames = log;
+        if (ret_copied)
+                *ret_copied = copied;
+        return 0;
+}
+
 /* The writer's sample accumulators, read back from the database; a
  * schema-4 samples table is converted first, in one transaction. */
 static int open_samples(store *s) {

@@ -174,6 +174,20 @@ int store_check_integrity(store *s);
  * commit pays for one). Call between batches. 1 if it ran, 0 if not due. */
 int store_checkpoint(store *s);
 
+/* The same work on a connection of its own, so that the thread that
+ * writes never waits for the copy and its sync: store_checkpoint_due()
+ * on the writer's thread says a checkpoint is due (and counts it done),
+ * store_checkpointer_run() does it on another thread. PASSIVE, like
+ * store_checkpoint(): it copies what no reader still needs and never
+ * waits for the writer or a reader. */
+typedef struct store_checkpointer store_checkpointer;
+
+bool store_checkpoint_due(store *s);
+int store_checkpointer_new(const char *path, store_checkpointer **ret);
+store_checkpointer *store_checkpointer_free(store_checkpointer *c);
+/* 0, and the frames in the WAL and those it copied, if asked. */
+int store_checkpointer_run(store_checkpointer *c, int *ret_wal_frames, int *ret_copied);
+
 /* Lost totals per CPU (array indexed by cpu, n = max cpu + 1). */
 int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint64_t **ret, size_t *ret_n);
 

@@ -26,6 +26,7 @@
 #include "timeparse.h"
 #include "tracker.h"
 #include "uevent-monitor.h"
+#include "workqueue.h"
 
 #include "build-config.h"
 
@@ -56,6 +57,12 @@ struct daemon_ctx {
         struct event *sig_term, *sig_int, *sig_hup;
         server *server;
         snapshotter *snapshotter;
+        /* WAL checkpoints run on a thread of their own: the draining
+         * thread never waits for their copy and sync. */
+        workqueue *checkpoints;
+        store_checkpointer *checkpointer;
+        workqueue_item checkpoint_item;
+        bool checkpoint_running;
         uint64_t start_mono_ns;
         uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
@@ -89,15 +96,32 @@ static void on_drain_timer(evutil_socket_t fd, short what, void *userdata) {
         daemon_drain(userdata, false);
 }
 
-static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
+/* On the checkpoint thread. */
+static void run_checkpoint(workqueue_item *item, void *userdata) {
         daemon_ctx *d = userdata;
         int r;
 
-        if (ingest_commit(d->ingest) < 0)
-                return;
-        r = store_checkpoint(d->store);
+        r = store_checkpointer_run(d->checkpointer, NULL, NULL);
         if (r < 0)
                 log_warning_errno(r, "Failed to checkpoint the database's WAL: %m");
+}
+
+static void checkpoint_done(workqueue_item *item, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        d->checkpoint_running = false;
+}
+
+static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        if (ingest_commit(d->ingest) < 0)
+                return;
+        /* One at a time; a checkpoint due meanwhile is the next one's. */
+        if (d->checkpoint_running || !store_checkpoint_due(d->store))
+                return;
+        d->checkpoint_running = true;
+        workqueue_submit(d->checkpoints, &d->checkpoint_item);
 }
 
 static void expire_step(daemon_ctx *d, uint64_t now) {
@@ -479,6 +503,13 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 return log_error_errno(r, "Failed to open the database %s: %m", d->cfg.database);
 
+        r = store_checkpointer_new(d->cfg.database, &d->checkpointer);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open the database %s for checkpoints: %m", d->cfg.database);
+        r = workqueue_new(d->base, run_checkpoint, checkpoint_done, d, &d->checkpoints);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the checkpoint thread: %m");
+
         r = ingest_new(d->store, d->cfg.root, &d->ingest);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the ingest path: %m");
@@ -645,6 +676,11 @@ daemon_ctx *daemon_free(daemon_ctx *d) {
         uevent_monitor_free(d->uevents);
         tracker_free(d->tracker);
         ingest_free(d->ingest);
+        /* The checkpoint thread and its connection go first: the
+         * writer's is then the last, and its close checkpoints the whole
+         * WAL and removes it. */
+        d->checkpoints = workqueue_free(d->checkpoints, NULL);
+        d->checkpointer = store_checkpointer_free(d->checkpointer);
         store_free(d->store);
         if (d->drain_timer)
                 event_free(d->drain_timer);

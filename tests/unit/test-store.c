@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -944,6 +945,107 @@ TEST(crash_keeps_committed_batches) {
         add(s, T0 + st.samples, 0, 1, "after", f, 1);
 }
 
+typedef struct ckpt_thread {
+        store_checkpointer *c;
+        volatile bool stop;
+        int runs, failures, max_copied;
+} ckpt_thread;
+
+static void *checkpoint_loop(void *userdata) {
+        ckpt_thread *t = userdata;
+
+        while (!t->stop) {
+                int log = 0, copied = 0;
+
+                if (store_checkpointer_run(t->c, &log, &copied) < 0)
+                        t->failures++;
+                t->runs++;
+                t->max_copied = MAX(t->max_copied, copied);
+                usleep(500);
+        }
+        return NULL;
+}
+
+static void remove_db_dir(const char *dir, const char *path) {
+        char p[PATH_MAX];
+
+        unlink(path);
+        snprintf(p, sizeof p, "%s-wal", path);
+        unlink(p);
+        snprintf(p, sizeof p, "%s-shm", path);
+        unlink(p);
+        rmdir(dir);
+}
+
+static void write_strings(store *s, int batch, int n) {
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < n; i++) {
+                char name[64];
+                int64_t id;
+                snprintf(name, sizeof name, "string-%d-%d-padding-padding-padding-padding", batch, i);
+                ASSERT_OK(store_intern_string(s, name, &id));
+        }
+        ASSERT_OK(store_commit(s));
+}
+
+/* The daemon's way: the writer says a checkpoint is due, another thread
+ * makes it on a connection of its own, while the writer goes on. */
+TEST(checkpoint_on_its_own_connection) {
+        char dir[] = "/tmp/test-store-ckpt2.XXXXXX", path[128], wal[160];
+        store_checkpointer *c = NULL;
+        ckpt_thread t = {};
+        pthread_t th;
+        int log = 0, copied = 0;
+        store *s = NULL;
+        struct stat st;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        snprintf(wal, sizeof wal, "%s-wal", path);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        ASSERT_OK(store_checkpointer_new(path, &c));
+        ASSERT_TRUE(!store_checkpoint_due(s));
+        for (int b = 0; b < 400; b++)
+                write_strings(s, b, 50);
+        /* Due once: the caller takes it. */
+        ASSERT_TRUE(store_checkpoint_due(s));
+        ASSERT_TRUE(!store_checkpoint_due(s));
+
+        /* A batch open on the writer does not stop it. */
+        ASSERT_OK(store_begin(s));
+        int64_t id;
+        ASSERT_OK(store_intern_string(s, "in-an-open-batch", &id));
+        ASSERT_OK(store_checkpointer_run(c, &log, &copied));
+        ASSERT_GE(log, 1000);
+        ASSERT_EQ(copied, log);
+        ASSERT_OK(store_commit(s));
+
+        /* Concurrently with 200 more batches. */
+        t.c = c;
+        ASSERT_EQ(pthread_create(&th, NULL, checkpoint_loop, &t), 0);
+        for (int b = 400; b < 600; b++)
+                write_strings(s, b, 50);
+        t.stop = true;
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+        ASSERT_EQ(t.failures, 0);
+        ASSERT_GT(t.runs, 0);
+        ASSERT_GT(t.max_copied, 0);
+
+        /* Closing the checkpointer first leaves the writer the last
+         * connection: its close copies the rest and removes the WAL. */
+        c = store_checkpointer_free(c);
+        ASSERT_OK(store_check_integrity(s));
+        store_free(s);
+        ASSERT_LT(stat(wal, &st), 0);
+
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        int64_t again;
+        ASSERT_OK(store_intern_string(s, "string-599-49-padding-padding-padding-padding", &again));
+        ASSERT_OK(store_check_integrity(s));
+        store_free(s);
+        remove_db_dir(dir, path);
+}
+
 TEST(checkpoint_is_explicit) {
         char dir[] = "/tmp/test-store-ckpt.XXXXXX", path[128], wal[160];
         struct stat st;
@@ -957,26 +1059,14 @@ TEST(checkpoint_is_explicit) {
         ASSERT_EQ(store_checkpoint(s), 0);
         /* Enough commits to pass 1000 WAL frames: sqlite does not
          * checkpoint by itself, store_checkpoint() then does. */
-        for (int b = 0; b < 400; b++) {
-                ASSERT_OK(store_begin(s));
-                for (int i = 0; i < 50; i++) {
-                        char name[64];
-                        int64_t id;
-                        snprintf(name, sizeof name, "string-%d-%d-padding-padding-padding-padding", b, i);
-                        ASSERT_OK(store_intern_string(s, name, &id));
-                }
-                ASSERT_OK(store_commit(s));
-        }
+        for (int b = 0; b < 400; b++)
+                write_strings(s, b, 50);
         ASSERT_EQ(stat(wal, &st), 0);
         ASSERT_GT(st.st_size, 1000 * 8192);
         ASSERT_EQ(store_checkpoint(s), 1);
         ASSERT_EQ(store_checkpoint(s), 0);
         store_free(s);
-        unlink(wal);
-        snprintf(wal, sizeof wal, "%s-shm", path);
-        unlink(wal);
-        unlink(path);
-        rmdir(dir);
+        remove_db_dir(dir, path);
 }
 
 static int add_event(store *s, uint64_t t, int64_t boot, const char *kind, int64_t module, int64_t ksym,
