@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Open addressing with linear probing over a power-of-two table. There is
  * no deletion (only clear), so probing needs no tombstones: a lookup stops
- * at the first empty slot. Each slot keeps the full 64-bit hash, so a probe
- * compares key bytes only when the hashes match and a grow never rehashes
+ * at the first empty slot. The full 64-bit hashes of the slots are an array
+ * of their own: a probe walks 8 bytes a slot (eight to a cache line) and
+ * reads a slot's key only when the hashes match, and a grow never rehashes
  * key bytes. Keys up to 16 bytes (integers and pairs) live in the slot;
  * longer keys are copied into an arena that is freed as a whole. */
 
@@ -19,7 +20,6 @@
 #define ARENA_CHUNK_BYTES (64 * 1024)
 
 typedef struct entry {
-        uint64_t hash;          /* 0 marks an empty slot; real hashes are never 0 */
         int64_t value;
         uint32_t key_len;
         union {
@@ -35,7 +35,8 @@ typedef struct arena_chunk {
 } arena_chunk;
 
 struct hashmap {
-        entry *entries;
+        uint64_t *hashes;       /* of each slot; 0 marks an empty slot (real hashes are never 0) */
+        entry *entries;         /* valid where hashes[] is not 0 */
         size_t capacity;        /* 0 or a power of two */
         size_t size;
         arena_chunk *arena;     /* head is the chunk being filled */
@@ -143,6 +144,7 @@ hashmap *hashmap_free(hashmap *h) {
                 return NULL;
 
         arena_free(h->arena);
+        free(h->hashes);
         free(h->entries);
         free(h);
         return NULL;
@@ -157,8 +159,8 @@ void hashmap_clear(hashmap *h) {
         h->arena_bytes = 0;
         /* Keep the table: a map that is cleared (e.g. a cache at its size
          * limit) is about to fill up to the same size again. */
-        if (h->entries)
-                memset(h->entries, 0, h->capacity * sizeof(entry));
+        if (h->hashes)
+                memset(h->hashes, 0, h->capacity * sizeof(uint64_t));
         h->size = 0;
 }
 
@@ -171,7 +173,7 @@ size_t hashmap_memory_bytes(const hashmap *h) {
 
         if (!h)
                 return 0;
-        n = sizeof *h + h->capacity * sizeof(entry);
+        n = sizeof *h + h->capacity * (sizeof(uint64_t) + sizeof(entry));
         return n + h->arena_bytes;
 }
 
@@ -198,21 +200,26 @@ static const uint8_t *arena_copy(hashmap *h, const void *key, size_t len) {
 }
 
 /* Returns the slot holding key, or the empty slot where it would go. */
-static entry *find_slot(const hashmap *h, uint64_t hash, const void *key, size_t len) {
+static size_t find_slot(const hashmap *h, uint64_t hash, const void *key, size_t len) {
         size_t mask = h->capacity - 1;
 
         for (size_t i = hash & mask;; i = (i + 1) & mask) {
-                entry *e = h->entries + i;
+                uint64_t x = h->hashes[i];
 
-                if (e->hash == 0)
-                        return e;
-                if (e->hash == hash && e->key_len == len && memcmp(entry_key(e), key, len) == 0)
-                        return e;
+                if (x == 0)
+                        return i;
+                if (x == hash) {
+                        const entry *e = h->entries + i;
+
+                        if (e->key_len == len && memcmp(entry_key(e), key, len) == 0)
+                                return i;
+                }
         }
 }
 
 static int grow(hashmap *h) {
         size_t new_capacity;
+        uint64_t *nh;
         entry *n;
 
         if (h->capacity == 0)
@@ -221,25 +228,32 @@ static int grow(hashmap *h) {
                  new_capacity > SIZE_MAX / sizeof(entry))
                 return -ENOMEM;
 
-        n = calloc(new_capacity, sizeof(entry));
-        if (!n)
+        nh = calloc(new_capacity, sizeof(uint64_t));
+        n = malloc(new_capacity * sizeof(entry));
+        if (!nh || !n) {
+                free(nh);
+                free(n);
                 return -ENOMEM;
+        }
 
         size_t mask = new_capacity - 1;
         for (size_t i = 0; i < h->capacity; i++) {
-                const entry *e = h->entries + i;
+                uint64_t x = h->hashes[i];
                 size_t j;
 
-                if (e->hash == 0)
+                if (x == 0)
                         continue;
 
                 /* Keys are unique already: just find the first empty slot. */
-                for (j = e->hash & mask; n[j].hash != 0; j = (j + 1) & mask)
+                for (j = x & mask; nh[j] != 0; j = (j + 1) & mask)
                         ;
-                n[j] = *e;
+                nh[j] = x;
+                n[j] = h->entries[i];
         }
 
+        free(h->hashes);
         free(h->entries);
+        h->hashes = nh;
         h->entries = n;
         h->capacity = new_capacity;
         return 0;
@@ -248,6 +262,7 @@ static int grow(hashmap *h) {
 int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value) {
         uint64_t hash;
         entry *e;
+        size_t i;
         int r;
 
         if (!h || (!key && key_len > 0))
@@ -264,8 +279,9 @@ int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value) {
         }
 
         hash = hash_bytes(key, key_len);
-        e = find_slot(h, hash, key, key_len);
-        if (e->hash != 0) {
+        i = find_slot(h, hash, key, key_len);
+        e = h->entries + i;
+        if (h->hashes[i] != 0) {
                 e->value = value;
                 return 0;
         }
@@ -281,7 +297,7 @@ int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value) {
                 e->key = copy;
         }
 
-        e->hash = hash;
+        h->hashes[i] = hash;
         e->key_len = (uint32_t) key_len;
         e->value = value;
         h->size++;
@@ -289,19 +305,19 @@ int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value) {
 }
 
 int hashmap_get(const hashmap *h, const void *key, size_t key_len, int64_t *ret_value) {
-        const entry *e;
+        size_t i;
 
         if (!h || (!key && key_len > 0))
                 return -EINVAL;
         if (h->capacity == 0 || key_len > UINT32_MAX)
                 return -ENOENT;
 
-        e = find_slot(h, hash_bytes(key, key_len), key, key_len);
-        if (e->hash == 0)
+        i = find_slot(h, hash_bytes(key, key_len), key, key_len);
+        if (h->hashes[i] == 0)
                 return -ENOENT;
 
         if (ret_value)
-                *ret_value = e->value;
+                *ret_value = h->entries[i].value;
         return 0;
 }
 

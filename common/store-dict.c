@@ -150,11 +150,13 @@ static int decode_row_block(sample_codec *codec, dict_kind kind, size_t width, s
 
 static void index_insert(dict *d, size_t pos) {
         size_t mask = d->capacity - 1;
-        size_t i = values_hash(row_at(d, pos) + 1, d->width - 1) & mask;
+        unsigned shift = slot_shift(d->capacity);
+        uint64_t h = values_hash(row_at(d, pos) + 1, d->width - 1);
+        size_t i = h & mask;
 
         while (d->slots[i] != 0)
                 i = (i + 1) & mask;
-        d->slots[i] = (uint32_t) pos + 1;
+        d->slots[i] = slot_make(slot_tag(h, shift), shift, pos);
 }
 
 /* Room for one more row: the index stays at most half full. */
@@ -188,12 +190,20 @@ static int index_reserve(dict *d) {
 
 static int index_find(const dict *d, const int64_t *values, int64_t *ret_id) {
         size_t mask = d->capacity - 1, n = d->width - 1;
+        unsigned shift;
+        uint64_t h;
+        uint32_t tag;
 
         if (d->capacity == 0)
                 return -ENOENT;
-        for (size_t i = values_hash(values, n) & mask; d->slots[i] != 0; i = (i + 1) & mask) {
-                const int64_t *row = row_at(d, d->slots[i] - 1);
+        shift = slot_shift(d->capacity);
+        h = values_hash(values, n);
+        tag = slot_tag(h, shift);
+        for (size_t i = h & mask; d->slots[i] != 0; i = (i + 1) & mask) {
+                if (!slot_has_tag(d->slots[i], tag, shift))
+                        continue;
 
+                const int64_t *row = row_at(d, slot_pos(d->slots[i], shift));
                 size_t k = 0;
 
                 /* n is 2 or 6: a loop the compiler keeps in registers,

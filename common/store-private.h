@@ -47,6 +47,33 @@ static inline int array_reserve_one(void **p, size_t *alloc, size_t n, size_t el
         return 0;
 }
 
+/* Slots of the store's open-addressing indexes (the dictionaries' and
+ * the sample accumulators'): a uint32_t holding position + 1 of the row
+ * (0: empty) in the low `shift` bits, shift = log2 of the table's
+ * capacity (more than any position), and in the bits above them a tag
+ * from the hash's high half. A probe reads a row only when the tags
+ * match, so a lookup that misses seldom touches the rows at all. The
+ * slot's position in the table comes from the hash's low bits. */
+static inline unsigned slot_shift(size_t capacity) {
+        return (unsigned) __builtin_ctzll((unsigned long long) capacity);
+}
+
+static inline uint32_t slot_tag(uint64_t hash, unsigned shift) {
+        return shift >= 32 ? 0 : (uint32_t) ((hash >> 32) & ((UINT64_C(1) << (32 - shift)) - 1));
+}
+
+static inline uint32_t slot_make(uint32_t tag, unsigned shift, size_t pos) {
+        return (uint32_t) (((uint64_t) tag << shift) | (uint64_t) (pos + 1));
+}
+
+static inline bool slot_has_tag(uint32_t slot, uint32_t tag, unsigned shift) {
+        return (uint32_t) ((uint64_t) slot >> shift) == tag;
+}
+
+static inline size_t slot_pos(uint32_t slot, unsigned shift) {
+        return (size_t) ((uint64_t) slot & ((UINT64_C(1) << shift) - 1)) - 1;
+}
+
 sqlite3 *store_sqlite(store *s);
 int store_prepare(store *s, const char *sql, sqlite3_stmt **ret);
 int store_step_done(store *s, sqlite3_stmt *st);

@@ -228,11 +228,13 @@ static bool same_key(const block_entry *a, const block_entry *b) {
 }
 
 static void acc_index_insert(acc *a, size_t pos) {
-        size_t mask = a->capacity - 1, i = entry_hash(a->v + pos) & mask;
+        unsigned shift = slot_shift(a->capacity);
+        uint64_t h = entry_hash(a->v + pos);
+        size_t mask = a->capacity - 1, i = h & mask;
 
         while (a->slots[i] != 0)
                 i = (i + 1) & mask;
-        a->slots[i] = (uint32_t) pos + 1;
+        a->slots[i] = slot_make(slot_tag(h, shift), shift, pos);
 }
 
 /* Indexes v[0..n) again, in a table of at least `capacity` slots. */
@@ -288,6 +290,9 @@ static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id)
 
 static int acc_add(acc *a, const block_entry *e) {
         size_t mask, i;
+        unsigned shift;
+        uint64_t h;
+        uint32_t tag;
         int r;
 
         if ((a->n + 1) * 2 > a->capacity) {
@@ -296,8 +301,14 @@ static int acc_add(acc *a, const block_entry *e) {
                         return r;
         }
         mask = a->capacity - 1;
-        for (i = entry_hash(e) & mask; a->slots[i] != 0; i = (i + 1) & mask) {
-                block_entry *x = a->v + a->slots[i] - 1;
+        shift = slot_shift(a->capacity);
+        h = entry_hash(e);
+        tag = slot_tag(h, shift);
+        for (i = h & mask; a->slots[i] != 0; i = (i + 1) & mask) {
+                if (!slot_has_tag(a->slots[i], tag, shift))
+                        continue;
+
+                block_entry *x = a->v + slot_pos(a->slots[i], shift);
 
                 if (same_key(x, e)) {
                         x->count += e->count;
@@ -314,7 +325,7 @@ static int acc_add(acc *a, const block_entry *e) {
                 a->alloc = n;
         }
         a->v[a->n] = *e;
-        a->slots[i] = (uint32_t) ++a->n;
+        a->slots[i] = slot_make(tag, shift, a->n++);
         return 0;
 }
 
