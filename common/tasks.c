@@ -173,6 +173,7 @@ static void list_unlink(list_link *l) {
 typedef struct file_ref {
         size_t refs;
         uint64_t hash;
+        uint64_t id;
         char build_id[BUILD_ID_HEX_MAX];
         char path[];
 } file_ref;
@@ -216,6 +217,7 @@ struct tasks {
         size_t n_process_placeholders, n_thread_placeholders;
         size_t n_maps_total;
         size_t max_processes, max_threads, max_maps_per_process, max_maps_total;
+        uint64_t next_file_id;
 };
 
 static bool match_pid(const void *val, const void *key) {
@@ -260,6 +262,7 @@ static int file_intern(tasks *t, const char *path, const char *build_id, file_re
                 return -ENOMEM;
         f->refs = 1;
         f->hash = h;
+        f->id = ++t->next_file_id;
         snprintf(f->build_id, sizeof(f->build_id), "%s", build_id);
         memcpy(f->path, path, l + 1);
         r = table_put(&t->files, h, f);
@@ -892,6 +895,7 @@ int tasks_find_mapping(tasks *t, uint32_t pid, uint64_t addr, mapping *ret) {
                         .end = m->end,
                         .pgoff = m->pgoff,
                         .path = m->file->path,
+                        .file_id = m->file->id,
                 };
                 memcpy(ret->build_id, m->file->build_id, sizeof(ret->build_id));
         }

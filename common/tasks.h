@@ -20,6 +20,10 @@ typedef struct mapping {
         uint64_t start, end;    /* [start, end) */
         uint64_t pgoff;         /* file offset of start */
         const char *path;       /* owned by the table */
+        /* The file (path and build-id) as a number, never given to
+         * another file by this table: a key for caches of what the file's
+         * offsets resolve to. */
+        uint64_t file_id;
         char build_id[BUILD_ID_HEX_MAX]; /* "" if unknown */
 } mapping;
 

@@ -56,6 +56,9 @@ struct ingest {
         /* (kernel address, layout epoch) -> interned frame id, valid for
          * one layout generation */
         hashmap *kframe_cache;
+        /* (file id of the tasks table, file offset) -> interned frame id
+         * of a user frame in a file */
+        hashmap *ufile_cache;
         /* (pid, maps generation of pid, raw callchain) -> leaf stack id. A
          * repeated call chain costs one lookup instead of one per frame. */
         hashmap *stack_cache;
@@ -101,6 +104,8 @@ int ingest_new(store *st, const char *root, ingest **ret) {
         if (r >= 0)
                 r = hashmap_new(&in->kframe_cache);
         if (r >= 0)
+                r = hashmap_new(&in->ufile_cache);
+        if (r >= 0)
                 r = hashmap_new(&in->stack_cache);
         if (r >= 0)
                 r = hashmap_new(&in->path_cache);
@@ -122,6 +127,7 @@ ingest *ingest_free(ingest *in) {
         layout_free(in->layout);
         tasks_free(in->tasks);
         hashmap_free(in->kframe_cache);
+        hashmap_free(in->ufile_cache);
         hashmap_free(in->stack_cache);
         hashmap_free(in->path_cache);
         hashmap_free(in->maps_gen);
@@ -241,7 +247,8 @@ size_t ingest_buffer_bytes(const ingest *in) {
 }
 
 size_t ingest_cache_bytes(const ingest *in) {
-        return hashmap_memory_bytes(in->kframe_cache) + hashmap_memory_bytes(in->stack_cache) +
+        return hashmap_memory_bytes(in->kframe_cache) + hashmap_memory_bytes(in->ufile_cache) +
+               hashmap_memory_bytes(in->stack_cache) +
                hashmap_memory_bytes(in->path_cache) +
                hashmap_memory_bytes(in->maps_gen) + store_cache_bytes(in->store);
 }
@@ -308,24 +315,37 @@ static int kernel_frame_id(ingest *in, uint64_t ip, uint64_t time, int64_t *ret)
  * every executable mapping of a process whose mappings are known. */
 static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, bool return_address, int64_t *ret) {
         frame f = { .kind = FRAME_USER, .addr = ip };
+        uint64_t key[2];
         mapping m;
+        int r;
 
         if (tasks_find_mapping(in->tasks, pid, ip, &m) < 0) {
                 if (return_address && tasks_n_mappings(in->tasks, pid) > 0)
                         return 1;
-        } else {
-                f.module = m.path;
-                f.offset = m.pgoff + (ip - m.start);
-                f.build_id = m.build_id[0] ? m.build_id : NULL;
-                /* A file's code is the same frame in every process that
-                 * maps it, wherever ASLR put it: keyed by the file, its
-                 * build-id and the file offset, not by the process's
-                 * address. Anonymous memory ("", "[heap]", "//anon") has
-                 * no such identity. */
-                if (m.path && m.path[0] == '/')
-                        f.addr = f.offset;
+                return store_intern_frame(in->store, &f, ret);
         }
-        return store_intern_frame(in->store, &f, ret);
+        f.module = m.path;
+        f.offset = m.pgoff + (ip - m.start);
+        f.build_id = m.build_id[0] ? m.build_id : NULL;
+        /* A file's code is the same frame in every process that maps it,
+         * wherever ASLR put it: keyed by the file, its build-id and the
+         * file offset, not by the process's address. Anonymous memory
+         * ("", "[heap]", "//anon") has no such identity. */
+        if (!m.path || m.path[0] != '/')
+                return store_intern_frame(in->store, &f, ret);
+        f.addr = f.offset;
+
+        /* Two numbers instead of the frame's path and build-id. */
+        key[0] = m.file_id;
+        key[1] = f.offset;
+        if (hashmap_get(in->ufile_cache, key, sizeof key, ret) >= 0)
+                return 0;
+        r = store_intern_frame(in->store, &f, ret);
+        if (r < 0)
+                return r;
+        if (hashmap_size(in->ufile_cache) >= STACK_CACHE_MAX_ENTRIES)
+                hashmap_clear(in->ufile_cache);
+        return hashmap_put(in->ufile_cache, key, sizeof key, *ret);
 }
 
 static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns) {
@@ -343,6 +363,7 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         if (store_generation(in->store) != in->store_gen) {
                 /* Ids of an older generation must not be used again. */
                 hashmap_clear(in->kframe_cache);
+                hashmap_clear(in->ufile_cache);
                 hashmap_clear(in->stack_cache);
                 hashmap_clear(in->path_cache);
                 in->store_gen = store_generation(in->store);
@@ -561,6 +582,7 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
  * database, so the caches that hold them must go too. */
 static void forget_batch_ids(ingest *in) {
         hashmap_clear(in->kframe_cache);
+        hashmap_clear(in->ufile_cache);
         hashmap_clear(in->stack_cache);
         hashmap_clear(in->path_cache);
 }
