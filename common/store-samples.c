@@ -55,6 +55,12 @@ static const struct level_info {
         unsigned source;        /* the level its blocks are made from (none for 0) */
         unsigned finer;         /* the level a reader goes down to for what this one lacks */
         bool leaf;              /* keyed by (cpu, comm, leaf frame) only */
+        /* Writes the leaf frame column. The buckets do, for reports of
+         * functions that the leaf levels cannot answer (one pid): their
+         * minutes and hours, kept where they sum well, have few stacks
+         * to look up; churn makes them markers and sends readers to the
+         * buckets, whose stacks are too many to look up one by one. */
+        bool frames;
         /* A period whose entries would be more than keep_num/keep_den of
          * the entries it sums is not stored: a marker block says to read
          * the finer level instead, which costs a reader not many more
@@ -62,11 +68,11 @@ static const struct level_info {
          * common report reads, are kept more readily. */
         unsigned keep_num, keep_den;
 } levels[SAMPLE_LEVELS] = {
-        [SAMPLE_LEVEL_BUCKET]      = { STORE_BUCKET_NS, 0, 0, false, 1, 1 },
-        [SAMPLE_LEVEL_MINUTE]      = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, false, 1, 2 },
-        [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_MINUTE, false, 1, 2 },
-        [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, 9, 10 },
-        [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, 9, 10 },
+        [SAMPLE_LEVEL_BUCKET]      = { STORE_BUCKET_NS, 0, 0, false, true, 1, 1 },
+        [SAMPLE_LEVEL_MINUTE]      = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, false, false, 1, 2 },
+        [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_MINUTE, false, false, 1, 2 },
+        [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10 },
+        [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, true, 9, 10 },
 };
 
 /* Below this many entries a period is stored whatever it sums. */
@@ -380,8 +386,8 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         size_t size;
         int r;
 
-        /* The full levels find leaf frames from their stacks. */
-        r = sample_block_encode(w->codec, v, n, levels[level].leaf, &data, &size);
+        /* Minutes and hours find leaf frames from their stacks. */
+        r = sample_block_encode(w->codec, v, n, levels[level].frames, &data, &size);
         if (r < 0)
                 return r;
         r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
@@ -692,9 +698,10 @@ void sample_writer_committed(sample_writer *w) {
 
 /* ---- rebuilding the open periods ---- */
 
-/* The leaf frames of entries read back from blocks of the full levels,
- * which do not store them: a stack id is its leaf node, whose frame it
- * is. Those blocks are committed, so are their stacks. */
+/* The leaf frames of entries read back from blocks without them (buckets
+ * of format 1, and of the first schema-8 writers): a stack id is its leaf
+ * node, whose frame it is. Those blocks are committed, so are their
+ * stacks. */
 static int resolve_leaf_frames(sample_writer *w, dict_reader **reader, block_entry *v, size_t n) {
         int r;
 
