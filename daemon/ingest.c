@@ -19,6 +19,9 @@
  * call chain that went astray, dropped. */
 #define CONTEXT_INVALID_USER UINT64_C(1)
 #define STACK_CACHE_MAX_ENTRIES (256 * 1024)
+/* User frames by (file, offset): the hot ones of a busy machine fit; the
+ * table (40 bytes a slot, at most 70% full) stays ~2.5 MiB. */
+#define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
 /* The caches keyed by whole call chains hold keys of up to ~1 KiB: bound
  * them by bytes too, or a churning machine's stacks fill hundreds of MB. */
 #define CHAIN_CACHE_MAX_BYTES (4 * 1024 * 1024)
@@ -343,7 +346,7 @@ static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, bool return_addr
         r = store_intern_frame(in->store, &f, ret);
         if (r < 0)
                 return r;
-        if (hashmap_size(in->ufile_cache) >= STACK_CACHE_MAX_ENTRIES)
+        if (hashmap_size(in->ufile_cache) >= UFILE_CACHE_MAX_ENTRIES)
                 hashmap_clear(in->ufile_cache);
         return hashmap_put(in->ufile_cache, key, sizeof key, *ret);
 }
