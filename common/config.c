@@ -27,6 +27,9 @@ void config_init(config *c) {
                 .database_max_size_auto = true,
                 .rescan_interval_ns = 60 * NSEC_PER_SEC,
                 .max_clients = 64,
+                .max_clients_per_user = 8,
+                .max_queries_per_user = 2,
+                .client_timeout_ns = 60 * NSEC_PER_SEC,
                 .query_max_rows = 10000,
                 .query_max_stacks = 20000,
                 .log_level = LOG_INFO,
@@ -255,8 +258,20 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 return 0;
         }
         if (strcmp(key, "max_clients") == 0)
-                return parse_u32(v, 1, 4096, &c->max_clients) < 0
+                return parse_u32(v, CONFIG_ROOT_CLIENTS + 1, 4096, &c->max_clients) < 0
+                        ? (*ret_why = "expected a number 3..4096", -EINVAL) : 0;
+        if (strcmp(key, "max_clients_per_user") == 0)
+                return parse_u32(v, 1, 4096, &c->max_clients_per_user) < 0
                         ? (*ret_why = "expected a number 1..4096", -EINVAL) : 0;
+        if (strcmp(key, "max_queries_per_user") == 0)
+                return parse_u32(v, 1, 16, &c->max_queries_per_user) < 0
+                        ? (*ret_why = "expected a number 1..16", -EINVAL) : 0;
+        if (strcmp(key, "client_timeout") == 0) {
+                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 3600 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 1s and 1h (e.g. 60s)", -EINVAL;
+                c->client_timeout_ns = ns - ns % NSEC_PER_SEC;
+                return 0;
+        }
         if (strcmp(key, "query_max_rows") == 0)
                 return parse_u32(v, 1, 1000000, &c->query_max_rows) < 0
                         ? (*ret_why = "expected a number 1..1000000", -EINVAL) : 0;
@@ -360,8 +375,10 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 
 char *config_format(const config *c) {
         char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
+        char client_timeout[32];
         char *s;
 
+        fmt_duration_key(c->client_timeout_ns, client_timeout, sizeof client_timeout);
         fmt_duration_key(c->snapshot_delay_ns, delay, sizeof delay);
         if (c->cache_max_age_ns)
                 fmt_duration_key(c->cache_max_age_ns, max_age, sizeof max_age);
@@ -405,6 +422,9 @@ char *config_format(const config *c) {
                      "database_max_size = %s\n"
                      "rescan_interval = %s\n"
                      "max_clients = %u\n"
+                     "max_clients_per_user = %u\n"
+                     "max_queries_per_user = %u\n"
+                     "client_timeout = %s\n"
                      "query_max_rows = %u\n"
                      "query_max_stacks = %u\n"
                      "log_level = %s\n"
@@ -415,6 +435,7 @@ char *config_format(const config *c) {
                      "cache_max_age = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, rescan, c->max_clients,
+                     c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
                      max_age) < 0)

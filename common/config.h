@@ -23,7 +23,10 @@ typedef struct config {
         uint64_t database_max_size_bytes; /* 0 = no cap; see database_max_size_auto */
         bool database_max_size_auto;    /* the smaller of 1 GiB and 5% of the file system */
         uint64_t rescan_interval_ns;    /* proc/modules is compared with the layout this often; 0 = never */
-        uint32_t max_clients;
+        uint32_t max_clients;           /* connections; the last CONFIG_ROOT_CLIENTS of them are root's */
+        uint32_t max_clients_per_user;  /* connections of one uid other than root */
+        uint32_t max_queries_per_user;  /* calls of one uid other than root in progress at once */
+        uint64_t client_timeout_ns;     /* an idle client, or one that reads no replies, is dropped after this */
         uint32_t query_max_rows;
         uint32_t query_max_stacks;
         int log_level;                  /* syslog level */
@@ -35,6 +38,9 @@ typedef struct config {
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u
+/* Connections only root may take: root gets an answer whoever else holds
+ * the rest. */
+#define CONFIG_ROOT_CLIENTS 2u
 #define CONFIG_MAX_CALLCHAIN_DEPTH 127u
 
 void config_init(config *c);            /* the documented defaults */

@@ -334,6 +334,9 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
                 set_rescan_timer(d);
         }
         d->cfg.max_clients = n.max_clients;
+        d->cfg.max_clients_per_user = n.max_clients_per_user;
+        d->cfg.max_queries_per_user = n.max_queries_per_user;
+        d->cfg.client_timeout_ns = n.client_timeout_ns;
         d->cfg.query_max_rows = n.query_max_rows;
         d->cfg.query_max_stacks = n.query_max_stacks;
         free(d->cfg.group);

@@ -22,7 +22,21 @@
 #include "workqueue.h"
 
 #define MAX_PENDING_JOBS 16
+/* Of MAX_PENDING_JOBS, these are root's only. */
+#define ROOT_JOBS 2
 #define MAX_GROUPS 256
+
+/* Memory a client can make the daemon hold (issue: a client that streams
+ * calls and reads no replies). libevent stops reading a client's socket
+ * once this much of it waits unparsed; */
+#define CLIENT_INPUT_HIGH (256u * 1024u)
+/* a client with more than this of replies unread gets no new call taken
+ * (its calls wait in its socket); */
+#define CLIENT_OUTPUT_PAUSE (1024u * 1024u)
+/* and with more than this unread over all clients, nobody does. Each
+ * client's unread replies are thus at most the pause mark plus one
+ * answer, and client_timeout drops a client that reads none. */
+#define SERVER_OUTPUT_PAUSE (64u * 1024u * 1024u)
 
 typedef struct client client;
 
@@ -51,6 +65,7 @@ struct client {
         pid_t pid;
         bool authorized;
         bool busy;              /* a job is in flight; further calls wait */
+        bool paused;            /* calls wait: too many replies unread (by it or by all) */
         bool dead;              /* disconnected; freed when no job refers to it */
         bool close_after_write;
         unsigned refs;
@@ -65,6 +80,9 @@ struct server {
         gid_t gid;
         bool have_gid;
         uint32_t max_clients, max_rows, max_stacks;
+        uint32_t max_clients_per_user, max_queries_per_user;
+        uint64_t client_timeout_ns;
+        bool output_paused;     /* some client waits for the unread total to fall */
         server_status_cb status_cb;
         server_rescan_cb rescan_cb;
         server_async_cb async_cb;
@@ -77,9 +95,12 @@ struct server {
         client *clients;
         unsigned n_clients;
 
-        workqueue *queue;
-        unsigned n_jobs;
-        store *ro;              /* the worker thread's own connection */
+        /* Queries and the journal on one worker thread; status on
+         * another, so that it never waits behind a query. Each has its
+         * own connection. */
+        workqueue *queue, *status_queue;
+        unsigned n_jobs;        /* on queue */
+        store *ro, *status_ro;
 };
 
 static void client_unref(client *c);
@@ -107,15 +128,17 @@ static char *error_reply(const char *error, const char *message) {
         return s;
 }
 
-static int worker_store(server *s, store **ret) {
+/* The connection of the thread that runs j. */
+static int worker_store(server *s, const job *j, store **ret) {
+        store **ro = j->kind == JOB_STATUS ? &s->status_ro : &s->ro;
         int r;
 
-        if (!s->ro) {
-                r = store_open(s->db_path, STORE_READONLY, &s->ro);
+        if (!*ro) {
+                r = store_open(s->db_path, STORE_READONLY, ro);
                 if (r < 0)
                         return r;
         }
-        *ret = s->ro;
+        *ret = *ro;
         return 0;
 }
 
@@ -147,7 +170,7 @@ static char **worker_query(server *s, job *j) {
         if (r < 0)
                 return single(error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters"));
 
-        r = worker_store(s, &st);
+        r = worker_store(s, j, &st);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "cannot open the database %s: %s", s->db_path, strerror(-r));
                 return single(error_reply(PERFSNAP_ERROR_INTERNAL, msg));
@@ -177,7 +200,7 @@ static char *worker_status(server *s, job *j) {
         store_stats st = {};
         store *ro;
 
-        if (worker_store(s, &ro) >= 0 && store_get_stats(ro, &st) >= 0) {
+        if (worker_store(s, j, &ro) >= 0 && store_get_stats(ro, &st) >= 0) {
                 json_object_object_add(j->params, "stored_samples", json_object_new_int64((int64_t) st.samples));
                 json_object_object_add(j->params, "stored_lost", json_object_new_int64((int64_t) st.lost));
                 json_object_object_add(j->params, "db_bytes", json_object_new_int64((int64_t) st.db_bytes));
@@ -233,7 +256,7 @@ static char *worker_layout(server *s, job *j) {
                 snprintf(msg, sizeof msg, "parameter \"%s\" has the wrong type", why);
                 return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, msg);
         }
-        r = worker_store(s, &st);
+        r = worker_store(s, j, &st);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "cannot open the database %s: %s", s->db_path, strerror(-r));
                 return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
@@ -278,7 +301,7 @@ static char *worker_cache_list(server *s, job *j) {
                 snprintf(msg, sizeof msg, "cannot read the cache %s: %s", s->cache_dir, strerror(-r));
                 return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
         }
-        (void) worker_store(s, &st);
+        (void) worker_store(s, j, &st);
         res = json_object_new_object();
         a = json_object_new_array();
         json_object_object_add(res, "cache_dir", json_object_new_string(s->cache_dir));
@@ -339,8 +362,15 @@ static void client_send(client *c, char *msg) {
         free(msg);
 }
 
+static void wake_paused(server *s);
+
+/* After a disconnect (the client is unlinked): what it left unread no
+ * longer counts. */
 static void client_destroy_deferred(evutil_socket_t fd, short what, void *userdata) {
-        client_unref(userdata);
+        client *c = userdata;
+
+        wake_paused(c->server);
+        client_unref(c);
 }
 
 static void client_free(client *c) {
@@ -374,11 +404,31 @@ static void client_disconnect(client *c) {
         event_base_once(s->base, -1, EV_TIMEOUT, client_destroy_deferred, c, NULL);
 }
 
+/* Calls of c's user in progress (a client has one at a time). */
+static unsigned user_jobs(const server *s, uid_t uid) {
+        unsigned n = 0;
+
+        for (const client *x = s->clients; x; x = x->next)
+                n += x->uid == uid && x->busy;
+        return n;
+}
+
+/* -EBUSY with *why if c may not start a call on the query thread now. */
+static int may_start_job(server *s, const client *c, const char **why) {
+        if (s->n_jobs >= MAX_PENDING_JOBS || (c->uid != 0 && s->n_jobs >= MAX_PENDING_JOBS - ROOT_JOBS)) {
+                *why = "too many requests in progress; try again";
+                return -EBUSY;
+        }
+        if (c->uid != 0 && user_jobs(s, c->uid) >= s->max_queries_per_user) {
+                *why = "too many requests of this user in progress (max_queries_per_user); try again";
+                return -EBUSY;
+        }
+        return 0;
+}
+
 static job *job_new(server *s, client *c, job_kind kind, json_object *params, bool more) {
         job *j;
 
-        if (s->n_jobs >= MAX_PENDING_JOBS)
-                return NULL;
         j = calloc(1, sizeof *j);
         if (!j)
                 return NULL;
@@ -390,19 +440,21 @@ static job *job_new(server *s, client *c, job_kind kind, json_object *params, bo
         j->more = more;
         c->refs++;
         c->busy = true;
-        s->n_jobs++;
+        if (kind != JOB_STATUS)
+                s->n_jobs++;
         return j;
 }
 
 /* A call the daemon answers later: the client waits (busy) meanwhile. */
-static int start_async(server *s, client *c, const char *method, json_object *params) {
+static int start_async(server *s, client *c, const char *method, json_object *params, const char **why) {
         job *j;
         int r;
 
         if (!s->async_cb)
                 return -EOPNOTSUPP;
-        if (s->n_jobs >= MAX_PENDING_JOBS)
-                return -EBUSY;
+        r = may_start_job(s, c, why);
+        if (r < 0)
+                return r;
         j = job_new(s, c, JOB_ASYNC, NULL, false);
         if (!j)
                 return -ENOMEM;
@@ -438,15 +490,19 @@ char *server_error_reply(const char *error, const char *message) {
         return error_reply(error, message);
 }
 
-static int submit_job(server *s, client *c, job_kind kind, json_object *params, bool more) {
+static int submit_job(server *s, client *c, job_kind kind, json_object *params, bool more, const char **why) {
         job *j;
+        int r;
 
-        if (s->n_jobs >= MAX_PENDING_JOBS)
-                return -EBUSY;
+        if (kind != JOB_STATUS) {
+                r = may_start_job(s, c, why);
+                if (r < 0)
+                        return r;
+        }
         j = job_new(s, c, kind, params, more);
         if (!j)
                 return -ENOMEM;
-        workqueue_submit(s->queue, &j->item);
+        workqueue_submit(kind == JOB_STATUS ? s->status_queue : s->queue, &j->item);
         return 0;
 }
 
@@ -458,7 +514,8 @@ static void job_done(workqueue_item *item, void *userdata) {
         job *j = (job *) item;
         client *c = j->client;
 
-        s->n_jobs--;
+        if (j->kind != JOB_STATUS)
+                s->n_jobs--;
         c->busy = false;
         if (!c->dead) {
                 if (!j->replies)
@@ -502,6 +559,7 @@ static bool group_allows(server *s, int fd, const struct ucred *cred) {
 static void handle_call(client *c, const char *msg) {
         server *s = c->server;
         proto_call call = {};
+        const char *why = NULL;
         json_object *p;
         char text[256];
         int r;
@@ -529,14 +587,14 @@ static void handle_call(client *c, const char *msg) {
 
         if (strcmp(call.method, PERFSNAP_METHOD_QUERY) == 0) {
                 p = json_object_get(call.parameters);   /* the job's own reference */
-                r = submit_job(s, c, JOB_QUERY, p, call.more);
+                r = submit_job(s, c, JOB_QUERY, p, call.more, &why);
                 if (r < 0)
                         json_object_put(p);
         } else if (streq(call.method, PERFSNAP_METHOD_MODULES) || streq(call.method, PERFSNAP_METHOD_EVENTS) ||
                    streq(call.method, PERFSNAP_METHOD_KSYMS)) {
                 p = json_object_get(call.parameters);
                 r = submit_job(s, c, streq(call.method, PERFSNAP_METHOD_MODULES) ? JOB_MODULES :
-                                     streq(call.method, PERFSNAP_METHOD_EVENTS) ? JOB_EVENTS : JOB_KSYMS, p, false);
+                                     streq(call.method, PERFSNAP_METHOD_EVENTS) ? JOB_EVENTS : JOB_KSYMS, p, false, &why);
                 if (r < 0)
                         json_object_put(p);
         } else if (streq(call.method, PERFSNAP_METHOD_RESCAN)) {
@@ -562,7 +620,7 @@ static void handle_call(client *c, const char *msg) {
                         client_send(c, error_reply(PERFSNAP_ERROR_PERMISSION_DENIED, text));
                         goto out;
                 }
-                r = start_async(s, c, call.method, call.parameters);
+                r = start_async(s, c, call.method, call.parameters, &why);
                 if (r == -EOPNOTSUPP || r == -EINVAL) {
                         client_send(c, error_reply(r == -EINVAL ? PERFSNAP_ERROR_INVALID_PARAMETER : PERFSNAP_ERROR_INTERNAL,
                                                    r == -EINVAL ? "invalid parameters" : "snapshots are off (cache_dir is empty)"));
@@ -572,13 +630,13 @@ static void handle_call(client *c, const char *msg) {
                 p = json_object_new_object();
                 if (s->cache_cb)
                         s->cache_cb(p, s->cache_userdata);
-                r = submit_job(s, c, JOB_CACHE_LIST, p, false);
+                r = submit_job(s, c, JOB_CACHE_LIST, p, false, &why);
                 if (r < 0)
                         json_object_put(p);
         } else if (strcmp(call.method, PERFSNAP_METHOD_STATUS) == 0) {
                 p = json_object_new_object();
                 s->status_cb(p, s->userdata);
-                r = submit_job(s, c, JOB_STATUS, p, false);
+                r = submit_job(s, c, JOB_STATUS, p, false, &why);
                 if (r < 0)
                         json_object_put(p);
         } else {
@@ -589,57 +647,143 @@ static void handle_call(client *c, const char *msg) {
                 goto out;
         }
         if (r == -EBUSY)
-                client_send(c, error_reply(PERFSNAP_ERROR_BUSY, "too many requests in progress; try again"));
+                client_send(c, error_reply(PERFSNAP_ERROR_BUSY, why ?: "too many requests in progress; try again"));
         else if (r < 0)
                 client_send(c, error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
 out:
         proto_call_done(&call);
 }
 
-static void client_process(client *c) {
-        while (!c->busy && !c->dead && !c->close_after_write) {
-                _cleanup_free_ char *msg = NULL;
+/* Replies queued to every client and not yet read. */
+static size_t server_output_bytes(const server *s) {
+        size_t n = 0;
 
-                if (msgbuf_next(&c->in, &msg) <= 0)
-                        break;
-                handle_call(c, msg);
-        }
-        if (c->close_after_write && !c->dead && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-                client_disconnect(c);
+        for (const client *x = s->clients; x; x = x->next)
+                if (!x->dead)
+                        n += evbuffer_get_length(bufferevent_get_output(x->bev));
+        return n;
 }
 
-static void on_client_read(struct bufferevent *bev, void *userdata) {
-        client *c = userdata;
-        struct evbuffer *input = bufferevent_get_input(bev);
-        char chunk[16384];
-        int n;
+/* Whether c's next call may be taken now; else it waits in c's input
+ * (and, once CLIENT_INPUT_HIGH of it waits, in the socket). */
+static bool client_may_take_call(client *c) {
+        server *s = c->server;
 
-        while (!c->close_after_write && (n = evbuffer_remove(input, chunk, sizeof chunk)) > 0) {
+        c->paused = false;
+        if (c->busy || c->dead || c->close_after_write)
+                return false;
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > CLIENT_OUTPUT_PAUSE ||
+            server_output_bytes(s) > SERVER_OUTPUT_PAUSE) {
+                c->paused = s->output_paused = true;
+                return false;
+        }
+        return true;
+}
+
+/* Takes c's calls, one at a time, parsing no more of its input than the
+ * next call needs. */
+static void client_process(client *c) {
+        struct evbuffer *input = bufferevent_get_input(c->bev);
+
+        while (client_may_take_call(c)) {
+                _cleanup_free_ char *msg = NULL;
+                char chunk[16384];
+                int n;
+
+                if (msgbuf_next(&c->in, &msg) > 0) {
+                        handle_call(c, msg);
+                        continue;
+                }
+                n = evbuffer_remove(input, chunk, sizeof chunk);
+                if (n <= 0)
+                        break;
                 if (msgbuf_feed(&c->in, chunk, (size_t) n) < 0) {
                         log_warning("Client pid %d sent a request over %u bytes; disconnecting it.",
                                     (int) c->pid, PERFSNAP_MAX_REQUEST_BYTES);
                         client_send(c, error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, "request too large"));
                         c->close_after_write = true;
-                        break;
                 }
         }
-        if (c->close_after_write)
+        if (c->close_after_write && !c->dead) {
                 evbuffer_drain(input, evbuffer_get_length(input));
-        client_process(c);
+                if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+                        client_disconnect(c);
+        }
 }
 
+static void on_client_read(struct bufferevent *bev, void *userdata) {
+        client_process(userdata);
+}
+
+/* Clients that wait for the unread total to fall take calls again. */
+static void wake_paused(server *s) {
+        if (!s->output_paused || server_output_bytes(s) > SERVER_OUTPUT_PAUSE)
+                return;
+        s->output_paused = false;
+        for (client *x = s->clients, *next; x; x = next) {
+                next = x->next;
+                if (x->paused)
+                        client_process(x);
+        }
+}
+
+/* Called when c's unread replies fell to CLIENT_OUTPUT_PAUSE (the write
+ * low-water mark) or below. */
 static void on_client_write(struct bufferevent *bev, void *userdata) {
         client *c = userdata;
 
-        if (c->close_after_write)
-                client_disconnect(c);
+        if (c->close_after_write) {
+                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+                        client_disconnect(c);
+                return;
+        }
+        client_process(c);
+        wake_paused(c->server);
 }
 
 static void on_client_event(struct bufferevent *bev, short what, void *userdata) {
         client *c = userdata;
+        size_t unread = evbuffer_get_length(bufferevent_get_output(bev));
 
+        if (what & BEV_EVENT_TIMEOUT) {
+                if (what & BEV_EVENT_WRITING) {
+                        /* client_timeout without taking any of its replies */
+                        log_warning("Client pid %d (uid %u) read none of its replies (%zu bytes) for %llu s; "
+                                    "disconnecting it.", (int) c->pid, (unsigned) c->uid, unread,
+                                    (unsigned long long) (c->server->client_timeout_ns / NSEC_PER_SEC));
+                        client_disconnect(c);
+                        return;
+                }
+                /* Reading timed out: idle, unless a call of its own is in
+                 * progress or waits for its replies to be read. */
+                if (c->busy || c->paused || unread > 0) {
+                        bufferevent_enable(bev, EV_READ);
+                        return;
+                }
+                log_debug("Client pid %d (uid %u) sent no call for %llu s; disconnecting it.", (int) c->pid,
+                          (unsigned) c->uid, (unsigned long long) (c->server->client_timeout_ns / NSEC_PER_SEC));
+                client_disconnect(c);
+                return;
+        }
         if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
                 client_disconnect(c);
+}
+
+static unsigned user_clients(const server *s, uid_t uid) {
+        unsigned n = 0;
+
+        for (const client *x = s->clients; x; x = x->next)
+                n += x->uid == uid;
+        return n;
+}
+
+/* Best effort: a fresh socket's send buffer takes this without blocking. */
+static void refuse(int fd, const char *message) {
+        _cleanup_free_ char *msg = error_reply(PERFSNAP_ERROR_BUSY, message);
+
+        if (msg)
+                (void) !send(fd, msg, strlen(msg) + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        close(fd);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int socklen, void *userdata) {
@@ -648,19 +792,21 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         socklen_t len = sizeof cred;
         client *c;
 
-        if (s->n_clients >= s->max_clients) {
-                _cleanup_free_ char *msg = error_reply(PERFSNAP_ERROR_BUSY,
-                                                       "too many connections (max_clients); try again");
-                log_warning("Refusing a client: %u connections already (max_clients).", s->n_clients);
-                /* Best effort: a fresh socket's send buffer takes this without blocking. */
-                if (msg)
-                        (void) !send(fd, msg, strlen(msg) + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-                close(fd);
-                return;
-        }
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
                 log_warning_errno(errno, "Failed to get the peer credentials of a client: %m");
                 close(fd);
+                return;
+        }
+        /* The last CONFIG_ROOT_CLIENTS connections are root's. */
+        if (s->n_clients >= s->max_clients || (cred.uid != 0 && s->n_clients >= s->max_clients - CONFIG_ROOT_CLIENTS)) {
+                log_debug("Refusing a client of uid %u: %u connections already (max_clients).", (unsigned) cred.uid,
+                          s->n_clients);
+                refuse(fd, "too many connections (max_clients); try again");
+                return;
+        }
+        if (cred.uid != 0 && user_clients(s, cred.uid) >= s->max_clients_per_user) {
+                log_debug("Refusing a client of uid %u: it has max_clients_per_user connections.", (unsigned) cred.uid);
+                refuse(fd, "too many connections of this user (max_clients_per_user); try again");
                 return;
         }
 
@@ -682,6 +828,12 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         }
         c->authorized = group_allows(s, fd, &cred);
         bufferevent_setcb(c->bev, on_client_read, on_client_write, on_client_event, c);
+        bufferevent_setwatermark(c->bev, EV_READ, 0, CLIENT_INPUT_HIGH);
+        bufferevent_setwatermark(c->bev, EV_WRITE, CLIENT_OUTPUT_PAUSE, 0);
+        struct timeval tv = {
+                .tv_sec = (time_t) (s->client_timeout_ns / NSEC_PER_SEC),
+        };
+        bufferevent_set_timeouts(c->bev, &tv, &tv);
         bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 
         c->next = s->clients;
@@ -720,6 +872,9 @@ int server_reconfigure(server *s, const config *c) {
         free(s->group);
         s->group = g;
         s->max_clients = c->max_clients;
+        s->max_clients_per_user = c->max_clients_per_user;
+        s->max_queries_per_user = c->max_queries_per_user;
+        s->client_timeout_ns = c->client_timeout_ns;
         s->max_rows = c->query_max_rows;
         s->max_stacks = c->query_max_stacks;
         return resolve_group(s);
@@ -750,6 +905,8 @@ int server_new(struct event_base *base, const config *c, server_status_cb status
         }
 
         r = workqueue_new(base, run_job, job_done, s, &s->queue);
+        if (r >= 0)
+                r = workqueue_new(base, run_job, job_done, s, &s->status_queue);
         if (r < 0) {
                 server_free(s);
                 return r;
@@ -824,8 +981,10 @@ server *server_free(server *s) {
         if (!s)
                 return NULL;
         workqueue_free(s->queue, drop_job);
-        /* The thread is gone: its connection can be closed from here. */
+        workqueue_free(s->status_queue, drop_job);
+        /* The threads are gone: their connections can be closed from here. */
         s->ro = store_free(s->ro);
+        s->status_ro = store_free(s->status_ro);
         for (job *j = s->async_head, *n; j; j = n) {
                 n = j->async_next;
                 drop_job(&j->item, s);

@@ -55,6 +55,9 @@ TEST(format_round_trips) {
                                "group =\n"
                                "retention = forever\n"
                                "max_clients = 3\n"
+                               "max_clients_per_user = 4\n"
+                               "max_queries_per_user = 16\n"
+                               "client_timeout = 90s\n"
                                "query_max_rows = 5\n"
                                "query_max_stacks = 6\n"
                                "log_level = debug\n"
@@ -68,6 +71,9 @@ TEST(format_round_trips) {
         ASSERT_STREQ(c.group, "");
         ASSERT_U64_EQ(c.retention_ns, 0);
         ASSERT_EQ(c.log_level, LOG_DEBUG);
+        ASSERT_EQ(c.max_clients_per_user, 4);
+        ASSERT_EQ(c.max_queries_per_user, 16);
+        ASSERT_U64_EQ(c.client_timeout_ns, 90 * NSEC_PER_SEC);
         a = config_format(&c);
         config_init(&d);
         ASSERT_OK(config_parse(&d, a, "formatted", &error));
@@ -106,6 +112,10 @@ TEST(errors_name_file_line_and_problem) {
         expect_error("commit_interval = 1ms\n", "10ms and 60s");
         expect_error("log_level = loud\n", "err, warning");
         expect_error("group = a b\n", "group name");
+        expect_error("max_clients = 2\n", "3..4096");
+        expect_error("max_clients_per_user = 0\n", "1..4096");
+        expect_error("max_queries_per_user = 17\n", "1..16");
+        expect_error("client_timeout = 500ms\n", "1s and 1h");
 }
 
 TEST(comments_blank_lines_and_spaces) {
