@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "macro.h"
@@ -90,6 +91,30 @@ int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, c
         return read_full_file(p, max_bytes, ret, ret_size);
 }
 
+int check_parent_private(const char *path, const char **ret_why) {
+        _cleanup_free_ char *dir = strdup(path);
+        struct stat st;
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash)
+                return -EINVAL;
+        *(slash == dir ? slash + 1 : slash) = 0;
+        if (stat(dir, &st) < 0)
+                return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+                return *ret_why = "it is not a directory", -ENOTDIR;
+        if (st.st_uid != 0 && st.st_uid != geteuid())
+                return *ret_why = "it belongs to another user", -EPERM;
+        if (st.st_mode & S_IWOTH)
+                return *ret_why = "every user may write to it", -EPERM;
+        if ((st.st_mode & S_IWGRP) && st.st_gid != 0)
+                return *ret_why = "a group other than root's may write to it", -EPERM;
+        return 0;
+}
+
 int mkdir_parent(const char *path, mode_t mode) {
         _cleanup_free_ char *dir = strdup(path);
         char *slash;
@@ -100,7 +125,10 @@ int mkdir_parent(const char *path, mode_t mode) {
         if (!slash || slash == dir)
                 return 0;
         *slash = 0;
-        if (mkdir(dir, mode) < 0 && errno != EEXIST)
+        if (mkdir(dir, mode) < 0)
+                return errno == EEXIST ? 0 : negative_errno();
+        /* The mode asked for, whatever the umask. */
+        if (chmod(dir, mode) < 0)
                 return negative_errno();
         return 0;
 }

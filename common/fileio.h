@@ -15,6 +15,14 @@ int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, c
 /* Joins root and a relative path ("proc/kallsyms") into a newly allocated path. */
 char *path_join(const char *root, const char *relpath);
 
-/* Creates the directory that holds path (one level, not its parents);
- * an existing directory is fine. */
+/* Creates the directory that holds path (one level, not its parents)
+ * with exactly mode, whatever the umask; an existing directory is left
+ * as it is. */
 int mkdir_parent(const char *path, mode_t mode);
+
+/* 0 if the directory that holds path is one only its owner can change:
+ * owned by root or by us, and writable neither by others nor by a group
+ * other than root's. Else -EPERM with *ret_why saying what is wrong (or
+ * -errno if it cannot be looked at). Somebody else who can write there
+ * can put links where the daemon's files go. */
+int check_parent_private(const char *path, const char **ret_why);

@@ -451,7 +451,7 @@ int store_checkpointer_new(const char *path, store_checkpointer **ret) {
         if (!c)
                 return -ENOMEM;
         /* Not CREATE: the writer made the file and its WAL mode. */
-        rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_READWRITE, NULL);
+        rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_READWRITE, NULL);
         if (rc != SQLITE_OK) {
                 r = errno_from_sqlite(c->db, rc);
                 store_checkpointer_free(c);
@@ -541,13 +541,17 @@ int store_open(const char *path, store_mode mode, store **ret) {
         if (!path || !ret || (mode != STORE_READWRITE && mode != STORE_READONLY))
                 return -EINVAL;
 
-        if (mode == STORE_READONLY) {
+        {
                 struct stat st;
 
-                /* sqlite reports a missing file as a generic CANTOPEN. */
-                if (stat(path, &st) < 0)
-                        return -errno;
-                if (!S_ISREG(st.st_mode))
+                /* sqlite reports a missing file as a generic CANTOPEN,
+                 * and one that SQLITE_OPEN_NOFOLLOW refuses as another. */
+                if (lstat(path, &st) < 0) {
+                        if (mode == STORE_READONLY || errno != ENOENT)
+                                return -errno;
+                } else if (S_ISLNK(st.st_mode))
+                        return -ELOOP;
+                else if (!S_ISREG(st.st_mode))
                         return -EINVAL;
         }
 
@@ -560,8 +564,9 @@ int store_open(const char *path, store_mode mode, store **ret) {
         if (!s->path)
                 return -ENOMEM;
 
-        /* NOMUTEX: a connection is used by one thread at a time. */
-        flags = SQLITE_OPEN_NOMUTEX |
+        /* NOMUTEX: a connection is used by one thread at a time.
+         * NOFOLLOW: a database path that is a symbolic link is refused. */
+        flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW |
                 (mode == STORE_READONLY ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
         rc = sqlite3_open_v2(path, &s->db, flags, NULL);
         if (rc != SQLITE_OK)

@@ -502,6 +502,13 @@ int daemon_start(daemon_ctx *d) {
         r = mkdir_parent(d->cfg.database, 0750);
         if (r < 0)
                 return log_error_errno(r, "Failed to create the directory of %s: %m", d->cfg.database);
+        const char *why = NULL;
+        r = check_parent_private(d->cfg.database, &why);
+        if (r < 0 && why)
+                return log_error_errno(r, "Refusing the directory of %s: %s (make it root's, mode 0750 or 0700).",
+                                       d->cfg.database, why);
+        if (r < 0)
+                return log_error_errno(r, "Failed to check the directory of %s: %m", d->cfg.database);
         r = store_open(d->cfg.database, STORE_READWRITE, &d->store);
         if (r < 0)
                 return log_error_errno(r, "Failed to open the database %s: %m", d->cfg.database);

@@ -180,11 +180,13 @@ int ingest_load_kernel(ingest *in) {
         if (r < 0)
                 return log_error_errno(r, "Failed to record the kernel in the database: %m");
 
-        log_info("Kernel %s, build-id %s, _text at 0x%llx, %zu symbols (%zu KiB)",
+        /* Kernel addresses defeat KASLR: the log, which others may read
+         * (journal groups, a terminal), gets them at debug level only. */
+        log_info("Kernel %s, build-id %s, %zu symbols (%zu KiB)",
                  in->kernel.release[0] ? in->kernel.release : "(unknown release)",
-                 in->kernel.build_id[0] ? in->kernel.build_id : "(unknown)",
-                 (unsigned long long) in->kernel.text_addr, kallsyms_count(k),
+                 in->kernel.build_id[0] ? in->kernel.build_id : "(unknown)", kallsyms_count(k),
                  kallsyms_memory_bytes(k) / 1024);
+        log_debug("Kernel _text at 0x%llx.", (unsigned long long) in->kernel.text_addr);
         return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 
 #include "build-config.h"
@@ -53,6 +54,10 @@ int main(int argc, char **argv) {
         int c, r;
 
         log_open("perfsnapd");
+        /* Everything the daemon creates is private unless it says
+         * otherwise (the socket and its directory): the database holds
+         * kernel addresses, the cache copies of kernel memory. */
+        umask(0077);
 
         while ((c = getopt_long(argc, argv, "c:fhV", options, NULL)) >= 0)
                 switch (c) {

@@ -282,8 +282,7 @@ static void handle_take(snapshotter *s, snap_job *j) {
         }
         if (j->take.reused) {
                 s->reused++;
-                log_info("Reused snapshot %s (%s; %zu modules, same _text 0x%llx).", i->path, j->reason,
-                         i->n_modules, (unsigned long long) i->text_addr);
+                log_info("Reused snapshot %s (%s; %zu modules, same _text).", i->path, j->reason, i->n_modules);
         } else {
                 s->created++;
                 log_info("Created snapshot %s (%s): %zu modules, kcore %s%llu bytes in %zu segments, "

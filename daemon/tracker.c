@@ -282,10 +282,12 @@ static int add_module(tracker *t, const proc_module *pm, layout_source how, cons
         (void) record_module(t, m, wall);
         journal_module_change(t, "module-add", m->id, detail, wall);
         t->stats.modules_added++;
-        log_info("Module %s loaded at 0x%llx (%llu bytes, %zu sections%s%s, build-id %s; %s).",
-                 m->name, (unsigned long long) m->base, (unsigned long long) m->size, m->n_sections,
+        /* Its address only at debug level: kernel addresses defeat KASLR. */
+        log_info("Module %s loaded (%llu bytes, %zu sections%s%s, build-id %s; %s).", m->name,
+                 (unsigned long long) m->size, m->n_sections,
                  m->file ? ", lengths from " : ", lengths bounded by the next section", m->file ?: "",
                  m->build_id[0] ? m->build_id : "unknown", detail);
+        log_debug("Module %s at 0x%llx.", m->name, (unsigned long long) m->base);
         event_active(t->syms_ev, EV_TIMEOUT, 0);
         return 1;
 }

@@ -110,7 +110,7 @@ pass "database_max_size = 2M held for 60 s at 999 Hz (max $max bytes), newest sa
 # once there is room again writing resumes by itself.
 MNT=$T/small
 mkdir -p "$MNT"
-if ! mount -t tmpfs -o size=6m tmpfs "$MNT"; then
+if ! mount -t tmpfs -o size=6m,mode=0755 tmpfs "$MNT"; then
         echo "SKIP (part 3): cannot mount a tmpfs here: the full disk is not tested"
         exit 0
 fi
