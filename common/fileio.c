@@ -91,19 +91,13 @@ int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, c
         return read_full_file(p, max_bytes, ret, ret_size);
 }
 
-int check_parent_private(const char *path, const char **ret_why) {
-        _cleanup_free_ char *dir = strdup(path);
+int check_dir_private(const char *dir, const char **ret_why) {
         struct stat st;
-        char *slash;
 
-        if (!dir)
-                return -ENOMEM;
-        slash = strrchr(dir, '/');
-        if (!slash)
-                return -EINVAL;
-        *(slash == dir ? slash + 1 : slash) = 0;
-        if (stat(dir, &st) < 0)
+        if (lstat(dir, &st) < 0)
                 return negative_errno();
+        if (S_ISLNK(st.st_mode))
+                return *ret_why = "it is a symbolic link", -ELOOP;
         if (!S_ISDIR(st.st_mode))
                 return *ret_why = "it is not a directory", -ENOTDIR;
         if (st.st_uid != 0 && st.st_uid != geteuid())
@@ -113,6 +107,19 @@ int check_parent_private(const char *path, const char **ret_why) {
         if ((st.st_mode & S_IWGRP) && st.st_gid != 0)
                 return *ret_why = "a group other than root's may write to it", -EPERM;
         return 0;
+}
+
+int check_parent_private(const char *path, const char **ret_why) {
+        _cleanup_free_ char *dir = strdup(path);
+        char *slash;
+
+        if (!dir)
+                return -ENOMEM;
+        slash = strrchr(dir, '/');
+        if (!slash)
+                return -EINVAL;
+        *(slash == dir ? slash + 1 : slash) = 0;
+        return check_dir_private(dir, ret_why);
 }
 
 int mkdir_parent(const char *path, mode_t mode) {

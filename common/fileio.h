@@ -20,9 +20,12 @@ char *path_join(const char *root, const char *relpath);
  * as it is. */
 int mkdir_parent(const char *path, mode_t mode);
 
-/* 0 if the directory that holds path is one only its owner can change:
- * owned by root or by us, and writable neither by others nor by a group
- * other than root's. Else -EPERM with *ret_why saying what is wrong (or
- * -errno if it cannot be looked at). Somebody else who can write there
- * can put links where the daemon's files go. */
+/* 0 if dir is a directory (not a symbolic link to one) only its owner can
+ * change: owned by root or by us, and writable neither by others nor by a
+ * group other than root's. Else -EPERM, -ELOOP or -ENOTDIR with *ret_why
+ * saying what is wrong (or -errno without it if it cannot be looked at).
+ * Somebody else who can write there can put links where the daemon's
+ * files go. */
+int check_dir_private(const char *dir, const char **ret_why);
+/* The same for the directory that holds path. */
 int check_parent_private(const char *path, const char **ret_why);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
 #include <json-c/json.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "protocol.h"
@@ -486,6 +489,21 @@ int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracke
                 *ret = NULL;
                 return 0;
         }
+        /* The snapshots are copies of kernel memory, written as root: a
+         * cache root that somebody else may change (a link planted in it,
+         * or it a link) would send those writes, and the removals of
+         * pruning, where that user wants. */
+        if (mkdir(c->cache_dir, 0700) >= 0)
+                (void) chmod(c->cache_dir, 0700);
+        else if (errno != EEXIST)
+                return log_error_errno(-errno, "Failed to create the snapshot cache %s: %m", c->cache_dir);
+        const char *why = NULL;
+        r = check_dir_private(c->cache_dir, &why);
+        if (r < 0 && why)
+                return log_error_errno(r, "Refusing the snapshot cache %s: %s (make it root's, mode 0700 or 0755; "
+                                       "or set cache_dir empty).", c->cache_dir, why);
+        if (r < 0)
+                return log_error_errno(r, "Failed to check the snapshot cache %s: %m", c->cache_dir);
         s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;

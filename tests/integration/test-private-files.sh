@@ -66,3 +66,28 @@ cat "$T/symlink.log"
 grep -q "Failed to open the database" "$T/symlink.log" || fail "no clear error for the symbolic link"
 [ -L "$DB" ] || fail "the link was replaced"
 pass "a database path that is a symbolic link is refused"
+rm "$DB"
+mv "$T/state/real.db" "$DB"
+
+# A snapshot cache somebody else may change: refused, each with its reason.
+refuse_cache() {
+        local what=$1 reason=$2
+        "$PERFSNAPD" --config "$CONF" > "$T/cache.log" 2>&1 && fail "perfsnapd used a cache that $what"
+        grep -q "Refusing the snapshot cache $T/cache: $reason" "$T/cache.log" || { cat "$T/cache.log"; fail "no clear refusal of a cache that $what"; }
+        pass "a snapshot cache that $what is refused ($reason)"
+}
+chown 65534 "$T/cache"
+refuse_cache "belongs to another user" "it belongs to another user"
+chown 0 "$T/cache"
+chmod 777 "$T/cache"
+refuse_cache "every user may write" "every user may write to it"
+chmod 700 "$T/cache"
+mv "$T/cache" "$T/cache.real"
+ln -s "$T/cache.real" "$T/cache"
+refuse_cache "is a symbolic link" "it is a symbolic link"
+rm "$T/cache"
+mv "$T/cache.real" "$T/cache"
+start_daemon
+stop_daemon
+[ "$DRC" = 0 ] || fail "perfsnapd exited with $DRC once the cache was root's and private again"
+pass "and it starts again once the cache is root's and private"
