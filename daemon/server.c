@@ -866,6 +866,7 @@ static int resolve_group(server *s) {
 
 int server_reconfigure(server *s, const config *c) {
         char *g = strdup(c->group);
+        int r;
 
         if (!g)
                 return -ENOMEM;
@@ -877,7 +878,15 @@ int server_reconfigure(server *s, const config *c) {
         s->client_timeout_ns = c->client_timeout_ns;
         s->max_rows = c->query_max_rows;
         s->max_stacks = c->query_max_stacks;
-        return resolve_group(s);
+        r = resolve_group(s);
+        if (r < 0)
+                return r;
+        /* A new group must reach the socket too, not only pass the
+         * SO_PEERCRED check (and an old one no longer). */
+        if (s->listener && chown(s->socket_path, 0, s->have_gid ? s->gid : 0) < 0)
+                log_warning_errno(errno, "Failed to give %s to group %s: %m", s->socket_path,
+                                  s->have_gid ? s->group : "root");
+        return 0;
 }
 
 int server_new(struct event_base *base, const config *c, server_status_cb status_cb, void *userdata, server **ret) {

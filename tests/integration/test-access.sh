@@ -35,3 +35,13 @@ echo "$out" | grep -qi "permission denied" || fail "daemon did not refuse: $out"
 echo "$out" | grep -q "$GROUP" || fail "the refusal does not name group $GROUP"
 pass "a non-member is refused by the daemon (SO_PEERCRED)"
 kill -0 "$DPID" || fail "daemon died"
+
+# SIGHUP with another group: the socket changes hands with it.
+chmod 660 "$SOCK"
+sed -i "s/^group = .*/group = users/" "$CONF"
+kill -HUP "$DPID"
+wait_until "the socket to belong to group users" sh -c "[ \"\$(stat -c %G '$SOCK')\" = users ]"
+setpriv --reuid=65534 --regid=65534 --groups=100 -- "$PERFSNAPCTL" status > "$T/users.txt" 2>&1 \
+        || { cat "$T/users.txt"; fail "a member of users could not query after SIGHUP set group = users"; }
+out=$(as_member "$PERFSNAPCTL" status 2>&1) && fail "a member of $GROUP only could still query: $out"
+pass "SIGHUP to group = users: socket $(stat -c '%a %U:%G' "$SOCK"), users may query, $GROUP no longer"
