@@ -326,6 +326,44 @@ static int read_user_version(sqlite3 *db, int64_t *ret) {
         return query_int64(db, "PRAGMA user_version", ret);
 }
 
+/* PRAGMA application_id of perfsnapd's databases ("PSND"). */
+#define STORE_APPLICATION_ID 0x50534e44
+
+/* Whether db is perfsnapd's: 0 if it is, or empty (no table); -EPROTO,
+ * with *ret_why, if it is another application's (sqlite files look
+ * alike: the daemon must neither convert one nor write into it). Files
+ * of perfsnapd before the application id have its user_version and
+ * tables. */
+static int identify(sqlite3 *db, const char **ret_why) {
+        int64_t app, version, tables, ours;
+        int r;
+
+        r = query_int64(db, "PRAGMA application_id", &app);
+        if (r < 0)
+                return r;
+        if (app == STORE_APPLICATION_ID)
+                return 0;
+        if (app != 0)
+                return *ret_why = "its application_id is another application's", -EPROTO;
+        r = query_int64(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", &tables);
+        if (r < 0)
+                return r;
+        if (tables == 0)
+                return 0;
+        r = read_user_version(db, &version);
+        if (r < 0)
+                return r;
+        r = query_int64(db,
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('strings', 'boots', 'lost')",
+                        &ours);
+        if (r < 0)
+                return r;
+        if (version < 1 || version > STORE_SCHEMA_VERSION || ours != 3)
+                return *ret_why = "it has tables but not perfsnapd's application_id, schema version and tables",
+                       -EPROTO;
+        return 0;
+}
+
 static int schema_migrate(sqlite3 *db) {
         int64_t version;
         char sql[64];
@@ -356,6 +394,10 @@ static int schema_migrate(sqlite3 *db) {
                 if (r < 0)
                         goto fail;
         }
+        snprintf(sql, sizeof(sql), "PRAGMA application_id = %d", STORE_APPLICATION_ID);
+        r = exec_sql(db, sql);
+        if (r < 0)
+                goto fail;
 
         r = exec_sql(db, "COMMIT");
         if (r < 0)
@@ -578,6 +620,12 @@ int store_open(const char *path, store_mode mode, store **ret) {
                 return errno_from_sqlite(s->db, rc);
 
         if (mode == STORE_READWRITE) {
+                const char *why = NULL;
+
+                /* Before anything is written (WAL mode is a write). */
+                r = identify(s->db, &why);
+                if (r < 0)
+                        return r;
                 r = configure_writer(s->db);
                 if (r < 0)
                         return r;
@@ -1672,6 +1720,124 @@ int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint6
         *ret = TAKE_PTR(a);
         *ret_n = n;
         return 0;
+}
+
+/* A check's first finding on one line, without the "*** in database main
+ * ***" heading. */
+static char *finding(const char *answer) {
+        const char *heading = "*** in database main ***\n";
+        char *s;
+
+        if (!answer)
+                return strdup("?");
+        if (strncmp(answer, heading, strlen(heading)) == 0)
+                answer += strlen(heading);
+        s = strdup(answer);
+        for (char *p = s; p && *p; p++)
+                if (*p == '\n')
+                        *p = ' ';
+        return s;
+}
+
+/* Runs one check pragma; -EBADMSG with *ret_why unless all it says is "ok". */
+static int run_check(sqlite3 *db, const char *sql, char **ret_why) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        const char *answer;
+        int r, rc;
+
+        r = prepare(db, sql, &st);
+        if (r < 0) {
+                if (r == -EBADMSG && !*ret_why)
+                        *ret_why = strdup(sqlite3_errmsg(db));
+                return r;
+        }
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                answer = (const char *) sqlite3_column_text(st, 0);
+                if (answer && streq(answer, "ok"))
+                        continue;
+                if (!*ret_why)
+                        *ret_why = finding(answer);
+                r = -EBADMSG;
+        }
+        if (rc != SQLITE_DONE) {
+                r = errno_from_sqlite(db, rc) ?: -EIO;
+                if (r == -EBADMSG && !*ret_why)
+                        *ret_why = strdup(sqlite3_errmsg(db));
+        }
+        return r;
+}
+
+/* The tables that grow with the samples: a start-up check of a large file
+ * after a clean stop leaves them to the readers, which skip and count a
+ * damaged block. */
+static bool is_block_table(const char *name) {
+        return streq(name, "sample_blocks") || streq(name, "stack_blocks") || streq(name, "frame_blocks");
+}
+
+int store_verify(const char *path, store_check check, char **ret_why) {
+        _cleanup_free_ char *wal = NULL;
+        sqlite3 *db = NULL;
+        const char *why = NULL;
+        struct stat stt;
+        bool whole;
+        int r, rc;
+
+        *ret_why = NULL;
+        if (lstat(path, &stt) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (S_ISLNK(stt.st_mode))
+                return -ELOOP;
+        if (!S_ISREG(stt.st_mode))
+                return -EINVAL;
+        if (stt.st_size == 0)
+                return 0;
+        if (asprintf(&wal, "%s-wal", path) < 0)
+                return -ENOMEM;
+        /* A WAL with frames left behind: the last writer did not close
+         * (crash, kill). A reader's close can leave an empty one. */
+        struct stat wst;
+        whole = check != STORE_CHECK_START || (uint64_t) stt.st_size <= STORE_CHECK_WHOLE_BYTES ||
+                (stat(wal, &wst) >= 0 && wst.st_size > 0);
+
+        rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
+        if (rc != SQLITE_OK) {
+                r = errno_from_sqlite(db, rc);
+                sqlite3_close_v2(db);
+                return r;
+        }
+        sqlite3_busy_timeout(db, STORE_BUSY_TIMEOUT_MS);
+        r = identify(db, &why);
+        if (r == -EPROTO)
+                *ret_why = strdup(why);
+        else if (r == -EBADMSG)
+                *ret_why = strdup(sqlite3_errmsg(db));
+        if (r >= 0 && whole)
+                r = run_check(db, check == STORE_CHECK_FULL ? "PRAGMA integrity_check(5)" : "PRAGMA quick_check(5)",
+                              ret_why);
+        else if (r >= 0) {
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+
+                r = prepare(db, "SELECT name FROM sqlite_master WHERE type = 'table'", &st);
+                while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                        const char *name = (const char *) sqlite3_column_text(st, 0);
+                        _cleanup_free_ char *sql = NULL;
+
+                        if (!name || is_block_table(name))
+                                continue;
+                        /* Every page of the table, read: sqlite 3.40's
+                         * quick_check(TABLE) still walks the whole file. */
+                        sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\" NOT INDEXED", name);
+                        int64_t n;
+                        r = sql ? query_int64(db, sql, &n) : -ENOMEM;
+                        sqlite3_free(TAKE_PTR(sql));
+                        if (r == -EBADMSG && !*ret_why && asprintf(ret_why, "table %s: %s", name, sqlite3_errmsg(db)) < 0)
+                                *ret_why = NULL;
+                }
+                if (r >= 0 && rc != SQLITE_DONE)
+                        r = errno_from_sqlite(db, rc) ?: -EIO;
+        }
+        sqlite3_close_v2(db);
+        return r;
 }
 
 int store_check_integrity(store *s) {

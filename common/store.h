@@ -169,6 +169,30 @@ size_t store_cache_bytes(const store *s);
  * the whole file: for tests and tools, not the daemon's start-up. */
 int store_check_integrity(store *s);
 
+/* Before opening the writer: whether the file at path is a perfsnapd
+ * database in one piece. 0 if it is, or if there is none (or it is
+ * empty); -EPROTO if it is another application's sqlite database;
+ * -EBADMSG if it is not a database or a damaged one; -ELOOP for a
+ * symbolic link. *ret_why (to free): what was found, for -EPROTO and
+ * -EBADMSG.
+ *
+ * STORE_CHECK_START: sqlite's quick_check of the whole file when it is at
+ * most STORE_CHECK_WHOLE_BYTES or its WAL was left behind (the last writer
+ * did not close); else every page of every table but the three of blocks
+ * is read, not checked (a cold quick_check reads the whole file: 17.9 s
+ * for 1.5 GB here). The block tables grow with the samples; the readers
+ * skip and count a damaged block.
+ * STORE_CHECK_FULL: integrity_check of everything (perfsnapd
+ * --check-db). */
+typedef enum store_check {
+        STORE_CHECK_START,
+        STORE_CHECK_FULL,
+} store_check;
+
+#define STORE_CHECK_WHOLE_BYTES (64u << 20)
+
+int store_verify(const char *path, store_check check, char **ret_why);
+
 /* Copies the WAL back into the database file once it holds 1000 frames or
  * more (sqlite's automatic checkpoint is off on the writer, so that no
  * commit pays for one). Call between batches. 1 if it ran, 0 if not due. */

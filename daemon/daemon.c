@@ -77,6 +77,44 @@ static struct timeval tv_from_ns(uint64_t ns) {
         return (struct timeval) { .tv_sec = (time_t) (ns / NSEC_PER_SEC), .tv_usec = (suseconds_t) (ns % NSEC_PER_SEC / 1000) };
 }
 
+/* A damaged database is moved aside (with its WAL) and a new one started:
+ * never written into. Another application's is refused. */
+static int check_database(const char *path) {
+        _cleanup_free_ char *why = NULL;
+        char stamp[32];
+        struct tm tm;
+        time_t now = time(NULL);
+        int r;
+
+        r = store_verify(path, STORE_CHECK_START, &why);
+        if (r == -EPROTO)
+                return log_error_errno(r, "Refusing %s: it is not a perfsnapd database (%s). Move it away, or set "
+                                       "database to another path.", path, why ?: "?");
+        if (r == -ELOOP)
+                return log_error_errno(r, "Refusing %s: it is a symbolic link.", path);
+        if (r != -EBADMSG) {
+                if (r < 0)
+                        return log_error_errno(r, "Failed to check the database %s: %m", path);
+                return 0;
+        }
+
+        strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", localtime_r(&now, &tm));
+        for (unsigned i = 0; i < 3; i++) {
+                static const char *const suffix[] = { "", "-wal", "-shm" };
+                _cleanup_free_ char *from = NULL, *to = NULL;
+
+                if (asprintf(&from, "%s%s", path, suffix[i]) < 0 ||
+                    asprintf(&to, "%s.damaged-%s%s", path, stamp, suffix[i]) < 0)
+                        return log_oom();
+                if (rename(from, to) < 0 && errno != ENOENT)
+                        return log_error_errno(-errno, "The database %s is damaged (%s), and moving %s aside failed: %m",
+                                               path, why ?: "?", from);
+        }
+        log_error("The database %s is damaged (%s): moved it to %s.damaged-%s; starting a new one.", path,
+                  why ?: "?", path, stamp);
+        return 0;
+}
+
 static void daemon_drain(daemon_ctx *d, bool last) {
         uint64_t horizon = last ? INGEST_HORIZON_ALL : clock_ns(CLOCK_MONOTONIC) - DRAIN_HORIZON_MARGIN_NS;
 
@@ -509,6 +547,9 @@ int daemon_start(daemon_ctx *d) {
                                        d->cfg.database, why);
         if (r < 0)
                 return log_error_errno(r, "Failed to check the directory of %s: %m", d->cfg.database);
+        r = check_database(d->cfg.database);
+        if (r < 0)
+                return r;
         r = store_open(d->cfg.database, STORE_READWRITE, &d->store);
         if (r < 0)
                 return log_error_errno(r, "Failed to open the database %s: %m", d->cfg.database);

@@ -11,6 +11,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "macro.h"
+#include "store.h"
 
 static void help(void) {
         printf("Usage: perfsnapd [OPTIONS]\n"
@@ -24,6 +25,10 @@ static void help(void) {
                "                      (systemd runs it with Type=notify)\n"
                "      --check-config  parse and validate the configuration, print the\n"
                "                      effective values and exit (1 if invalid)\n"
+               "      --check-db      check the configured database (sqlite's\n"
+               "                      integrity_check, and that it is perfsnapd's), print\n"
+               "                      the result and exit (0 intact or absent, 1 not);\n"
+               "                      run it with the daemon stopped or running\n"
                "      --root DIR      read proc/, sys/ and lib/modules/ below DIR instead\n"
                "                      of / (tests); overrides the root key of the\n"
                "                      configuration\n"
@@ -36,18 +41,19 @@ static void help(void) {
 }
 
 int main(int argc, char **argv) {
-        enum { ARG_CHECK_CONFIG = 0x100, ARG_ROOT };
+        enum { ARG_CHECK_CONFIG = 0x100, ARG_ROOT, ARG_CHECK_DB };
         static const struct option options[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "foreground", no_argument, NULL, 'f' },
                 { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
+                { "check-db", no_argument, NULL, ARG_CHECK_DB },
                 { "root", required_argument, NULL, ARG_ROOT },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
         const char *config_path = DEFAULT_CONFIG_PATH, *root = NULL;
-        bool check = false, explicit_config = false;
+        bool check = false, check_db = false, explicit_config = false;
         _cleanup_free_ char *error = NULL;
         daemon_ctx *d = NULL;
         config cfg;
@@ -69,6 +75,9 @@ int main(int argc, char **argv) {
                         break;
                 case ARG_CHECK_CONFIG:
                         check = true;
+                        break;
+                case ARG_CHECK_DB:
+                        check_db = true;
                         break;
                 case ARG_ROOT:
                         root = optarg;
@@ -111,6 +120,22 @@ int main(int argc, char **argv) {
                 printf("# effective configuration (from %s)\n%s", config_path, text ?: "");
                 config_done(&cfg);
                 return text ? 0 : 1;
+        }
+
+        if (check_db) {
+                _cleanup_free_ char *why = NULL;
+
+                r = store_verify(cfg.database, STORE_CHECK_FULL, &why);
+                if (r >= 0)
+                        printf("%s: ok\n", cfg.database);
+                else if (r == -EPROTO)
+                        printf("%s: not a perfsnapd database: %s\n", cfg.database, why ?: "?");
+                else if (r == -EBADMSG)
+                        printf("%s: damaged: %s\n", cfg.database, why ?: strerror(-r));
+                else
+                        printf("%s: cannot check: %s\n", cfg.database, strerror(-r));
+                config_done(&cfg);
+                return r >= 0 ? 0 : 1;
         }
 
         log_set_max_level(cfg.log_level);

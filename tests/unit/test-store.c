@@ -2102,3 +2102,95 @@ TEST(damaged_dictionary_block_is_skipped_at_open) {
         ASSERT_EQ(v[0], FRAME_KERNEL);
         ASSERT_TRUE(!frame_in_file(t.db, old_max, v));
 }
+
+/* The page number of a table's root, from the schema. */
+static int64_t root_page(const char *path, const char *table) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        int64_t page = 0;
+
+        ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name = ?1", -1, &st, NULL), SQLITE_OK);
+        sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW)
+                page = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        ASSERT_GT(page, 0);
+        return page;
+}
+
+static void damage_page(const char *path, int64_t page) {
+        int fd = open(path, O_WRONLY);
+        const uint8_t junk[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(pwrite(fd, junk, sizeof junk, (off_t) ((page - 1) * 8192)), (ssize_t) sizeof junk);
+        close(fd);
+}
+
+/* store_verify(): another application's file is refused and not touched;
+ * an older perfsnapd file (no application id) is ours; at start a large
+ * file after a clean stop has its small tables checked, not its blocks
+ * (which --check-db, STORE_CHECK_FULL, does). */
+TEST(verify_tells_foreign_damaged_and_ours) {
+        char dir[] = "/tmp/test-store-verify.XXXXXX", path[128], *why = NULL;
+        sqlite3 *db = NULL;
+        store *s = NULL;
+        struct stat st;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);      /* none yet */
+
+        /* Another application's. */
+        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE notes(x); INSERT INTO notes VALUES (1)", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        ASSERT_EQ(stat(path, &st), 0);
+        off_t size = st.st_size;
+        ASSERT_ERROR(store_verify(path, STORE_CHECK_START, &why), EPROTO);
+        ASSERT_TRUE(why && strstr(why, "application_id"));
+        free(why);
+        ASSERT_ERROR(store_open(path, STORE_READWRITE, &s), EPROTO);
+        ASSERT_EQ(stat(path, &st), 0);
+        ASSERT_EQ(st.st_size, size);
+        char wal[160];
+        snprintf(wal, sizeof wal, "%s-wal", path);
+        ASSERT_LT(access(wal, F_OK), 0);
+        remove_db_dir(dir, path);
+
+        /* Ours without the application id (before it was set): opened. */
+        ASSERT_TRUE(mkdtemp(strcpy(dir, "/tmp/test-store-verify.XXXXXX")));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        store_free(s);
+        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "PRAGMA application_id = 0", NULL, NULL, NULL), SQLITE_OK);
+        /* 70 MiB of blocks: past STORE_CHECK_WHOLE_BYTES. */
+        ASSERT_EQ(sqlite3_exec(db, "WITH RECURSIVE n(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM n WHERE v < 70) "
+                                   "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, "
+                                   "n_samples, data) SELECT 0, v, v + 1, v, v, 1, 1, zeroblob(1048576) FROM n",
+                               NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        store_free(s);
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);
+        ASSERT_EQ(stat(path, &st), 0);
+        ASSERT_GT(st.st_size, STORE_CHECK_WHOLE_BYTES);
+
+        /* A damaged block table: left to the readers at start, found by
+         * the full check. */
+        damage_page(path, root_page(path, "sample_blocks"));
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);
+        ASSERT_ERROR(store_verify(path, STORE_CHECK_FULL, &why), EBADMSG);
+        ASSERT_TRUE(why != NULL);
+        free(why);
+        /* A damaged small table: found at start. */
+        damage_page(path, root_page(path, "boots"));
+        ASSERT_ERROR(store_verify(path, STORE_CHECK_START, &why), EBADMSG);
+        ASSERT_TRUE(why && strstr(why, "table boots"));
+        free(why);
+        remove_db_dir(dir, path);
+}
