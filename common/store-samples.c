@@ -26,6 +26,7 @@
  * blocks after it (of periods not complete) are fed again, so a restart
  * loses nothing of the open periods. */
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -350,6 +351,10 @@ static block_entry entry_for_level(const block_entry *e, unsigned level) {
                 x.tid = x.pid;
                 x.snapshot_id = 0;
         }
+        /* Not written: not a key either (refed blocks without frames and
+         * new ones with them make one entry). */
+        if (!levels[level].frames)
+                x.frame_id = 0;
         if (levels[level].leaf) {
                 x.pid = x.tid = 0;
                 /* Entries read from format-1 blocks know only their stack. */
@@ -424,7 +429,10 @@ static int write_marker(sample_writer *w, unsigned level, const acc *a) {
         sqlite3_bind_int64(st, 5, i64(a->last_ns));
         sqlite3_bind_int64(st, 6, a->boot_id);
         sqlite3_bind_int64(st, 7, i64(a->samples));
-        sqlite3_bind_int64(st, 8, i64(a->gen_min));
+        /* It names no stacks (gen_min is UINT64_MAX, which as -1 would
+         * read "no block" to oldest_generation()): the current
+         * generation, the one it is written in. */
+        sqlite3_bind_int64(st, 8, i64(MIN(a->gen_min, w->c.gen)));
         sqlite3_bind_blob(st, 9, SAMPLE_BLOCK_MARKER, 1, SQLITE_STATIC);
         return store_step_done(w->store, st);
 }
@@ -469,6 +477,7 @@ static int maybe_delegate(sample_writer *w, unsigned level) {
         }
         a->delegated = true;
         acc_drop_entries(a);
+        a->gen_min = UINT64_MAX;        /* a marker names no generation */
         return 0;
 }
 
@@ -587,7 +596,8 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 a->finer_entries += n;
         acc_times(a, first_ns, last_ns, samples);
         a->fed_max_id = MAX(a->fed_max_id, lower_id);
-        a->gen_min = MIN(a->gen_min, gen_min);
+        if (!a->delegated)
+                a->gen_min = MIN(a->gen_min, gen_min);
 
         if (a->n >= ACC_MAX_ENTRIES)
                 return acc_flush(w, level, false);
@@ -702,7 +712,7 @@ void sample_writer_committed(sample_writer *w) {
  * of format 1, and of the first schema-8 writers): a stack id is its leaf
  * node, whose frame it is. Those blocks are committed, so are their
  * stacks. */
-static int resolve_leaf_frames(sample_writer *w, dict_reader **reader, block_entry *v, size_t n) {
+static int resolve_leaf_frames(sqlite3 *db, dict_reader **reader, block_entry *v, size_t n) {
         int r;
 
         for (size_t i = 0; i < n; i++) {
@@ -711,7 +721,7 @@ static int resolve_leaf_frames(sample_writer *w, dict_reader **reader, block_ent
                 if (v[i].frame_id != 0 || v[i].stack_id == 0)
                         continue;
                 if (!*reader) {
-                        r = dict_reader_new(store_sqlite(w->store), DICT_STACKS, REFEED_DICT_BYTES, reader);
+                        r = dict_reader_new(db, DICT_STACKS, REFEED_DICT_BYTES, reader);
                         if (r < 0)
                                 return r;
                 }
@@ -759,7 +769,7 @@ static int refeed(sample_writer *w, unsigned level) {
                         continue;
                 }
                 if (r >= 0 && levels[level].leaf && !levels[levels[level].source].leaf)
-                        r = resolve_leaf_frames(w, &reader, v, n);
+                        r = resolve_leaf_frames(store_sqlite(w->store), &reader, v, n);
                 if (r >= 0)
                         r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
                                  sqlite3_column_int64(st, 2), u64(sqlite3_column_int64(st, 3)),
@@ -1010,6 +1020,12 @@ int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sa
         if (!x.codec)
                 return -ENOMEM;
         r = sample_meta_read(store_sqlite(s), &x.c);
+        /* Expiry cuts at any time and keeps the bucket it cuts into
+         * whole: read that bucket on the buckets' side of the cut only. */
+        if (x.c.trimmed_ns % STORE_BUCKET_NS != 0)
+                x.c.trimmed_ns = x.c.trimmed_ns > UINT64_MAX - STORE_BUCKET_NS
+                                         ? UINT64_MAX
+                                         : (x.c.trimmed_ns / STORE_BUCKET_NS + 1) * STORE_BUCKET_NS;
         if (r >= 0)
                 r = scan_plan(&x, MIN(top, (unsigned) SAMPLE_LEVELS - 1), since_ns,
                               until_ns == 0 ? UINT64_MAX : until_ns);
@@ -1062,7 +1078,7 @@ int store_migrate_5_to_6(sqlite3 *db) {
 
 /* One block of a minute or an hour as the leaf level above it: entries
  * keyed by (cpu, comm, leaf frame), merged. */
-static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t id) {
+static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **reader, acc *a, int64_t id) {
         _cleanup_finalize_ sqlite3_stmt *get = NULL, *put = NULL;
         _cleanup_free_ block_entry *v = NULL;
         _cleanup_free_ uint8_t *data = NULL;
@@ -1093,6 +1109,9 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, acc *a, int64_t 
         r = sample_block_decode(codec, sqlite3_column_blob(get, 8), (size_t) sqlite3_column_bytes(get, 8), &v, &n);
         if (r == -EBADMSG || r == -EPROTONOSUPPORT)
                 return 0;       /* damaged: the leaf level goes without it, as the readers do */
+        /* Keyed by frame, the entries need no stack generation kept. */
+        if (r >= 0)
+                r = resolve_leaf_frames(db, reader, v, n);
         if (r < 0)
                 return r;
         acc_reset(a);
@@ -1115,6 +1134,7 @@ int store_migrate_7_to_8(sqlite3 *db) {
         _cleanup_free_ int64_t *v = NULL;
         size_t n = 0, alloc = 0;
         sample_codec *codec = NULL;
+        dict_reader *reader = NULL;
         sample_counters c;
         acc a = {};
         int r, rc;
@@ -1139,8 +1159,9 @@ int store_migrate_7_to_8(sqlite3 *db) {
         codec = sample_codec_new();
         r = codec ? 0 : -ENOMEM;
         for (size_t i = 0; r >= 0 && i < n; i++)
-                r = migrate_leaf_block(db, codec, &a, v[i]);
+                r = migrate_leaf_block(db, codec, &reader, &a, v[i]);
         sample_codec_free(codec);
+        dict_reader_free(reader);
         acc_free(&a);
         if (r < 0)
                 return r;
@@ -1369,7 +1390,6 @@ static int pages_in_use(store *s, uint64_t *ret) {
 
 #define CAP_CHUNK_BLOCKS 32
 
-static int oldest_generation(sample_writer *w, uint64_t *ret);
 
 /* Deletes the CAP_CHUNK_BLOCKS blocks of the oldest generations, oldest
  * first, whatever their level. */
@@ -1417,14 +1437,12 @@ int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_b
                 if (r < 0)
                         return r;
                 if (d.blocks == 0 && rows == 0) {
-                        uint64_t oldest;
-
-                        /* Only the current generation is left: it can go
-                         * once a new one takes over (the caller starts it). */
-                        r = oldest_generation(w, &oldest);
-                        if (r < 0)
-                                return r;
-                        res.need_new_generation = oldest >= w->c.gen;
+                        /* No block is left, and no stack or frame goes:
+                         * what is left is the current generation and what
+                         * the open periods hold. A new generation writes
+                         * those periods as blocks, and they can all go
+                         * (the caller starts it). */
+                        res.need_new_generation = true;
                         break;
                 }
                 res.blocks += d.blocks;
@@ -1444,16 +1462,24 @@ int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_b
         return 0;
 }
 
-/* The oldest generation still in use: by a block, an open period, or the
- * writer. */
-static int oldest_generation(sample_writer *w, uint64_t *ret) {
+/* The oldest generation still in use by a block, an open period or the
+ * writer: of stacks (`leaf` false) or of frames (true). The leaf levels
+ * name frames, not stacks (their entries read from blocks without frames
+ * are given them, resolve_leaf_frames()): their gen_min, the stack
+ * generation they were fed in, tells only the frame generation they
+ * need, the one that stack generation began in. */
+static int oldest_generation(sample_writer *w, bool leaf, uint64_t *ret) {
         uint64_t g = w->c.gen, b;
         int r;
 
+        static_assert(SAMPLE_LEVEL_LEAF_MINUTE == 3 && SAMPLE_LEVEL_LEAF_HOUR == 4, "the leaf levels in the SQL below");
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
-                if (w->acc[level].open)
+                if (w->acc[level].open && (leaf || !levels[level].leaf))
                         g = MIN(g, w->acc[level].gen_min);
-        r = query_u64(w->store, "SELECT coalesce(min(gen_min), -1) FROM sample_blocks", 0, 0, &b);
+        r = query_u64(w->store,
+                      leaf ? "SELECT coalesce(min(gen_min), -1) FROM sample_blocks"
+                           : "SELECT coalesce(min(gen_min), -1) FROM sample_blocks WHERE level NOT IN (3, 4)",
+                      0, 0, &b);
         if (r < 0)
                 return r;
         *ret = MIN(g, b);
@@ -1471,16 +1497,19 @@ int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blo
                 "(SELECT first_id FROM frame_blocks WHERE gen < "
                 "(SELECT coalesce(max(gen), 0) FROM frame_blocks WHERE gen <= ?1) LIMIT ?2)",
         };
-        uint64_t oldest, n = 0;
+        uint64_t n = 0;
         int r;
 
         *ret_blocks = 0;
-        r = oldest_generation(w, &oldest);
-        if (r < 0 || oldest == 0)
-                return r;
         for (size_t i = 0; i < ELEMENTSOF(sql) && n < max_blocks; i++) {
                 _cleanup_finalize_ sqlite3_stmt *st = NULL;
+                uint64_t oldest;
 
+                r = oldest_generation(w, i == 1, &oldest);
+                if (r < 0)
+                        return r;
+                if (oldest == 0)
+                        continue;
                 r = store_prepare(w->store, sql[i], &st);
                 if (r < 0)
                         return r;

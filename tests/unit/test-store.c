@@ -761,6 +761,54 @@ TEST(expire) {
         ASSERT_EQ(st.n_frames, 1);
 }
 
+/* Expiry cuts at any time, mostly inside a bucket; the bucket it cut
+ * into stays whole and is counted once by queries that reach across the
+ * cut, from the minute and hour levels as from the buckets. */
+TEST(expire_inside_a_bucket_counts_it_once) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN, K_ENTRY };
+        uint64_t hour0 = (T0 / NSEC_PER_SEC / 3600 + 1) * 3600 * NSEC_PER_SEC;
+        /* Two samples a second for three hours from hour0. */
+        const uint64_t n = 3 * 3600;
+        uint64_t cut = hour0 + 1800 * NSEC_PER_SEC + NSEC_PER_SEC / 4, kept;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (uint64_t i = 0; i < n; i++) {
+                add(s, hour0 + i * NSEC_PER_SEC + NSEC_PER_SEC / 8, 0, 1, "x", f, 2);
+                add(s, hour0 + i * NSEC_PER_SEC + NSEC_PER_SEC / 2, 1, 1, "x", f, 2);
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_commit(s));
+
+        /* The bucket of second 1800 ends after the cut and stays whole. */
+        ASSERT_GT(store_expire(s, cut, NULL), 0);
+        kept = 2 * (n - 1800);
+
+        uint64_t from[] = { 0, hour0, cut - 1, cut, cut + 1, hour0 + 3600 * NSEC_PER_SEC - 1 };
+        for (size_t i = 0; i < ELEMENTSOF(from); i++)
+                for (int stacks = 0; stacks <= 1; stacks++) {
+                        query_params q = QUERY_PARAMS_INIT;
+                        uint64_t want;
+                        query_result *r;
+
+                        q.since_ns = from[i];
+                        q.want_stacks = stacks;
+                        /* Whole buckets from the one `since` falls in. */
+                        want = from[i] <= hour0 + 1800 * NSEC_PER_SEC ? kept
+                                                                      : 2 * (n - (from[i] - hour0) / NSEC_PER_SEC);
+                        r = run_query(s, &q, 0, 0);
+                        if (r->total_samples != want)
+                                fprintf(stderr, "since %+lld ns from the cut, stacks %d: want %llu, got %llu\n",
+                                        (long long) (from[i] - cut), stacks, (unsigned long long) want,
+                                        (unsigned long long) r->total_samples);
+                        ASSERT_U64_EQ(r->total_samples, want);
+                        query_result_free(r);
+                }
+}
+
 TEST(stats) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
@@ -1634,6 +1682,12 @@ TEST(migration_from_schema_7_builds_leaf_levels) {
                   sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2"));
         ASSERT_EQ(sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete3'"),
                   sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete1'"));
+        /* The minutes name stacks; their leaf entries name frames (and
+         * keep no stack generation). */
+        uint64_t leaf_counts[2] = {};
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_leaf_entries, leaf_counts));
+        ASSERT_GT(leaf_counts[0], 0);
+        ASSERT_U64_EQ(leaf_counts[1], 0);
         for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
                 query_result *r = run_query(s, windows + i, 0, 0);
 
@@ -1921,6 +1975,25 @@ TEST(frames_outlive_stack_generations) {
         query_result_free(b);
 }
 
+/* Second `sec` after t0 of a build: 50 samples of process pid, each with
+ * a new stack (user code at new offsets), committed with the flush
+ * horizon a second behind, as the daemon's. */
+static void add_new_stacks(store *s, uint64_t t0, uint64_t sec, uint32_t pid) {
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 50; i++) {
+                frame f[3] = { K_OPEN, K_ENTRY, U_LIBC };
+                f[2].offset = sec * 1000 + (uint64_t) i;
+                f[2].addr = 0x7f0000000000ULL + f[2].offset;
+                sample smp = {
+                        .time_ns = t0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = (uint32_t) i % 2, .pid = pid,
+                        .tid = pid, .comm = "cc1", .period = 1000, .n_frames = 3, .frames = f,
+                };
+                ASSERT_OK(store_add_sample(s, 1, &smp));
+        }
+        ASSERT_OK(store_flush_samples(s, t0 + sec * NSEC_PER_SEC));
+        ASSERT_OK(store_commit(s));
+}
+
 TEST(size_cap_collects_old_stacks_and_frames) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
@@ -1935,21 +2008,8 @@ TEST(size_cap_collects_old_stacks_and_frames) {
         gen0 = store_generation(s);
         /* 600 s of samples with ever new stacks (a new process's user
          * code at new offsets each second), like a build. */
-        for (uint64_t sec = 0; sec < 600; sec++) {
-                ASSERT_OK(store_begin(s));
-                for (int i = 0; i < 50; i++) {
-                        frame f[3] = { K_OPEN, K_ENTRY, U_LIBC };
-                        f[2].offset = sec * 1000 + (uint64_t) i;
-                        f[2].addr = 0x7f0000000000ULL + f[2].offset;
-                        sample smp = {
-                                .time_ns = T0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = 0, .pid = 100,
-                                .tid = 100, .comm = "cc1", .period = 1000, .n_frames = 3, .frames = f,
-                        };
-                        ASSERT_OK(store_add_sample(s, 1, &smp));
-                }
-                ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
-                ASSERT_OK(store_commit(s));
-        }
+        for (uint64_t sec = 0; sec < 600; sec++)
+                add_new_stacks(s, T0, sec, 100);
         ASSERT_OK(store_flush_samples(s, UINT64_MAX));
         stacks_before = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks");
         frames_before = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM frame_blocks");
@@ -1988,6 +2048,47 @@ TEST(size_cap_collects_old_stacks_and_frames) {
 }
 
 /* A rollback loses what its batch held, counted once, and nothing else. */
+/* While the daemon runs, the minute and hour of now stay open, and the
+ * hour is often left to the finer levels: neither keeps old stack
+ * generations from going under the cap. */
+TEST(size_cap_is_not_held_by_open_periods) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        store_cap_result res;
+        uint64_t gen0, hour0 = (T0 / NSEC_PER_SEC / 3600 + 1) * 3600 * NSEC_PER_SEC;
+        int64_t oldest_stacks;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        store_set_dictionary_limit(s, 40 << 10);
+        gen0 = store_generation(s);
+        /* 20 minutes into one hour, ever new stacks and processes; the
+         * flush horizon trails by a second, as the daemon's does. */
+        for (uint64_t sec = 0; sec < 1200; sec++)
+                add_new_stacks(s, hour0, sec, 100 + (uint32_t) sec);
+        fprintf(stderr, "generations %" PRIu64 " .. %" PRIu64 ", %" PRIu64 " bytes in use, hour markers %lld\n", gen0,
+                store_generation(s), used_bytes(t.db),
+                (long long) sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2 AND data = x'00'"));
+        ASSERT_GT(store_generation(s), gen0 + 5);
+
+        for (int i = 0; i < 100 && used_bytes(t.db) > (256 << 10); i++)
+                ASSERT_OK(store_enforce_cap(s, 256 << 10, &res));
+        oldest_stacks = sql_int(t.db, "SELECT coalesce(min(gen), -1) FROM stack_blocks");
+        fprintf(stderr, "after a 256 KiB cap: %" PRIu64 " bytes in use, oldest stack generation %lld of %" PRIu64 "\n",
+                used_bytes(t.db), (long long) oldest_stacks, store_generation(s));
+        ASSERT_LE(used_bytes(t.db), 256 << 10);
+        ASSERT_GT(oldest_stacks, (int64_t) gen0 + 5);
+        /* What is left answers, and the writer goes on. */
+        ASSERT_OK(store_begin(s));
+        add(s, hour0 + 1200 * NSEC_PER_SEC, 0, 1, "x", (const frame[]) { K_OPEN }, 1);
+        ASSERT_OK(store_commit(s));
+        query_params q = QUERY_PARAMS_INIT;
+        q.since_ns = hour0 + 1200 * NSEC_PER_SEC;
+        query_result *r = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, 1);
+        query_result_free(r);
+}
+
 TEST(rollback_counts_what_it_lost_and_keeps_the_open_bucket) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
