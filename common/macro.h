@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,4 +82,22 @@ static inline int negative_errno(void) {
 /* Overflow-checked size arithmetic for lengths that come from outside. */
 static inline int size_add(size_t a, size_t b, size_t *ret) {
         return __builtin_add_overflow(a, b, ret) ? -EOVERFLOW : 0;
+}
+
+/* Makes room for one more element in a growable array (doubling). */
+static inline int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
+        size_t m;
+        void *q;
+
+        if (n < *alloc)
+                return 0;
+        m = MAX(*alloc * 2, (size_t) 16);
+        if (m > SIZE_MAX / elem)
+                return -ENOMEM;
+        q = realloc(*p, m * elem);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *alloc = m;
+        return 0;
 }

@@ -138,11 +138,239 @@ int msgbuf_next(msgbuf *m, char **ret) {
         return 1;
 }
 
-int proto_json_parse(const char *text, struct json_object **ret) {
+/* Length of the UTF-8 sequence at p (n > 0 bytes left), 0 if it is not
+ * valid: shortest form, no surrogates, at most U+10FFFF (RFC 3629).
+ * json-c's own check lets all three through. */
+static size_t utf8_sequence(const unsigned char *p, size_t n) {
+        unsigned char c = p[0];
+        size_t len;
+
+        if (c < 0x80)
+                return 1;
+        if (c < 0xc2 || c > 0xf4)       /* a continuation byte, an overlong 2-byte form, beyond U+10FFFF */
+                return 0;
+        len = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++)
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+        if ((c == 0xe0 && p[1] < 0xa0) ||       /* overlong 3-byte */
+            (c == 0xed && p[1] >= 0xa0) ||      /* U+D800..U+DFFF */
+            (c == 0xf0 && p[1] < 0x90) ||       /* overlong 4-byte */
+            (c == 0xf4 && p[1] >= 0x90))        /* beyond U+10FFFF */
+                return 0;
+        return len;
+}
+
+static size_t utf8_bad_bytes(const char *s, size_t len) {
+        const unsigned char *p = (const unsigned char *) s;
+        size_t bad = 0, n;
+
+        for (size_t i = 0; i < len; i += n) {
+                n = utf8_sequence(p + i, len - i);
+                if (n == 0) {
+                        bad++;
+                        n = 1;
+                }
+        }
+        return bad;
+}
+
+#define UTF8_INVALID "invalid UTF-8 (a stray byte, an overlong form, a surrogate or beyond U+10FFFF)"
+
+static int hex4(const unsigned char *p, const unsigned char *end, unsigned *ret) {
+        unsigned v = 0;
+
+        if (end - p < 4)
+                return -EBADMSG;
+        for (int i = 0; i < 4; i++) {
+                unsigned char c = p[i];
+                unsigned d = c >= '0' && c <= '9' ? (unsigned) (c - '0') :
+                             c >= 'a' && c <= 'f' ? (unsigned) (c - 'a' + 10) :
+                             c >= 'A' && c <= 'F' ? (unsigned) (c - 'A' + 10) : 16u;
+                if (d > 15)
+                        return -EBADMSG;
+                v = v * 16 + d;
+        }
+        *ret = v;
+        return 0;
+}
+
+/* The string starting at *pp (its opening quote): valid UTF-8, and every
+ * \u escape of a surrogate one of a pair. *pp ends after the closing
+ * quote. */
+static int check_string(const unsigned char **pp, const unsigned char *end, const char **why) {
+        const unsigned char *p = *pp + 1;
+
+        while (p < end && *p != '"') {
+                unsigned u, lo;
+                size_t n;
+
+                if (*p != '\\') {
+                        n = utf8_sequence(p, (size_t) (end - p));
+                        if (n == 0) {
+                                *why = UTF8_INVALID;
+                                return -EBADMSG;
+                        }
+                        p += n;
+                        continue;
+                }
+                if (end - p < 2)
+                        return -EBADMSG;
+                if (p[1] != 'u') {
+                        p += 2;
+                        continue;
+                }
+                if (hex4(p + 2, end, &u) < 0)
+                        return -EBADMSG;
+                p += 6;
+                if (u >= 0xdc00 && u <= 0xdfff) {
+                        *why = "a \\u escape of a lone low surrogate";
+                        return -EBADMSG;
+                }
+                if (u >= 0xd800 && u <= 0xdbff) {
+                        if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, end, &lo) < 0 || lo < 0xdc00 ||
+                            lo > 0xdfff) {
+                                *why = "a \\u escape of a lone high surrogate";
+                                return -EBADMSG;
+                        }
+                        p += 6;
+                }
+        }
+        if (p >= end)
+                return -EBADMSG;
+        *pp = p + 1;
+        return 0;
+}
+
+/* The number at *pp: an integer must fit int64 or uint64, which json-c
+ * would otherwise clamp without a word. */
+static int check_number(const unsigned char **pp, const unsigned char *end, const char **why) {
+        static const char max_pos[] = "18446744073709551615", max_neg[] = "9223372036854775808";
+        const unsigned char *p = *pp, *digits;
+        bool negative = false, integer = true;
+        const char *max;
+        size_t n;
+
+        if (*p == '-') {
+                negative = true;
+                p++;
+        }
+        digits = p;
+        while (p < end && *p >= '0' && *p <= '9')
+                p++;
+        n = (size_t) (p - digits);
+        while (p < end && (*p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-' || (*p >= '0' && *p <= '9'))) {
+                integer = false;
+                p++;
+        }
+        *pp = p;
+        if (!integer)
+                return 0;
+        max = negative ? max_neg : max_pos;
+        if (n > strlen(max) || (n == strlen(max) && memcmp(digits, max, n) > 0)) {
+                *why = "an integer out of the 64-bit range";
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+/* What json-c lets through, checked on the text it accepted: strings
+ * (see check_string()), integers (check_number()), and the number of
+ * members of each object in document order, which members_match()
+ * compares with what json-c made of them: it keeps the last of two equal
+ * keys. */
+static int check_text(const char *text, size_t len, uint32_t **ret_members, size_t *ret_n, const char **why) {
+        const unsigned char *p = (const unsigned char *) text, *end = p + len;
+        size_t stack[PERFSNAP_MAX_JSON_DEPTH + 1], depth = 0, n = 0, alloc = 0;
+        _cleanup_free_ uint32_t *members = NULL;
+        int r;
+
+        while (p < end) {
+                switch (*p) {
+                case '"':
+                        r = check_string(&p, end, why);
+                        if (r < 0)
+                                return r;
+                        continue;
+                case '-':
+                case '0' ... '9':
+                        r = check_number(&p, end, why);
+                        if (r < 0)
+                                return r;
+                        continue;
+                case '{':
+                case '[':
+                        if (depth >= ELEMENTSOF(stack))
+                                return -EBADMSG;
+                        if (*p == '[') {
+                                stack[depth++] = SIZE_MAX;
+                                break;
+                        }
+                        r = array_reserve_one((void **) &members, &alloc, n, sizeof *members);
+                        if (r < 0)
+                                return r;
+                        members[n] = 0;
+                        stack[depth++] = n++;
+                        break;
+                case '}':
+                case ']':
+                        if (depth == 0)
+                                return -EBADMSG;
+                        depth--;
+                        break;
+                case ':':
+                        if (depth == 0 || stack[depth - 1] == SIZE_MAX)
+                                return -EBADMSG;
+                        members[stack[depth - 1]]++;
+                        break;
+                default:
+                        if (*p >= 0x80) {
+                                *why = UTF8_INVALID;
+                                return -EBADMSG;
+                        }
+                }
+                p++;
+        }
+        *ret_members = TAKE_PTR(members);
+        *ret_n = n;
+        return 0;
+}
+
+static bool members_match(struct json_object *o, const uint32_t *members, size_t n, size_t *i) {
+        if (json_object_is_type(o, json_type_array)) {
+                for (size_t k = 0; k < json_object_array_length(o); k++) {
+                        struct json_object *v = json_object_array_get_idx(o, k);
+
+                        if (v && !members_match(v, members, n, i))
+                                return false;
+                }
+                return true;
+        }
+        if (!json_object_is_type(o, json_type_object))
+                return true;
+        if (*i >= n || (size_t) json_object_object_length(o) != members[*i])
+                return false;
+        (*i)++;
+        json_object_object_foreach(o, key, v) {
+                (void) key;
+                if (v && !members_match(v, members, n, i))
+                        return false;
+        }
+        return true;
+}
+
+int proto_json_parse_strict(const char *text, struct json_object **ret, const char **ret_why) {
+        _cleanup_free_ uint32_t *members = NULL;
+        const char *why = "not JSON";
         struct json_tokener *tok;
         struct json_object *o;
-        size_t len = strlen(text);
+        size_t len = strlen(text), n = 0, i = 0;
+        int r;
 
+        if (ret_why)
+                *ret_why = why;
         /* json_tokener takes an int length. */
         if (len >= INT32_MAX)
                 return -EBADMSG;
@@ -159,19 +387,51 @@ int proto_json_parse(const char *text, struct json_object **ret) {
         if (!o || json_tokener_get_error(tok) != json_tokener_success) {
                 json_object_put(o);
                 json_tokener_free(tok);
+                if (ret_why && utf8_bad_bytes(text, len) > 0)
+                        *ret_why = UTF8_INVALID;
                 return -EBADMSG;
         }
 
         /* Belt and braces for trailing bytes: only whitespace may remain. */
-        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-                if (!strchr(" \t\r\n", text[i])) {
+        for (size_t k = json_tokener_get_parse_end(tok); k < len; k++)
+                if (!strchr(" \t\r\n", text[k])) {
                         json_object_put(o);
                         json_tokener_free(tok);
                         return -EBADMSG;
                 }
 
         json_tokener_free(tok);
+
+        r = check_text(text, len, &members, &n, &why);
+        if (r >= 0 && !members_match(o, members, n, &i)) {
+                why = "a key given twice in one object";
+                r = -EBADMSG;
+        }
+        if (r < 0) {
+                json_object_put(o);
+                if (ret_why)
+                        *ret_why = why;
+                return r;
+        }
         *ret = o;
+        return 0;
+}
+
+int proto_json_parse(const char *text, struct json_object **ret) {
+        return proto_json_parse_strict(text, ret, NULL);
+}
+
+int proto_json_u64(struct json_object *v, uint64_t max, uint64_t *ret) {
+        uint64_t u;
+
+        /* Above INT64_MAX json-c keeps a uint64, which get_int64() clamps:
+         * the sign from get_int64(), the value from get_uint64(). */
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+                return -EBADMSG;
+        u = json_object_get_uint64(v);
+        if (u > max)
+                return -ERANGE;
+        *ret = u;
         return 0;
 }
 
@@ -223,34 +483,46 @@ static int get_parameters(struct json_object *obj, struct json_object **ret) {
         return 0;
 }
 
-int proto_call_parse(const char *msg, proto_call *ret) {
+int proto_call_parse_why(const char *msg, proto_call *ret, const char **ret_why) {
         _cleanup_(json_object_putp) struct json_object *o = NULL, *params = NULL;
+        const char *why = NULL;
         struct json_object *m;
         bool more, oneway;
         char *method;
         int r;
 
-        r = proto_json_parse(msg, &o);
-        if (r < 0)
+        r = proto_json_parse_strict(msg, &o, &why);
+        if (r >= 0 && !json_object_is_type(o, json_type_object)) {
+                why = "not a JSON object";
+                r = -EBADMSG;
+        }
+        if (r >= 0 && (!json_object_object_get_ex(o, "method", &m) || !json_object_is_type(m, json_type_string) ||
+                       /* get_string_len, not strlen: a "\u0000" inside must not hide a tail. */
+                       !method_name_valid(json_object_get_string(m), (size_t) json_object_get_string_len(m)))) {
+                why = "no string \"method\" that is a varlink name";
+                r = -EBADMSG;
+        }
+        if (r >= 0) {
+                r = get_parameters(o, &params);
+                why = "\"parameters\" is not an object";
+        }
+        if (r >= 0) {
+                r = get_optional_bool(o, "more", &more);
+                why = "\"more\" is not a boolean";
+        }
+        if (r >= 0) {
+                r = get_optional_bool(o, "oneway", &oneway);
+                why = "\"oneway\" is not a boolean";
+        }
+        if (r >= 0 && more && oneway) {
+                why = "\"more\" and \"oneway\" together: a call that wants no reply wants no continued ones";
+                r = -EBADMSG;
+        }
+        if (r < 0) {
+                if (ret_why)
+                        *ret_why = r == -ENOMEM ? "out of memory" : why;
                 return r;
-        if (!json_object_is_type(o, json_type_object))
-                return -EBADMSG;
-
-        if (!json_object_object_get_ex(o, "method", &m) || !json_object_is_type(m, json_type_string))
-                return -EBADMSG;
-        /* get_string_len, not strlen: a "\u0000" inside must not hide a tail. */
-        if (!method_name_valid(json_object_get_string(m), (size_t) json_object_get_string_len(m)))
-                return -EBADMSG;
-
-        r = get_parameters(o, &params);
-        if (r < 0)
-                return r;
-        r = get_optional_bool(o, "more", &more);
-        if (r < 0)
-                return r;
-        r = get_optional_bool(o, "oneway", &oneway);
-        if (r < 0)
-                return r;
+        }
 
         method = strdup(json_object_get_string(m));
         if (!method)
@@ -265,6 +537,10 @@ int proto_call_parse(const char *msg, proto_call *ret) {
         return 0;
 }
 
+int proto_call_parse(const char *msg, proto_call *ret) {
+        return proto_call_parse_why(msg, ret, NULL);
+}
+
 void proto_call_done(proto_call *c) {
         if (!c)
                 return;
@@ -273,8 +549,50 @@ void proto_call_done(proto_call *c) {
         *c = (proto_call) {};
 }
 
+/* A copy of serialized JSON s with every byte that is not part of valid
+ * UTF-8 written as "\ufffd". Such bytes can only be inside strings (json-c
+ * writes them as they are): names the kernel and processes chose, which
+ * need not be UTF-8 (a comm set with prctl(PR_SET_NAME), a file name). */
+static char *utf8_repaired(const char *s) {
+        const unsigned char *p = (const unsigned char *) s;
+        size_t len = strlen(s), bad = utf8_bad_bytes(s, len), n;
+        char *out, *o;
+
+        if (bad == 0)
+                return strdup(s);
+        if (bad > (SIZE_MAX - len - 1) / 5)
+                return NULL;
+        out = o = malloc(len + bad * 5 + 1);
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < len; i += n) {
+                n = utf8_sequence(p + i, len - i);
+                if (n == 0) {
+                        memcpy(o, "\\ufffd", 6);
+                        o += 6;
+                        n = 1;
+                } else {
+                        memcpy(o, p + i, n);
+                        o += n;
+                }
+        }
+        *o = 0;
+        return out;
+}
+
+size_t proto_json_plain_len(struct json_object *o) {
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        size_t len, bad;
+
+        if (!s)
+                return SIZE_MAX;
+        len = strlen(s);
+        bad = utf8_bad_bytes(s, len);
+        return bad > (SIZE_MAX - 1 - len) / 5 ? SIZE_MAX : len + bad * 5;
+}
+
 /* Adds parameters (a new reference, or a new empty object for NULL) and
- * serializes. */
+ * serializes, as valid UTF-8. */
 static char *format_message(struct json_object *o, struct json_object *parameters) {
         struct json_object *p;
         const char *s;
@@ -286,7 +604,7 @@ static char *format_message(struct json_object *o, struct json_object *parameter
         }
 
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        return s ? strdup(s) : NULL;
+        return s ? utf8_repaired(s) : NULL;
 }
 
 static int add_string(struct json_object *o, const char *key, const char *value) {

@@ -77,9 +77,22 @@ int msgbuf_next(msgbuf *m, char **ret);
 size_t msgbuf_pending(const msgbuf *m);
 
 /* Parses one JSON text the way every message is parsed: strict syntax,
- * valid UTF-8, nesting bounded by PERFSNAP_MAX_JSON_DEPTH, nothing but
- * whitespace after the value. -EBADMSG or -ENOMEM. Any JSON type. */
+ * valid UTF-8 (no overlong forms, surrogates or code points beyond
+ * U+10FFFF, no \u escape of a lone surrogate), nesting bounded by
+ * PERFSNAP_MAX_JSON_DEPTH, no key twice in one object, integers within
+ * [-2^63, 2^64), nothing but whitespace after the value. -EBADMSG (with
+ * *ret_why, a static string, if ret_why is not NULL) or -ENOMEM. Any JSON
+ * type. */
+int proto_json_parse_strict(const char *text, struct json_object **ret, const char **ret_why);
 int proto_json_parse(const char *text, struct json_object **ret);
+
+/* The length of o as the messages carry it (plain, bytes that are not
+ * UTF-8 written as \ufffd); SIZE_MAX when out of memory. */
+size_t proto_json_plain_len(struct json_object *o);
+
+/* A JSON integer in [0, max]: -EBADMSG if v is not a non-negative
+ * integer, -ERANGE if it is above max. */
+int proto_json_u64(struct json_object *v, uint64_t max, uint64_t *ret);
 
 /* An address or other 64-bit value as a "0x..." string: JSON numbers lose
  * precision above 2^53. NULL when out of memory. */
@@ -93,10 +106,13 @@ typedef struct proto_call {
         bool oneway;
 } proto_call;
 
-/* Parses a call message. -EBADMSG if it is not JSON, not an object, has no
- * string "method" (a varlink name: [A-Za-z0-9.] only, at most 255 bytes),
- * "parameters" is not an object, or "more"/"oneway" is not a boolean.
- * Unknown top-level keys are ignored, as varlink allows. -ENOMEM. */
+/* Parses a call message. -EBADMSG (with *ret_why, a static string, if
+ * ret_why is not NULL) if it is not a message proto_json_parse_strict()
+ * takes, not an object, has no string "method" (a varlink name:
+ * [A-Za-z0-9.] only, at most 255 bytes), "parameters" is not an object,
+ * "more"/"oneway" is not a boolean, or both are true. Unknown top-level
+ * keys are ignored, as varlink allows. -ENOMEM. */
+int proto_call_parse_why(const char *msg, proto_call *ret, const char **ret_why);
 int proto_call_parse(const char *msg, proto_call *ret);
 void proto_call_done(proto_call *c);
 

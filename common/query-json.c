@@ -40,18 +40,6 @@ static bool json_int_in_range(struct json_object *v, int64_t min, int64_t max, i
         return true;
 }
 
-static bool json_u64(struct json_object *v, uint64_t max, uint64_t *ret) {
-        uint64_t u;
-
-        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
-                return false;
-        u = json_object_get_uint64(v);
-        if (u > max)
-                return false;
-        *ret = u;
-        return true;
-}
-
 /* "name: unknown parameter" with the name made safe to log and echo. */
 static const char *unknown_field_error(const char *name) {
         static _Thread_local char buf[128];
@@ -275,7 +263,7 @@ static int get_u64(struct json_object *obj, const char *key, bool required, uint
                 *ret = 0;
                 return 0;
         }
-        return json_u64(v, max, ret) ? 0 : -EBADMSG;
+        return proto_json_u64(v, max, ret) < 0 ? -EBADMSG : 0;
 }
 
 static int row_from_json(struct json_object *o, query_row *row) {
@@ -384,11 +372,6 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
         return 0;
 }
 
-static size_t json_plain_len(struct json_object *o) {
-        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        return s ? strlen(s) : SIZE_MAX;
-}
-
 static void json_object_array_putp(struct json_object ***items) {
         /* Arrays of references built below end with a NULL sentinel. */
         if (!*items)
@@ -460,7 +443,7 @@ int query_result_format_replies(const query_result *r, size_t max_bytes, char **
         starts[n_chunks++] = 0;
         for (size_t i = 0; i < n_items; i++) {
                 unsigned which = i < r->n_rows ? 0 : 1;
-                size_t len = json_plain_len(items[i]), add_len;
+                size_t len = proto_json_plain_len(items[i]), add_len;
 
                 if (len == SIZE_MAX)
                         return -ENOMEM;

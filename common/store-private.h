@@ -29,24 +29,6 @@ static inline uint64_t u64(int64_t v) {
         return (uint64_t) v;
 }
 
-/* Makes room for one more element in a growable array (doubling). */
-static inline int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
-        size_t m;
-        void *q;
-
-        if (n < *alloc)
-                return 0;
-        m = MAX(*alloc * 2, (size_t) 16);
-        if (m > SIZE_MAX / elem)
-                return -ENOMEM;
-        q = realloc(*p, m * elem);
-        if (!q)
-                return -ENOMEM;
-        *p = q;
-        *alloc = m;
-        return 0;
-}
-
 /* Slots of the store's open-addressing indexes (the dictionaries' and
  * the sample accumulators'): a uint32_t holding position + 1 of the row
  * (0: empty) in the low `shift` bits, shift = log2 of the table's

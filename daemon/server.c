@@ -68,6 +68,7 @@ struct client {
         bool paused;            /* calls wait: too many replies unread (by it or by all) */
         bool dead;              /* disconnected; freed when no job refers to it */
         bool close_after_write;
+        bool oneway;            /* the call in progress wants no reply */
         unsigned refs;
 };
 
@@ -211,17 +212,16 @@ static char *worker_status(server *s, job *j) {
 }
 
 /* Optional parameters of Modules, Events and Ksyms; false with *why set on a
- * wrong type. */
+ * wrong type or a value of 2^63 or more. */
 static bool get_u64(json_object *params, const char *key, uint64_t *v, const char **why) {
         json_object *o;
 
         if (!params || !json_object_object_get_ex(params, key, &o))
                 return true;
-        if (!json_object_is_type(o, json_type_int) || json_object_get_int64(o) < 0) {
+        if (proto_json_u64(o, INT64_MAX, v) < 0) {
                 *why = key;
                 return false;
         }
-        *v = (uint64_t) json_object_get_int64(o);
         return true;
 }
 
@@ -253,7 +253,8 @@ static char *worker_layout(server *s, job *j) {
 
         if (!get_u64(j->params, "since_ns", &since, &why) || !get_u64(j->params, "limit", &limit, &why) ||
             (j->kind != JOB_KSYMS && !get_bool(j->params, j->kind == JOB_MODULES ? "sections" : "records", &flag, &why))) {
-                snprintf(msg, sizeof msg, "parameter \"%s\" has the wrong type", why);
+                snprintf(msg, sizeof msg, "parameter \"%s\" is not %s", why,
+                         streq(why, "since_ns") || streq(why, "limit") ? "an integer in [0, 2^63)" : "a boolean");
                 return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, msg);
         }
         r = worker_store(s, j, &st);
@@ -357,7 +358,7 @@ static void client_send(client *c, char *msg) {
                 c->close_after_write = true;
                 return;
         }
-        if (!c->dead)
+        if (!c->dead && !c->oneway)
                 bufferevent_write(c->bev, msg, strlen(msg) + 1);
         free(msg);
 }
@@ -564,14 +565,18 @@ static void handle_call(client *c, const char *msg) {
         char text[256];
         int r;
 
-        r = proto_call_parse(msg, &call);
+        c->oneway = false;
+        r = proto_call_parse_why(msg, &call, &why);
         if (r < 0) {
-                log_debug("Malformed call from pid %d; disconnecting it.", (int) c->pid);
-                client_send(c, error_reply(PERFSNAP_ERROR_INVALID_MESSAGE,
-                                           "not a varlink call: expected a JSON object with a string \"method\""));
+                log_debug("Malformed call from pid %d (%s); disconnecting it.", (int) c->pid, why);
+                snprintf(text, sizeof text, "not a varlink call: %s", why);
+                client_send(c, error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, text));
                 c->close_after_write = true;
                 return;
         }
+        /* Executed, not answered: its replies, errors included, are
+         * dropped (client_send()) until the next call. */
+        c->oneway = call.oneway;
 
         if (!c->authorized) {
                 p = json_object_new_object();
@@ -623,7 +628,8 @@ static void handle_call(client *c, const char *msg) {
                 r = start_async(s, c, call.method, call.parameters, &why);
                 if (r == -EOPNOTSUPP || r == -EINVAL) {
                         client_send(c, error_reply(r == -EINVAL ? PERFSNAP_ERROR_INVALID_PARAMETER : PERFSNAP_ERROR_INTERNAL,
-                                                   r == -EINVAL ? "invalid parameters" : "snapshots are off (cache_dir is empty)"));
+                                                   r == -EINVAL ? "\"max_size\" and \"max_age_ns\" are integers in [0, 2^63)"
+                                                                : "snapshots are off (cache_dir is empty)"));
                         goto out;
                 }
         } else if (streq(call.method, PERFSNAP_METHOD_CACHE_LIST)) {

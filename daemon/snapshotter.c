@@ -398,19 +398,12 @@ int snapshotter_call(server_call *call, const char *method, json_object *params,
                 j->limits.max_size_bytes = s->max_size_bytes;
                 j->limits.max_age_ns = s->max_age_ns;
                 /* Parameters override the configured limits; 0 is no limit. */
-                if (params && json_object_object_get_ex(params, "max_size", &o)) {
-                        if (!json_object_is_type(o, json_type_int) || json_object_get_int64(o) < 0) {
-                                free(j);
-                                return -EINVAL;
-                        }
-                        j->limits.max_size_bytes = (uint64_t) json_object_get_int64(o);
-                }
-                if (params && json_object_object_get_ex(params, "max_age_ns", &o)) {
-                        if (!json_object_is_type(o, json_type_int) || json_object_get_int64(o) < 0) {
-                                free(j);
-                                return -EINVAL;
-                        }
-                        j->limits.max_age_ns = (uint64_t) json_object_get_int64(o);
+                if ((params && json_object_object_get_ex(params, "max_size", &o) &&
+                     proto_json_u64(o, INT64_MAX, &j->limits.max_size_bytes) < 0) ||
+                    (params && json_object_object_get_ex(params, "max_age_ns", &o) &&
+                     proto_json_u64(o, INT64_MAX, &j->limits.max_age_ns) < 0)) {
+                        free(j);
+                        return -EINVAL;
                 }
                 if (s->current_path) {
                         j->keep = strdup(s->current_path);

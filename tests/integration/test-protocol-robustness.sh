@@ -1,6 +1,8 @@
 #!/bin/bash
-# Bad input on the socket gets an error reply or a disconnect; the daemon
-# keeps running and keeps answering.
+# Bad input on the socket gets an error reply saying what is wrong, or a
+# disconnect; the daemon keeps running and answering. Parsing is strict
+# where json-c is not (duplicate keys, UTF-8, 64-bit integers); oneway
+# calls get no reply; names that are not UTF-8 are answered as U+FFFD.
 . "$(dirname "$0")/lib.sh"
 require_root
 setup_dir
@@ -92,9 +94,85 @@ assert "version" in json.loads(a)["parameters"], a[:200]
 assert "rows" in json.loads(b)["parameters"], b[:200]
 print("ok: pipelined calls answered in order")
 
+# What json-c would let through, refused with the rule it broke.
+strict = [
+    (b'{"method":"io.perfsnap.Query","method":"io.perfsnap.Status"}', "twice"),
+    (b'{"method":"io.perfsnap.Query","parameters":{"pid":1,"pid":2}}', "twice"),
+    (b'{"method":"io.perfsnap.Query","parameters":{"comm":"\xc0\xaf"}}', "UTF-8"),
+    (b'{"method":"io.perfsnap.Query","parameters":{"comm":"\xed\xa0\x80"}}', "UTF-8"),
+    (b'{"method":"io.perfsnap.Query","parameters":{"comm":"\xf4\x90\x80\x80"}}', "UTF-8"),
+    (b'{"method":"io.perfsnap.Query","parameters":{"comm":"\\udc00"}}', "surrogate"),
+    (b'{"method":"io.perfsnap.Modules","parameters":{"since_ns":18446744073709551616}}', "64-bit"),
+    (b'{"method":"io.perfsnap.Status","more":true,"oneway":true}', "together"),
+]
+for payload, why in strict:
+    r = reply(payload + b"\0")
+    assert r.get("error") == "io.perfsnap.InvalidMessage" and why in r["parameters"].get("message", ""), \
+        f"{payload!r}: expected InvalidMessage saying {why!r}, got {r}"
+    print(f"ok: {payload[:60]!r}... -> {r['parameters']['message']}")
+
+# Integers from 2^63 up are refused where a parameter stops below 2^63,
+# not clamped to 2^63 - 1.
+for method, key in (("Modules", "since_ns"), ("Events", "limit"), ("Ksyms", "since_ns")):
+    r = reply(b'{"method":"io.perfsnap.%s","parameters":{"%s":9223372036854775808}}\0' % (method.encode(), key.encode()))
+    assert r.get("error") == "io.perfsnap.InvalidParameter" and "2^63" in r["parameters"]["message"], f"{method}: {r}"
+r = reply(b'{"method":"io.perfsnap.CachePrune","parameters":{"max_size":18446744073709551615}}\0')
+assert r.get("error") == "io.perfsnap.InvalidParameter" and "2^63" in r["parameters"]["message"], f"CachePrune: {r}"
+print("ok: integers of 2^63 and more refused by Modules, Events, Ksyms and CachePrune")
+
+# A oneway call gets no reply: the reply to the call after it is the next
+# message, in step.
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(5); s.connect(path)
+s.sendall(b'{"method":"io.perfsnap.Query","oneway":true}\0{"method":"io.perfsnap.Nope","oneway":true}\0'
+          b'{"method":"io.perfsnap.Status"}\0')
+data = b""
+while not data.endswith(b"\0"):
+    chunk = s.recv(65536)
+    assert chunk, "connection closed before the Status reply"
+    data += chunk
+msgs = data.split(b"\0")[:-1]
+assert len(msgs) == 1 and "version" in json.loads(msgs[0])["parameters"], f"replies after oneway calls: {data[:300]!r}"
+s.settimeout(0.5)
+try:
+    extra = s.recv(65536)
+except socket.timeout:
+    extra = b""
+assert extra == b"", f"a oneway call was answered: {extra[:200]!r}"
+s.close()
+print("ok: oneway calls executed without a reply, the next reply in step")
+
 r = reply(b'{"method":"io.perfsnap.Status"}\0')
 assert r["parameters"]["protocol"] == 1, r
 print("ok: daemon still answers Status")
 PY
+
+# A process may name itself with bytes that are not UTF-8: its samples are
+# answered as U+FFFD, and the answer is valid UTF-8 that perfsnapctl reads.
+T0=$(date +%s%N)
+python3 -c '
+import ctypes, time
+ctypes.CDLL(None).prctl(15, b"\xff\xc0\xafspin", 0, 0, 0)
+end = time.time() + 1.5
+while time.time() < end:
+    pass
+' || fail "could not run a process named with bytes that are not UTF-8"
+wait_committed "$(date +%s%N)"
+python3 - "$SOCK" "$T0" <<'PY' || fail "a comm that is not UTF-8 broke the answer"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(10); s.connect(sys.argv[1])
+s.sendall(b'{"method":"io.perfsnap.Query","parameters":{"since_ns":%d}}\0' % int(sys.argv[2]))
+data = b""
+while not data.endswith(b"\0"):
+    chunk = s.recv(1 << 20)
+    assert chunk, "connection closed before the reply"
+    data += chunk
+text = data[:-1].decode("utf-8")        # strict: raises on anything that is not UTF-8
+rows = json.loads(text)["parameters"]["rows"]
+comms = sorted(set(r["comm"] for r in rows))
+assert "\ufffd\ufffd\ufffdspin" in comms, f"no row of the renamed process; comms: {comms}"
+print("ok: the renamed process answered as", ascii("\ufffd\ufffd\ufffdspin"))
+PY
+"$PERFSNAPCTL" query --since 1m > "$T/query.txt" || fail "perfsnapctl query failed with a comm that is not UTF-8"
+grep -q "spin" "$T/query.txt" || fail "perfsnapctl query does not show the renamed process"
 kill -0 "$DPID" 2>/dev/null || fail "perfsnapd died"
-pass "daemon survived malformed, oversized and truncated requests"
+pass "daemon survived malformed, oversized and truncated requests; strict parsing; oneway; names that are not UTF-8"

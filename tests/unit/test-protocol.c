@@ -204,6 +204,99 @@ TEST(call_parse_rejects_malformed) {
         proto_call_done(&c);
 }
 
+/* What json-c takes and a strict reader must not: each refused with its
+ * reason; the forms next to them that are valid pass. */
+TEST(call_parse_is_strict) {
+        static const struct {
+                const char *msg, *why;
+        } bad[] = {
+                { "{\"method\":\"io.perfsnap.Query\",\"method\":\"io.perfsnap.Status\"}", "twice" },
+                { "{\"method\":\"io.perfsnap.Query\",\"parameters\":{\"pid\":1,\"cpu\":2,\"pid\":3}}", "twice" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"x\":[{\"a\":1},{\"b\":1,\"b\":2}]}}", "twice" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"x\":{\"y\":{}},\"x\":{\"z\":1}}}", "twice" },
+                /* overlong '/', overlong 3- and 4-byte forms, a surrogate, beyond U+10FFFF, a stray continuation */
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\xc0\xaf\"}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\xe0\x80\xaf\"}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\xf0\x80\x80\xaf\"}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\xed\xa0\x80\"}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\xf4\x90\x80\x80\"}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\xf5\x80\x80\x80\"}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"a\x80\"}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"\xc3\":1}}", "UTF-8" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\\ud800\"}}", "surrogate" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\\udc00\"}}", "surrogate" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\\ud800\\u0041\"}}", "surrogate" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"since_ns\":18446744073709551616}}", "64-bit" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"since_ns\":99999999999999999999999}}", "64-bit" },
+                { "{\"method\":\"a.B\",\"parameters\":{\"pid\":-9223372036854775809}}", "64-bit" },
+                { "{\"method\":\"a.B\",\"more\":true,\"oneway\":true}", "together" },
+        };
+        static const char *const good[] = {
+                "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\xef\xbf\xbd\"}}",
+                "{\"method\":\"a.B\",\"parameters\":{\"comm\":\"\\ud83d\\ude00\\u00e9\\\\ud800\"}}",
+                "{\"method\":\"a.B\",\"parameters\":{\"since_ns\":18446744073709551615,\"pid\":-9223372036854775808,\"x\":1e30}}",
+                "{\"method\":\"a.B\",\"parameters\":{\"x\":[{\"a\":1},{\"a\":1}],\"y\":{\"a\":{\"a\":[]}},\"a\":null}}",
+                "{\"method\":\"a.B\",\"parameters\":{\"\\\"a:\\\"\":{\"b\":\"{:[\"}}}",
+                "{\"method\":\"a.B\",\"oneway\":true}",
+        };
+        proto_call c = {};
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                const char *why = NULL;
+                int r = proto_call_parse_why(bad[i].msg, &c, &why);
+
+                if (r != -EBADMSG || !why || !strstr(why, bad[i].why))
+                        TEST_FAIL_("input %zu (%s): expected -EBADMSG saying \"%s\", got %d (%s)", i, bad[i].msg, bad[i].why,
+                                   r, why ?: "no reason");
+        }
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                const char *why = NULL;
+                int r = proto_call_parse_why(good[i], &c, &why);
+
+                if (r < 0)
+                        TEST_FAIL_("input %zu (%s): refused: %d (%s)", i, good[i], r, why ?: "no reason");
+                proto_call_done(&c);
+        }
+
+        /* Integers between 2^63 and 2^64 are kept as they are, and refused
+         * where the parameter stops below. */
+        struct json_object *o = NULL, *v;
+        uint64_t u = 0;
+        ASSERT_OK(proto_json_parse("{\"a\":9223372036854775808,\"b\":9223372036854775807,\"c\":-1,\"d\":1.0}", &o));
+        ASSERT_TRUE(json_object_object_get_ex(o, "a", &v));
+        ASSERT_ERROR(proto_json_u64(v, INT64_MAX, &u), ERANGE);
+        ASSERT_OK(proto_json_u64(v, UINT64_MAX, &u));
+        ASSERT_U64_EQ(u, 9223372036854775808ULL);
+        ASSERT_TRUE(json_object_object_get_ex(o, "b", &v));
+        ASSERT_OK(proto_json_u64(v, INT64_MAX, &u));
+        ASSERT_U64_EQ(u, (uint64_t) INT64_MAX);
+        ASSERT_TRUE(json_object_object_get_ex(o, "c", &v));
+        ASSERT_ERROR(proto_json_u64(v, INT64_MAX, &u), EBADMSG);
+        ASSERT_TRUE(json_object_object_get_ex(o, "d", &v));
+        ASSERT_ERROR(proto_json_u64(v, INT64_MAX, &u), EBADMSG);
+        json_object_put(o);
+}
+
+/* Names the daemon answers with need not be UTF-8 (a comm set with
+ * prctl(), a file name): a reply is valid UTF-8 all the same, and its
+ * size is what proto_json_plain_len() said. */
+TEST(replies_are_utf8) {
+        struct json_object *p = json_object_new_object(), *back = NULL, *v;
+        char *msg;
+
+        json_object_object_add(p, "comm", json_object_new_string("a\xff\xc0\xaf" "b\xc3\xa9\xed\xa0\x80z"));
+        msg = proto_format_reply(p, false);
+        ASSERT_TRUE(msg);
+        ASSERT_OK(proto_reply_parse(msg, NULL, &back, NULL));
+        ASSERT_TRUE(json_object_object_get_ex(back, "comm", &v));
+        ASSERT_STREQ(json_object_get_string(v),
+                     "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "b\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz");
+        ASSERT_EQ(strlen(msg), strlen("{\"parameters\":}") + proto_json_plain_len(p));
+        free(msg);
+        json_object_put(back);
+        json_object_put(p);
+}
+
 static char *nested(size_t depth) {
         /* {"method":"a.B","parameters":{"x":[[[...]]]}} with depth levels in total */
         const char *head = "{\"method\":\"a.B\",\"parameters\":{\"x\":";

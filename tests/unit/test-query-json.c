@@ -53,9 +53,13 @@ TEST(params_defaults) {
         ASSERT_NULL(q.comm);
         json_object_put(o);
 
-        o = parse("{\"pid\":-1,\"cpu\":-1,\"pid\":0}");
+        /* A key twice is refused by the parser, not settled by it. */
+        o = NULL;
+        ASSERT_ERROR(proto_json_parse("{\"pid\":-1,\"cpu\":-1,\"pid\":0}", &o), EBADMSG);
+        ASSERT_NULL(o);
+        o = parse("{\"pid\":0,\"cpu\":-1}");
         ASSERT_OK(query_params_from_json(o, &q, NULL));
-        ASSERT_EQ(q.pid, 0);    /* last duplicate wins, and pid 0 (idle) is valid */
+        ASSERT_EQ(q.pid, 0);    /* pid 0 (idle) is valid */
         ASSERT_EQ(q.cpu, -1);
         json_object_put(o);
 }
