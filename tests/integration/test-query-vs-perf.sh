@@ -48,10 +48,20 @@ print("perf report top kernel symbols:", [s for _, s in theirs[:5]])
 top_theirs = theirs[0][1]
 assert top_theirs in ours[:3], f"perf's top symbol {top_theirs} not in perfsnapd's top 3 {ours[:3]}"
 assert ours[0] in [s for _, s in theirs[:3]], f"perfsnapd's top symbol {ours[0]} not in perf's top 3"
-# shares of the top symbol within 10 percentage points
-ours_share = 100.0 * rows[0]["samples"] / total
-theirs_share = dict((s, p) for p, s in theirs).get(ours[0], 0.0)
-print(f"share of {ours[0]}: perfsnapd {ours_share:.1f}%, perf {theirs_share:.1f}%")
+# Shares of the top symbol within 10 percentage points, of the samples
+# not taken where interrupts are enabled again: a timer that fires while
+# they are off is taken there (8% of samples on a PVM guest), and two
+# samplers' timers can lock in phase so that one of them never fires in
+# such a window (seen: perf 0.0% in pvm_irq_enable, perfsnapd 8.5%; read_zero
+# 83.0% and 75.9%, 83.0% and 82.9% without it).
+def deferred(sym):
+    return re.search(r"irq_enable|irqrestore|irq_restore", sym) is not None
+ours_deferred = 100.0 * sum(r["samples"] for r in rows if deferred(r["symbol"])) / total
+theirs_deferred = sum(p for p, s in theirs if deferred(s))
+ours_share = 100.0 * rows[0]["samples"] / total * 100.0 / (100.0 - ours_deferred)
+theirs_share = dict((s, p) for p, s in theirs).get(ours[0], 0.0) * 100.0 / (100.0 - theirs_deferred)
+print(f"interrupts enabled again: perfsnapd {ours_deferred:.1f}%, perf {theirs_deferred:.1f}%")
+print(f"share of {ours[0]} of the rest: perfsnapd {ours_share:.1f}%, perf {theirs_share:.1f}%")
 assert abs(ours_share - theirs_share) < 10.0, "top symbol shares differ by 10 points or more"
 n = 0
 for line in open(f"{t}/folded.txt"):
