@@ -3,6 +3,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
 
 #include "config.h"
@@ -179,6 +182,8 @@ static int config_set(config *c, const char *key, const char *v, const char **re
         if (strcmp(key, "database") == 0 || strcmp(key, "socket") == 0 || strcmp(key, "root") == 0) {
                 if (v[0] != '/')
                         return *ret_why = "expected an absolute path", -EINVAL;
+                if (streq(key, "socket") && strlen(v) >= sizeof(((struct sockaddr_un *) NULL)->sun_path))
+                        return *ret_why = "longer than the 107 bytes a socket's path may have", -EINVAL;
                 return set_string(strcmp(key, "database") == 0 ? &c->database :
                                   strcmp(key, "socket") == 0 ? &c->socket : &c->root, v);
         }
@@ -333,13 +338,35 @@ int config_parse(config *c, const char *text, const char *source, char **ret_err
 
 int config_load(config *c, const char *path, char **ret_error) {
         _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = -1;
+        const char *nul, *why = NULL;
+        struct stat st;
+        size_t size = 0;
         int r;
 
-        r = read_full_file(path, CONFIG_MAX_BYTES, &text, NULL);
+        /* Not blocking on a FIFO or a device before fstat() tells what
+         * it is: only a regular file is a configuration. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        r = fd < 0 ? negative_errno() : fstat(fd, &st) < 0 ? negative_errno() : 0;
+        if (r >= 0 && !S_ISREG(st.st_mode)) {
+                r = -EINVAL;
+                why = S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file";
+        }
+        if (r >= 0)
+                r = read_full_fd(fd, CONFIG_MAX_BYTES, &text, &size);
         if (r < 0) {
-                if (ret_error && asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
+                if (ret_error && asprintf(ret_error, "%s: %s", path, why ?: strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
+        }
+        /* Text only: a NUL would end the text the parser sees early. */
+        nul = memchr(text, 0, size);
+        if (nul) {
+                unsigned lineno = 1;
+
+                for (const char *p = text; p < nul; p++)
+                        lineno += *p == '\n';
+                return fail(ret_error, path, lineno, "a NUL byte: not a text file");
         }
         return config_parse(c, text, path, ret_error);
 }

@@ -9,12 +9,16 @@
 
 int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -1;
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0, alloc = 0;
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return negative_errno();
+        return read_full_fd(fd, max_bytes, ret, ret_size);
+}
+
+int read_full_fd(int fd, size_t max_bytes, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, alloc = 0;
 
         for (;;) {
                 ssize_t n;

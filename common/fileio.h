@@ -8,6 +8,8 @@
  * files, which report st_size 0, by reading until EOF. Fails with -EFBIG if
  * the file is larger than max_bytes. */
 int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_size);
+/* The same from an open file descriptor, read from where it is. */
+int read_full_fd(int fd, size_t max_bytes, char **ret, size_t *ret_size);
 
 /* Same, with the path relative to root ("/" or a test's synthetic root). */
 int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, char **ret, size_t *ret_size);

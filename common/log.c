@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -62,4 +64,37 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 
         errno = saved;
         return error > 0 ? -error : -EIO;
+}
+
+bool log_ratelimit_pass(log_ratelimit *rl, int level, const char *file, int line) {
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        const unsigned long long interval = LOG_RATELIMIT_INTERVAL_SEC * 1000000000ULL;
+        unsigned long long now, suppressed = 0;
+        struct timespec ts;
+        bool pass, last = false;
+
+        if (level > max_level)
+                return false;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (unsigned long long) ts.tv_sec * 1000000000ULL + (unsigned long long) ts.tv_nsec;
+
+        pthread_mutex_lock(&lock);
+        if (rl->begin_ns == 0 || now - rl->begin_ns >= interval) {
+                suppressed = rl->suppressed;
+                *rl = (log_ratelimit) { .begin_ns = now };
+        }
+        pass = rl->shown < LOG_RATELIMIT_BURST;
+        if (pass)
+                last = ++rl->shown == LOG_RATELIMIT_BURST;
+        else
+                rl->suppressed++;
+        pthread_mutex_unlock(&lock);
+
+        if (suppressed > 0)
+                log_internal(level, 0, file, line, "%llu more messages like the next one were not logged.", suppressed);
+        if (last)
+                log_internal(level, 0, file, line,
+                             "Messages like the next one are counted, not logged, for %d s from now on.",
+                             LOG_RATELIMIT_INTERVAL_SEC);
+        return pass;
 }

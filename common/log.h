@@ -34,3 +34,35 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 #define log_error_errno(e, ...)   log_full_errno(LOG_ERR, (e), __VA_ARGS__)
 
 #define log_oom() log_full_errno(LOG_ERR, ENOMEM, "Out of memory.")
+
+/* Messages that outside input can repeat at will (a forged uevent, a bad
+ * record): at most LOG_RATELIMIT_BURST per LOG_RATELIMIT_INTERVAL_SEC per
+ * call site. The last one allowed says that more are only counted; the
+ * first one of a later interval says how many were. Callers keep the exact
+ * counts in their statistics. */
+#define LOG_RATELIMIT_BURST 5
+#define LOG_RATELIMIT_INTERVAL_SEC 30
+
+typedef struct log_ratelimit {
+        unsigned long long begin_ns;    /* CLOCK_MONOTONIC start of the interval, 0 before the first */
+        unsigned shown;                 /* messages logged in it */
+        unsigned long long suppressed;  /* and not logged */
+} log_ratelimit;
+
+/* Whether this occurrence may be logged; logs the notes above itself. */
+bool log_ratelimit_pass(log_ratelimit *rl, int level, const char *file, int line);
+
+#define log_ratelimited_errno(level, error, ...)                                        \
+        ({                                                                              \
+                static log_ratelimit rl_;                                               \
+                log_ratelimit_pass(&rl_, (level), __FILE__, __LINE__)                   \
+                        ? log_full_errno((level), (error), __VA_ARGS__)                 \
+                        : log_errno_value(error);                                       \
+        })
+#define log_warning_ratelimited(...) log_ratelimited_errno(LOG_WARNING, 0, __VA_ARGS__)
+#define log_warning_errno_ratelimited(e, ...) log_ratelimited_errno(LOG_WARNING, (e), __VA_ARGS__)
+
+/* What log_internal() returns for error. */
+static inline int log_errno_value(int error) {
+        return error > 0 ? -error : error < 0 ? error : -EIO;
+}

@@ -566,7 +566,7 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                                    rec->sid.cpu, rec->lost.lost);
                 if (r < 0)
                         return r;
-                log_warning("Lost %llu records on CPU %u: the ring buffer overflowed (raise ring_buffer_pages or lower frequency_hz)",
+                log_warning_ratelimited("Lost %llu records on CPU %u: the ring buffer overflowed (raise ring_buffer_pages or lower frequency_hz)",
                             (unsigned long long) rec->lost.lost, rec->sid.cpu);
                 if (in->record_cb)
                         in->record_cb(rec, mono_to_wall_ns, in->record_userdata);
@@ -714,7 +714,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         for (size_t i = 0; i < n; i++) {
                 r = ringbuf_drain(bufs[i], collect_record, in);
                 if (r == -EBADMSG)
-                        log_warning("Ring buffer of CPU %u held a malformed record; skipped to its head.", cpus[i]);
+                        log_warning_ratelimited("Ring buffer of CPU %u held a malformed record; skipped to its head.", cpus[i]);
                 else if (r < 0)
                         return log_error_errno(r, "Failed to drain the ring buffer of CPU %u: %m", cpus[i]);
         }

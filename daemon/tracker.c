@@ -544,7 +544,7 @@ void tracker_uevent(tracker *t, const uevent *ev) {
                 if (k >= 0 && pm[k].state == MODULE_STATE_LIVE && pm[k].base == live->base) {
                         /* Writing "remove" to /sys/module/NAME/uevent makes the
                          * kernel send one for a module that stays loaded. */
-                        log_notice("Ignoring a remove uevent for module %s, which is still live.", ev->module);
+                        log_ratelimited_errno(LOG_NOTICE, 0, "Ignoring a remove uevent for module %s, which is still live.", ev->module);
                         t->stats.spurious_removes++;
                         return;
                 }

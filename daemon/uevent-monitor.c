@@ -49,11 +49,11 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                                 return;
                         if (errno == ENOBUFS) {
                                 m->stats.overruns++;
-                                log_warning("Kernel uevents were lost (the socket buffer overflowed); rescanning the modules.");
+                                log_warning_ratelimited("Kernel uevents were lost (the socket buffer overflowed); rescanning the modules.");
                                 m->cb(NULL, true, m->userdata);
                                 continue;
                         }
-                        log_warning_errno(errno, "Failed to read a uevent: %m");
+                        log_warning_errno_ratelimited(errno, "Failed to read a uevent: %m");
                         return;
                 }
                 m->stats.received++;
@@ -67,19 +67,19 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                  * process with CAP_NET_ADMIN can multicast to the group too. */
                 if (msg.msg_namelen != sizeof sa || sa.nl_pid != 0 || !cred || cred->uid != 0) {
                         m->stats.forged++;
-                        log_warning("Dropped a uevent not sent by the kernel (port id %u, uid %d).",
+                        log_warning_ratelimited("Dropped a uevent not sent by the kernel (port id %u, uid %d).",
                                     (unsigned) sa.nl_pid, cred ? (int) cred->uid : -1);
                         continue;
                 }
                 if (msg.msg_flags & MSG_TRUNC) {
                         m->stats.malformed++;
-                        log_warning("Dropped a uevent longer than %d bytes.", UEVENT_BUFFER_SIZE);
+                        log_warning_ratelimited("Dropped a uevent longer than %d bytes.", UEVENT_BUFFER_SIZE);
                         continue;
                 }
                 r = uevent_parse(buf, (size_t) n, &ev);
                 if (r < 0) {
                         m->stats.malformed++;
-                        log_warning_errno(r, "Dropped a malformed uevent from the kernel: %m");
+                        log_warning_errno_ratelimited(r, "Dropped a malformed uevent from the kernel: %m");
                         continue;
                 }
                 m->stats.accepted++;

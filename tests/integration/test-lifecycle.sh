@@ -74,6 +74,19 @@ pass "absolute time forms accepted"
         || fail "--check-config does not name file, line and key"
 pass "--check-config reports file:line: problem"
 
+# Not a text file, or a socket path that cannot be bound: refused at once.
+printf 'frequency_hz = 99\n\0nonsense = 1\n' > "$T/nul.conf"
+out=$("$PERFSNAPD" --check-config --config "$T/nul.conf" 2>&1) && fail "--check-config accepted a file with a NUL byte"
+echo "$out" | grep -q "nul.conf:2: a NUL byte" || fail "NUL byte: $out"
+mkfifo "$T/fifo.conf"
+out=$(timeout 5 "$PERFSNAPD" --check-config --config "$T/fifo.conf" 2>&1); rc=$?
+[ $rc != 124 ] || fail "--check-config waited on a FIFO"
+[ $rc != 0 ] && echo "$out" | grep -q "not a regular file" || fail "FIFO: exit $rc: $out"
+printf 'socket = /%s\n' "$(head -c 120 /dev/zero | tr '\0' s)" > "$T/long.conf"
+out=$("$PERFSNAPD" --check-config --config "$T/long.conf" 2>&1) && fail "--check-config accepted a socket path of 121 bytes"
+echo "$out" | grep -q "107 bytes" || fail "long socket path: $out"
+pass "--check-config refuses a NUL byte, a FIFO and a socket path too long to bind"
+
 stop_daemon
 [ "$DRC" = 0 ] || fail "exit status $DRC after SIGTERM"
 [ -S "$SOCK" ] && fail "socket left behind"

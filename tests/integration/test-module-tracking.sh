@@ -134,6 +134,26 @@ grep -q "not sent by the kernel" "$T/daemon.log" || fail "no log line about the 
 pass "a forged uevent changed nothing (uevents_forged $forged0 -> $forged1)"
 cp "$T/modules.keep" "$R/proc/modules"
 
+# A flood of them is counted one by one, and logged a few times only.
+lines0=$(grep -c "not sent by the kernel" "$T/daemon.log")
+python3 - <<'PY' || fail "could not send the forged uevents"
+import socket
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)   # NETLINK_KOBJECT_UEVENT
+s.bind((0, 0))
+for i in range(20000):
+    s.sendto(b"add@/module/fake_d\0ACTION=add\0DEVPATH=/module/fake_d\0SUBSYSTEM=module\0SEQNUM=%d\0" % i, (0, 1))
+PY
+# Those the socket buffer had no room for are lost (uevents_overruns).
+poll_field uevents_forged -ge $((forged1 + 1))
+sleep 1
+forged2=$(status_field uevents_forged); overruns=$(status_field uevents_overruns)
+lines=$(( $(grep -c "not sent by the kernel" "$T/daemon.log") - lines0 ))
+echo "20000 forged uevents sent: $((forged2 - forged1)) counted, $overruns overruns, $lines log lines about them"
+[ $((forged2 - forged1)) -gt 1000 ] || fail "only $((forged2 - forged1)) of 20000 forged uevents were counted"
+[ "$lines" -le 5 ] || fail "$lines log lines about forged uevents (at most 5 every 30 s)"
+grep -q "Messages like the next one are counted, not logged" "$T/daemon.log" || fail "no line saying the rest are counted"
+pass "a flood of forged uevents: $((forged2 - forged1)) counted, $lines logged"
+
 # A real kernel uevent (another subsystem: this kernel has no modules) is accepted.
 if [ -w /sys/class/net/lo/uevent ]; then
         acc0=$(status_field uevents_accepted)

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "fileio.h"
@@ -116,6 +118,19 @@ TEST(errors_name_file_line_and_problem) {
         expect_error("max_clients_per_user = 0\n", "1..4096");
         expect_error("max_queries_per_user = 17\n", "1..16");
         expect_error("client_timeout = 500ms\n", "1s and 1h");
+        /* sun_path holds 107 bytes and the NUL */
+        char line[200] = "socket = /", *p = line + strlen(line);
+        memset(p, 'a', 107);
+        strcpy(p + 107, "\n");
+        expect_error(line, "107 bytes");
+        p[106] = '\n';
+        p[107] = 0;
+        config c;
+        _cleanup_free_ char *error = NULL;
+        config_init(&c);
+        ASSERT_OK(config_parse(&c, line, "t", &error));
+        ASSERT_EQ(strlen(c.socket), 107);
+        config_done(&c);
 }
 
 TEST(comments_blank_lines_and_spaces) {
@@ -136,5 +151,43 @@ TEST(missing_file) {
         config_init(&c);
         ASSERT_ERROR(config_load(&c, "/nonexistent/perfsnapd.conf", &error), ENOENT);
         ASSERT_TRUE(error && strstr(error, "/nonexistent/perfsnapd.conf"));
+        config_done(&c);
+}
+
+/* What is not a text file is refused, and --check-config returns at once
+ * on a FIFO (no writer) instead of waiting for one. */
+TEST(only_a_text_file_is_a_config) {
+        char dir[] = "/tmp/test-config-XXXXXX", path[64];
+        _cleanup_free_ char *error = NULL;
+        config c;
+        FILE *f;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        config_init(&c);
+
+        snprintf(path, sizeof path, "%s/nul.conf", dir);
+        ASSERT_TRUE(f = fopen(path, "w"));
+        fwrite("frequency_hz = 99\nretention = 1d\0\nnonsense = 1\n", 1, 47, f);
+        fclose(f);
+        ASSERT_ERROR(config_load(&c, path, &error), EINVAL);
+        if (!error || !strstr(error, "nul.conf:2: a NUL byte"))
+                TEST_FAIL_("NUL byte: %s", error ?: "(no message)");
+        free(error);
+        error = NULL;
+        unlink(path);
+
+        snprintf(path, sizeof path, "%s/fifo.conf", dir);
+        ASSERT_OK(mkfifo(path, 0600) < 0 ? -errno : 0);
+        ASSERT_ERROR(config_load(&c, path, &error), EINVAL);
+        if (!error || !strstr(error, "fifo.conf: not a regular file"))
+                TEST_FAIL_("FIFO: %s", error ?: "(no message)");
+        free(error);
+        error = NULL;
+        unlink(path);
+
+        ASSERT_ERROR(config_load(&c, dir, &error), EINVAL);
+        if (!error || !strstr(error, "a directory"))
+                TEST_FAIL_("directory: %s", error ?: "(no message)");
+        rmdir(dir);
         config_done(&c);
 }
