@@ -95,6 +95,8 @@ int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, c
         return read_full_file(p, max_bytes, ret, ret_size);
 }
 
+static int check_stat_private(const struct stat *st, const char **ret_why);
+
 int check_dir_private(const char *dir, const char **ret_why) {
         struct stat st;
 
@@ -102,13 +104,25 @@ int check_dir_private(const char *dir, const char **ret_why) {
                 return negative_errno();
         if (S_ISLNK(st.st_mode))
                 return *ret_why = "it is a symbolic link", -ELOOP;
-        if (!S_ISDIR(st.st_mode))
+        return check_stat_private(&st, ret_why);
+}
+
+int check_fd_private(int fd, const char **ret_why) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        return check_stat_private(&st, ret_why);
+}
+
+static int check_stat_private(const struct stat *st, const char **ret_why) {
+        if (!S_ISDIR(st->st_mode))
                 return *ret_why = "it is not a directory", -ENOTDIR;
-        if (st.st_uid != 0 && st.st_uid != geteuid())
+        if (st->st_uid != 0 && st->st_uid != geteuid())
                 return *ret_why = "it belongs to another user", -EPERM;
-        if (st.st_mode & S_IWOTH)
+        if (st->st_mode & S_IWOTH)
                 return *ret_why = "every user may write to it", -EPERM;
-        if ((st.st_mode & S_IWGRP) && st.st_gid != 0)
+        if ((st->st_mode & S_IWGRP) && st->st_gid != 0)
                 return *ret_why = "a group other than root's may write to it", -EPERM;
         return 0;
 }

@@ -29,5 +29,7 @@ int mkdir_parent(const char *path, mode_t mode);
  * Somebody else who can write there can put links where the daemon's
  * files go. */
 int check_dir_private(const char *dir, const char **ret_why);
+/* The same for an open directory. */
+int check_fd_private(int fd, const char **ret_why);
 /* The same for the directory that holds path. */
 int check_parent_private(const char *path, const char **ret_why);

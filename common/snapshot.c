@@ -135,16 +135,20 @@ uint64_t snapshot_text_addr_from_kallsyms(const char *text, size_t len) {
         return ts.text ?: ts.stext;
 }
 
-/* The same for a file, reading only up to _text (near its start). */
-static uint64_t text_addr_from_file(const char *path) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
+/* The same for dfd/name, reading only up to _text (near its start). */
+static uint64_t text_addr_from_file_at(int dfd, const char *name) {
+        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
         _cleanup_free_ char *line = NULL;
         size_t alloc = 0;
         text_scan ts = {};
         ssize_t n;
 
-        if (!f)
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
                 return 0;
+        }
         while ((n = getline(&line, &alloc, f)) > 0) {
                 if (line[n - 1] == '\n')
                         n--;
@@ -237,10 +241,77 @@ static bool same_modules(const proc_module *a, size_t na, const proc_module *b, 
         return true;
 }
 
+/* ---- the cache, by directory descriptors ---------------------------------- */
+
+/* Everything below the cache root is reached from a descriptor of its
+ * parent, one name at a time, never through a symbolic link: a link
+ * planted in the cache (by whoever could write there) is an error, not a
+ * way out of it. */
+
+static int open_dir_at(int dfd, const char *name) {
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? negative_errno() : fd;
+}
+
+/* name below dfd, made with mode if missing. */
+static int make_dir_at(int dfd, const char *name, mode_t mode) {
+        if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+                return negative_errno();
+        return open_dir_at(dfd, name);
+}
+
+/* The cache root: made 0700 if missing, opened without following a link,
+ * refused unless root's (or the caller's) and writable by nobody else
+ * (check_fd_private()). */
+static int open_cache(const char *cache_dir, bool create) {
+        _cleanup_close_ int fd = -1;
+        const char *why = NULL;
+        int r;
+
+        if (create && mkdir(cache_dir, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        fd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        r = check_fd_private(fd, &why);
+        if (r < 0)
+                return log_debug_errno(r, "Refusing the cache %s: %s.", cache_dir, why);
+        return TAKE_FD(fd);
+}
+
+/* CACHE/[kernel.kcore]/build_id, and in *ret_kfd [kernel.kcore]. */
+static int open_build_id_dir(int cfd, const char *build_id, int *ret_kfd) {
+        _cleanup_close_ int kfd = open_dir_at(cfd, SNAPSHOT_KCORE_DIR);
+        int bfd;
+
+        if (kfd < 0)
+                return kfd;
+        bfd = open_dir_at(kfd, build_id);
+        if (bfd < 0)
+                return bfd;
+        *ret_kfd = TAKE_FD(kfd);
+        return bfd;
+}
+
+/* A regular file below dfd, read whole. */
+static int read_file_at(int dfd, const char *name, size_t max_bytes, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        return read_full_fd(fd, max_bytes, ret, ret_size);
+}
+
 /* ---- listing ---------------------------------------------------------- */
 
-static int info_fill(const char *build_id, const char *name, char *path, snapshot_info *ret) {
-        _cleanup_free_ char *modules = NULL, *syms = NULL, *text = NULL;
+static int info_fill(int bfd, const char *build_id, const char *name, char *path, snapshot_info *ret) {
+        _cleanup_free_ char *text = NULL;
         _cleanup_free_ proc_module *mods = NULL;
         _cleanup_close_ int dfd = -1;
         snapshot_info s = { .path = path };
@@ -256,29 +327,25 @@ static int info_fill(const char *build_id, const char *name, char *path, snapsho
         strcpy(s.build_id, build_id);
         strcpy(s.name, name);
 
-        dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        dfd = open_dir_at(bfd, name);
         if (dfd < 0)
-                return negative_errno();
+                return dfd;
         /* perf needs kallsyms and modules; without them it is no snapshot. */
-        if (fstatat(dfd, "kallsyms", &st, 0) < 0 || !S_ISREG(st.st_mode))
+        if (fstatat(dfd, "kallsyms", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                 return -ENOENT;
         s.size_bytes += (uint64_t) st.st_size;
-        if (fstatat(dfd, "modules", &st, 0) < 0 || !S_ISREG(st.st_mode))
+        if (fstatat(dfd, "modules", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                 return -ENOENT;
         s.size_bytes += (uint64_t) st.st_size;
-        if (fstatat(dfd, "kcore", &st, 0) >= 0 && S_ISREG(st.st_mode)) {
+        if (fstatat(dfd, "kcore", &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode)) {
                 s.has_kcore = true;
                 s.size_bytes += (uint64_t) st.st_size;
         }
 
-        modules = path_join(path, "modules");
-        syms = path_join(path, "kallsyms");
-        if (!modules || !syms)
-                return -ENOMEM;
-        if (read_full_file(modules, SNAPSHOT_MODULES_MAX_BYTES, &text, &len) >= 0 &&
+        if (read_file_at(dfd, "modules", SNAPSHOT_MODULES_MAX_BYTES, &text, &len) >= 0 &&
             parse_modules(text, len, &mods, &n_mods) >= 0)
                 s.n_modules = n_mods;
-        s.text_addr = text_addr_from_file(syms);
+        s.text_addr = text_addr_from_file_at(dfd, "kallsyms");
         *ret = s;
         return 0;
 }
@@ -292,6 +359,7 @@ static int cmp_info(const void *a, const void *b) {
 
 int snapshot_list(const char *cache_dir, snapshot_info **ret, size_t *ret_n) {
         _cleanup_free_ char *top = path_join(cache_dir, SNAPSHOT_KCORE_DIR);
+        _cleanup_close_ int cfd = -1, kfd = -1;
         _cleanup_(closedirp) DIR *d = NULL;
         snapshot_info *v = NULL;
         size_t n = 0, alloc = 0;
@@ -300,18 +368,24 @@ int snapshot_list(const char *cache_dir, snapshot_info **ret, size_t *ret_n) {
 
         if (!top)
                 return -ENOMEM;
-        d = opendir(top);
-        if (!d) {
-                if (errno != ENOENT)
-                        return negative_errno();
+        cfd = open_cache(cache_dir, false);
+        kfd = cfd >= 0 ? open_dir_at(cfd, SNAPSHOT_KCORE_DIR) : cfd;
+        if (kfd == -ENOENT) {
                 *ret = NULL;
                 *ret_n = 0;
                 return 0;
         }
+        if (kfd < 0)
+                return kfd;
+        d = fdopendir(kfd);
+        if (!d)
+                return negative_errno();
+        kfd = -1;       /* d owns it */
         while ((de = readdir(d))) {
                 _cleanup_free_ char *bdir = NULL;
                 _cleanup_(closedirp) DIR *b = NULL;
                 struct dirent *se;
+                int bfd;
 
                 if (de->d_name[0] == '.' || strlen(de->d_name) >= BUILD_ID_HEX_MAX)
                         continue;
@@ -320,9 +394,14 @@ int snapshot_list(const char *cache_dir, snapshot_info **ret, size_t *ret_n) {
                         r = -ENOMEM;
                         break;
                 }
-                b = opendir(bdir);
-                if (!b)
+                bfd = open_dir_at(dirfd(d), de->d_name);
+                if (bfd < 0)
                         continue;
+                b = fdopendir(bfd);
+                if (!b) {
+                        close(bfd);
+                        continue;
+                }
                 while ((se = readdir(b))) {
                         uint64_t t;
                         char *path;
@@ -344,7 +423,7 @@ int snapshot_list(const char *cache_dir, snapshot_info **ret, size_t *ret_n) {
                                 break;
                         }
                         /* Removed meanwhile, or not a snapshot: skipped. */
-                        if (info_fill(de->d_name, se->d_name, path, v + n) < 0)
+                        if (info_fill(dirfd(b), de->d_name, se->d_name, path, v + n) < 0)
                                 free(path);
                         else
                                 n++;
@@ -397,53 +476,41 @@ static int remove_tree_at(int parent, const char *name, unsigned depth) {
         return r;
 }
 
-static int make_tmp_dir(const char *cache_dir, char **ret) {
-        _cleanup_free_ char *tmp = path_join(cache_dir, SNAPSHOT_TMP_DIR);
+/* Moves build_id/name into CACHE/.tmp/ (one rename: it disappears from
+ * the cache at once) and deletes it there; then the build-id directory if
+ * that left it empty (perf makes it again). */
+static int remove_snapshot(int cfd, const char *build_id, const char *name) {
+        _cleanup_close_ int tfd = -1, kfd = -1, bfd = -1;
+        char dest[128];
 
-        if (!tmp)
-                return -ENOMEM;
-        if (mkdir(cache_dir, 0755) < 0 && errno != EEXIST)
-                return negative_errno();
-        if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-                return negative_errno();
-        *ret = TAKE_PTR(tmp);
-        return 0;
-}
-
-/* Moves path into CACHE/.tmp/ (one rename: it disappears from the cache
- * at once) and deletes it there. */
-static int remove_snapshot(const char *cache_dir, const char *path) {
-        _cleanup_free_ char *tmp = NULL, *dest = NULL;
-        _cleanup_close_ int tfd = -1;
-        const char *base;
-        int r;
-
-        r = make_tmp_dir(cache_dir, &tmp);
-        if (r < 0)
-                return r;
-        base = strrchr(path, '/');
-        if (asprintf(&dest, "%s/prune-%s-%d-%ld", tmp, base ? base + 1 : path, (int) getpid(),
-                     (long) (clock_ns(CLOCK_MONOTONIC) % 1000000000)) < 0)
-                return -ENOMEM;
-        if (rename(path, dest) < 0)
-                return negative_errno();
-        tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        tfd = make_dir_at(cfd, SNAPSHOT_TMP_DIR, 0700);
         if (tfd < 0)
+                return tfd;
+        bfd = open_build_id_dir(cfd, build_id, &kfd);
+        if (bfd < 0)
+                return bfd;
+        snprintf(dest, sizeof dest, "prune-%s-%d-%ld", name, (int) getpid(),
+                 (long) (clock_ns(CLOCK_MONOTONIC) % 1000000000));
+        if (renameat(bfd, name, tfd, dest) < 0)
                 return negative_errno();
-        return remove_tree_at(tfd, strrchr(dest, '/') + 1, 0);
+        (void) unlinkat(kfd, build_id, AT_REMOVEDIR);
+        return remove_tree_at(tfd, dest, 0);
 }
 
 int snapshot_clean_tmp(const char *cache_dir) {
-        _cleanup_free_ char *tmp = path_join(cache_dir, SNAPSHOT_TMP_DIR);
+        _cleanup_close_ int cfd = -1, tfd = -1;
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
         int n = 0, r = 0;
 
-        if (!tmp)
-                return -ENOMEM;
-        d = opendir(tmp);
+        cfd = open_cache(cache_dir, false);
+        tfd = cfd >= 0 ? open_dir_at(cfd, SNAPSHOT_TMP_DIR) : cfd;
+        if (tfd < 0)
+                return tfd == -ENOENT ? 0 : tfd;
+        d = fdopendir(tfd);
         if (!d)
-                return errno == ENOENT ? 0 : negative_errno();
+                return negative_errno();
+        tfd = -1;       /* d owns it */
         while ((de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
@@ -455,13 +522,32 @@ int snapshot_clean_tmp(const char *cache_dir) {
         return n;
 }
 
+static int snapshot_prune_empty(snapshot_info **ret_removed, size_t *ret_n_removed, size_t *ret_n_left,
+                                uint64_t *ret_size_left) {
+        if (ret_removed)
+                *ret_removed = NULL;
+        if (ret_n_removed)
+                *ret_n_removed = 0;
+        if (ret_n_left)
+                *ret_n_left = 0;
+        if (ret_size_left)
+                *ret_size_left = 0;
+        return 0;
+}
+
 int snapshot_prune(const char *cache_dir, const snapshot_prune_limits *lim, snapshot_info **ret_removed,
                    size_t *ret_n_removed, size_t *ret_n_left, uint64_t *ret_size_left) {
         snapshot_info *v = NULL, *removed = NULL;
+        _cleanup_close_ int cfd = -1;
         size_t n = 0, n_removed = 0, n_left;
         uint64_t total = 0;
         int r;
 
+        cfd = open_cache(cache_dir, false);
+        if (cfd == -ENOENT)
+                return snapshot_prune_empty(ret_removed, ret_n_removed, ret_n_left, ret_size_left);
+        if (cfd < 0)
+                return cfd;
         r = snapshot_list(cache_dir, &v, &n);
         if (r < 0)
                 return r;
@@ -485,7 +571,7 @@ int snapshot_prune(const char *cache_dir, const snapshot_prune_limits *lim, snap
                         continue;
                 if (lim->keep && streq(lim->keep, v[i].path))
                         continue;
-                r = remove_snapshot(cache_dir, v[i].path);
+                r = remove_snapshot(cfd, v[i].build_id, v[i].name);
                 if (r < 0 && r != -ENOENT)
                         break;
                 r = 0;
@@ -493,15 +579,6 @@ int snapshot_prune(const char *cache_dir, const snapshot_prune_limits *lim, snap
                 n_left--;
                 removed[n_removed++] = v[i];
                 v[i].path = NULL;
-                /* An empty build-id directory goes too (perf makes it again). */
-                {
-                        _cleanup_free_ char *bdir = strdup(removed[n_removed - 1].path);
-                        char *slash = bdir ? strrchr(bdir, '/') : NULL;
-                        if (slash) {
-                                *slash = '\0';
-                                (void) rmdir(bdir);
-                        }
-                }
         }
         snapshot_infos_free(v, n);
         if (r < 0) {
@@ -570,7 +647,21 @@ static int source_read(const char *root, source *ret) {
 }
 
 /* An existing snapshot of this kernel that matches src. */
-static int find_reusable(const char *cache_dir, const char *build_id, const source *src, bool want_kcore,
+/* CACHE/[kernel.kcore]/build_id/name/file, read whole. */
+static int read_snapshot_file(int cfd, const char *build_id, const char *name, const char *file, size_t max_bytes,
+                              char **ret, size_t *ret_size) {
+        _cleanup_close_ int kfd = -1, bfd = -1, sfd = -1;
+
+        bfd = open_build_id_dir(cfd, build_id, &kfd);
+        if (bfd < 0)
+                return bfd;
+        sfd = open_dir_at(bfd, name);
+        if (sfd < 0)
+                return sfd;
+        return read_file_at(sfd, file, max_bytes, ret, ret_size);
+}
+
+static int find_reusable(int cfd, const char *cache_dir, const char *build_id, const source *src, bool want_kcore,
                          snapshot_info *ret) {
         snapshot_info *v = NULL;
         size_t n = 0;
@@ -582,17 +673,15 @@ static int find_reusable(const char *cache_dir, const char *build_id, const sour
         r = -ENOENT;
         /* Newest first: the likeliest match. */
         for (size_t i = n; i-- > 0;) {
-                _cleanup_free_ char *modules = NULL, *text = NULL;
+                _cleanup_free_ char *text = NULL;
                 _cleanup_free_ proc_module *mods = NULL;
                 size_t len = 0, n_mods = 0;
 
                 if (!streq(v[i].build_id, build_id) || v[i].text_addr != src->text_addr ||
                     v[i].n_modules != src->n_mods || (want_kcore && !v[i].has_kcore))
                         continue;
-                modules = path_join(v[i].path, "modules");
-                if (!modules)
-                        continue;
-                if (read_full_file(modules, SNAPSHOT_MODULES_MAX_BYTES, &text, &len) < 0 ||
+                if (read_snapshot_file(cfd, v[i].build_id, v[i].name, "modules", SNAPSHOT_MODULES_MAX_BYTES, &text,
+                                       &len) < 0 ||
                     parse_modules(text, len, &mods, &n_mods) < 0)
                         continue;
                 if (!same_modules(mods, n_mods, src->mods, src->n_mods))
@@ -668,21 +757,20 @@ static bool source_unchanged(const char *root, const source *src) {
         return same;
 }
 
-/* Renames the finished tmp directory to its name under bdir. */
-static int publish(const char *tmp_path, const char *bdir, uint64_t now_ns, char ret_name[static SNAPSHOT_NAME_LEN + 1],
-                   char **ret_path) {
+/* Renames the finished directory tfd/work (wfd) to its name under
+ * kfd/build_id, whose path is bdir. */
+static int publish(int tfd, const char *work, int wfd, int kfd, const char *build_id, const char *bdir, uint64_t now_ns,
+                   char ret_name[static SNAPSHOT_NAME_LEN + 1], char **ret_path) {
         _cleanup_close_ int bfd = -1;
         struct stat st;
         int r;
 
-        if (mkdir(bdir, 0755) < 0 && errno != EEXIST)
-                return negative_errno();
-        bfd = open(bdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        bfd = make_dir_at(kfd, build_id, 0755);
         if (bfd < 0)
-                return negative_errno();
-        /* mkdtemp() made it 0700; give it the mode its parent got (perf
-         * makes 0755 directories, less what the umask takes). */
-        if (fstat(bfd, &st) < 0 || chmod(tmp_path, st.st_mode & 0777) < 0)
+                return bfd;
+        /* It was made 0700; give it the mode its parent got (perf makes
+         * 0755 directories, less what the umask takes). */
+        if (fstat(bfd, &st) < 0 || fchmod(wfd, st.st_mode & 0777) < 0)
                 return negative_errno();
         for (unsigned i = 0; i < SNAPSHOT_NAME_TRIES; i++) {
                 char name[SNAPSHOT_NAME_LEN + 1];
@@ -690,7 +778,7 @@ static int publish(const char *tmp_path, const char *bdir, uint64_t now_ns, char
                 r = snapshot_name_from_time(now_ns + i * HUNDREDTH_NS, name);
                 if (r < 0)
                         return r;
-                if (renameat2(AT_FDCWD, tmp_path, bfd, name, RENAME_NOREPLACE) < 0) {
+                if (renameat2(tfd, work, bfd, name, RENAME_NOREPLACE) < 0) {
                         if (errno == EEXIST)
                                 continue;
                         if (errno != EINVAL)
@@ -703,7 +791,7 @@ static int publish(const char *tmp_path, const char *bdir, uint64_t now_ns, char
                                         continue;
                                 return negative_errno();
                         }
-                        if (renameat(AT_FDCWD, tmp_path, bfd, name) < 0) {
+                        if (renameat(tfd, work, bfd, name) < 0) {
                                 r = negative_errno();
                                 (void) unlinkat(bfd, name, AT_REMOVEDIR);
                                 return r;
@@ -717,9 +805,24 @@ static int publish(const char *tmp_path, const char *bdir, uint64_t now_ns, char
         return -EEXIST;
 }
 
+/* A new, empty directory tfd/snapshot-NNNNNNNN (0700), its name in
+ * work. */
+static int make_work_dir(int tfd, char *work, size_t size) {
+        for (unsigned i = 0; i < 100; i++) {
+                snprintf(work, size, "snapshot-%08lx",
+                         (unsigned long) ((clock_ns(CLOCK_MONOTONIC) ^ ((uint64_t) getpid() << 16)) + i) & 0xffffffffUL);
+                if (mkdirat(tfd, work, 0700) >= 0)
+                        return 0;
+                if (errno != EEXIST)
+                        return negative_errno();
+        }
+        return -EEXIST;
+}
+
 static int take(const char *root, const char *cache_dir, unsigned max_attempts, uint64_t now_ns,
                 snapshot_take_result *ret, const char **what) {
-        _cleanup_free_ char *top = NULL, *bdir = NULL, *tmp = NULL;
+        _cleanup_free_ char *top = NULL, *bdir = NULL;
+        _cleanup_close_ int cfd = -1, tfd = -1, kfd = -1;
         char build_id[BUILD_ID_HEX_MAX];
         snapshot_take_result res = {};
         int r;
@@ -735,14 +838,19 @@ static int take(const char *root, const char *cache_dir, unsigned max_attempts, 
         bdir = top ? path_join(top, build_id) : NULL;
         if (!bdir)
                 return -ENOMEM;
-        r = make_tmp_dir(cache_dir, &tmp);
-        if (r < 0)
-                return r;
-        if (mkdir(top, 0755) < 0 && errno != EEXIST)
-                return negative_errno();
+        cfd = open_cache(cache_dir, true);
+        if (cfd < 0)
+                return cfd;
+        tfd = make_dir_at(cfd, SNAPSHOT_TMP_DIR, 0700);
+        if (tfd < 0)
+                return tfd;
+        kfd = make_dir_at(cfd, SNAPSHOT_KCORE_DIR, 0755);
+        if (kfd < 0)
+                return kfd;
 
         for (unsigned attempt = 0; attempt < max_attempts; attempt++) {
-                _cleanup_free_ char *work = NULL, *kcore_path = path_join(root, "proc/kcore");
+                _cleanup_free_ char *kcore_path = path_join(root, "proc/kcore");
+                char work[32];
                 _cleanup_close_ int wfd = -1;
                 kcore_copy_info ki = {};
                 source src = {};
@@ -758,7 +866,7 @@ static int take(const char *root, const char *cache_dir, unsigned max_attempts, 
 
                 /* Reusable only if it has a kcore whenever one can be had now. */
                 res.kcore_error = access(kcore_path, R_OK) < 0 ? errno : 0;
-                r = find_reusable(cache_dir, build_id, &src, res.kcore_error == 0, &res.info);
+                r = find_reusable(cfd, cache_dir, build_id, &src, res.kcore_error == 0, &res.info);
                 if (r >= 0) {
                         source_done(&src);
                         res.reused = true;
@@ -767,17 +875,13 @@ static int take(const char *root, const char *cache_dir, unsigned max_attempts, 
                         return 0;
                 }
 
-                if (asprintf(&work, "%s/snapshot-XXXXXX", tmp) < 0) {
-                        source_done(&src);
-                        return -ENOMEM;
-                }
-                if (!mkdtemp(work)) {
-                        r = negative_errno();
+                r = make_work_dir(tfd, work, sizeof work);
+                if (r < 0) {
                         source_done(&src);
                         return r;
                 }
-                wfd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                r = wfd < 0 ? negative_errno() : 0;
+                wfd = open_dir_at(tfd, work);
+                r = wfd < 0 ? wfd : 0;
                 if (r >= 0)
                         r = write_file_at(wfd, "kallsyms", src.kallsyms, src.kallsyms_len);
                 if (r >= 0)
@@ -800,12 +904,10 @@ static int take(const char *root, const char *cache_dir, unsigned max_attempts, 
                         res.kcore_error = missing;
                         res.kcore_bytes = ki.bytes_copied;
                         res.kcore_segments = ki.n_segments;
-                        r = publish(work, bdir, now_ns, res.info.name, &res.info.path);
+                        r = publish(tfd, work, wfd, kfd, build_id, bdir, now_ns, res.info.name, &res.info.path);
                 }
                 if (r < 0) {
-                        _cleanup_close_ int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        if (tfd >= 0)
-                                (void) remove_tree_at(tfd, strrchr(work, '/') + 1, 0);
+                        (void) remove_tree_at(tfd, work, 0);
                         source_done(&src);
                         if (r == -EAGAIN)
                                 continue;

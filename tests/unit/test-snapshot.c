@@ -162,6 +162,17 @@ static bool same_file_text(const char *a, const char *b) {
         return nx == ny && memcmp(x, y, nx) == 0;
 }
 
+static size_t count_entries(const char *dir) {
+        _cleanup_(closedirp) DIR *d = opendir(dir);
+        struct dirent *de;
+        size_t n = 0;
+
+        ASSERT_TRUE(d);
+        while ((de = readdir(d)))
+                n += de->d_name[0] != '.';
+        return n;
+}
+
 static size_t count_snapshots(const char *cache) {
         snapshot_info *v = NULL;
         size_t n = 0;
@@ -581,3 +592,73 @@ TEST(a_failure_names_what_failed_and_leaves_nothing) {
         ASSERT_TRUE(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &r, &failed) < 0);
         ASSERT_STREQ(failed, "sys/kernel/notes");
 }
+
+/* A link inside the cache is never followed: a .tmp that points at
+ * another directory leaves its files alone, a build-id directory that
+ * does gets no snapshot, a snapshot directory that does is not listed
+ * or pruned; and the cache root must be a private directory, not a link. */
+TEST(links_in_the_cache_are_not_followed) {
+        _cleanup_(fake_root_remove) fake_root f = {};
+        _cleanup_free_ char *build_id = NULL;
+        char victim[128], p[256], link_cache[128], name[SNAPSHOT_NAME_LEN + 1];
+        snapshot_take_result r = {};
+        snapshot_prune_limits lim = { .max_size_bytes = 1, .now_ns = 1795312999000000000ull };
+        snapshot_info *v = NULL;
+        size_t n = 0;
+
+        fake_root_make(&f, false);
+        snprintf(victim, sizeof victim, "%s/victim", f.dir);
+        ASSERT_OK(mkdir(victim, 0777));
+        write_text(victim, "precious", "keep me");
+
+        /* .tmp -> victim: cleaning refuses, nothing of victim goes. */
+        ASSERT_OK(mkdir(f.cache, 0700));
+        snprintf(p, sizeof p, "%s/.tmp", f.cache);
+        ASSERT_OK(symlink(victim, p));
+        ASSERT_ERROR(snapshot_clean_tmp(f.cache), ENOTDIR);
+        ASSERT_TRUE(access(victim, F_OK) == 0);
+        snprintf(p, sizeof p, "%s/precious", victim);
+        ASSERT_TRUE(access(p, F_OK) == 0);
+        /* and taking a snapshot, which works in .tmp, fails before writing */
+        ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &r, NULL), ENOTDIR);
+        snprintf(p, sizeof p, "%s/.tmp", f.cache);
+        ASSERT_OK(unlink(p));
+
+        /* [kernel.kcore]/<build-id> -> victim: no snapshot is written there.
+         * (The build-id from a snapshot in another cache.) */
+        snprintf(p, sizeof p, "%s/other", f.dir);
+        ASSERT_OK(snapshot_take(f.root, p, 3, 1795312967480000000ull, &r, NULL));
+        build_id = strdup(r.info.build_id);
+        ASSERT_TRUE(build_id);
+        snapshot_info_done(&r.info);
+        snprintf(p, sizeof p, "%s/[kernel.kcore]", f.cache);
+        ASSERT_OK(mkdir(p, 0755));
+        snprintf(p, sizeof p, "%s/[kernel.kcore]/%s", f.cache, build_id);
+        ASSERT_OK(symlink(victim, p));
+        ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312968480000000ull, &r, NULL), ENOTDIR);
+        ASSERT_EQ(count_entries(victim), 1);
+
+        /* A snapshot directory that is a link: not listed, not pruned. */
+        ASSERT_OK(unlink(p));
+        ASSERT_OK(mkdir(p, 0755));
+        ASSERT_OK(snapshot_name_from_time(1795312969480000000ull, name));
+        snprintf(p, sizeof p, "%s/[kernel.kcore]/%s/%s", f.cache, build_id, name);
+        write_text(victim, "kallsyms", "ffffffff81000000 T _text\n");
+        write_text(victim, "modules", "");
+        ASSERT_OK(symlink(victim, p));
+        plant_snapshot(&f, build_id, 1795312970480000000ull, 10);
+        ASSERT_EQ(count_snapshots(f.cache), 1);
+        ASSERT_OK(snapshot_prune(f.cache, &lim, NULL, NULL, NULL, NULL));
+        ASSERT_EQ(count_entries(victim), 3);
+
+        /* The root: a link to a private directory, or a directory others may write to. */
+        snprintf(link_cache, sizeof link_cache, "%s/cache-link", f.dir);
+        ASSERT_OK(symlink(f.cache, link_cache));
+        ASSERT_ERROR(snapshot_list(link_cache, &v, &n), ENOTDIR);
+        ASSERT_ERROR(snapshot_take(f.root, link_cache, 3, 1795312971480000000ull, &r, NULL), ENOTDIR);
+        ASSERT_OK(chmod(f.cache, 0777));
+        ASSERT_ERROR(snapshot_list(f.cache, &v, &n), EPERM);
+        ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312971480000000ull, &r, NULL), EPERM);
+        ASSERT_OK(chmod(f.cache, 0700));
+}
+
