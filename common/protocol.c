@@ -580,15 +580,81 @@ static char *utf8_repaired(const char *s) {
         return out;
 }
 
-size_t proto_json_plain_len(struct json_object *o) {
-        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        size_t len, bad;
+void proto_buf_add(proto_buf *b, const char *s, size_t n) {
+        size_t want;
+        char *p;
 
-        if (!s)
-                return SIZE_MAX;
-        len = strlen(s);
-        bad = utf8_bad_bytes(s, len);
-        return bad > (SIZE_MAX - 1 - len) / 5 ? SIZE_MAX : len + bad * 5;
+        if (b->failed)
+                return;
+        if (size_add(b->len, n, &want) < 0 || size_add(want, 1, &want) < 0) {
+                b->failed = true;
+                return;
+        }
+        if (want > b->alloc) {
+                size_t a = MAX(want, b->alloc > SIZE_MAX / 2 ? want : b->alloc * 2);
+
+                a = MAX(a, (size_t) 256);
+                p = realloc(b->data, a);
+                if (!p) {
+                        b->failed = true;
+                        return;
+                }
+                b->data = p;
+                b->alloc = a;
+        }
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        b->data[b->len] = 0;
+}
+
+void proto_buf_add_str(proto_buf *b, const char *s) {
+        proto_buf_add(b, s, strlen(s));
+}
+
+void proto_buf_add_u64(proto_buf *b, uint64_t v) {
+        char t[24];
+
+        proto_buf_add(b, t, (size_t) snprintf(t, sizeof t, "%" PRIu64, v));
+}
+
+void proto_buf_add_json_string(proto_buf *b, const char *s) {
+        const unsigned char *p = (const unsigned char *) s;
+        size_t len = strlen(s), run = 0, n;
+
+        proto_buf_add(b, "\"", 1);
+        /* Runs of bytes that need no escape are copied at once. */
+        for (size_t i = 0; i < len; i += n) {
+                const char *esc = NULL;
+                char u[8];
+
+                n = utf8_sequence(p + i, len - i);
+                if (n == 0) {
+                        esc = "\\ufffd";
+                        n = 1;
+                } else if (n == 1) {
+                        switch (p[i]) {
+                        case '"': esc = "\\\""; break;
+                        case '\\': esc = "\\\\"; break;
+                        case '\b': esc = "\\b"; break;
+                        case '\f': esc = "\\f"; break;
+                        case '\n': esc = "\\n"; break;
+                        case '\r': esc = "\\r"; break;
+                        case '\t': esc = "\\t"; break;
+                        default:
+                                if (p[i] < 0x20) {
+                                        snprintf(u, sizeof u, "\\u%04x", p[i]);
+                                        esc = u;
+                                }
+                        }
+                }
+                if (!esc)
+                        continue;
+                proto_buf_add(b, s + run, i - run);
+                proto_buf_add_str(b, esc);
+                run = i + n;
+        }
+        proto_buf_add(b, s + run, len - run);
+        proto_buf_add(b, "\"", 1);
 }
 
 /* Adds parameters (a new reference, or a new empty object for NULL) and

@@ -86,9 +86,23 @@ size_t msgbuf_pending(const msgbuf *m);
 int proto_json_parse_strict(const char *text, struct json_object **ret, const char **ret_why);
 int proto_json_parse(const char *text, struct json_object **ret);
 
-/* The length of o as the messages carry it (plain, bytes that are not
- * UTF-8 written as \ufffd); SIZE_MAX when out of memory. */
-size_t proto_json_plain_len(struct json_object *o);
+/* A string of JSON written without a json-c tree, which costs ~80 bytes a
+ * value: for answers of hundreds of thousands of strings (stacks of a
+ * query). Appends after an allocation failure do nothing and leave
+ * failed set; start from (proto_buf) {} and free data when done. */
+typedef struct proto_buf {
+        char *data;             /* NUL-terminated once anything was added */
+        size_t len, alloc;
+        bool failed;
+} proto_buf;
+
+void proto_buf_add(proto_buf *b, const char *s, size_t n);
+void proto_buf_add_str(proto_buf *b, const char *s);
+void proto_buf_add_u64(proto_buf *b, uint64_t v);
+/* s as a JSON string, escaped as json-c's plain output escapes it, with
+ * each byte that is not part of valid UTF-8 written as \ufffd (so the
+ * result is what proto_format_reply() would have made of s). */
+void proto_buf_add_json_string(proto_buf *b, const char *s);
 
 /* A JSON integer in [0, max]: -EBADMSG if v is not a non-negative
  * integer, -ERANGE if it is above max. */

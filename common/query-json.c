@@ -372,15 +372,6 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
         return 0;
 }
 
-static void json_object_array_putp(struct json_object ***items) {
-        /* Arrays of references built below end with a NULL sentinel. */
-        if (!*items)
-                return;
-        for (struct json_object **i = *items; *i; i++)
-                json_object_put(*i);
-        free(*items);
-}
-
 static void strv_freep(char ***strv) {
         if (!*strv)
                 return;
@@ -389,90 +380,167 @@ static void strv_freep(char ***strv) {
         free(*strv);
 }
 
-/* One reply: the header plus items [from, to) (rows first, then stacks). */
-static char *format_chunk(const query_result *r, struct json_object **items, size_t from, size_t to, bool continues) {
-        _cleanup_(json_object_putp) struct json_object *o = result_header_to_json(r, r->n_stacks > 0);
+/* The answer is written by hand, not through json-c: a tree of 20,000
+ * stacks of 30 frames took 46 MB for a 1.7 MB answer. The bytes are those
+ * of proto_format_reply(query_result_to_json()) (test-query-json checks). */
 
-        if (!o)
-                return NULL;
-        for (size_t i = from; i < to; i++) {
-                struct json_object *array = json_object_object_get(o, i < r->n_rows ? "rows" : "stacks");
-                if (append(array, json_object_get(items[i])) < 0)
-                        return NULL;
+static void render_row(proto_buf *b, const query_row *row) {
+        proto_buf_add_str(b, "{\"comm\":");
+        proto_buf_add_json_string(b, row->comm ?: "");
+        proto_buf_add_str(b, ",\"module\":");
+        proto_buf_add_json_string(b, row->module ?: "");
+        proto_buf_add_str(b, ",\"symbol\":");
+        proto_buf_add_json_string(b, row->symbol ?: "");
+        proto_buf_add_str(b, row->kernel ? ",\"kernel\":true,\"samples\":" : ",\"kernel\":false,\"samples\":");
+        proto_buf_add_u64(b, row->samples);
+        proto_buf_add_str(b, "}");
+}
+
+static void render_stack(proto_buf *b, const query_stack *st) {
+        proto_buf_add_str(b, "{\"comm\":");
+        proto_buf_add_json_string(b, st->comm ?: "");
+        proto_buf_add_str(b, ",\"frames\":[");
+        for (size_t i = 0; i < st->n_frames; i++) {
+                if (i > 0)
+                        proto_buf_add_str(b, ",");
+                proto_buf_add_json_string(b, st->frames[i] ?: "");
         }
-        return proto_format_reply(o, continues);
+        proto_buf_add_str(b, "],\"samples\":");
+        proto_buf_add_u64(b, st->samples);
+        proto_buf_add_str(b, "}");
+}
+
+/* The parameters up to the first row: {"total":..,...,"rows":[ */
+static void render_header(proto_buf *b, const query_result *r) {
+        const struct { const char *key; uint64_t v; } f[] = {
+                { "{\"total\":", r->total_samples },
+                { ",\"first_ns\":", r->first_ns },
+                { ",\"last_ns\":", r->last_ns },
+                { ",\"cpus\":", r->n_cpus },
+                { ",\"lost\":", r->lost },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(f); i++) {
+                proto_buf_add_str(b, f[i].key);
+                proto_buf_add_u64(b, f[i].v);
+        }
+        proto_buf_add_str(b, ",\"rows\":[");
+}
+
+#define REPLY_START "{\"parameters\":"
+#define REPLY_START_CONTINUES "{\"continues\":true,\"parameters\":"
+#define STACKS_START "],\"stacks\":["
+
+/* One message being filled: the parameters object in body. */
+typedef struct chunk {
+        proto_buf body;
+        size_t n[2];            /* rows, stacks in it */
+        bool in_stacks;
+} chunk;
+
+static void chunk_start(chunk *c, const query_result *r) {
+        c->body.len = 0;
+        c->n[0] = c->n[1] = 0;
+        c->in_stacks = false;
+        render_header(&c->body, r);
+}
+
+/* The length of c's message if it were finished now, as continued. */
+static size_t chunk_bytes(const chunk *c, bool stacks) {
+        return strlen(REPLY_START_CONTINUES) + c->body.len + (stacks && !c->in_stacks ? strlen(STACKS_START) : 0) +
+               strlen("]}}");
+}
+
+static char *chunk_finish(chunk *c, bool stacks, bool continues) {
+        proto_buf m = {};
+
+        if (!c->in_stacks && stacks)
+                proto_buf_add_str(&c->body, STACKS_START);
+        proto_buf_add_str(&c->body, "]}");
+        if (c->body.failed)
+                return NULL;
+        proto_buf_add_str(&m, continues ? REPLY_START_CONTINUES : REPLY_START);
+        proto_buf_add(&m, c->body.data, c->body.len);
+        proto_buf_add_str(&m, "}");
+        if (m.failed) {
+                free(m.data);
+                return NULL;
+        }
+        return m.data;
 }
 
 int query_result_format_replies(const query_result *r, size_t max_bytes, char ***ret_messages, size_t *ret_n) {
-        _cleanup_(json_object_array_putp) struct json_object **items = NULL;
         _cleanup_(strv_freep) char **messages = NULL;
-        _cleanup_(json_object_putp) struct json_object *header = NULL;
-        _cleanup_free_ size_t *starts = NULL;
-        size_t n_items, n_chunks = 0, base, cur, n_in_chunk[2] = {};
-        char *s;
+        _cleanup_free_ char *item_data = NULL, *body_data = NULL;
+        bool stacks = r->n_stacks > 0;
+        size_t n_items, n_messages = 0, base;
+        proto_buf item = {};
+        chunk c = {};
+        int r_ = 0;
 
-        if (size_add(r->n_rows, r->n_stacks, &n_items) < 0 || n_items >= SIZE_MAX / sizeof(void *) - 1)
+        if (size_add(r->n_rows, r->n_stacks, &n_items) < 0 || n_items >= SIZE_MAX / sizeof(char *) - 2)
                 return -ENOMEM;
-
-        items = calloc(n_items + 1, sizeof(struct json_object *));
-        /* At most one chunk per item, plus one for an empty answer, plus the end. */
-        starts = calloc(n_items + 2, sizeof(size_t));
-        if (!items || !starts)
-                return -ENOMEM;
-        for (size_t i = 0; i < n_items; i++) {
-                items[i] = i < r->n_rows ? row_to_json(&r->rows[i]) : stack_to_json(&r->stacks[i - r->n_rows]);
-                if (!items[i])
-                        return -ENOMEM;
-        }
-
-        /* The serialized size is exactly computable in PLAIN mode: the
-         * message with empty arrays and "continues":true, plus each item,
-         * plus a comma between items of the same array. */
-        header = result_header_to_json(r, r->n_stacks > 0);
-        if (!header)
-                return -ENOMEM;
-        s = proto_format_reply(header, true);
-        if (!s)
-                return -ENOMEM;
-        base = strlen(s);
-        free(s);
-        if (base > max_bytes)
-                return -E2BIG;
-
-        cur = base;
-        starts[n_chunks++] = 0;
-        for (size_t i = 0; i < n_items; i++) {
-                unsigned which = i < r->n_rows ? 0 : 1;
-                size_t len = proto_json_plain_len(items[i]), add_len;
-
-                if (len == SIZE_MAX)
-                        return -ENOMEM;
-                add_len = len + (n_in_chunk[which] > 0 ? 1 : 0);
-                if (add_len > max_bytes - cur) {
-                        if (n_in_chunk[0] + n_in_chunk[1] == 0 || len > max_bytes - base)
-                                return -E2BIG;
-                        starts[n_chunks++] = i;
-                        n_in_chunk[0] = n_in_chunk[1] = 0;
-                        cur = base;
-                        add_len = len;
-                }
-                cur += add_len;
-                n_in_chunk[which]++;
-        }
-        starts[n_chunks] = n_items;
-
-        messages = calloc(n_chunks + 1, sizeof(char *));
+        /* At most one message per item, or one for an empty answer. */
+        messages = calloc(n_items + 2, sizeof(char *));
         if (!messages)
                 return -ENOMEM;
-        for (size_t c = 0; c < n_chunks; c++) {
-                messages[c] = format_chunk(r, items, starts[c], starts[c + 1], c + 1 < n_chunks);
-                if (!messages[c])
-                        return -ENOMEM;
+
+        /* Every message has the header, both arrays' brackets and the
+         * longer start. */
+        chunk_start(&c, r);
+        base = chunk_bytes(&c, stacks);
+        if (c.body.failed)
+                r_ = -ENOMEM;
+        else if (base > max_bytes)
+                r_ = -E2BIG;
+
+        for (size_t i = 0; r_ == 0 && i < n_items; i++) {
+                unsigned which = i < r->n_rows ? 0 : 1;
+                size_t add_len;
+
+                item.len = 0;
+                if (which == 0)
+                        render_row(&item, &r->rows[i]);
+                else
+                        render_stack(&item, &r->stacks[i - r->n_rows]);
+                if (item.failed) {
+                        r_ = -ENOMEM;
+                        break;
+                }
+                add_len = item.len + (c.n[which] > 0 ? 1 : 0);
+                if (add_len > max_bytes - chunk_bytes(&c, stacks)) {
+                        if (c.n[0] + c.n[1] == 0 || item.len > max_bytes - base) {
+                                r_ = -E2BIG;
+                                break;
+                        }
+                        messages[n_messages] = chunk_finish(&c, stacks, true);
+                        if (!messages[n_messages++]) {
+                                r_ = -ENOMEM;
+                                break;
+                        }
+                        chunk_start(&c, r);
+                }
+                if (which == 1 && !c.in_stacks) {
+                        proto_buf_add_str(&c.body, STACKS_START);
+                        c.in_stacks = true;
+                }
+                if (c.n[which] > 0)
+                        proto_buf_add_str(&c.body, ",");
+                proto_buf_add(&c.body, item.data, item.len);
+                c.n[which]++;
         }
+        if (r_ == 0) {
+                messages[n_messages] = chunk_finish(&c, stacks, false);
+                r_ = messages[n_messages++] ? 0 : -ENOMEM;
+        }
+        item_data = item.data;
+        body_data = c.body.data;
+        if (r_ < 0)
+                return r_;
 
         *ret_messages = TAKE_PTR(messages);
         if (ret_n)
-                *ret_n = n_chunks;
+                *ret_n = n_messages;
         return 0;
 }
 

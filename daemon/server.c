@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <json-c/json.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -348,6 +349,8 @@ static void run_job(workqueue_item *item, void *userdata) {
         j->replies = j->kind == JOB_QUERY ? worker_query(s, j) :
                      j->kind == JOB_STATUS ? single(worker_status(s, j)) :
                      j->kind == JOB_CACHE_LIST ? single(worker_cache_list(s, j)) : single(worker_layout(s, j));
+        if (j->kind == JOB_QUERY)
+                malloc_trim(0);
 }
 
 /* ---- clients ---------------------------------------------------------- */

@@ -291,10 +291,43 @@ TEST(replies_are_utf8) {
         ASSERT_TRUE(json_object_object_get_ex(back, "comm", &v));
         ASSERT_STREQ(json_object_get_string(v),
                      "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "b\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz");
-        ASSERT_EQ(strlen(msg), strlen("{\"parameters\":}") + proto_json_plain_len(p));
         free(msg);
         json_object_put(back);
         json_object_put(p);
+}
+
+/* Answers written by hand (proto_buf) are byte for byte what json-c and
+ * the UTF-8 repair make of the same strings: every single byte, valid and
+ * invalid sequences of each length. */
+TEST(hand_written_json_is_json_c_s) {
+        static const char *const samples[] = {
+                "plain", "", "q\"b\\s/", "\x7f\x1f\b\f\n\r\t", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+                "\xc0\xaf\xe0\x80\xaf\xed\xa0\x80\xf4\x90\x80\x80\xf8", "\xc3", "\xe2\x82", "x\xf0\x9f\x98",
+        };
+
+        for (unsigned i = 0; i < 256 + ELEMENTSOF(samples); i++) {
+                char one[2] = { (char) i, 0 };
+                const char *str = i < 256 ? one : samples[i - 256];
+                struct json_object *p = json_object_new_object();
+                proto_buf b = {};
+                char *msg;
+
+                if (i == 0)
+                        continue;
+                json_object_object_add(p, "s", json_object_new_string(str));
+                msg = proto_format_reply(p, false);
+                proto_buf_add_str(&b, "{\"parameters\":{\"s\":");
+                proto_buf_add_json_string(&b, str);
+                proto_buf_add_str(&b, "}}");
+                ASSERT_TRUE(!b.failed);
+                if (strcmp(msg, b.data) != 0) {
+                        fprintf(stderr, "string %u: json-c %s, proto_buf %s\n", i, msg, b.data);
+                        ASSERT_STREQ(msg, b.data);
+                }
+                free(msg);
+                free(b.data);
+                json_object_put(p);
+        }
 }
 
 static char *nested(size_t depth) {

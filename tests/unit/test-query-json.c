@@ -355,6 +355,39 @@ TEST(result_split_and_merge) {
         query_result_free(r);
 }
 
+/* The replies, written by hand, are what proto_format_reply() makes of
+ * query_result_to_json(): rows alone, rows and stacks, nothing. */
+TEST(replies_are_the_json_c_rendering) {
+        for (size_t n = 0; n < 6; n++) {
+                query_result *r = make_result(n);
+                struct json_object *o;
+                char **msgs = NULL, *want;
+                size_t m = 0;
+
+                if (n == 3) {
+                        for (size_t i = 0; i < r->n_stacks; i++) {
+                                for (size_t j = 0; j < r->stacks[i].n_frames; j++)
+                                        free(r->stacks[i].frames[j]);
+                                free(r->stacks[i].frames);
+                                free(r->stacks[i].comm);
+                        }
+                        r->n_stacks = 0;
+                }
+                free(r->rows[0].comm);
+                r->rows[0].comm = n > 0 ? xstrdup("a\xff\xc0\xaf" "b\x7f") : NULL;
+                o = query_result_to_json(r);
+                want = proto_format_reply(o, false);
+                ASSERT_OK(query_result_format_replies(r, 1 << 20, &msgs, &m));
+                ASSERT_EQ(m, 1);
+                ASSERT_STREQ(msgs[0], want);
+                free(msgs[0]);
+                free(msgs);
+                free(want);
+                json_object_put(o);
+                query_result_free(r);
+        }
+}
+
 TEST(merge_rejects_wrong_shapes) {
         struct json_object *a = parse("{\"total\":1,\"rows\":[]}");
         struct json_object *b = parse("{\"rows\":{}}");

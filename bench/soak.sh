@@ -1,0 +1,118 @@
+#!/bin/bash
+# A long run of perfsnapd under load, with everything that could leak
+# sampled every minute.
+#
+#   bench/soak.sh BUILD_DIR MINUTES [FREQ]
+#
+# Starts perfsnapd (from BUILD_DIR) at FREQ (default 999) Hz with a
+# private database, a private kcore snapshot cache and a 10-minute
+# retention, so that after the first 10 minutes the database should stop
+# growing. For MINUTES it runs at once:
+#  - bench/workload.sh mixed (fork/exec-heavy, one loop of each kind per CPU);
+#  - BPF churn: every minute tests/integration/bpf-prog loads and unloads
+#    200 socket filters, which the daemon journals as ksyms;
+#  - a client hammering the socket: query --since 5m, query --since 1h
+#    --format folded, status, modules, events, ksyms and cache list, in a
+#    loop with no pause.
+# Every minute it prints the daemon's VmRSS and VmHWM, its open file
+# descriptors, the database's bytes on disk (main file + WAL), status's
+# samples (counted), stored_samples (in the database now), lost and
+# dropped_samples, and the client calls made and failed so far.
+#
+# Verdict (exit 1 if any fails), comparing the last 10 minutes with
+# minutes 11..20 (needs MINUTES >= 30):
+#  - RSS: the largest VmRSS of the last 10 minutes is at most 10 % above
+#    the largest of minutes 11..20;
+#  - fds: the count in the last 10 minutes never differs from minute 11's
+#    by more than 2;
+#  - database: its bytes in the last 10 minutes stay within 20 % of the
+#    mean of minutes 11..20;
+#  - no client call failed and the daemon is still running.
+# Needs root and bpf().
+set -u
+B=$(readlink -f "${1:?usage: soak.sh BUILD_DIR MINUTES [FREQ]}")
+MIN=${2:?usage: soak.sh BUILD_DIR MINUTES [FREQ]}
+FREQ=${3:-999}
+HERE=$(dirname "$(readlink -f "$0")")
+[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
+case "$MIN$FREQ" in *[!0-9]*) echo "MINUTES and FREQ are numbers" >&2; exit 2 ;; esac
+BPF=$B/tests/integration/bpf-prog
+CTL=$B/client/perfsnapctl
+
+T=$(mktemp -d /tmp/perfsnapd-soak.XXXXXX)
+cleanup() {
+        kill $WL $CH $CL 2>/dev/null
+        [ -n "${DPID:-}" ] && kill -TERM $DPID 2>/dev/null
+        wait 2>/dev/null
+        rm -rf "$T"
+}
+trap cleanup EXIT
+WL= CH= CL=
+mkdir -m 0700 "$T/cache"
+cat > "$T/conf" <<CONF
+database = $T/db
+cache_dir = $T/cache
+socket = $T/sock
+frequency_hz = $FREQ
+retention = 10m
+CONF
+export PERFSNAPD_SOCKET=$T/sock
+"$B/daemon/perfsnapd" --config "$T/conf" > "$T/daemon.log" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do "$CTL" status >/dev/null 2>&1 && break; sleep 0.1; done
+"$CTL" status >/dev/null || { echo "perfsnapd did not start:" >&2; cat "$T/daemon.log" >&2; exit 1; }
+END=$(( $(date +%s) + MIN * 60 ))
+
+bash "$HERE/workload.sh" mixed $((MIN * 60)) > /dev/null 2>&1 & WL=$!
+( while [ "$(date +%s)" -lt "$END" ]; do
+        "$BPF" churn --count 200 --prefix soak > /dev/null 2>> "$T/churn.err" || echo x >> "$T/churn.fail"
+        sleep 60
+  done ) & CH=$!
+( while [ "$(date +%s)" -lt "$END" ]; do
+        for c in "query --since 5m" "query --since 1h --format folded" status modules events ksyms "cache list"; do
+                # shellcheck disable=SC2086
+                if "$CTL" $c > /dev/null 2>> "$T/client.err"; then echo >> "$T/calls"; else echo "$c" >> "$T/calls.fail"; fi
+        done
+  done ) & CL=$!
+
+count() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
+printf '%4s %9s %9s %4s %11s %10s %10s %6s %7s %7s %6s\n' min rss_kb hwm_kb fds db_bytes samples stored lost dropped calls failed
+: > "$T/table"
+for m in $(seq 1 "$MIN"); do
+        sleep $(( END - (MIN - m) * 60 - $(date +%s) )) 2>/dev/null
+        if ! kill -0 $DPID 2>/dev/null; then echo "perfsnapd exited at minute $m:" >&2; tail -20 "$T/daemon.log" >&2; exit 1; fi
+        read -r rss hwm <<< "$(awk '/VmRSS/ { r = $2 } /VmHWM/ { h = $2 } END { print r, h }' /proc/$DPID/status)"
+        fds=$(ls /proc/$DPID/fd | wc -l)
+        db=$(( $(stat -c %s "$T/db") + $( [ -f "$T/db-wal" ] && stat -c %s "$T/db-wal" || echo 0) ))
+        read -r samples stored lost dropped <<< "$("$CTL" status --format json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin); s = s.get("parameters", s)
+print(s["samples"], s["stored_samples"], s["lost"], s["dropped_samples"])')"
+        printf '%4d %9d %9d %4d %11d %10s %10s %6s %7s %7d %6d\n' "$m" "$rss" "$hwm" "$fds" "$db" "$samples" "$stored" "$lost" "$dropped" \
+                "$(count "$T/calls")" "$(count "$T/calls.fail")" | tee -a "$T/table"
+done
+
+echo "BPF churn rounds failed: $(count "$T/churn.fail")"
+[ -s "$T/calls.fail" ] && { echo "failed client calls (first 5):"; sort "$T/calls.fail" | uniq -c | head -5; head -5 "$T/client.err"; }
+[ "$MIN" -ge 30 ] || { echo "no verdict: needs MINUTES >= 30"; exit 0; }
+python3 - "$T/table" "$(count "$T/calls.fail")" "$(count "$T/churn.fail")" <<'PY'
+import sys
+rows = [list(map(int, l.split()[:5])) for l in open(sys.argv[1])]
+base, last = rows[10:20], rows[-10:]
+ok = True
+def check(cond, what):
+    global ok
+    print(("ok   " if cond else "FAIL ") + what)
+    ok = ok and cond
+rb, rl = max(r[1] for r in base), max(r[1] for r in last)
+check(rl <= rb * 1.10, "RSS: max %d kB in the last 10 min vs %d kB in minutes 11-20 (%+.1f %%)" % (rl, rb, 100.0 * (rl - rb) / rb))
+f0 = rows[10][3]
+fd = max(abs(r[3] - f0) for r in last)
+check(fd <= 2, "fds: %d at minute 11, last 10 min %d..%d" % (f0, min(r[3] for r in last), max(r[3] for r in last)))
+db = sum(r[4] for r in base) / len(base)
+lo, hi = min(r[4] for r in last), max(r[4] for r in last)
+check(lo >= db * 0.8 and hi <= db * 1.2, "database: %d..%d bytes in the last 10 min vs mean %d in minutes 11-20" % (lo, hi, db))
+check(sys.argv[2] == "0", "client calls failed: %s" % sys.argv[2])
+check(sys.argv[3] == "0", "BPF churn rounds failed: %s" % sys.argv[3])
+sys.exit(0 if ok else 1)
+PY
