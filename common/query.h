@@ -2,7 +2,7 @@
 #pragma once
 
 /* What a query asks and what it answers, independent of the wire format
- * (query-json.c) and of the storage (store.c). */
+ * (query-json.c) and of the storage (store.c); freed by query.c. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,4 +48,9 @@ typedef struct query_result {
         size_t n_stacks;
 } query_result;
 
+/* Frees the strings of rows[0..n) (not the array). */
+void query_rows_free(query_row *rows, size_t n);
+/* Frees what st holds (not st). */
+void query_stack_done(query_stack *st);
+/* Frees r and all it holds; NULL-safe; returns NULL. */
 query_result *query_result_free(query_result *r);

@@ -2093,34 +2093,6 @@ static int ctx_folded(query_ctx *c, size_t fi, const char **ret) {
         return 0;
 }
 
-static void query_rows_free(query_row *rows, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(rows[i].comm);
-                free(rows[i].module);
-                free(rows[i].symbol);
-        }
-}
-
-static void query_stack_done(query_stack *st) {
-        free(st->comm);
-        for (size_t i = 0; i < st->n_frames; i++)
-                free(st->frames[i]);
-        free(st->frames);
-}
-
-query_result *query_result_free(query_result *r) {
-        if (!r)
-                return NULL;
-
-        query_rows_free(r->rows, r->n_rows);
-        free(r->rows);
-        for (size_t i = 0; i < r->n_stacks; i++)
-                query_stack_done(r->stacks + i);
-        free(r->stacks);
-        free(r);
-        return NULL;
-}
-
 DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free);
 
 static int row_cmp_names(const query_row *a, const query_row *b) {

@@ -365,12 +365,8 @@ TEST(replies_are_the_json_c_rendering) {
                 size_t m = 0;
 
                 if (n == 3) {
-                        for (size_t i = 0; i < r->n_stacks; i++) {
-                                for (size_t j = 0; j < r->stacks[i].n_frames; j++)
-                                        free(r->stacks[i].frames[j]);
-                                free(r->stacks[i].frames);
-                                free(r->stacks[i].comm);
-                        }
+                        for (size_t i = 0; i < r->n_stacks; i++)
+                                query_stack_done(&r->stacks[i]);
                         r->n_stacks = 0;
                 }
                 free(r->rows[0].comm);
