@@ -17,8 +17,29 @@
 #define _unlikely_(x) __builtin_expect(!!(x), 0)
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
+/* MIN and MAX evaluate each argument once (MIN(x++, y) is safe); in a
+ * constant expression (an array size, a static initializer) use
+ * CONST_MIN/CONST_MAX, which evaluate twice but only take constants. */
+#define UNIQ_CAT_(a, b) a##b
+#define UNIQ_T_(x, n) UNIQ_CAT_(x, n)
+#define MIN_(a, b, n)                                                                    \
+        ({                                                                              \
+                const __typeof__(a) UNIQ_T_(min_a_, n) = (a);                           \
+                const __typeof__(b) UNIQ_T_(min_b_, n) = (b);                           \
+                UNIQ_T_(min_a_, n) < UNIQ_T_(min_b_, n) ? UNIQ_T_(min_a_, n) : UNIQ_T_(min_b_, n); \
+        })
+#define MAX_(a, b, n)                                                                    \
+        ({                                                                              \
+                const __typeof__(a) UNIQ_T_(max_a_, n) = (a);                           \
+                const __typeof__(b) UNIQ_T_(max_b_, n) = (b);                           \
+                UNIQ_T_(max_a_, n) > UNIQ_T_(max_b_, n) ? UNIQ_T_(max_a_, n) : UNIQ_T_(max_b_, n); \
+        })
+#define MIN(a, b) MIN_(a, b, __COUNTER__)
+#define MAX(a, b) MAX_(a, b, __COUNTER__)
+#define CONST_MIN(a, b) __builtin_choose_expr(__builtin_constant_p(a) && __builtin_constant_p(b), \
+                                              ((a) < (b) ? (a) : (b)), (void) 0)
+#define CONST_MAX(a, b) __builtin_choose_expr(__builtin_constant_p(a) && __builtin_constant_p(b), \
+                                              ((a) > (b) ? (a) : (b)), (void) 0)
 #define SWAP(a, b) do { __typeof__(a) swap_tmp_ = (a); (a) = (b); (b) = swap_tmp_; } while (0)
 
 static inline bool streq(const char *a, const char *b) {
