@@ -36,10 +36,12 @@ FREQ=${3:-999}
 HERE=$(dirname "$(readlink -f "$0")")
 [ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 77; }
 case "$MIN$FREQ" in *[!0-9]*) echo "MINUTES and FREQ are numbers" >&2; exit 2 ;; esac
-BPF=$B/tests/integration/bpf-prog
-CTL=$B/client/perfsnapctl
-
 T=$(mktemp -d /tmp/perfsnapd-soak.XXXXXX)
+# Copies, so that rebuilding BUILD_DIR meanwhile does not touch the run.
+mkdir "$T/bin"
+cp "$B/daemon/perfsnapd" "$B/client/perfsnapctl" "$B/tests/integration/bpf-prog" "$T/bin/" || exit 1
+BPF=$T/bin/bpf-prog
+CTL=$T/bin/perfsnapctl
 cleanup() {
         kill $WL $CH $CL 2>/dev/null
         [ -n "${DPID:-}" ] && kill -TERM $DPID 2>/dev/null
@@ -57,7 +59,7 @@ frequency_hz = $FREQ
 retention = 10m
 CONF
 export PERFSNAPD_SOCKET=$T/sock
-"$B/daemon/perfsnapd" --config "$T/conf" > "$T/daemon.log" 2>&1 &
+"$T/bin/perfsnapd" --config "$T/conf" > "$T/daemon.log" 2>&1 &
 DPID=$!
 for _ in $(seq 100); do "$CTL" status >/dev/null 2>&1 && break; sleep 0.1; done
 "$CTL" status >/dev/null || { echo "perfsnapd did not start:" >&2; cat "$T/daemon.log" >&2; exit 1; }
@@ -86,8 +88,11 @@ for m in $(seq 1 "$MIN"); do
         db=$(( $(stat -c %s "$T/db") + $( [ -f "$T/db-wal" ] && stat -c %s "$T/db-wal" || echo 0) ))
         read -r samples stored lost dropped <<< "$("$CTL" status --format json 2>/dev/null | python3 -c '
 import json, sys
-s = json.load(sys.stdin); s = s.get("parameters", s)
-print(s["samples"], s["stored_samples"], s["lost"], s["dropped_samples"])')"
+try:
+    s = json.load(sys.stdin); s = s.get("parameters", s)
+    print(s["samples"], s["stored_samples"], s["lost"], s["dropped_samples"])
+except ValueError:
+    print("- - - -")')"
         printf '%4d %9d %9d %4d %11d %10s %10s %6s %7s %7d %6d\n' "$m" "$rss" "$hwm" "$fds" "$db" "$samples" "$stored" "$lost" "$dropped" \
                 "$(count "$T/calls")" "$(count "$T/calls.fail")" | tee -a "$T/table"
 done

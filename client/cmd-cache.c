@@ -152,7 +152,7 @@ static int cache_list(int argc, char **argv) {
                 return r != 0 ? r : finish_output();
         }
         if (!json_object_object_get_ex(answer, "snapshots", &a) || !json_object_is_type(a, json_type_array))
-                return fail("the daemon's answer has no snapshot list");
+                return print_error("the daemon's answer has no snapshot list");
         n = json_object_array_length(a);
         printf("%-22s %-16s %-12s %7s %-18s %10s %-5s %6s\n", "TIME", "NAME", "BUILD-ID", "MODULES", "_TEXT", "SIZE",
                "KCORE", "REUSES");
@@ -192,19 +192,19 @@ static int cache_prune(int argc, char **argv) {
         int c, r;
 
         if (!params)
-                return fail("out of memory");
+                return print_error("out of memory");
         optind = 0;
         opterr = 0;
         while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
                 switch (c) {
                 case ARG_MAX_SIZE:
                         if (size_parse(optarg, &v) < 0 || v > INT64_MAX)
-                                return fail("invalid --max-size '%s': expected a size such as 500M or 2G, or 0", optarg);
+                                return print_error("invalid --max-size '%s': expected a size such as 500M or 2G, or 0", optarg);
                         json_object_object_add(params, "max_size", json_object_new_int64((int64_t) v));
                         break;
                 case ARG_MAX_AGE:
                         if (duration_parse(optarg, &v) < 0 || v > INT64_MAX)
-                                return fail("invalid --max-age '%s': expected a duration such as 12h or 7d, or 0", optarg);
+                                return print_error("invalid --max-age '%s': expected a duration such as 12h or 7d, or 0", optarg);
                         json_object_object_add(params, "max_age_ns", json_object_new_int64((int64_t) v));
                         break;
                 case ARG_SOCKET:
@@ -214,10 +214,10 @@ static int cache_prune(int argc, char **argv) {
                         help_cache();
                         return finish_output();
                 default:
-                        return fail_option(c, argv, "cache");
+                        return print_option_error(c, argv, "cache");
                 }
         if (optind < argc)
-                return fail("unexpected argument '%s' (see 'perfsnapctl cache --help')", argv[optind]);
+                return print_error("unexpected argument '%s' (see 'perfsnapctl cache --help')", argv[optind]);
         r = daemon_call(PERFSNAP_METHOD_CACHE_PRUNE, params, false, &answer);
         if (r != 0)
                 return r;
@@ -232,7 +232,7 @@ static int cache_prune(int argc, char **argv) {
 
 int cmd_cache(int argc, char **argv) {
         if (argc < 2)
-                return fail("cache: expected 'list' or 'prune' (see 'perfsnapctl cache --help')");
+                return print_error("cache: expected 'list' or 'prune' (see 'perfsnapctl cache --help')");
         if (streq(argv[1], "--help") || streq(argv[1], "-h")) {
                 help_cache();
                 return finish_output();
@@ -241,5 +241,5 @@ int cmd_cache(int argc, char **argv) {
                 return cache_list(argc - 1, argv + 1);
         if (streq(argv[1], "prune"))
                 return cache_prune(argc - 1, argv + 1);
-        return fail("cache: unknown subcommand '%s': expected list or prune", argv[1]);
+        return print_error("cache: unknown subcommand '%s': expected list or prune", argv[1]);
 }

@@ -25,7 +25,7 @@ int parse_format_option(const char *value, bool *ret_json) {
         else if (streq(value, "table"))
                 *ret_json = false;
         else
-                return fail("invalid --format '%s': expected table or json", value);
+                return print_error("invalid --format '%s': expected table or json", value);
         return 0;
 }
 
@@ -95,7 +95,7 @@ static int parse_layout_opts(int argc, char **argv, const char *command, const c
                         char *end;
                         long long v = strtoll(optarg, &end, 10);
                         if (!*optarg || *end || v < 0 || v > 1000000)
-                                return fail("invalid --limit '%s': expected a number 0..1000000", optarg);
+                                return print_error("invalid --limit '%s': expected a number 0..1000000", optarg);
                         o->limit = v;
                         break;
                 }
@@ -110,10 +110,10 @@ static int parse_layout_opts(int argc, char **argv, const char *command, const c
                         help();
                         return -1;
                 default:
-                        return fail_option(c, argv, command);
+                        return print_option_error(c, argv, command);
                 }
         if (optind < argc)
-                return fail("unexpected argument '%s' (see 'perfsnapctl %s --help')", argv[optind], command);
+                return print_error("unexpected argument '%s' (see 'perfsnapctl %s --help')", argv[optind], command);
         return 0;
 }
 
@@ -123,7 +123,7 @@ static int layout_call(const char *method, const layout_opts *o, const char *fla
         int r;
 
         if (!params)
-                return fail("out of memory");
+                return print_error("out of memory");
         if (o->since) {
                 r = parse_time_option("--since", o->since, now, &since);
                 if (r != 0)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-/* What the command files of perfsnapctl share. */
+/* What the command files of perfsnapctl share (client.c). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,7 +14,12 @@ struct json_object;
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put)
 
+#define DEFAULT_SOCKET "/run/perfsnapd/perfsnapd.sock"
+
 extern const char *arg_socket;
+
+/* --socket, else $PERFSNAPD_SOCKET, else DEFAULT_SOCKET. */
+const char *socket_path(void);
 
 enum {
         ARG_VERSION = 0x100,
@@ -34,8 +39,8 @@ enum {
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
-_printf_(1, 2) int fail(const char *fmt, ...);
-int fail_option(int c, char **argv, const char *command);
+_printf_(1, 2) int print_error(const char *fmt, ...);
+int print_option_error(int c, char **argv, const char *command);
 int finish_output(void);
 int print_json(struct json_object *o);
 /* The string member key of object o, or NULL (no object, no member, not a string). */
@@ -47,6 +52,8 @@ int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint
  * after printing the error. */
 int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret);
 
+int cmd_query(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 int cmd_modules(int argc, char **argv);
 int cmd_ksyms(int argc, char **argv);
 int cmd_events(int argc, char **argv);

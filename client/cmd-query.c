@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* perfsnapctl query: where the CPU time went in a time range, as a
+ * perf-report-like table, JSON or folded stacks. */
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "protocol.h"
+#include "query-json.h"
+#include "timeparse.h"
+#include "perfsnapctl.h"
+
+#define DEFAULT_SINCE "5m"
+#define DEFAULT_TABLE_TOP 25
+
+/* Column caps for the table: comm is at most 15 bytes from the kernel, but
+ * module paths of user mappings can be long. */
+#define COMM_COLUMN_MAX 16
+#define MODULE_COLUMN_MAX 40
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
+
+static bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret) {
+        char *end;
+        long long v;
+
+        /* strtoll() would skip spaces and accept a '+'. */
+        if (!s || !(*s == '-' || (*s >= '0' && *s <= '9')))
+                return false;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno != 0 || end == s || *end || v < min || v > max)
+                return false;
+        *ret = v;
+        return true;
+}
+
+/* Prints s in a column of width bytes, left-aligned; longer strings are
+ * cut with "..." at the end, or at the start for paths (whose last part
+ * is the informative one). */
+static void put_column(const char *s, size_t width, bool cut_front) {
+        size_t len = strlen(s);
+
+        if (len <= width) {
+                put_sanitized(stdout, s, len);
+                printf("%*s", (int) (width - len), "");
+                return;
+        }
+        if (width <= 3) {
+                put_sanitized(stdout, s, width);
+                return;
+        }
+        if (cut_front) {
+                const char *p = s + len - (width - 3);
+                size_t skip = 0;
+
+                /* Do not start in the middle of a UTF-8 sequence. */
+                while ((p[skip] & 0xc0) == 0x80)
+                        skip++;
+                fputs("...", stdout);
+                put_sanitized(stdout, p + skip, width - 3 - skip);
+                printf("%*s", (int) skip, "");
+        } else {
+                size_t n = width - 3;
+
+                while (n > 0 && (s[n] & 0xc0) == 0x80)
+                        n--;
+                put_sanitized(stdout, s, n);
+                fputs("...", stdout);
+                printf("%*s", (int) (width - 3 - n), "");
+        }
+}
+
+static size_t count_digits(uint64_t v) {
+        size_t n = 1;
+
+        while (v >= 10) {
+                v /= 10;
+                n++;
+        }
+        return n;
+}
+
+static void print_table(const query_params *q, uint64_t now_ns, const query_result *r) {
+        char a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX], d[DURATION_FORMAT_MAX];
+        size_t comm_w = strlen("Command"), module_w = strlen("Module"), samples_w = strlen("Samples");
+        uint64_t from = q->since_ns ? q->since_ns : r->first_ns;
+        uint64_t to = q->until_ns ? q->until_ns : now_ns;
+
+        printf("# Samples: %" PRIu64 " (lost: %" PRIu64 ")  CPUs: %" PRIu32 "\n",
+               r->total_samples, r->lost, r->n_cpus);
+        printf("# Time: %s .. %s (%s)\n",
+               time_format_local_decimals(from, 2, a, sizeof(a)) ?: "?",
+               time_format_local_decimals(to, 2, b, sizeof(b)) ?: "?",
+               duration_format(to > from ? to - from : 0, d, sizeof(d)) ?: "?");
+
+        if (r->n_rows == 0 || r->total_samples == 0) {
+                printf("# no samples in this time range\n");
+                return;
+        }
+
+        for (size_t i = 0; i < r->n_rows; i++) {
+                comm_w = MAX(comm_w, strlen(r->rows[i].comm));
+                module_w = MAX(module_w, strlen(r->rows[i].module));
+                samples_w = MAX(samples_w, count_digits(r->rows[i].samples));
+        }
+        comm_w = MIN(comm_w, (size_t) COMM_COLUMN_MAX);
+        module_w = MIN(module_w, (size_t) MODULE_COLUMN_MAX);
+
+        printf("# Overhead  %*s  ", (int) samples_w, "Samples");
+        put_column("Command", comm_w, false);
+        fputs("  ", stdout);
+        put_column("Module", module_w, false);
+        fputs("  Symbol\n", stdout);
+
+        for (size_t i = 0; i < r->n_rows; i++) {
+                const query_row *row = &r->rows[i];
+
+                printf("%9.2f%%  %*" PRIu64 "  ", 100.0 * (double) row->samples / (double) r->total_samples,
+                       (int) samples_w, row->samples);
+                put_column(row->comm, comm_w, false);
+                fputs("  ", stdout);
+                put_column(row->module, module_w, true);
+                fputs(row->kernel ? "  [k] " : "  [.] ", stdout);
+                put_sanitized(stdout, row->symbol, SIZE_MAX);
+                fputc('\n', stdout);
+        }
+}
+
+/* Folded stacks are split on ';' and the last space: keep both out of names. */
+static void put_folded_name(const char *s) {
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+                fputc(c == ';' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
+                      c < 0x20 || c == 0x7f ? '_' : c, stdout);
+        }
+}
+
+static void print_folded(const query_result *r) {
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                const query_stack *st = &r->stacks[i];
+
+                put_folded_name(st->comm);
+                for (size_t j = 0; j < st->n_frames; j++) {
+                        fputc(';', stdout);
+                        put_folded_name(st->frames[j]);
+                }
+                printf(" %" PRIu64 "\n", st->samples);
+        }
+}
+
+static void help_query(void) {
+        printf("Usage: perfsnapctl [--socket PATH] query [OPTIONS]\n"
+               "\n"
+               "Show where the machine spent its CPU time in a time range: the symbols\n"
+               "(kernel and user) most often on CPU when a sample was taken.\n"
+               "\n"
+               "Options:\n"
+               "      --since TIME     start of the range (default: %s, i.e. 5 minutes ago)\n"
+               "      --until TIME     end of the range, exclusive (default: now)\n"
+               "      --pid PID        only samples of this process id\n"
+               "      --comm NAME      only samples of tasks with this command name (exact)\n"
+               "      --cpu N          only samples taken on CPU N\n"
+               "      --top N          at most N rows; 0 = as many as the daemon allows\n"
+               "                       (default: %d for table, 0 for json and folded)\n"
+               "      --format FORMAT  table (default), json or folded\n"
+               "      --socket PATH    connect to PATH instead of the default socket\n"
+               "  -h, --help           show this help\n"
+               "\n"
+               "TIME is one of:\n"
+               "  a duration before now  30s, 5m, 2h, 7d, 1h30m, 500ms (units: ns us ms s m h d w)\n"
+               "  a local time           \"2026-11-21\", \"2026-11-21 14:00\", \"2026-11-21 14:00:05.25\"\n"
+               "  seconds since 1970     @1763733600, @1763733600.5\n"
+               "  now\n",
+               DEFAULT_SINCE, DEFAULT_TABLE_TOP);
+}
+
+int cmd_query(int argc, char **argv) {
+        static const struct option options[] = {
+                { "since",  required_argument, NULL, ARG_SINCE },
+                { "until",  required_argument, NULL, ARG_UNTIL },
+                { "pid",    required_argument, NULL, ARG_PID },
+                { "comm",   required_argument, NULL, ARG_COMM },
+                { "cpu",    required_argument, NULL, ARG_CPU },
+                { "top",    required_argument, NULL, ARG_TOP },
+                { "format", required_argument, NULL, ARG_FORMAT },
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "help",   no_argument,       NULL, 'h' },
+                {}
+        };
+        _cleanup_(json_object_putp) struct json_object *params = NULL, *answer = NULL;
+        _cleanup_(query_result_freep) query_result *result = NULL;
+        const char *since = DEFAULT_SINCE, *until = NULL, *format = "table";
+        query_params q = QUERY_PARAMS_INIT;
+        bool top_set = false;
+        uint64_t now_ns;
+        int64_t v;
+        int c, r;
+
+        optind = 0;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
+                switch (c) {
+                case ARG_SINCE:
+                        since = optarg;
+                        break;
+                case ARG_UNTIL:
+                        until = optarg;
+                        break;
+                case ARG_PID:
+                        if (!parse_int(optarg, 0, QUERY_PID_MAX, &v))
+                                return print_error("invalid --pid '%s': expected a process id from 0 to %d", optarg, QUERY_PID_MAX);
+                        q.pid = v;
+                        break;
+                case ARG_COMM:
+                        if (strlen(optarg) < 1 || strlen(optarg) > QUERY_COMM_MAX)
+                                return print_error("invalid --comm '%s': expected a command name of 1 to %d bytes", optarg, QUERY_COMM_MAX);
+                        q.comm = optarg;
+                        break;
+                case ARG_CPU:
+                        if (!parse_int(optarg, 0, QUERY_CPU_MAX, &v))
+                                return print_error("invalid --cpu '%s': expected a CPU number from 0 to %d", optarg, QUERY_CPU_MAX);
+                        q.cpu = (int32_t) v;
+                        break;
+                case ARG_TOP:
+                        if (!parse_int(optarg, 0, UINT32_MAX, &v))
+                                return print_error("invalid --top '%s': expected a number of rows from 0 to %" PRIu32, optarg, UINT32_MAX);
+                        q.top = (uint32_t) v;
+                        top_set = true;
+                        break;
+                case ARG_FORMAT:
+                        if (strcmp(optarg, "table") != 0 && strcmp(optarg, "json") != 0 && strcmp(optarg, "folded") != 0)
+                                return print_error("invalid --format '%s': expected table, json or folded", optarg);
+                        format = optarg;
+                        break;
+                case ARG_SOCKET:
+                        arg_socket = optarg;
+                        break;
+                case 'h':
+                        help_query();
+                        return finish_output();
+                default:
+                        return print_option_error(c, argv, "query");
+                }
+        if (optind < argc)
+                return print_error("unexpected argument '%s' (see 'perfsnapctl query --help')", argv[optind]);
+
+        now_ns = clock_ns(CLOCK_REALTIME);
+        if (parse_time_option("--since", since, now_ns, &q.since_ns) != 0)
+                return EXIT_FAILURE;
+        if (until && parse_time_option("--until", until, now_ns, &q.until_ns) != 0)
+                return EXIT_FAILURE;
+        if ((q.until_ns ? q.until_ns : now_ns) <= q.since_ns)
+                return print_error("empty time range: --since '%s' is not before --until '%s'", since, until ?: "now");
+
+        if (!top_set && strcmp(format, "table") == 0)
+                q.top = DEFAULT_TABLE_TOP;
+        q.want_stacks = strcmp(format, "folded") == 0;
+
+        params = query_params_to_json(&q);
+        if (!params)
+                return print_error("out of memory");
+
+        /* more: the answer may come in several messages (doc/protocol.md). */
+        r = daemon_call(PERFSNAP_METHOD_QUERY, params, true, &answer);
+        if (r != 0)
+                return r;
+
+        if (strcmp(format, "json") == 0) {
+                _cleanup_(json_object_putp) struct json_object *doc = json_object_new_object();
+
+                if (!doc ||
+                    json_object_object_add(doc, "query", json_object_get(params)) < 0 ||
+                    json_object_object_add(doc, "result", json_object_get(answer)) < 0)
+                        return print_error("out of memory");
+                r = print_json(doc);
+                return r != 0 ? r : finish_output();
+        }
+
+        r = query_result_from_json(answer, &result);
+        if (r == -ENOMEM)
+                return print_error("out of memory");
+        if (r < 0)
+                return print_error("malformed Query reply from perfsnapd at %s", socket_path());
+
+        if (strcmp(format, "folded") == 0)
+                print_folded(result);
+        else
+                print_table(&q, now_ns, result);
+        return finish_output();
+}
