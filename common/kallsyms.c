@@ -201,62 +201,103 @@ static int module_index(parser *p, const char *name, size_t len) {
         return (int) k->n_mods;
 }
 
-/* Parses one line (without its '\n'):
- *     ADDR ' ' TYPE ' ' NAME [ '\t' '[' MODULE ']' ]
- * as printed by the kernel's kallsyms s_show() ("%px %c %s\t[%s]\n" for
- * module symbols, "%px %c %s\n" otherwise). Returns 1 if the line is a
- * symbol, 0 if it is malformed, negative errno on allocation failure. */
-static int parse_line(parser *p, const char *s, size_t len, uint64_t *ret_addr,
-                      char *ret_type, uint32_t *ret_name, uint16_t *ret_mod) {
+bool kallsyms_line_parse(const char *s, size_t len, kallsyms_line *ret) {
         const char *e = s + len, *name, *name_end;
-        uint64_t addr = 0;
+        kallsyms_line l = {};
         size_t digits = 0;
-        uint16_t mod = 0;
-        char type;
 
         for (; s < e && digits < 17; s++, digits++) {
                 int v = hexval(*s);
                 if (v < 0)
                         break;
-                addr = addr << 4 | (uint64_t) v;
+                l.addr = l.addr << 4 | (uint64_t) v;
         }
         /* %px prints 16 digits on 64-bit kernels, 8 on 32-bit ones. */
         if (digits == 0 || digits > 16)
-                return 0;
+                return false;
         if (e - s < 4 || s[0] != ' ' || s[2] != ' ')
-                return 0;
-        type = s[1];
-        if (type <= ' ' || type >= 0x7f)
-                return 0;
+                return false;
+        l.type = s[1];
+        if (l.type <= ' ' || l.type >= 0x7f)
+                return false;
 
         name = s + 3;
         for (name_end = name; name_end < e; name_end++)
                 if (*name_end == '\t' || *name_end == ' ' || *name_end == 0)
                         break;
         if (name_end == name)
-                return 0;
+                return false;
+        l.name = name;
+        l.name_len = (size_t) (name_end - name);
 
         if (name_end < e) {
                 const char *m = name_end + 1;
-                int r;
 
                 /* Only a tab may follow the name, then the module in brackets
                  * and nothing after it. */
                 if (*name_end != '\t' || e - m < 3 || m[0] != '[' || e[-1] != ']')
-                        return 0;
+                        return false;
                 m++;
                 for (const char *c = m; c < e - 1; c++)
                         if (*c <= ' ' || *c == '[' || *c == ']' || *c >= 0x7f)
-                                return 0;
-                r = module_index(p, m, (size_t) (e - 1 - m));
+                                return false;
+                l.module = m;
+                l.module_len = (size_t) (e - 1 - m);
+        }
+        *ret = l;
+        return true;
+}
+
+static int text_rank(const char *name, size_t len) {
+        return len == 5 && memcmp(name, "_text", 5) == 0 ? 2 :
+               len == 6 && memcmp(name, "_stext", 6) == 0 ? 1 : 0;
+}
+
+int kallsyms_line_text_rank(const kallsyms_line *l) {
+        return l->module ? 0 : text_rank(l->name, l->name_len);
+}
+
+int kallsyms_text_addr_from_text(const char *text, size_t len, uint64_t *ret_addr) {
+        uint64_t best = 0;
+        int best_rank = 0;
+
+        for (size_t i = 0; i < len && best_rank < 2;) {
+                const char *nl = memchr(text + i, '\n', len - i);
+                size_t n = nl ? (size_t) (nl - (text + i)) : len - i;
+                kallsyms_line l;
+                int rank;
+
+                if (kallsyms_line_parse(text + i, n, &l) && (rank = kallsyms_line_text_rank(&l)) > best_rank) {
+                        best = l.addr;
+                        best_rank = rank;
+                }
+                i += n + 1;
+        }
+        if (best_rank == 0)
+                return -ENOENT;
+        *ret_addr = best;
+        return 0;
+}
+
+/* One line of kallsyms_parse(): 1 if it is a symbol (its name and module
+ * interned), 0 if it is malformed, negative errno on allocation failure. */
+static int parse_line(parser *p, const char *s, size_t len, uint64_t *ret_addr,
+                      char *ret_type, uint32_t *ret_name, uint16_t *ret_mod) {
+        kallsyms_line l;
+        uint16_t mod = 0;
+
+        if (!kallsyms_line_parse(s, len, &l))
+                return 0;
+        if (l.module) {
+                int r = module_index(p, l.module, l.module_len);
                 if (r <= 0)
                         return r;
                 mod = (uint16_t) r;
         }
 
-        *ret_addr = addr;
-        *ret_type = type;
-        *ret_name = pool_add(p, name, (size_t) (name_end - name));
+        *ret_addr = l.addr;
+        *ret_type = l.type;
+        *ret_name = pool_add(p, l.name, l.name_len);
         *ret_mod = mod;
         return 1;
 }
@@ -581,12 +622,20 @@ int kallsyms_find(const kallsyms *k, const char *name, uint64_t *ret_addr) {
 }
 
 int kallsyms_text_addr(const kallsyms *k, uint64_t *ret_addr) {
-        /* _text is the start of the kernel image on x86, arm64 and most
-         * others; perf uses it as the reference relocation symbol
-         * (kmap->ref_reloc_sym) and falls back to _stext. */
-        if (kallsyms_find(k, "_text", ret_addr) >= 0)
-                return 0;
-        return kallsyms_find(k, "_stext", ret_addr);
+        int best_rank = 0;
+
+        /* The lowest address of the best rank: the table is in address order. */
+        for (size_t i = 0; k && i < k->n && best_rank < 2; i++) {
+                const char *name = k->pool + k->names[i];
+                int rank = k->mods[i] == 0 ? text_rank(name, strlen(name)) : 0;
+
+                if (rank > best_rank) {
+                        best_rank = rank;
+                        if (ret_addr)
+                                *ret_addr = k->addrs[i];
+                }
+        }
+        return best_rank > 0 ? 0 : -ENOENT;
 }
 
 size_t kallsyms_memory_bytes(const kallsyms *k) {

@@ -19,6 +19,37 @@ typedef struct ksym {
         char type;              /* kallsyms type letter (t, T, W, ...) */
 } ksym;
 
+/* One line of kallsyms text as the kernel's s_show() prints it:
+ *     ADDR ' ' TYPE ' ' NAME [ '\t' '[' MODULE ']' ]
+ * ("%px %c %s\t[%s]\n" for module symbols, "%px %c %s\n" otherwise).
+ * name and module point into the line and are not NUL-terminated. */
+typedef struct kallsyms_line {
+        uint64_t addr;
+        char type;
+        const char *name;
+        size_t name_len;
+        const char *module;     /* without brackets; NULL for the core kernel */
+        size_t module_len;
+} kallsyms_line;
+
+/* Parses line [s, s + len) (without its newline). false if it is not of
+ * that form: 1 to 16 hex digits, a printable type, a name ended by the
+ * end of the line or by a tab and a bracketed module name of printable
+ * characters other than brackets. Every reader of kallsyms text in the
+ * tree goes through this. */
+bool kallsyms_line_parse(const char *s, size_t len, kallsyms_line *ret);
+
+/* The relocation reference of a core-kernel line: 2 for _text, 1 for
+ * _stext, 0 for anything else. _text is the start of the kernel image on
+ * x86, arm64 and most others; perf uses it as the reference relocation
+ * symbol (kmap->ref_reloc_sym) and falls back to _stext. Its difference
+ * between boots is the KASLR offset. */
+int kallsyms_line_text_rank(const kallsyms_line *l);
+
+/* The address of the first _text line in kallsyms text, else of the
+ * first _stext line. 0 or -ENOENT. */
+int kallsyms_text_addr_from_text(const char *text, size_t len, uint64_t *ret_addr);
+
 /* Parses kallsyms text ("ADDR TYPE NAME [MODULE]" lines). Malformed lines
  * are skipped and counted (kallsyms_n_skipped()). All-zero addresses (as
  * shown to unprivileged readers) make the parse fail with -EPERM. */
@@ -57,8 +88,8 @@ int kallsyms_get(const kallsyms *k, size_t i, ksym *ret);
  * linear scan). 0 or -ENOENT. */
 int kallsyms_find(const kallsyms *k, const char *name, uint64_t *ret_addr);
 
-/* The runtime address of the relocation reference: _text, else _stext.
- * Its difference between boots is the KASLR offset. 0 or -ENOENT. */
+/* The runtime address of the relocation reference (see
+ * kallsyms_line_text_rank()): _text, else _stext. 0 or -ENOENT. */
 int kallsyms_text_addr(const kallsyms *k, uint64_t *ret_addr);
 
 /* Approximate heap use of the table, for status and benchmarks. */

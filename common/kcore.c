@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-#include <ctype.h>
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kallsyms.h"
 #include "kcore.h"
 #include "macro.h"
 #include "modules.h"
@@ -41,61 +41,37 @@ static uint64_t page_up(uint64_t v) {
         return page_down(v + KCORE_PAGE_SIZE - 1);
 }
 
-static int hex_digit(char c) {
-        if (!isxdigit((unsigned char) c))
-                return -1;
-        /* | 0x20: 'A'-'F' to 'a'-'f'; digits have that bit already. */
-        return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-}
-
 typedef struct kallsyms_scan {
         bool have_stext, have_etext, have_module_sym;
         uint64_t stext, etext, module_sym_max;
 } kallsyms_scan;
 
-/* One kallsyms line, "ADDR TYPE NAME" or "ADDR TYPE NAME\t[MODULE]" (the
- * kernel's s_show() formats). Malformed lines are ignored: a stray line
- * must not move the ranges. */
+/* One kallsyms line. Malformed lines are ignored: a stray line must not
+ * move the ranges. */
 static void scan_kallsyms_line(kallsyms_scan *s, const char *p, const char *e) {
-        const char *name, *name_end;
-        uint64_t addr = 0;
-        size_t digits;
+        kallsyms_line l;
 
-        for (digits = 0; p < e && hex_digit(*p) >= 0; p++, digits++) {
-                if (digits == 16)
-                        return;
-                addr = addr << 4 | (uint64_t) hex_digit(*p);
-        }
-        if (digits == 0 || e - p < 4 || p[0] != ' ' || p[1] <= ' ' || p[2] != ' ')
+        if (!kallsyms_line_parse(p, (size_t) (e - p), &l))
                 return;
-        name = p + 3;
-        name_end = memchr(name, '\t', (size_t) (e - name));
-        if (!name_end)
-                name_end = e;
-        if (name_end == name)
-                return;
-
-        if (name_end < e) {
-                /* "\t[MODULE]": any bracketed line, pseudo-modules included. */
-                if (e - name_end < 4 || name_end[1] != '[' || e[-1] != ']')
-                        return;
-                if (!s->have_module_sym || addr > s->module_sym_max)
-                        s->module_sym_max = addr;
+        if (l.module) {
+                /* Any bracketed line, pseudo-modules included. */
+                if (!s->have_module_sym || l.addr > s->module_sym_max)
+                        s->module_sym_max = l.addr;
                 s->have_module_sym = true;
                 return;
         }
 
         /* Core lines: the first _stext and _etext count. */
-        if (!s->have_stext && name_end - name == 6 && memcmp(name, "_stext", 6) == 0) {
-                s->stext = addr;
+        if (!s->have_stext && l.name_len == 6 && memcmp(l.name, "_stext", 6) == 0) {
+                s->stext = l.addr;
                 s->have_stext = true;
-        } else if (!s->have_etext && name_end - name == 6 && memcmp(name, "_etext", 6) == 0) {
-                s->etext = addr;
+        } else if (!s->have_etext && l.name_len == 6 && memcmp(l.name, "_etext", 6) == 0) {
+                s->etext = l.addr;
                 s->have_etext = true;
         }
 }
 
-int kcore_want_from_text(const char *kallsyms, size_t kallsyms_len,
+int kcore_want_from_text(const char *kallsyms_text, size_t kallsyms_text_len,
                          const char *modules, size_t modules_len,
                          kcore_want *ret) {
         _cleanup_free_ proc_module *mods = NULL;
@@ -106,10 +82,10 @@ int kcore_want_from_text(const char *kallsyms, size_t kallsyms_len,
         const char *p, *e;
         int r;
 
-        if ((!kallsyms && kallsyms_len > 0) || (!modules && modules_len > 0) || !ret)
+        if ((!kallsyms_text && kallsyms_text_len > 0) || (!modules && modules_len > 0) || !ret)
                 return -EINVAL;
 
-        for (p = kallsyms, e = kallsyms_len > 0 ? kallsyms + kallsyms_len : kallsyms; p < e; ) {
+        for (p = kallsyms_text, e = kallsyms_text_len > 0 ? kallsyms_text + kallsyms_text_len : kallsyms_text; p < e; ) {
                 const char *eol = memchr(p, '\n', (size_t) (e - p));
 
                 if (!eol)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "kallsyms.h"
 #include "kcore.h"
 #include "layout.h"
 #include "log.h"
@@ -88,51 +89,10 @@ int snapshot_time_from_name(const char *name, uint64_t *ret_ns) {
 
 /* ---- reading kallsyms and modules ------------------------------------ */
 
-/* Calls cb for each line (without its newline) until it returns nonzero. */
-static int each_line(const char *text, size_t len, int (*cb)(const char *line, size_t n, void *userdata),
-                     void *userdata) {
-        for (size_t i = 0; i < len;) {
-                const char *nl = memchr(text + i, '\n', len - i);
-                size_t n = nl ? (size_t) (nl - (text + i)) : len - i;
-                int r = cb(text + i, n, userdata);
-
-                if (r != 0)
-                        return r;
-                i += n + 1;
-        }
-        return 0;
-}
-
-typedef struct text_scan {
-        uint64_t text, stext;
-} text_scan;
-
-/* "ADDR TYPE NAME[\t[MODULE]]": the core kernel's _text or _stext. */
-static int scan_text_line(const char *line, size_t n, void *userdata) {
-        text_scan *ts = userdata;
-        char buf[128], name[64], type;
-        unsigned long long addr;
-
-        if (n >= sizeof buf || memchr(line, '[', n))
-                return 0;
-        memcpy(buf, line, n);
-        buf[n] = '\0';
-        if (sscanf(buf, "%llx %c %63s", &addr, &type, name) != 3)
-                return 0;
-        if (streq(name, "_text")) {
-                ts->text = addr;
-                return 1;
-        }
-        if (streq(name, "_stext") && !ts->stext)
-                ts->stext = addr;
-        return 0;
-}
-
 uint64_t snapshot_text_addr_from_kallsyms(const char *text, size_t len) {
-        text_scan ts = {};
+        uint64_t addr = 0;
 
-        (void) each_line(text, len, scan_text_line, &ts);
-        return ts.text ?: ts.stext;
+        return kallsyms_text_addr_from_text(text, len, &addr) >= 0 ? addr : 0;
 }
 
 /* The same for dfd/name, reading only up to _text (near its start). */
@@ -140,8 +100,8 @@ static uint64_t text_addr_from_file_at(int dfd, const char *name) {
         int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
         _cleanup_free_ char *line = NULL;
+        uint64_t stext = 0;
         size_t alloc = 0;
-        text_scan ts = {};
         ssize_t n;
 
         if (!f) {
@@ -150,12 +110,21 @@ static uint64_t text_addr_from_file_at(int dfd, const char *name) {
                 return 0;
         }
         while ((n = getline(&line, &alloc, f)) > 0) {
+                kallsyms_line l;
+
                 if (line[n - 1] == '\n')
                         n--;
-                if (scan_text_line(line, (size_t) n, &ts))
-                        break;
+                if (!kallsyms_line_parse(line, (size_t) n, &l))
+                        continue;
+                switch (kallsyms_line_text_rank(&l)) {
+                case 2:
+                        return l.addr;
+                case 1:
+                        if (!stext)
+                                stext = l.addr;
+                }
         }
-        return ts.text ?: ts.stext;
+        return stext;
 }
 
 /* A line of dynamic code: its module column is [bpf] or [__builtin__*]. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "kallsyms.h"
+#include "macro.h"
 #include "test.h"
 
 #define FIXTURE TEST_DATA("kernel-6.1-brd/proc/kallsyms.loaded.gz")
@@ -375,3 +376,77 @@ TEST(load_from_root) {
         rmdir(dir);
 }
 
+
+/* The one line scanner every reader of kallsyms text uses (kallsyms.c,
+ * kcore.c, snapshot.c): the forms the kernel prints, and what is not. */
+TEST(line_scanner) {
+        static const char *const bad[] = {
+                "", "ffffffff81000000", "ffffffff81000000 T", "ffffffff81000000 T ",
+                "ffffffff81000000  T _text", "xfffffff81000000 T _text", "11111111111111111 T _text",
+                "ffffffff81000000 T _text extra", "ffffffff81000000 T _text [brd]",
+                "ffffffff81000000 t brd_init\t[brd", "ffffffff81000000 t brd_init\t[]",
+                "ffffffff81000000 t brd_init\t[b r]", "ffffffff81000000 t brd_init\t[brd]x",
+                "ffffffff81000000 \x01 _text",
+        };
+        kallsyms_line l;
+
+        ASSERT_TRUE(kallsyms_line_parse("ffffffffb1600000 T _text", 24, &l));
+        ASSERT_U64_EQ(l.addr, 0xffffffffb1600000ull);
+        ASSERT_EQ(l.type, 'T');
+        ASSERT_EQ(l.name_len, 5);
+        ASSERT_TRUE(memcmp(l.name, "_text", 5) == 0);
+        ASSERT_NULL(l.module);
+        ASSERT_EQ(kallsyms_line_text_rank(&l), 2);
+
+        ASSERT_TRUE(kallsyms_line_parse("c1000000 t brd_init\t[brd]", 25, &l));
+        ASSERT_U64_EQ(l.addr, 0xc1000000ull);
+        ASSERT_EQ(l.module_len, 3);
+        ASSERT_TRUE(memcmp(l.module, "brd", 3) == 0);
+        ASSERT_EQ(kallsyms_line_text_rank(&l), 0);
+        ASSERT_TRUE(kallsyms_line_parse("ffffffffc0000000 t _text\t[fake]", 31, &l));
+        ASSERT_EQ(kallsyms_line_text_rank(&l), 0);      /* a module's _text is not the kernel's */
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                if (kallsyms_line_parse(bad[i], strlen(bad[i]), &l))
+                        TEST_FAIL_("line %zu \"%s\" was taken", i, bad[i]);
+}
+
+/* _text, else _stext, whether read from the text or from the table. */
+TEST(text_addr_from_text_and_table) {
+        static const struct {
+                const char *text;
+                int r;
+                uint64_t addr;
+        } cases[] = {
+                { "ffffffff81001000 T _stext\nffffffff81000000 T _text\n", 0, 0xffffffff81000000ull },
+                { "ffffffff81001000 T _stext\nffffffff81002000 T _stext\n", 0, 0xffffffff81001000ull },
+                { "ffffffffc0000000 t _text\t[fake]\nffffffff81001000 T _stext\n", 0, 0xffffffff81001000ull },
+                { "ffffffff81000000 T _text extra\nffffffff81001000 T _stext", 0, 0xffffffff81001000ull },
+                { "ffffffff81001000 T startup_64\n", -ENOENT, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                size_t len = strlen(cases[i].text);
+                uint64_t a = 0, b = 0;
+                kallsyms *k = NULL;
+                int r;
+
+                r = kallsyms_text_addr_from_text(cases[i].text, len, &a);
+                ASSERT_EQ(r, cases[i].r);
+                ASSERT_U64_EQ(a, cases[i].addr);
+                ASSERT_OK(kallsyms_parse(cases[i].text, len, &k));
+                ASSERT_EQ(kallsyms_text_addr(k, &b), cases[i].r);
+                ASSERT_U64_EQ(b, cases[i].addr);
+                kallsyms_free(k);
+        }
+
+        kallsyms *k = get_fixture();
+        uint64_t a = 0;
+        if (!k)
+                TEST_SKIP("gzip not available");
+        size_t size;
+        char *text = read_gz(FIXTURE, &size);
+        ASSERT_OK(kallsyms_text_addr_from_text(text, size, &a));
+        ASSERT_U64_EQ(a, 0xffffffffb1600000ULL);
+        free(text);
+}
