@@ -185,14 +185,8 @@ static int module_index(parser *p, const char *name, size_t len) {
 
         if (k->n_mods >= KALLSYMS_MODULES_MAX)
                 return 0;
-        if (k->n_mods >= p->mod_alloc) {
-                size_t na = p->mod_alloc ? p->mod_alloc * 2 : 64;
-                uint32_t *m = realloc(k->mod_names, na * sizeof(*m));
-                if (!m)
-                        return -ENOMEM;
-                k->mod_names = m;
-                p->mod_alloc = na;
-        }
+        if (GREEDY_REALLOC(k->mod_names, p->mod_alloc, k->n_mods + 1) < 0)
+                return -ENOMEM;
         k->mod_names[k->n_mods++] = pool_add(p, name, len);
         p->mod_slots[h] = (uint16_t) k->n_mods;
         p->last_mod = name;

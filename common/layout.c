@@ -132,16 +132,12 @@ static int u64_cmp(const void *a, const void *b) {
 
 static int rebuild_bounds(layout *l) {
         size_t need = (l->n_mods + l->n_ksyms) * 2 + 1, n = 0;
-        uint64_t *b = l->bounds;
+        uint64_t *b;
 
         l->generation++;
-        if (need > l->bounds_alloc) {
-                b = realloc(l->bounds, need * sizeof *b);
-                if (!b)
-                        return -ENOMEM;
-                l->bounds = b;
-                l->bounds_alloc = need;
-        }
+        if (GREEDY_REALLOC(l->bounds, l->bounds_alloc, need) < 0)
+                return -ENOMEM;
+        b = l->bounds;
         for (size_t i = 0; i < l->n_mods; i++) {
                 if (l->mods[i]->valid_from_ns > 0)
                         b[n++] = l->mods[i]->valid_from_ns;
@@ -167,14 +163,8 @@ static int add_bound(layout *l, uint64_t t) {
         l->generation++;
         if (t == 0)
                 return 0;
-        if (l->n_bounds == l->bounds_alloc) {
-                size_t m = MAX(l->bounds_alloc * 2, (size_t) 64);
-                uint64_t *b = realloc(l->bounds, m * sizeof *b);
-                if (!b)
-                        return -ENOMEM;
-                l->bounds = b;
-                l->bounds_alloc = m;
-        }
+        if (GREEDY_REALLOC(l->bounds, l->bounds_alloc, l->n_bounds + 1) < 0)
+                return -ENOMEM;
         i = l->n_bounds;
         if (i > 0 && l->bounds[i - 1] > t)
                 i = layout_epoch(l, t);
@@ -294,15 +284,9 @@ int layout_add_module(layout *l, layout_module *m, uint64_t now_ns, layout_modul
                 layout_module_free(m);
                 return -EEXIST;
         }
-        if (l->n_mods == l->mods_alloc) {
-                size_t n = MAX(l->mods_alloc * 2, (size_t) 16);
-                layout_module **p = realloc(l->mods, n * sizeof *p);
-                if (!p) {
-                        layout_module_free(m);
-                        return -ENOMEM;
-                }
-                l->mods = p;
-                l->mods_alloc = n;
+        if (GREEDY_REALLOC(l->mods, l->mods_alloc, l->n_mods + 1) < 0) {
+                layout_module_free(m);
+                return -ENOMEM;
         }
 
         /* A module that was Live before the sampling began ran its init
@@ -420,14 +404,8 @@ int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type typ
 
         if (!name || !name[0] || len == 0 || addr + len < addr)
                 return -EINVAL;
-        if (l->n_ksyms == l->ksyms_alloc) {
-                size_t m = MAX(l->ksyms_alloc * 2, (size_t) 64);
-                layout_ksym **p = realloc(l->ksyms, m * sizeof *p);
-                if (!p)
-                        return -ENOMEM;
-                l->ksyms = p;
-                l->ksyms_alloc = m;
-        }
+        if (GREEDY_REALLOC(l->ksyms, l->ksyms_alloc, l->n_ksyms + 1) < 0)
+                return -ENOMEM;
         n = strlen(name);
         k = calloc(1, sizeof *k + n + 1);
         if (!k)

@@ -105,20 +105,34 @@ static inline int size_add(size_t a, size_t b, size_t *ret) {
         return __builtin_add_overflow(a, b, ret) ? -EOVERFLOW : 0;
 }
 
-/* Makes room for one more element in a growable array (doubling). */
-static inline int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
+/* Makes room for need elements of size bytes in the array *p, which has
+ * room for *alloc: grows it to the larger of need, twice *alloc and 16
+ * (need alone where that would overflow), contents kept. 0 (also when
+ * there is room already) or -ENOMEM, *p and *alloc unchanged then. The
+ * model is systemd's GREEDY_REALLOC. */
+static inline int greedy_realloc(void **p, size_t *alloc, size_t need, size_t size) {
         size_t m;
         void *q;
 
-        if (n < *alloc)
+        if (need <= *alloc)
                 return 0;
-        m = MAX(*alloc * 2, (size_t) 16);
-        if (m > SIZE_MAX / elem)
-                return -ENOMEM;
-        q = realloc(*p, m * elem);
+        m = *alloc > SIZE_MAX / 2 ? need : MAX(need, *alloc * 2);
+        m = MAX(m, (size_t) 16);
+        if (m > SIZE_MAX / size) {
+                if (need > SIZE_MAX / size)
+                        return -ENOMEM;
+                m = need;
+        }
+        q = realloc(*p, m * size);
         if (!q)
                 return -ENOMEM;
         *p = q;
         *alloc = m;
         return 0;
+}
+#define GREEDY_REALLOC(p, alloc, need) greedy_realloc((void **) &(p), &(alloc), (need), sizeof *(p))
+
+/* Makes room for one more element after n (doubling). */
+static inline int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
+        return n < SIZE_MAX ? greedy_realloc(p, alloc, n + 1, elem) : -ENOMEM;
 }

@@ -78,14 +78,8 @@ int perf_events_parse_cpu_list(const char *s, uint32_t **ret, size_t *ret_n) {
                 if (hi < lo || (int64_t) lo <= last)
                         return -EINVAL;
 
-                if (n + (hi - lo + 1) > allocated) {
-                        size_t want = MAX(allocated * 2, n + (hi - lo + 1));
-                        uint32_t *t = realloc(cpus, want * sizeof(*cpus));
-                        if (!t)
-                                return -ENOMEM;
-                        cpus = t;
-                        allocated = want;
-                }
+                if (GREEDY_REALLOC(cpus, allocated, n + (hi - lo + 1)) < 0)
+                        return -ENOMEM;
                 for (uint32_t c = lo; c <= hi; c++)
                         cpus[n++] = c;
                 last = hi;

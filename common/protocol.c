@@ -582,7 +582,6 @@ static char *utf8_repaired(const char *s) {
 
 void proto_buf_add(proto_buf *b, const char *s, size_t n) {
         size_t want;
-        char *p;
 
         if (b->failed)
                 return;
@@ -590,17 +589,9 @@ void proto_buf_add(proto_buf *b, const char *s, size_t n) {
                 b->failed = true;
                 return;
         }
-        if (want > b->alloc) {
-                size_t a = MAX(want, b->alloc > SIZE_MAX / 2 ? want : b->alloc * 2);
-
-                a = MAX(a, (size_t) 256);
-                p = realloc(b->data, a);
-                if (!p) {
-                        b->failed = true;
-                        return;
-                }
-                b->data = p;
-                b->alloc = a;
+        if (GREEDY_REALLOC(b->data, b->alloc, want) < 0) {
+                b->failed = true;
+                return;
         }
         memcpy(b->data + b->len, s, n);
         b->len += n;

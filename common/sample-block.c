@@ -23,15 +23,11 @@ typedef struct wbuf {
 } wbuf;
 
 static int wbuf_reserve(wbuf *b, size_t more) {
-        if (b->alloc - b->len >= more)
-                return 0;
-        size_t n = MAX(b->alloc * 2, b->len + more + 256);
-        uint8_t *p = realloc(b->p, n);
-        if (!p)
+        size_t need;
+
+        if (size_add(b->len, more, &need) < 0)
                 return -ENOMEM;
-        b->p = p;
-        b->alloc = n;
-        return 0;
+        return GREEDY_REALLOC(b->p, b->alloc, need);
 }
 
 /* The caller reserved VARINT_MAX bytes. */

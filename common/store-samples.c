@@ -1599,15 +1599,9 @@ int64_t sample_count_snapshot(store *s, int64_t snapshot_id) {
                 return r;
         sqlite3_bind_int64(st, 1, snapshot_id);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (c.n_links == alloc) {
-                        size_t m = MAX(alloc * 2, (size_t) 4);
-                        void *p = realloc(c.links, m * sizeof *c.links);
-                        if (!p) {
-                                free(c.links);
-                                return -ENOMEM;
-                        }
-                        c.links = p;
-                        alloc = m;
+                if (GREEDY_REALLOC(c.links, alloc, c.n_links + 1) < 0) {
+                        free(c.links);
+                        return -ENOMEM;
                 }
                 c.links[c.n_links].boot = sqlite3_column_int64(st, 0);
                 c.links[c.n_links].from = u64(sqlite3_column_int64(st, 1));

@@ -930,14 +930,8 @@ static int frame_key(store *s, const frame *f, size_t *ret_len) {
                 }
         }
 
-        if (need > s->keybuf_size) {
-                size_t n = MAX(need, (size_t) 256);
-                uint8_t *b = realloc(s->keybuf, n);
-                if (!b)
-                        return -ENOMEM;
-                s->keybuf = b;
-                s->keybuf_size = n;
-        }
+        if (GREEDY_REALLOC(s->keybuf, s->keybuf_size, need) < 0)
+                return -ENOMEM;
 
         p = s->keybuf;
         *p++ = (uint8_t) f->kind;
@@ -1148,18 +1142,7 @@ static int chain_reserve(store *s, size_t n) {
 }
 
 static int buf_reserve(uint8_t **buf, size_t *size, size_t need) {
-        size_t n;
-        uint8_t *b;
-
-        if (need <= *size)
-                return 0;
-        n = MAX(need, *size * 2);
-        b = realloc(*buf, n);
-        if (!b)
-                return -ENOMEM;
-        *buf = b;
-        *size = n;
-        return 0;
+        return GREEDY_REALLOC(*buf, *size, need);
 }
 
 /* Key of a whole call stack, for the cache that lets a repeated stack cost

@@ -289,18 +289,7 @@ static void maps_clear(tasks *t, process *p) {
 }
 
 static int maps_reserve(process *p, size_t n) {
-        map_entry *m;
-        size_t na;
-
-        if (n <= p->alloc_maps)
-                return 0;
-        na = MAX(MAX(p->alloc_maps * 2, n), (size_t) 16);
-        m = realloc(p->maps, na * sizeof(*m));
-        if (!m)
-                return -ENOMEM;
-        p->maps = m;
-        p->alloc_maps = na;
-        return 0;
+        return GREEDY_REALLOC(p->maps, p->alloc_maps, n);
 }
 
 /* Inserts [start, end) taking over one reference to file. Like mmap() with

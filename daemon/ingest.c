@@ -378,13 +378,8 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
 
         /* Key: pid, the pid's maps generation, cpumode, the layout epoch of
          * the sample's time, the raw callchain. */
-        if (in->key_alloc < ps->nr + 5) {
-                uint64_t *k = realloc(in->key, (ps->nr + 5) * sizeof *k);
-                if (!k)
-                        return -ENOMEM;
-                in->key = k;
-                in->key_alloc = ps->nr + 5;
-        }
+        if (GREEDY_REALLOC(in->key, in->key_alloc, (size_t) ps->nr + 5) < 0)
+                return -ENOMEM;
         int64_t gen = 0;
         (void) hashmap_get_u64(in->maps_gen, ps->pid, &gen);
         in->key[0] = ps->pid;
@@ -400,13 +395,8 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                 goto insert;
         }
 
-        if (in->frame_ids_alloc < need) {
-                int64_t *p = realloc(in->frame_ids, need * sizeof *p);
-                if (!p)
-                        return -ENOMEM;
-                in->frame_ids = p;
-                in->frame_ids_alloc = need;
-        }
+        if (GREEDY_REALLOC(in->frame_ids, in->frame_ids_alloc, need) < 0)
+                return -ENOMEM;
 
         if (ps->nr == 0) {
                 r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(in, ps->ip, ps->time, &in->frame_ids[n])
@@ -624,14 +614,8 @@ static int collect_record(const struct perf_event_header *hdr, void *userdata) {
                 in->arena = p;
                 in->arena_alloc = n;
         }
-        if (in->n_pend == in->pend_alloc) {
-                size_t n = MAX(in->pend_alloc * 2, 1024);
-                pending *p = realloc(in->pend, n * sizeof *p);
-                if (!p)
-                        return -ENOMEM;
-                in->pend = p;
-                in->pend_alloc = n;
-        }
+        if (GREEDY_REALLOC(in->pend, in->pend_alloc, in->n_pend + 1) < 0)
+                return -ENOMEM;
         memcpy(in->arena + in->arena_len, hdr, hdr->size);
         in->pend[in->n_pend] = (pending) {
                 .time = time,

@@ -223,15 +223,9 @@ static int collect_dynamic(const kallsyms *k, dyn_line **ret, size_t *ret_n) {
                         }
                 if (end <= s.addr)
                         continue;
-                if (n == alloc) {
-                        size_t m = MAX(alloc * 2, (size_t) 64);
-                        dyn_line *p = realloc(v, m * sizeof *p);
-                        if (!p) {
-                                free(v);
-                                return -ENOMEM;
-                        }
-                        v = p;
-                        alloc = m;
+                if (GREEDY_REALLOC(v, alloc, n + 1) < 0) {
+                        free(v);
+                        return -ENOMEM;
                 }
                 v[n++] = (dyn_line) { .addr = s.addr, .len = end - s.addr, .name = s.name, .type = type };
         }

@@ -374,14 +374,8 @@ typedef struct open_rows {
 static int collect_open_row(int64_t id, const char *name, uint64_t base, uint64_t size, const char *build_id, void *userdata) {
         open_rows *rows = userdata;
 
-        if (rows->n == rows->alloc) {
-                size_t n = MAX(rows->alloc * 2, (size_t) 32);
-                open_row *p = realloc(rows->v, n * sizeof *p);
-                if (!p)
-                        return -ENOMEM;
-                rows->v = p;
-                rows->alloc = n;
-        }
+        if (GREEDY_REALLOC(rows->v, rows->alloc, rows->n + 1) < 0)
+                return -ENOMEM;
         rows->v[rows->n] = (open_row) { .id = id, .base = base, .size = size };
         snprintf(rows->v[rows->n].name, sizeof rows->v[rows->n].name, "%s", name);
         snprintf(rows->v[rows->n].build_id, sizeof rows->v[rows->n].build_id, "%s", build_id);

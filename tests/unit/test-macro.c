@@ -45,3 +45,28 @@ TEST(array_reserve_one_grows) {
                 ASSERT_EQ(v[n], (int) n);
         free(v);
 }
+
+/* GREEDY_REALLOC: at least what is asked, doubling, 16 at least; an
+ * overflowing size fails and leaves the array as it was. */
+TEST(greedy_realloc_grows_and_refuses_overflow) {
+        uint64_t *v = NULL;
+        size_t alloc = 0;
+
+        ASSERT_OK(GREEDY_REALLOC(v, alloc, 1));
+        ASSERT_EQ(alloc, 16);
+        v[15] = 15;
+        ASSERT_OK(GREEDY_REALLOC(v, alloc, 16));
+        ASSERT_EQ(alloc, 16);
+        ASSERT_OK(GREEDY_REALLOC(v, alloc, 17));
+        ASSERT_EQ(alloc, 32);
+        ASSERT_OK(GREEDY_REALLOC(v, alloc, 100));
+        ASSERT_EQ(alloc, 100);
+        ASSERT_U64_EQ(v[15], 15);
+
+        uint64_t *old = v;
+        ASSERT_ERROR(GREEDY_REALLOC(v, alloc, SIZE_MAX / 4), ENOMEM);
+        ASSERT_TRUE(v == old);
+        ASSERT_EQ(alloc, 100);
+        ASSERT_ERROR(array_reserve_one((void **) &v, &alloc, SIZE_MAX, sizeof *v), ENOMEM);
+        free(v);
+}
