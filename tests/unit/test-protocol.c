@@ -308,12 +308,13 @@ TEST(hand_written_json_is_json_c_s) {
         for (unsigned i = 0; i < 256 + ELEMENTSOF(samples); i++) {
                 char one[2] = { (char) i, 0 };
                 const char *str = i < 256 ? one : samples[i - 256];
-                struct json_object *p = json_object_new_object();
+                struct json_object *p;
                 proto_buf b = {};
                 char *msg;
 
                 if (i == 0)
                         continue;
+                p = json_object_new_object();
                 json_object_object_add(p, "s", json_object_new_string(str));
                 msg = proto_format_reply(p, false);
                 proto_buf_add_str(&b, "{\"parameters\":{\"s\":");
