@@ -60,7 +60,10 @@ for m in $(seq 1 "$MIN"); do
         printf '%4d %9d %9d %4d %11d %11d %6s %6s %6d %6d\n' "$m" "$rss" "$hwm" "$fds" "$dbb" "$cb" \
                 "$(status_field modules_added)" "$(status_field modules_removed)" "$(count $D/calls)" "$(count $D/calls.fail)" | tee -a $D/table
 done
-wait $CH $CL
+# The loops end by themselves at END; a step still running then (a slow
+# rmmod or query) is not waited for.
+sleep 20
+kill $CH $CL 2> /dev/null
 echo "modprobe failures: $(count $D/modprobe.fail), rmmod failures: $(count $D/rmmod.fail)"
 [ -s $D/calls.fail ] && { sort $D/calls.fail | uniq -c; head -5 $D/client.err; }
 perfsnapctl cache list | tail -3
