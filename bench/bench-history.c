@@ -34,8 +34,8 @@
 
 #include "ingest.h"
 #include "macro.h"
-#include "ringbuf.h"
-#include "store.h"
+#include "perf/ringbuf.h"
+#include "store/store.h"
 
 #define PAGE 4096
 #define RB_DATA (4u << 20)      /* per CPU; a simulated drain interval fits */

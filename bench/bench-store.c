@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "store.h"
+#include "store/store.h"
 
 #define N_SAMPLES_DEFAULT 200000
 #define BATCH 2000

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "fileio.h"
-#include "kallsyms.h"
+#include "kernel/kallsyms.h"
 #include "macro.h"
 #include "timeparse.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "perfsnapctl.h"
-#include "protocol.h"
+#include "wire/protocol.h"
 #include "timeparse.h"
 
 static bool bool_member(struct json_object *o, const char *key) {

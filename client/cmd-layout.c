@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "perfsnapctl.h"
-#include "protocol.h"
+#include "wire/protocol.h"
 #include "timeparse.h"
 
 int64_t json_int_member(struct json_object *o, const char *key, int64_t def) {

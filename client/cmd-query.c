@@ -11,8 +11,8 @@
 
 #include <json-c/json.h>
 
-#include "protocol.h"
-#include "query-json.h"
+#include "wire/protocol.h"
+#include "wire/query-json.h"
 #include "timeparse.h"
 #include "perfsnapctl.h"
 

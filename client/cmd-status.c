@@ -7,7 +7,7 @@
 
 #include <json-c/json.h>
 
-#include "protocol.h"
+#include "wire/protocol.h"
 #include "timeparse.h"
 #include "perfsnapctl.h"
 

@@ -11,7 +11,7 @@
 #include <json-c/json.h>
 
 #include "build-config.h"
-#include "protocol.h"
+#include "wire/protocol.h"
 #include "perfsnapctl.h"
 
 static void help_main(void) {

@@ -9,13 +9,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kallsyms.h"
-#include "layout.h"
-#include "notes.h"
-#include "perf-record.h"
-#include "ringbuf.h"
-#include "store.h"
-#include "tasks.h"
+#include "kernel/kallsyms.h"
+#include "kernel/layout.h"
+#include "kernel/notes.h"
+#include "perf/perf-record.h"
+#include "perf/ringbuf.h"
+#include "store/store.h"
+#include "perf/tasks.h"
 
 typedef struct ingest ingest;
 

@@ -11,7 +11,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "macro.h"
-#include "store.h"
+#include "store/store.h"
 
 static void help(void) {
         printf("Usage: perfsnapd [OPTIONS]\n"

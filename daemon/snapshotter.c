@@ -7,10 +7,10 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
-#include "protocol.h"
-#include "snapshot.h"
+#include "wire/protocol.h"
+#include "kernel/snapshot.h"
 #include "snapshotter.h"
-#include "store.h"
+#include "store/store.h"
 #include "timeparse.h"
 #include "workqueue.h"
 

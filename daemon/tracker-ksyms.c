@@ -15,8 +15,8 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
-#include "notes.h"
-#include "store.h"
+#include "kernel/notes.h"
+#include "store/store.h"
 #include "timeparse.h"
 #include "tracker-private.h"
 

@@ -7,8 +7,8 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
-#include "modules.h"
-#include "store.h"
+#include "kernel/modules.h"
+#include "store/store.h"
 #include "timeparse.h"
 #include "tracker-private.h"
 

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "ingest.h"
-#include "perf-record.h"
-#include "uevent.h"
+#include "perf/perf-record.h"
+#include "kernel/uevent.h"
 
 typedef struct tracker tracker;
 

@@ -11,7 +11,7 @@
 #include <event2/event.h>
 #include <stdint.h>
 
-#include "uevent.h"
+#include "kernel/uevent.h"
 
 typedef struct uevent_monitor uevent_monitor;
 

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kcore.h"
+#include "kernel/kcore.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "modules.h"
+#include "kernel/modules.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "perf-record.h"
-#include "ringbuf.h"
+#include "perf/perf-record.h"
+#include "perf/ringbuf.h"
 
 #define RING_PAGE 4096
 #define RING_DATA 4096

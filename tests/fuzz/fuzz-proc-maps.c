@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tasks.h"
+#include "perf/tasks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modules.h"
+#include "kernel/modules.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

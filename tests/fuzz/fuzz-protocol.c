@@ -9,7 +9,7 @@
 
 #include <json-c/json.h>
 
-#include "protocol.h"
+#include "wire/protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

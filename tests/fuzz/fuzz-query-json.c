@@ -8,8 +8,8 @@
 
 #include <json-c/json.h>
 
-#include "protocol.h"
-#include "query-json.h"
+#include "wire/protocol.h"
+#include "wire/query-json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

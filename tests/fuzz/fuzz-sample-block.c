@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sample-block.h"
+#include "store/sample-block.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

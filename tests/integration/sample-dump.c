@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store-private.h"
-#include "store-samples.h"
+#include "store/store-private.h"
+#include "store/store-samples.h"
 
 typedef struct snap_link {
         int64_t boot, snapshot;

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kallsyms.h"
+#include "kernel/kallsyms.h"
 #include "macro.h"
 #include "test.h"
 

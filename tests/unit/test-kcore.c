@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "kcore.h"
+#include "kernel/kcore.h"
 #include "macro.h"
 #include "test.h"
 

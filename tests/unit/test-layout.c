@@ -10,7 +10,7 @@
 
 #include <linux/perf_event.h>
 
-#include "layout.h"
+#include "kernel/layout.h"
 #include "macro.h"
 #include "test.h"
 

@@ -13,8 +13,8 @@
 
 #include "fileio.h"
 #include "macro.h"
-#include "modules.h"
-#include "notes.h"
+#include "kernel/modules.h"
+#include "kernel/notes.h"
 #include "test.h"
 
 #define FIXTURE_ROOT TEST_DATA("kernel-6.1-brd")

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "notes.h"
+#include "kernel/notes.h"
 #include "test.h"
 
 #define FIXTURE_ROOT TEST_DATA("kernel-6.1-brd")

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "perf-events.h"
-#include "perf-record.h"
+#include "perf/perf-events.h"
+#include "perf/perf-record.h"
 #include "test.h"
 
 TEST(parse_cpu_list) {

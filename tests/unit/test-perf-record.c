@@ -5,7 +5,7 @@
 #include <errno.h>
 
 #include "macro.h"
-#include "perf-record.h"
+#include "perf/perf-record.h"
 #include "test.h"
 
 #define ST PERFSNAP_SAMPLE_TYPE

@@ -5,7 +5,7 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "protocol.h"
+#include "wire/protocol.h"
 #include "test.h"
 
 static void feed_ok(msgbuf *m, const char *data, size_t size) {

@@ -5,8 +5,8 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "protocol.h"
-#include "query-json.h"
+#include "wire/protocol.h"
+#include "wire/query-json.h"
 #include "test.h"
 
 static struct json_object *parse(const char *text) {

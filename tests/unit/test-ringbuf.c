@@ -5,7 +5,7 @@
 #include <errno.h>
 
 #include "macro.h"
-#include "ringbuf.h"
+#include "perf/ringbuf.h"
 #include "test.h"
 
 #define PAGE 4096

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "macro.h"
-#include "sample-block.h"
+#include "store/sample-block.h"
 #include "test.h"
 
 /* xorshift64*: reproducible across runs and machines. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* The kcore snapshot cache (common/snapshot.c) over synthetic roots: proc/
+/* The kcore snapshot cache (common/kernel/snapshot.c) over synthetic roots: proc/
  * and sys/ files in the kernel's formats, the kernel's notes from the
  * captured fixture, and a kcore-like ET_CORE file written here. */
 
@@ -13,9 +13,9 @@
 #include <time.h>
 
 #include "fileio.h"
-#include "kcore.h"
+#include "kernel/kcore.h"
 #include "macro.h"
-#include "snapshot.h"
+#include "kernel/snapshot.h"
 #include "test.h"
 
 #define TEXT_ADDR UINT64_C(0xffffffff81000000)

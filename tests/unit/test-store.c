@@ -12,10 +12,10 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "modules.h"
-#include "store.h"
-#include "store-dict.h"
-#include "store-samples.h"
+#include "kernel/modules.h"
+#include "store/store.h"
+#include "store/store-dict.h"
+#include "store/store-samples.h"
 #include "test.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free);

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "tasks.h"
+#include "perf/tasks.h"
 #include "test.h"
 
 /* Lines as /proc/PID/maps prints them on 6.x kernels (anonymous mappings

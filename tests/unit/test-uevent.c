@@ -5,7 +5,7 @@
 
 #include "fileio.h"
 #include "macro.h"
-#include "uevent.h"
+#include "kernel/uevent.h"
 #include "test.h"
 
 /* A datagram from a string literal with embedded NULs, the literal's own

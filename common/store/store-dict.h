@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample-block.h"
-#include "store.h"
+#include "store/sample-block.h"
+#include "store/store.h"
 
 /* The writer closes a block at this many rows; until then it is
  * rewritten at each commit that added rows to it, so a small number keeps

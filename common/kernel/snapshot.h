@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "notes.h"      /* BUILD_ID_HEX_MAX */
+#include "kernel/notes.h"      /* BUILD_ID_HEX_MAX */
 
 #define SNAPSHOT_KCORE_DIR "[kernel.kcore]"
 #define SNAPSHOT_TMP_DIR ".tmp"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "macro.h"
-#include "uevent.h"
+#include "kernel/uevent.h"
 
 /* udevd's messages on group 2 start with this 8-byte magic (the prefix
  * string of its monitor header, NUL included). */

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "modules.h"
-#include "protocol.h"
-#include "store-private.h"
+#include "kernel/modules.h"
+#include "wire/protocol.h"
+#include "store/store-private.h"
 
 int store_migrate_1_to_2(sqlite3 *db) {
         int rc = sqlite3_exec(db,

@@ -10,7 +10,7 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "protocol.h"
+#include "wire/protocol.h"
 
 /* A buffer that held a huge message is given back once drained, so an idle
  * connection does not keep megabytes pinned. */

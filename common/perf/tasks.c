@@ -9,7 +9,7 @@
 
 #include "fileio.h"
 #include "macro.h"
-#include "tasks.h"
+#include "perf/tasks.h"
 
 /* TASK_COMM_LEN in include/linux/sched.h: 15 characters and a NUL. */
 #define COMM_MAX 16

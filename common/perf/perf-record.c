@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "macro.h"
-#include "perf-record.h"
+#include "perf/perf-record.h"
 
 /* Sample bits whose fields sit before PERF_SAMPLE_CALLCHAIN and have a
  * fixed size; PERF_SAMPLE_READ is variable (depends on read_format, which

@@ -13,8 +13,8 @@
 
 #include "fileio.h"
 #include "macro.h"
-#include "modules.h"
-#include "notes.h"
+#include "kernel/modules.h"
+#include "kernel/notes.h"
 
 /* A few hundred modules of ~100 bytes per line; the deps lists of a
  * heavily shared module make a line longer, not the file much larger. */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "macro.h"
-#include "ringbuf.h"
+#include "perf/ringbuf.h"
 
 #define RINGBUF_SCRATCH_BYTES (64 * 1024)
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "ringbuf.h"
+#include "perf/ringbuf.h"
 
 typedef struct perf_events_config {
         uint32_t freq_hz;       /* samples per second per CPU (attr.freq) */

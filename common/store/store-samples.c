@@ -34,10 +34,10 @@
 #include <time.h>
 
 #include "macro.h"
-#include "sample-block.h"
-#include "store-dict.h"
-#include "store-private.h"
-#include "store-samples.h"
+#include "store/sample-block.h"
+#include "store/store-dict.h"
+#include "store/store-private.h"
+#include "store/store-samples.h"
 
 /* A block holds at most this many entries; a bigger period is written as
  * several blocks. Bounds the accumulators' memory (72 to 80 bytes an entry

@@ -25,10 +25,10 @@
 
 #include "hashmap.h"
 #include "macro.h"
-#include "store.h"
-#include "store-private.h"
-#include "store-samples.h"
-#include "store-dict.h"
+#include "store/store.h"
+#include "store/store-private.h"
+#include "store/store-samples.h"
+#include "store/store-dict.h"
 
 /* Readers wait this long for a writer's checkpoint or a schema change;
  * the writer waits this long for a reader holding the WAL. */

@@ -17,13 +17,13 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "kallsyms.h"
-#include "kcore.h"
-#include "layout.h"
+#include "kernel/kallsyms.h"
+#include "kernel/kcore.h"
+#include "kernel/layout.h"
 #include "log.h"
 #include "macro.h"
-#include "modules.h"
-#include "snapshot.h"
+#include "kernel/modules.h"
+#include "kernel/snapshot.h"
 #include "timeparse.h"
 
 /* kallsyms of a distribution kernel is ~10 MiB; modules a few KiB. */

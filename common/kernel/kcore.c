@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kallsyms.h"
-#include "kcore.h"
+#include "kernel/kallsyms.h"
+#include "kernel/kcore.h"
 #include "macro.h"
-#include "modules.h"
+#include "kernel/modules.h"
 
 /* Bytes moved per pread()/pwrite() pair. */
 #define KCORE_COPY_CHUNK_BYTES (1024u * 1024u)

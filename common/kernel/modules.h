@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "uevent.h"     /* MODULE_NAME_MAX */
+#include "kernel/uevent.h"     /* MODULE_NAME_MAX */
 
 typedef enum module_state {
         MODULE_STATE_LIVE,

@@ -11,8 +11,8 @@
 
 #include "fileio.h"
 #include "macro.h"
-#include "perf-events.h"
-#include "perf-record.h"
+#include "perf/perf-events.h"
+#include "perf/perf-record.h"
 
 #define CPU_LIST_MAX 65536U
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "store.h"
+#include "store/store.h"
 
 #include "macro.h"
 

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kallsyms.h"
-#include "modules.h"
-#include "notes.h"
+#include "kernel/kallsyms.h"
+#include "kernel/modules.h"
+#include "kernel/notes.h"
 
 #define LAYOUT_TIME_MAX UINT64_MAX
 

@@ -8,7 +8,7 @@
 #include <zstd.h>
 
 #include "macro.h"
-#include "sample-block.h"
+#include "store/sample-block.h"
 
 /* zstd's fastest levels already find the long runs the columns are made
  * of; higher levels cost more CPU for a few percent. */

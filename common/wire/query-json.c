@@ -11,8 +11,8 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "protocol.h"
-#include "query-json.h"
+#include "wire/protocol.h"
+#include "wire/query-json.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put)
 

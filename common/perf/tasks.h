@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "notes.h"
+#include "kernel/notes.h"
 
 typedef struct tasks tasks;
 

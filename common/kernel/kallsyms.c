@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fileio.h"
-#include "kallsyms.h"
+#include "kernel/kallsyms.h"
 #include "macro.h"
 
 /* /proc/kallsyms of a distribution kernel with modules is ~6 MiB (122k

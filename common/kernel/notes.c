@@ -5,7 +5,7 @@
 
 #include "fileio.h"
 #include "macro.h"
-#include "notes.h"
+#include "kernel/notes.h"
 
 /* NT_GNU_BUILD_ID from <elf.h>; spelled out so the parser does not depend
  * on the header's presence. */

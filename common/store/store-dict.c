@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "macro.h"
-#include "store-dict.h"
-#include "store-private.h"
+#include "store/store-dict.h"
+#include "store/store-private.h"
 
 static const struct dict_sql {
         const char *table, *blocks;     /* the schema-6 table, the blocks table */

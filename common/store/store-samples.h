@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample-block.h"
-#include "store.h"
+#include "store/sample-block.h"
+#include "store/store.h"
 
 /* Level 0 period: samples are counted per bucket of this width. */
 #define STORE_BUCKET_NS NSEC_PER_SEC

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout.h"
+#include "kernel/layout.h"
 #include "macro.h"
 
 struct layout {
