@@ -14,6 +14,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
+#include "wire/history-json.h"
 #include "wire/protocol.h"
 #include "wire/query-json.h"
 #include "server.h"
@@ -249,6 +250,7 @@ static char *worker_layout(server *s, job *j) {
         const char *why = NULL;
         json_object *res = NULL;
         char msg[256], *reply;
+        history h = {};
         store *st;
         int r;
 
@@ -265,11 +267,16 @@ static char *worker_layout(server *s, job *j) {
         }
         limit = MIN(limit ?: j->max_rows, (uint64_t) j->max_rows);
         if (j->kind == JOB_MODULES)
-                r = store_list_modules(st, since, flag, (uint32_t) limit, &res);
+                r = store_list_modules(st, since, flag, (uint32_t) limit, &h);
         else if (j->kind == JOB_KSYMS)
-                r = store_list_ksyms(st, since, (uint32_t) limit, &res);
+                r = store_list_ksyms(st, since, (uint32_t) limit, &h);
         else
-                r = store_list_events(st, since, flag, (uint32_t) limit, EVENTS_MAX_RECORDS, &res);
+                r = store_list_events(st, since, flag, (uint32_t) limit, EVENTS_MAX_RECORDS, &h);
+        if (r >= 0) {
+                r = j->kind == JOB_MODULES ? history_modules_json(&h, &res) :
+                    j->kind == JOB_KSYMS ? history_ksyms_json(&h, &res) : history_events_json(&h, &res);
+                history_done(&h);
+        }
         if (r < 0) {
                 snprintf(msg, sizeof msg, "reading the journal failed: %s", strerror(-r));
                 return error_reply(PERFSNAP_ERROR_INTERNAL, msg);

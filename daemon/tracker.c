@@ -248,8 +248,23 @@ static void journal_module_change(tracker *t, const char *kind, int64_t module_i
 }
 
 static int record_module(tracker *t, layout_module *m, uint64_t wall) {
+        _cleanup_free_ store_section *secs = NULL;
         int r;
 
+        if (m->n_sections > 0) {
+                secs = calloc(m->n_sections, sizeof *secs);
+                if (!secs)
+                        return log_oom();
+        }
+        for (size_t i = 0; i < m->n_sections; i++)
+                secs[i] = (store_section) {
+                        .name = m->sections[i].name,
+                        .addr = m->sections[i].addr,
+                        .len = m->sections[i].len,
+                        .pgoff = m->sections[i].pgoff,
+                        .len_source = section_len_source_to_string(m->sections[i].len_source),
+                        .exec = m->sections[i].exec,
+                };
         r = store_add_module(ingest_store(t->in), &(store_module) {
                         .boot_id = ingest_boot_id(t->in),
                         .name = m->name,
@@ -259,7 +274,7 @@ static int record_module(tracker *t, layout_module *m, uint64_t wall) {
                         .size = m->size,
                         .loaded_ns = wall,
                         .loaded_how = layout_source_to_string(m->loaded_how),
-                        .sections = m->sections,
+                        .sections = secs,
                         .n_sections = m->n_sections,
                 }, &m->id);
         if (r < 0)

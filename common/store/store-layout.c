@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The layout journal: module instances, their section maps, dynamic
  * symbols, and the event journal with a full re-emit of the section and
- * symbol records at every change. See store.h. Addresses are stored as int64 images like everywhere in the
- * store, and answered as "0x..." strings: JSON numbers lose precision
- * above 2^53. */
+ * symbol records at every change, and the readers answering them in
+ * history.h's shapes. See store.h. Addresses are stored as int64 images
+ * like everywhere in the store. */
 
 #include <errno.h>
 #include <inttypes.h>
-#include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kernel/modules.h"
-#include "wire/protocol.h"
+#include "history.h"
+#include "macro.h"
 #include "store/store-private.h"
 
 int store_migrate_1_to_2(sqlite3 *db) {
@@ -101,13 +100,13 @@ static int add_module_locked(store *s, const store_module *m, int64_t *ret_id) {
         if (r < 0)
                 return r;
         for (size_t i = 0; i < m->n_sections; i++) {
-                const module_section *x = &m->sections[i];
+                const store_section *x = &m->sections[i];
 
                 sqlite3_reset(sec);
                 sqlite3_bind_int64(sec, 1, id);
                 r = bind_text_or_null(sec, 2, x->name ?: "");
                 if (r >= 0)
-                        r = bind_text_or_null(sec, 6, section_len_source_to_string(x->len_source));
+                        r = bind_text_or_null(sec, 6, x->len_source);
                 if (r < 0)
                         return r;
                 sqlite3_bind_int64(sec, 3, i64(x->addr));
@@ -374,143 +373,126 @@ int store_expire_layout(store *s, uint64_t before_ns) {
         return 0;
 }
 
-/* ---- readers ---- */
+/* ---- readers (answers in history.h; wire/history-json.c renders them) ---- */
 
-static json_object *text_or_null(sqlite3_stmt *st, int col) {
+/* *ret = a copy of the text column, NULL for SQL NULL. */
+static int text_col(sqlite3_stmt *st, int col, char **ret) {
         const char *t = (const char *) sqlite3_column_text(st, col);
-        return t ? json_object_new_string(t) : NULL;
+
+        *ret = NULL;
+        if (!t)
+                return 0;
+        *ret = strdup(t);
+        return *ret ? 0 : -ENOMEM;
 }
 
-static json_object *int_or_null(sqlite3_stmt *st, int col) {
-        return sqlite3_column_type(st, col) == SQLITE_NULL ? NULL : json_object_new_int64(sqlite3_column_int64(st, col));
-}
+/* A new zeroed element at the end of the array *v of *n (room for *alloc). */
+static void *append_zeroed(void **v, size_t *n, size_t *alloc, size_t size) {
+        void *p;
 
-/* {"KEY": []}, and the array in *ret_array. */
-static json_object *new_list(const char *key, json_object **ret_array) {
-        json_object *res = json_object_new_object(), *a = json_object_new_array();
-
-        if (!res || !a) {
-                json_object_put(res);
-                json_object_put(a);
+        if (array_reserve_one(v, alloc, *n, size) < 0)
                 return NULL;
-        }
-        json_object_object_add(res, key, a);
-        *ret_array = a;
-        return res;
+        p = (char *) *v + *n * size;
+        (*n)++;
+        return memset(p, 0, size);
 }
+#define APPEND(v, n, alloc) ((typeof(&(v)[0])) append_zeroed((void **) &(v), &(n), &(alloc), sizeof (v)[0]))
 
-static int add_sections(store *s, json_object *o, int64_t module_id) {
+static int read_sections(store *s, history_module *m) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        json_object *a;
+        size_t alloc = 0;
         int r, rc;
 
         r = store_prepare(s, "SELECT name, addr, len, pgoff, len_source, exec FROM module_sections "
                              "WHERE module = ?1 ORDER BY addr, id", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, module_id);
-        a = json_object_new_array();
-        if (!a)
-                return -ENOMEM;
-        json_object_object_add(o, "sections", a);
+        sqlite3_bind_int64(st, 1, m->id);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_object *x = json_object_new_object();
+                history_section *x = APPEND(m->sections, m->n_sections, alloc);
 
                 if (!x)
                         return -ENOMEM;
-                json_object_array_add(a, x);
-                json_object_object_add(x, "name", text_or_null(st, 0));
-                json_object_object_add(x, "addr", proto_json_hex(u64(sqlite3_column_int64(st, 1))));
-                json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 2)));
-                json_object_object_add(x, "pgoff", json_object_new_int64(sqlite3_column_int64(st, 3)));
-                json_object_object_add(x, "len_source", text_or_null(st, 4));
-                json_object_object_add(x, "exec", json_object_new_boolean(sqlite3_column_int(st, 5)));
+                x->addr = u64(sqlite3_column_int64(st, 1));
+                x->len = sqlite3_column_int64(st, 2);
+                x->pgoff = sqlite3_column_int64(st, 3);
+                x->exec = sqlite3_column_int(st, 5);
+                r = text_col(st, 0, &x->name) ?: text_col(st, 4, &x->len_source);
+                if (r < 0)
+                        return r;
         }
         return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
 }
 
-/* Fills one row's object from the statement's current row. */
-typedef int (*list_row_fn)(store *s, sqlite3_stmt *st, json_object *o, void *userdata);
+/* Appends one element to the answer from the statement's current row. */
+typedef int (*list_row_fn)(store *s, sqlite3_stmt *st, history *h, size_t *alloc);
 
-/* {"KEY": [rows]}: one object per row of sql (?1 bound to since_ns), at
- * most max_rows (0: no cap), with "truncated" when the cap cut the list. */
-static int list_rows(store *s, const char *sql, uint64_t since_ns, const char *key, uint32_t max_rows,
-                     list_row_fn fill, void *userdata, json_object **ret) {
+/* One element per row of sql (?1 bound to since_ns), at most max_rows
+ * (0: no cap), h->truncated when the cap cut the list. */
+static int list_rows(store *s, const char *sql, uint64_t since_ns, uint32_t max_rows, list_row_fn fill,
+                     history *h) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        json_object *res, *a;
+        size_t alloc = 0;
         uint32_t n = 0;
         int r, rc;
 
-        if (!s || !ret)
-                return -EINVAL;
         r = store_prepare(s, sql, &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
-
-        res = new_list(key, &a);
-        if (!res)
-                return -ENOMEM;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_object *o;
-
                 if (max_rows > 0 && n >= max_rows) {
-                        json_object_object_add(res, "truncated", json_object_new_boolean(true));
-                        rc = SQLITE_DONE;
-                        break;
+                        h->truncated = true;
+                        return 0;
                 }
-                o = json_object_new_object();
-                if (!o) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                json_object_array_add(a, o);
                 n++;
-                r = fill(s, st, o, userdata);
+                r = fill(s, st, h, &alloc);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
-        if (rc != SQLITE_DONE) {
-                r = store_step_errno(s, rc);
-                goto fail;
-        }
-        *ret = res;
-        return 0;
-fail:
-        json_object_put(res);
-        return r;
+        return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
 }
 
-static int fill_module(store *s, sqlite3_stmt *st, json_object *m, void *userdata) {
-        const bool *with_sections = userdata;
+static int fill_module(store *s, sqlite3_stmt *st, history *h, size_t *alloc) {
+        history_module *m = APPEND(h->modules, h->n_modules, *alloc);
+        int r;
 
-        json_object_object_add(m, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
-        json_object_object_add(m, "name", text_or_null(st, 1));
-        json_object_object_add(m, "build_id", text_or_null(st, 2));
-        json_object_object_add(m, "file", text_or_null(st, 3));
-        json_object_object_add(m, "base", proto_json_hex(u64(sqlite3_column_int64(st, 4))));
-        json_object_object_add(m, "size", json_object_new_int64(sqlite3_column_int64(st, 5)));
-        json_object_object_add(m, "loaded_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
-        json_object_object_add(m, "loaded_how", text_or_null(st, 7));
-        json_object_object_add(m, "unloaded_ns", int_or_null(st, 8));
-        json_object_object_add(m, "unloaded_how", text_or_null(st, 9));
-        json_object_object_add(m, "boot_id", text_or_null(st, 10));
-        json_object_object_add(m, "release", text_or_null(st, 11));
-        return *with_sections ? add_sections(s, m, sqlite3_column_int64(st, 0)) : 0;
+        if (!m)
+                return -ENOMEM;
+        m->id = sqlite3_column_int64(st, 0);
+        m->base = u64(sqlite3_column_int64(st, 4));
+        m->size = sqlite3_column_int64(st, 5);
+        m->loaded_ns = sqlite3_column_int64(st, 6);
+        m->unloaded = sqlite3_column_type(st, 8) != SQLITE_NULL;
+        m->unloaded_ns = sqlite3_column_int64(st, 8);
+        r = text_col(st, 1, &m->name) ?: text_col(st, 2, &m->build_id) ?: text_col(st, 3, &m->file) ?:
+            text_col(st, 7, &m->loaded_how) ?: text_col(st, 9, &m->unloaded_how) ?:
+            text_col(st, 10, &m->boot_id) ?: text_col(st, 11, &m->release);
+        if (r < 0)
+                return r;
+        return h->with_details ? read_sections(s, m) : 0;
 }
 
-int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, json_object **ret) {
-        return list_rows(s,
+int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, history *ret) {
+        int r;
+
+        if (!s || !ret)
+                return -EINVAL;
+        *ret = (history) { .with_details = with_sections };
+        r = list_rows(s,
                 "SELECT m.id, m.name, m.build_id, m.file, m.base, m.size, m.loaded_ns, m.loaded_how,"
                 "       m.unloaded_ns, m.unloaded_how, b.boot_uuid, b.release"
                 "  FROM modules m LEFT JOIN boots b ON b.id = m.boot"
                 " WHERE m.unloaded_ns IS NULL OR m.unloaded_ns >= ?1"
                 " ORDER BY m.loaded_ns, m.id",
-                since_ns, "modules", max_rows, fill_module, &with_sections, ret);
+                since_ns, max_rows, fill_module, ret);
+        if (r < 0)
+                history_done(ret);
+        return r;
 }
 
 /* The dynamic symbols of an event, as PERF_RECORD_KSYMBOL-like records. */
-static int add_ksym_records(store *s, json_object *a, int64_t event_id, uint32_t *budget) {
+static int read_ksym_records(store *s, history_event *e, size_t *alloc, uint32_t *budget) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int r, rc;
 
@@ -520,28 +502,29 @@ static int add_ksym_records(store *s, json_object *a, int64_t event_id, uint32_t
                 " WHERE e.event = ?1 ORDER BY k.addr, k.id", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, event_id);
+        sqlite3_bind_int64(st, 1, e->id);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_object *x = json_object_new_object();
+                history_record *x = APPEND(e->records, e->n_listed, *alloc);
 
                 if (!x)
                         return -ENOMEM;
-                json_object_array_add(a, x);
                 if (*budget > 0)
                         (*budget)--;
-                json_object_object_add(x, "type", json_object_new_string("ksymbol"));
-                json_object_object_add(x, "addr", proto_json_hex(u64(sqlite3_column_int64(st, 0))));
-                json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 1)));
-                json_object_object_add(x, "name", text_or_null(st, 2));
-                json_object_object_add(x, "ksym_type", text_or_null(st, 3));
-                json_object_object_add(x, "prog_id", int_or_null(st, 4));
+                x->kind = HISTORY_RECORD_KSYMBOL;
+                x->addr = u64(sqlite3_column_int64(st, 0));
+                x->len = sqlite3_column_int64(st, 1);
+                x->has_prog_id = sqlite3_column_type(st, 4) != SQLITE_NULL;
+                x->prog_id = sqlite3_column_int64(st, 4);
+                r = text_col(st, 2, &x->name) ?: text_col(st, 3, &x->ksym_type);
+                if (r < 0)
+                        return r;
         }
         return rc == SQLITE_DONE ? 0 : store_step_errno(s, rc);
 }
 
-static int add_records(store *s, json_object *ev, int64_t event_id, uint32_t *budget) {
+static int read_records(store *s, history_event *e, uint32_t *budget) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        json_object *a;
+        size_t alloc = 0;
         int r, rc;
 
         r = store_prepare(s,
@@ -551,45 +534,39 @@ static int add_records(store *s, json_object *ev, int64_t event_id, uint32_t *bu
                 " WHERE e.event = ?1 ORDER BY x.addr, x.id", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, event_id);
-        a = json_object_new_array();
-        if (!a)
-                return -ENOMEM;
-        json_object_object_add(ev, "records", a);
+        sqlite3_bind_int64(st, 1, e->id);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_object *x = json_object_new_object();
+                history_record *x = APPEND(e->records, e->n_listed, alloc);
 
                 if (!x)
                         return -ENOMEM;
-                json_object_array_add(a, x);
                 if (*budget > 0)
                         (*budget)--;
-                json_object_object_add(x, "type", json_object_new_string("section"));
-                json_object_object_add(x, "pid", json_object_new_int(-1));     /* the kernel's machine pid, as in perf */
-                json_object_object_add(x, "start", proto_json_hex(u64(sqlite3_column_int64(st, 0))));
-                json_object_object_add(x, "len", json_object_new_int64(sqlite3_column_int64(st, 1)));
-                json_object_object_add(x, "pgoff", json_object_new_int64(sqlite3_column_int64(st, 2)));
-                json_object_object_add(x, "section", text_or_null(st, 3));
-                json_object_object_add(x, "module", text_or_null(st, 4));
-                json_object_object_add(x, "filename", text_or_null(st, 5));
-                json_object_object_add(x, "build_id", text_or_null(st, 6));
-                json_object_object_add(x, "len_source", text_or_null(st, 7));
-                json_object_object_add(x, "exec", json_object_new_boolean(sqlite3_column_int(st, 8)));
+                x->kind = HISTORY_RECORD_SECTION;
+                x->addr = u64(sqlite3_column_int64(st, 0));
+                x->len = sqlite3_column_int64(st, 1);
+                x->pgoff = sqlite3_column_int64(st, 2);
+                x->exec = sqlite3_column_int(st, 8);
+                r = text_col(st, 3, &x->name) ?: text_col(st, 4, &x->module) ?: text_col(st, 5, &x->filename) ?:
+                    text_col(st, 6, &x->build_id) ?: text_col(st, 7, &x->len_source);
+                if (r < 0)
+                        return r;
         }
         if (rc != SQLITE_DONE)
                 return store_step_errno(s, rc);
-        return add_ksym_records(s, a, event_id, budget);
+        return read_ksym_records(s, e, &alloc, budget);
 }
 
 int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t max_events, uint32_t max_records,
-                      json_object **ret) {
+                      history *ret) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         uint32_t n = 0, budget = max_records;
-        json_object *res, *a;
+        size_t alloc = 0;
         int r, rc;
 
         if (!s || !ret)
                 return -EINVAL;
+        *ret = (history) { .with_details = with_records };
         r = store_prepare(s,
                 "SELECT e.id, e.time_ns, e.kind, m.name, e.module, e.detail, b.build_id, b.text_addr, b.release,"
                 "       b.boot_uuid, (SELECT count(*) FROM event_sections x WHERE x.event = e.id)"
@@ -600,87 +577,79 @@ int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t m
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, since_ns > INT64_MAX ? INT64_MAX : i64(since_ns));
-
-        res = new_list("events", &a);
-        if (!res)
-                return -ENOMEM;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                json_object *e, *k;
+                history_event *e;
 
                 if ((max_events > 0 && n >= max_events) || (with_records && max_records > 0 && budget == 0)) {
-                        json_object_object_add(res, "truncated", json_object_new_boolean(true));
+                        ret->truncated = true;
                         rc = SQLITE_DONE;
                         break;
                 }
-                e = json_object_new_object();
-                k = json_object_new_object();
-                if (!e || !k) {
-                        json_object_put(e);
-                        json_object_put(k);
+                e = APPEND(ret->events, ret->n_events, alloc);
+                if (!e) {
                         r = -ENOMEM;
                         goto fail;
                 }
-                json_object_array_add(a, e);
                 n++;
-                json_object_object_add(e, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
-                json_object_object_add(e, "time_ns", json_object_new_int64(sqlite3_column_int64(st, 1)));
-                json_object_object_add(e, "kind", text_or_null(st, 2));
-                json_object_object_add(e, "module", text_or_null(st, 3));
-                json_object_object_add(e, "module_id", sqlite3_column_int64(st, 4) > 0 ?
-                                       json_object_new_int64(sqlite3_column_int64(st, 4)) : NULL);
-                json_object_object_add(e, "ksym", text_or_null(st, 11));
-                json_object_object_add(e, "ksym_id", sqlite3_column_int64(st, 12) > 0 ?
-                                       json_object_new_int64(sqlite3_column_int64(st, 12)) : NULL);
-                json_object_object_add(e, "snapshot_id", sqlite3_column_int64(st, 13) > 0 ?
-                                       json_object_new_int64(sqlite3_column_int64(st, 13)) : NULL);
-                json_object_object_add(e, "snapshot", text_or_null(st, 14));
-                json_object_object_add(e, "detail", text_or_null(st, 5));
-                json_object_object_add(e, "kernel", k);
-                json_object_object_add(k, "build_id", text_or_null(st, 6));
-                json_object_object_add(k, "text_addr", proto_json_hex(u64(sqlite3_column_int64(st, 7))));
-                json_object_object_add(k, "release", text_or_null(st, 8));
-                json_object_object_add(k, "boot_id", text_or_null(st, 9));
-                json_object_object_add(e, "n_records", json_object_new_int64(sqlite3_column_int64(st, 10)));
-                if (with_records) {
-                        r = add_records(s, e, sqlite3_column_int64(st, 0), &budget);
-                        if (r < 0)
-                                goto fail;
-                }
+                e->id = sqlite3_column_int64(st, 0);
+                e->time_ns = sqlite3_column_int64(st, 1);
+                e->module_id = MAX(sqlite3_column_int64(st, 4), (int64_t) 0);
+                e->kernel_text_addr = u64(sqlite3_column_int64(st, 7));
+                e->n_records = sqlite3_column_int64(st, 10);
+                e->ksym_id = MAX(sqlite3_column_int64(st, 12), (int64_t) 0);
+                e->snapshot_id = MAX(sqlite3_column_int64(st, 13), (int64_t) 0);
+                r = text_col(st, 2, &e->kind) ?: text_col(st, 3, &e->module) ?: text_col(st, 11, &e->ksym) ?:
+                    text_col(st, 14, &e->snapshot) ?: text_col(st, 5, &e->detail) ?:
+                    text_col(st, 6, &e->kernel_build_id) ?: text_col(st, 8, &e->kernel_release) ?:
+                    text_col(st, 9, &e->kernel_boot_id);
+                if (r >= 0 && with_records)
+                        r = read_records(s, e, &budget);
+                if (r < 0)
+                        goto fail;
         }
         if (rc != SQLITE_DONE) {
                 r = store_step_errno(s, rc);
                 goto fail;
         }
-        *ret = res;
         return 0;
 fail:
-        json_object_put(res);
+        history_done(ret);
         return r;
 }
 
-static int fill_ksym(store *s, sqlite3_stmt *st, json_object *k, void *userdata) {
-        json_object_object_add(k, "id", json_object_new_int64(sqlite3_column_int64(st, 0)));
-        json_object_object_add(k, "name", text_or_null(st, 1));
-        json_object_object_add(k, "addr", proto_json_hex(u64(sqlite3_column_int64(st, 2))));
-        json_object_object_add(k, "len", json_object_new_int64(sqlite3_column_int64(st, 3)));
-        json_object_object_add(k, "type", text_or_null(st, 4));
-        json_object_object_add(k, "prog_id", int_or_null(st, 5));
-        json_object_object_add(k, "registered_ns", json_object_new_int64(sqlite3_column_int64(st, 6)));
-        json_object_object_add(k, "registered_how", text_or_null(st, 7));
-        json_object_object_add(k, "unregistered_ns", int_or_null(st, 8));
-        json_object_object_add(k, "unregistered_how", text_or_null(st, 9));
-        json_object_object_add(k, "boot_id", text_or_null(st, 10));
-        return 0;
+static int fill_ksym(store *s, sqlite3_stmt *st, history *h, size_t *alloc) {
+        history_ksym *k = APPEND(h->ksyms, h->n_ksyms, *alloc);
+
+        if (!k)
+                return -ENOMEM;
+        k->id = sqlite3_column_int64(st, 0);
+        k->addr = u64(sqlite3_column_int64(st, 2));
+        k->len = sqlite3_column_int64(st, 3);
+        k->has_prog_id = sqlite3_column_type(st, 5) != SQLITE_NULL;
+        k->prog_id = sqlite3_column_int64(st, 5);
+        k->registered_ns = sqlite3_column_int64(st, 6);
+        k->unregistered = sqlite3_column_type(st, 8) != SQLITE_NULL;
+        k->unregistered_ns = sqlite3_column_int64(st, 8);
+        return text_col(st, 1, &k->name) ?: text_col(st, 4, &k->type) ?: text_col(st, 7, &k->registered_how) ?:
+               text_col(st, 9, &k->unregistered_how) ?: text_col(st, 10, &k->boot_id);
 }
 
-int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, json_object **ret) {
-        return list_rows(s,
+int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, history *ret) {
+        int r;
+
+        if (!s || !ret)
+                return -EINVAL;
+        *ret = (history) {};
+        r = list_rows(s,
                 "SELECT k.id, k.name, k.addr, k.len, k.type, k.prog_id, k.registered_ns, k.registered_how,"
                 "       k.unregistered_ns, k.unregistered_how, b.boot_uuid"
                 "  FROM ksyms k LEFT JOIN boots b ON b.id = k.boot"
                 " WHERE k.unregistered_ns IS NULL OR k.unregistered_ns >= ?1"
                 " ORDER BY k.registered_ns, k.id",
-                since_ns, "ksyms", max_rows, fill_ksym, NULL, ret);
+                since_ns, max_rows, fill_ksym, ret);
+        if (r < 0)
+                history_done(ret);
+        return r;
 }
 
 /* ---- snapshots ---- */

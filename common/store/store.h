@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "history.h"
 #include "query.h"
 #include "sample.h"
 
@@ -224,8 +225,14 @@ int store_get_lost_per_cpu(store *s, uint64_t since_ns, uint64_t until_ns, uint6
  * that event alone. The kernel record of an event is its boot row. Times
  * are wall-clock ns, like samples. */
 
-struct module_section;
-struct json_object;
+/* A section of a module as the kernel's sysfs and the module file give it
+ * (kernel/modules.h module_section, which the tracker passes in). */
+typedef struct store_section {
+        const char *name;
+        uint64_t addr, len, pgoff;
+        const char *len_source;         /* "elf", "next", "unknown" */
+        bool exec;
+} store_section;
 
 typedef struct store_module {
         int64_t boot_id;
@@ -235,7 +242,7 @@ typedef struct store_module {
         uint64_t base, size;
         uint64_t loaded_ns;
         const char *loaded_how;         /* "startup", "uevent", "rescan" */
-        const struct module_section *sections;
+        const store_section *sections;
         size_t n_sections;
 } store_module;
 
@@ -317,15 +324,16 @@ int64_t store_link_snapshot(store *s, int64_t boot_id, int64_t snapshot_id, uint
  * `cache list --samples`, not for the ingest path. */
 int64_t store_count_snapshot_samples(store *s, int64_t snapshot_id);
 
-/* Readers, answering in the protocol's JSON (doc/protocol.md):
+/* Readers, answering in history.h's shapes (the wire renders them as
+ * doc/protocol.md says; history_done() frees them, also on error):
  * modules loaded at some time since since_ns (0: all), oldest first, with
  * their section maps if with_sections; events since since_ns, oldest
  * first, at most max_events (0: no cap), with their records if
  * with_records (then also at most max_records records in all). Sets
  * "truncated" when a cap cut the list. */
-int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, struct json_object **ret);
+int store_list_modules(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, history *ret);
 int store_list_events(store *s, uint64_t since_ns, bool with_records, uint32_t max_events, uint32_t max_records,
-                      struct json_object **ret);
+                      history *ret);
 /* Dynamic symbols registered at some time since since_ns (0: all), in
  * the order they were registered, at most max_rows (0: no cap). */
-int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, struct json_object **ret);
+int store_list_ksyms(store *s, uint64_t since_ns, uint32_t max_rows, history *ret);

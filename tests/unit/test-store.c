@@ -12,7 +12,7 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "kernel/modules.h"
+#include "wire/history-json.h"
 #include "store/store.h"
 #include "store/store-dict.h"
 #include "store/store-samples.h"
@@ -1125,11 +1125,44 @@ static int add_event(store *s, uint64_t t, int64_t boot, const char *kind, int64
                 }, NULL);
 }
 
+/* The store's answers as the wire renders them (wire/history-json.c), so
+ * the assertions read the protocol's shape. */
+static int list_modules_json(store *s, uint64_t since_ns, bool with_sections, uint32_t max_rows, json_object **ret) {
+        history h = {};
+        int r = store_list_modules(s, since_ns, with_sections, max_rows, &h);
+
+        if (r >= 0)
+                r = history_modules_json(&h, ret);
+        history_done(&h);
+        return r;
+}
+
+static int list_ksyms_json(store *s, uint64_t since_ns, uint32_t max_rows, json_object **ret) {
+        history h = {};
+        int r = store_list_ksyms(s, since_ns, max_rows, &h);
+
+        if (r >= 0)
+                r = history_ksyms_json(&h, ret);
+        history_done(&h);
+        return r;
+}
+
+static int list_events_json(store *s, uint64_t since_ns, bool with_records, uint32_t max_events, uint32_t max_records,
+                            json_object **ret) {
+        history h = {};
+        int r = store_list_events(s, since_ns, with_records, max_events, max_records, &h);
+
+        if (r >= 0)
+                r = history_events_json(&h, ret);
+        history_done(&h);
+        return r;
+}
+
 TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         char dir[] = "/tmp/test-store-journal.XXXXXX", path[128];
-        module_section secs[2] = {
-                { .name = (char *) ".text", .addr = 0xffffffffc0a00000, .len = 0x800, .len_source = SECTION_LEN_NEXT, .exec = true },
-                { .name = (char *) ".data", .addr = 0xffffffffc0a01000, .len = 0x100, .len_source = SECTION_LEN_ELF },
+        store_section secs[2] = {
+                { .name = ".text", .addr = 0xffffffffc0a00000, .len = 0x800, .len_source = "next", .exec = true },
+                { .name = ".data", .addr = 0xffffffffc0a01000, .len = 0x100, .len_source = "elf" },
         };
         json_object *res = NULL, *a;
         int64_t boot = 0, old_mod = 0, live_mod = 0;
@@ -1151,7 +1184,7 @@ TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         ASSERT_OK(add_event(s, 200, boot, "module-remove", old_mod, 0, (int64_t[]) { live_mod }, 1, NULL, 0));
         ASSERT_OK(add_event(s, 300, boot, "module-add", live_mod, 0, (int64_t[]) { live_mod }, 1, NULL, 0));
 
-        ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
+        ASSERT_OK(list_events_json(s, 0, true, 0, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "events", &a));
         ASSERT_EQ(json_object_array_length(a), 3);
         ASSERT_EQ(json_object_get_int(json_object_object_get(json_object_array_get_idx(a, 0), "n_records")), 3);
@@ -1160,12 +1193,12 @@ TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         /* Everything before 250 goes, except what a kept entry refers to:
          * "old" is only named by the removed remove-entry, so it goes too. */
         ASSERT_GE(store_expire(s, 250, NULL), 0);
-        ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
+        ASSERT_OK(list_events_json(s, 0, true, 0, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "events", &a));
         ASSERT_EQ(json_object_array_length(a), 1);
         ASSERT_EQ(json_object_get_int(json_object_object_get(json_object_array_get_idx(a, 0), "n_records")), 1);
         json_object_put(res);
-        ASSERT_OK(store_list_modules(s, 0, true, 0, &res));
+        ASSERT_OK(list_modules_json(s, 0, true, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "modules", &a));
         ASSERT_EQ(json_object_array_length(a), 1);
         ASSERT_STREQ(json_object_get_string(json_object_object_get(json_object_array_get_idx(a, 0), "name")), "live");
@@ -1186,8 +1219,8 @@ static json_object *member_at(json_object *list, const char *key, size_t i) {
 
 TEST(ksyms_are_journaled_listed_and_expired) {
         char dir[] = "/tmp/test-store-ksyms.XXXXXX", path[128];
-        module_section sec = { .name = (char *) ".text", .addr = 0xffffffffc0a00000, .len = 0x800,
-                               .len_source = SECTION_LEN_ELF, .exec = true };
+        store_section sec = { .name = ".text", .addr = 0xffffffffc0a00000, .len = 0x800,
+                              .len_source = "elf", .exec = true };
         json_object *res = NULL, *a, *e, *rec;
         int64_t boot = 0, mod = 0, gone = 0, live = 0;
         store *s = NULL;
@@ -1213,7 +1246,7 @@ TEST(ksyms_are_journaled_listed_and_expired) {
         ASSERT_OK(add_event(s, 200, boot, "ksym-unregister", 0, gone, &mod, 1, &live, 1));
 
         /* Listed in registration order, with their windows. */
-        ASSERT_OK(store_list_ksyms(s, 0, 0, &res));
+        ASSERT_OK(list_ksyms_json(s, 0, 0, &res));
         ASSERT_STREQ(json_object_get_string(json_object_object_get(member_at(res, "ksyms", 0), "name")), "ftrace_trampoline");
         e = member_at(res, "ksyms", 1);
         ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "name")), "bpf_prog_0123456789abcdef_gone");
@@ -1223,13 +1256,13 @@ TEST(ksyms_are_journaled_listed_and_expired) {
         ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "unregistered_how")), "perf");
         json_object_put(res);
         /* Since 201: the unregistered one is not listed. */
-        ASSERT_OK(store_list_ksyms(s, 201, 0, &res));
+        ASSERT_OK(list_ksyms_json(s, 201, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "ksyms", &a));
         ASSERT_EQ(json_object_array_length(a), 1);
         json_object_put(res);
 
         /* The register event re-emits the module's section and both symbols. */
-        ASSERT_OK(store_list_events(s, 0, true, 0, 0, &res));
+        ASSERT_OK(list_events_json(s, 0, true, 0, 0, &res));
         e = member_at(res, "events", 1);
         ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "kind")), "ksym-register");
         ASSERT_STREQ(json_object_get_string(json_object_object_get(e, "ksym")), "bpf_prog_0123456789abcdef_gone");
@@ -1246,7 +1279,7 @@ TEST(ksyms_are_journaled_listed_and_expired) {
         /* Expiry before 250 takes the first three entries, and the
          * unregistered symbol nothing refers to any more. */
         ASSERT_GE(store_expire(s, 250, NULL), 0);
-        ASSERT_OK(store_list_ksyms(s, 0, 0, &res));
+        ASSERT_OK(list_ksyms_json(s, 0, 0, &res));
         ASSERT_TRUE(json_object_object_get_ex(res, "ksyms", &a));
         ASSERT_EQ(json_object_array_length(a), 1);
         ASSERT_STREQ(json_object_get_string(json_object_object_get(member_at(res, "ksyms", 0), "name")), "ftrace_trampoline");
