@@ -14,13 +14,10 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
-#include "wire/history-json.h"
-#include "wire/protocol.h"
-#include "wire/query-json.h"
+#include "methods.h"
 #include "server.h"
-#include "kernel/snapshot.h"
 #include "store/store.h"
-#include "timeparse.h"
+#include "wire/protocol.h"
 #include "workqueue.h"
 
 #define MAX_PENDING_JOBS 16
@@ -42,19 +39,12 @@
 
 typedef struct client client;
 
-typedef enum job_kind {
-        JOB_QUERY, JOB_STATUS, JOB_MODULES, JOB_EVENTS, JOB_KSYMS, JOB_CACHE_LIST,
-        JOB_ASYNC,              /* answered by the daemon (server_call_reply()), not the worker */
-} job_kind;
-
 typedef struct job {
         workqueue_item item;    /* first */
         struct job *async_next; /* in server.async_head */
-        job_kind kind;
+        const method *method;
         client *client;
-        json_object *params;    /* request parameters (query) or live status fields */
-        uint32_t max_rows, max_stacks; /* limits as configured when submitted */
-        bool more;              /* the caller accepts an answer split over replies */
+        method_job call;        /* what the handler sees */
         char **replies;         /* NULL-terminated formatted messages, set by the worker */
 } job;
 
@@ -111,29 +101,19 @@ static void client_unref(client *c);
 static void job_free(job *j) {
         if (!j)
                 return;
-        if (j->params)
-                json_object_put(j->params);
+        if (j->call.params)
+                json_object_put(j->call.params);
         for (size_t i = 0; j->replies && j->replies[i]; i++)
                 free(j->replies[i]);
         free(j->replies);
         free(j);
 }
 
-/* ---- worker thread ---------------------------------------------------- */
+/* ---- worker threads --------------------------------------------------- */
 
-static char *error_reply(const char *error, const char *message) {
-        json_object *p = json_object_new_object();
-        char *s;
-
-        json_object_object_add(p, "message", json_object_new_string(message));
-        s = proto_format_error(error, p);
-        json_object_put(p);
-        return s;
-}
-
-/* The connection of the thread that runs j. */
+/* The read-only connection of the thread that runs j, opened on first use. */
 static int worker_store(server *s, const job *j, store **ret) {
-        store **ro = j->kind == JOB_STATUS ? &s->status_ro : &s->ro;
+        store **ro = j->method->thread == METHOD_STATUS_THREAD ? &s->status_ro : &s->ro;
         int r;
 
         if (!*ro) {
@@ -145,219 +125,14 @@ static int worker_store(server *s, const job *j, store **ret) {
         return 0;
 }
 
-/* One message as a NULL-terminated array. */
-static char **single(char *msg) {
-        char **v;
-
-        if (!msg)
-                return NULL;
-        v = calloc(2, sizeof *v);
-        if (!v) {
-                free(msg);
-                return NULL;
-        }
-        v[0] = msg;
-        return v;
-}
-
-static char **worker_query(server *s, job *j) {
-        query_params q = QUERY_PARAMS_INIT;
-        query_result *res = NULL;
-        const char *why = NULL;
-        char msg[256], **replies = NULL;
-        size_t n = 0;
-        store *st;
-        int r;
-
-        r = query_params_from_json(j->params, &q, &why);
-        if (r < 0)
-                return single(error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters"));
-
-        r = worker_store(s, j, &st);
-        if (r < 0) {
-                snprintf(msg, sizeof msg, "cannot open the database %s: %s", s->db_path, strerror(-r));
-                return single(error_reply(PERFSNAP_ERROR_INTERNAL, msg));
-        }
-        r = store_query(st, &q, j->max_rows, j->max_stacks, &res);
-        if (r < 0) {
-                snprintf(msg, sizeof msg, "query failed: %s", strerror(-r));
-                return single(error_reply(PERFSNAP_ERROR_INTERNAL, msg));
-        }
-        r = query_result_format_replies(res, PERFSNAP_MAX_REPLY_BYTES, &replies, &n);
-        query_result_free(res);
-        if (r == -E2BIG)
-                return single(error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, "a single row does not fit in one reply"));
-        if (r < 0)
-                return single(error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
-        if (n > 1 && !j->more) {
-                for (size_t i = 0; i < n; i++)
-                        free(replies[i]);
-                free(replies);
-                return single(error_reply(PERFSNAP_ERROR_INVALID_PARAMETER,
-                                          "answer too large for one reply: call with more, or lower top"));
-        }
-        return replies;
-}
-
-static char *worker_status(server *s, job *j) {
-        store_stats st = {};
-        store *ro;
-
-        if (worker_store(s, j, &ro) >= 0 && store_get_stats(ro, &st) >= 0) {
-                json_object_object_add(j->params, "stored_samples", json_object_new_int64((int64_t) st.samples));
-                json_object_object_add(j->params, "stored_lost", json_object_new_int64((int64_t) st.lost));
-                json_object_object_add(j->params, "db_bytes", json_object_new_int64((int64_t) st.db_bytes));
-                json_object_object_add(j->params, "oldest_sample_ns", json_object_new_int64((int64_t) st.first_ns));
-                json_object_object_add(j->params, "newest_sample_ns", json_object_new_int64((int64_t) st.last_ns));
-        }
-        return proto_format_reply(j->params, false);
-}
-
-/* Optional parameters of Modules, Events and Ksyms; false with *why set on a
- * wrong type or a value of 2^63 or more. */
-static bool get_u64(json_object *params, const char *key, uint64_t *v, const char **why) {
-        json_object *o;
-
-        if (!params || !json_object_object_get_ex(params, key, &o))
-                return true;
-        if (proto_json_u64(o, INT64_MAX, v) < 0) {
-                *why = key;
-                return false;
-        }
-        return true;
-}
-
-static bool get_bool(json_object *params, const char *key, bool *v, const char **why) {
-        json_object *o;
-
-        if (!params || !json_object_object_get_ex(params, key, &o))
-                return true;
-        if (!json_object_is_type(o, json_type_boolean)) {
-                *why = key;
-                return false;
-        }
-        *v = json_object_get_boolean(o);
-        return true;
-}
-
-/* The records of one event per module section: cap them so that an answer
- * stays well below PERFSNAP_MAX_REPLY_BYTES (a record is ~250 bytes). */
-#define EVENTS_MAX_RECORDS 40000
-
-static char *worker_layout(server *s, job *j) {
-        uint64_t since = 0, limit = 0;
-        bool flag = false;
-        const char *why = NULL;
-        json_object *res = NULL;
-        char msg[256], *reply;
-        history h = {};
-        store *st;
-        int r;
-
-        if (!get_u64(j->params, "since_ns", &since, &why) || !get_u64(j->params, "limit", &limit, &why) ||
-            (j->kind != JOB_KSYMS && !get_bool(j->params, j->kind == JOB_MODULES ? "sections" : "records", &flag, &why))) {
-                snprintf(msg, sizeof msg, "parameter \"%s\" is not %s", why,
-                         streq(why, "since_ns") || streq(why, "limit") ? "an integer in [0, 2^63)" : "a boolean");
-                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, msg);
-        }
-        r = worker_store(s, j, &st);
-        if (r < 0) {
-                snprintf(msg, sizeof msg, "cannot open the database %s: %s", s->db_path, strerror(-r));
-                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
-        }
-        limit = MIN(limit ?: j->max_rows, (uint64_t) j->max_rows);
-        if (j->kind == JOB_MODULES)
-                r = store_list_modules(st, since, flag, (uint32_t) limit, &h);
-        else if (j->kind == JOB_KSYMS)
-                r = store_list_ksyms(st, since, (uint32_t) limit, &h);
-        else
-                r = store_list_events(st, since, flag, (uint32_t) limit, EVENTS_MAX_RECORDS, &h);
-        if (r >= 0) {
-                r = j->kind == JOB_MODULES ? history_modules_json(&h, &res) :
-                    j->kind == JOB_KSYMS ? history_ksyms_json(&h, &res) : history_events_json(&h, &res);
-                history_done(&h);
-        }
-        if (r < 0) {
-                snprintf(msg, sizeof msg, "reading the journal failed: %s", strerror(-r));
-                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
-        }
-        reply = proto_format_reply(res, false);
-        json_object_put(res);
-        if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
-                free(reply);
-                return error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, "answer too large for one reply: use a later since or a limit");
-        }
-        return reply;
-}
-
-/* The snapshots in the cache directory (the truth, whoever made them),
- * with the reuse counts the database has for them. */
-static char *worker_cache_list(server *s, job *j) {
-        const char *current = NULL;
-        snapshot_info *v = NULL;
-        json_object *res, *a, *o;
-        char msg[256], *reply;
-        store *st = NULL;
-        size_t n = 0;
-        int r;
-
-        if (!s->cache_dir[0])
-                return error_reply(PERFSNAP_ERROR_INTERNAL, "snapshots are off (cache_dir is empty)");
-        if (json_object_object_get_ex(j->params, "current", &o))
-                current = json_object_get_string(o);
-        r = snapshot_list(s->cache_dir, &v, &n);
-        if (r < 0) {
-                snprintf(msg, sizeof msg, "cannot read the cache %s: %s", s->cache_dir, strerror(-r));
-                return error_reply(PERFSNAP_ERROR_INTERNAL, msg);
-        }
-        (void) worker_store(s, j, &st);
-        res = json_object_new_object();
-        a = json_object_new_array();
-        json_object_object_add(res, "cache_dir", json_object_new_string(s->cache_dir));
-        json_object_object_add(res, "snapshots", a);
-        for (size_t i = 0; i < n; i++) {
-                json_object *e = json_object_new_object();
-                char when[TIME_FORMAT_MAX];
-                uint64_t reuses = 0;
-                int64_t id = 0;
-
-                if (st)
-                        (void) store_get_snapshot(st, v[i].build_id, v[i].name, &id, &reuses);
-                json_object_array_add(a, e);
-                json_object_object_add(e, "build_id", json_object_new_string(v[i].build_id));
-                json_object_object_add(e, "name", json_object_new_string(v[i].name));
-                json_object_object_add(e, "path", json_object_new_string(v[i].path));
-                json_object_object_add(e, "time", json_object_new_string(
-                                time_format_local_decimals(v[i].time_ns, 2, when, sizeof when) ?: ""));
-                json_object_object_add(e, "time_ns", json_object_new_int64((int64_t) v[i].time_ns));
-                json_object_object_add(e, "modules", json_object_new_int64((int64_t) v[i].n_modules));
-                json_object_object_add(e, "text_addr", proto_json_hex(v[i].text_addr));
-                json_object_object_add(e, "size", json_object_new_int64((int64_t) v[i].size_bytes));
-                json_object_object_add(e, "kcore", json_object_new_boolean(v[i].has_kcore));
-                json_object_object_add(e, "reuses", json_object_new_int64((int64_t) reuses));
-                json_object_object_add(e, "id", id > 0 ? json_object_new_int64(id) : NULL);
-                json_object_object_add(e, "current", json_object_new_boolean(current && streq(current, v[i].path)));
-        }
-        snapshot_infos_free(v, n);
-        reply = proto_format_reply(res, false);
-        json_object_put(res);
-        if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
-                free(reply);
-                return error_reply(PERFSNAP_ERROR_INTERNAL, "too many snapshots for one reply: prune the cache");
-        }
-        return reply;
-}
-
 /* On the worker thread. */
 static void run_job(workqueue_item *item, void *userdata) {
         server *s = userdata;
         job *j = (job *) item;
 
-        j->replies = j->kind == JOB_QUERY ? worker_query(s, j) :
-                     j->kind == JOB_STATUS ? single(worker_status(s, j)) :
-                     j->kind == JOB_CACHE_LIST ? single(worker_cache_list(s, j)) : single(worker_layout(s, j));
-        if (j->kind == JOB_QUERY)
-                malloc_trim(0);
+        j->call.store_error = worker_store(s, j, &j->call.store);
+        j->replies = j->method->run(&j->call);
+        j->call.store = NULL;
 }
 
 /* ---- clients ---------------------------------------------------------- */
@@ -437,27 +212,35 @@ static int may_start_job(server *s, const client *c, const char **why) {
         return 0;
 }
 
-static job *job_new(server *s, client *c, job_kind kind, json_object *params, bool more) {
+static bool on_query_queue(const method *m) {
+        return m->thread != METHOD_STATUS_THREAD;
+}
+
+static job *job_new(server *s, client *c, const method *m, json_object *params, bool more) {
         job *j;
 
         j = calloc(1, sizeof *j);
         if (!j)
                 return NULL;
-        j->kind = kind;
+        j->method = m;
         j->client = c;
-        j->params = params;
-        j->max_rows = s->max_rows;
-        j->max_stacks = s->max_stacks;
-        j->more = more;
+        j->call = (method_job) {
+                .params = params,
+                .max_rows = s->max_rows,
+                .max_stacks = s->max_stacks,
+                .more = more,
+                .db_path = s->db_path,
+                .cache_dir = s->cache_dir,
+        };
         c->refs++;
         c->busy = true;
-        if (kind != JOB_STATUS)
+        if (on_query_queue(m))
                 s->n_jobs++;
         return j;
 }
 
 /* A call the daemon answers later: the client waits (busy) meanwhile. */
-static int start_async(server *s, client *c, const char *method, json_object *params, const char **why) {
+static int start_async(server *s, client *c, const method *m, json_object *params, const char **why) {
         job *j;
         int r;
 
@@ -466,12 +249,12 @@ static int start_async(server *s, client *c, const char *method, json_object *pa
         r = may_start_job(s, c, why);
         if (r < 0)
                 return r;
-        j = job_new(s, c, JOB_ASYNC, NULL, false);
+        j = job_new(s, c, m, NULL, false);
         if (!j)
                 return -ENOMEM;
         j->async_next = s->async_head;
         s->async_head = j;
-        r = s->async_cb((server_call *) j, method, params, s->cache_userdata);
+        r = s->async_cb((server_call *) j, m->name, params, s->cache_userdata);
         if (r < 0) {
                 /* Not taken: answered by the caller of start_async(). */
                 s->async_head = j->async_next;
@@ -493,27 +276,32 @@ void server_call_reply(server *s, server_call *call, char *msg) {
                 return;
         }
         *p = j->async_next;
-        j->replies = single(msg);
+        j->replies = method_single_reply(msg);
         workqueue_complete(s->queue, &j->item);
 }
 
 char *server_error_reply(const char *error, const char *message) {
-        return error_reply(error, message);
+        return method_error_reply(error, message);
 }
 
-static int submit_job(server *s, client *c, job_kind kind, json_object *params, bool more, const char **why) {
+/* Takes params. */
+static int submit_job(server *s, client *c, const method *m, json_object *params, bool more, const char **why) {
         job *j;
         int r;
 
-        if (kind != JOB_STATUS) {
+        if (on_query_queue(m)) {
                 r = may_start_job(s, c, why);
-                if (r < 0)
+                if (r < 0) {
+                        json_object_put(params);
                         return r;
+                }
         }
-        j = job_new(s, c, kind, params, more);
-        if (!j)
+        j = job_new(s, c, m, params, more);
+        if (!j) {
+                json_object_put(params);
                 return -ENOMEM;
-        workqueue_submit(kind == JOB_STATUS ? s->status_queue : s->queue, &j->item);
+        }
+        workqueue_submit(on_query_queue(m) ? s->queue : s->status_queue, &j->item);
         return 0;
 }
 
@@ -525,7 +313,7 @@ static void job_done(workqueue_item *item, void *userdata) {
         job *j = (job *) item;
         client *c = j->client;
 
-        if (j->kind != JOB_STATUS)
+        if (on_query_queue(j->method))
                 s->n_jobs--;
         c->busy = false;
         if (!c->dead) {
@@ -570,6 +358,7 @@ static bool group_allows(server *s, int fd, const struct ucred *cred) {
 static void handle_call(client *c, const char *msg) {
         server *s = c->server;
         proto_call call = {};
+        const method *m;
         const char *why = NULL;
         json_object *p;
         char text[256];
@@ -580,7 +369,7 @@ static void handle_call(client *c, const char *msg) {
         if (r < 0) {
                 log_debug("Malformed call from pid %d (%s); disconnecting it.", (int) c->pid, why);
                 snprintf(text, sizeof text, "not a varlink call: %s", why);
-                client_send(c, error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, text));
+                client_send(c, method_error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, text));
                 c->close_after_write = true;
                 return;
         }
@@ -600,72 +389,58 @@ static void handle_call(client *c, const char *msg) {
                 goto out;
         }
 
-        if (strcmp(call.method, PERFSNAP_METHOD_QUERY) == 0) {
-                p = json_object_get(call.parameters);   /* the job's own reference */
-                r = submit_job(s, c, JOB_QUERY, p, call.more, &why);
-                if (r < 0)
-                        json_object_put(p);
-        } else if (streq(call.method, PERFSNAP_METHOD_MODULES) || streq(call.method, PERFSNAP_METHOD_EVENTS) ||
-                   streq(call.method, PERFSNAP_METHOD_KSYMS)) {
-                p = json_object_get(call.parameters);
-                r = submit_job(s, c, streq(call.method, PERFSNAP_METHOD_MODULES) ? JOB_MODULES :
-                                     streq(call.method, PERFSNAP_METHOD_EVENTS) ? JOB_EVENTS : JOB_KSYMS, p, false, &why);
-                if (r < 0)
-                        json_object_put(p);
-        } else if (streq(call.method, PERFSNAP_METHOD_RESCAN)) {
-                /* Mutating: root only, whatever the group. */
-                if (c->uid != 0) {
-                        client_send(c, error_reply(PERFSNAP_ERROR_PERMISSION_DENIED, "only root may request a rescan"));
-                        goto out;
-                }
-                p = json_object_new_object();
-                r = s->rescan_cb ? s->rescan_cb(p, s->userdata) : -EOPNOTSUPP;
-                if (r < 0) {
-                        snprintf(text, sizeof text, "rescan failed: %s", strerror(-r));
-                        client_send(c, error_reply(PERFSNAP_ERROR_INTERNAL, text));
-                } else
-                        client_send(c, proto_format_reply(p, false));
-                json_object_put(p);
-                goto out;
-        } else if (streq(call.method, PERFSNAP_METHOD_SNAPSHOT) || streq(call.method, PERFSNAP_METHOD_CACHE_PRUNE)) {
-                /* Mutating: root only, whatever the group. */
-                if (c->uid != 0) {
-                        snprintf(text, sizeof text, "only root may %s",
-                                 streq(call.method, PERFSNAP_METHOD_SNAPSHOT) ? "request a snapshot" : "prune the cache");
-                        client_send(c, error_reply(PERFSNAP_ERROR_PERMISSION_DENIED, text));
-                        goto out;
-                }
-                r = start_async(s, c, call.method, call.parameters, &why);
-                if (r == -EOPNOTSUPP || r == -EINVAL) {
-                        client_send(c, error_reply(r == -EINVAL ? PERFSNAP_ERROR_INVALID_PARAMETER : PERFSNAP_ERROR_INTERNAL,
-                                                   r == -EINVAL ? "\"max_size\" and \"max_age_ns\" are integers in [0, 2^63)"
-                                                                : "snapshots are off (cache_dir is empty)"));
-                        goto out;
-                }
-        } else if (streq(call.method, PERFSNAP_METHOD_CACHE_LIST)) {
-                p = json_object_new_object();
-                if (s->cache_cb)
-                        s->cache_cb(p, s->cache_userdata);
-                r = submit_job(s, c, JOB_CACHE_LIST, p, false, &why);
-                if (r < 0)
-                        json_object_put(p);
-        } else if (strcmp(call.method, PERFSNAP_METHOD_STATUS) == 0) {
-                p = json_object_new_object();
-                s->status_cb(p, s->userdata);
-                r = submit_job(s, c, JOB_STATUS, p, false, &why);
-                if (r < 0)
-                        json_object_put(p);
-        } else {
+        m = method_lookup(call.method);
+        if (!m) {
                 p = json_object_new_object();
                 json_object_object_add(p, "method", json_object_new_string(call.method));
                 client_send(c, proto_format_error(PERFSNAP_ERROR_METHOD_NOT_FOUND, p));
                 json_object_put(p);
                 goto out;
         }
+        if (!method_allowed(m, c->uid)) {
+                snprintf(text, sizeof text, "only root may %s", m->denied);
+                client_send(c, method_error_reply(PERFSNAP_ERROR_PERMISSION_DENIED, text));
+                goto out;
+        }
+
+        switch (m->thread) {
+        case METHOD_LOOP:
+                p = json_object_new_object();
+                r = s->rescan_cb ? s->rescan_cb(p, s->userdata) : -EOPNOTSUPP;
+                if (r < 0) {
+                        snprintf(text, sizeof text, "rescan failed: %s", strerror(-r));
+                        client_send(c, method_error_reply(PERFSNAP_ERROR_INTERNAL, text));
+                } else
+                        client_send(c, proto_format_reply(p, false));
+                json_object_put(p);
+                goto out;
+        case METHOD_LOOP_LATER:
+                r = start_async(s, c, m, call.parameters, &why);
+                if (r == -EOPNOTSUPP || r == -EINVAL) {
+                        client_send(c, method_error_reply(r == -EINVAL ? PERFSNAP_ERROR_INVALID_PARAMETER : PERFSNAP_ERROR_INTERNAL,
+                                                   r == -EINVAL ? "\"max_size\" and \"max_age_ns\" are integers in [0, 2^63)"
+                                                                : "snapshots are off (cache_dir is empty)"));
+                        goto out;
+                }
+                break;
+        case METHOD_QUERY_THREAD:
+        case METHOD_STATUS_THREAD:
+                if (m->fill == METHOD_FILL_NONE)
+                        p = json_object_get(call.parameters);   /* the job's own reference */
+                else {
+                        p = json_object_new_object();
+                        if (m->fill == METHOD_FILL_STATUS)
+                                s->status_cb(p, s->userdata);
+                        else if (s->cache_cb)
+                                s->cache_cb(p, s->cache_userdata);
+                }
+                r = submit_job(s, c, m, p, call.more, &why);
+                break;
+        }
         if (r == -EBUSY)
-                client_send(c, error_reply(PERFSNAP_ERROR_BUSY, why ?: "too many requests in progress; try again"));
+                client_send(c, method_error_reply(PERFSNAP_ERROR_BUSY, why ?: "too many requests in progress; try again"));
         else if (r < 0)
-                client_send(c, error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+                client_send(c, method_error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
 out:
         proto_call_done(&call);
 }
@@ -716,7 +491,7 @@ static void client_process(client *c) {
                 if (msgbuf_feed(&c->in, chunk, (size_t) n) < 0) {
                         log_warning("Client pid %d sent a request over %u bytes; disconnecting it.",
                                     (int) c->pid, PERFSNAP_MAX_REQUEST_BYTES);
-                        client_send(c, error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, "request too large"));
+                        client_send(c, method_error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, "request too large"));
                         c->close_after_write = true;
                 }
         }
@@ -795,7 +570,7 @@ static unsigned user_clients(const server *s, uid_t uid) {
 
 /* Best effort: a fresh socket's send buffer takes this without blocking. */
 static void refuse(int fd, const char *message) {
-        _cleanup_free_ char *msg = error_reply(PERFSNAP_ERROR_BUSY, message);
+        _cleanup_free_ char *msg = method_error_reply(PERFSNAP_ERROR_BUSY, message);
 
         if (msg)
                 (void) !send(fd, msg, strlen(msg) + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
