@@ -34,10 +34,9 @@
 
 #include "ingest.h"
 #include "macro.h"
-#include "perf/ringbuf.h"
+#include "perf-synth.h"
 #include "store/store.h"
 
-#define PAGE 4096
 #define RB_DATA (4u << 20)      /* per CPU; a simulated drain interval fits */
 #define DRAIN_NS (250 * NSEC_PER_MSEC)
 #define N_OBJECTS 200
@@ -60,111 +59,23 @@ static size_t zipf(size_t n) {
         return (size_t) ((double) n * pow(u, 3.0)) % n;
 }
 
-typedef struct cpu_rb {
-        uint64_t *mem;
-        ringbuf rb;
-} cpu_rb;
-
-static struct perf_event_mmap_page *meta_of(cpu_rb *c) {
-        return (struct perf_event_mmap_page *) (void *) c->mem;
-}
-
-static void rb_put(cpu_rb *c, const void *rec, size_t size) {
-        struct perf_event_mmap_page *m = meta_of(c);
-        uint8_t *data = (uint8_t *) c->mem + PAGE;
-        uint64_t head = m->data_head;
-
-        if (head + size - m->data_tail > RB_DATA) {
-                fprintf(stderr, "ring buffer full: drain more often\n");
+/* Writers that stop the benchmark when a buffer is full: drain more often. */
+static void must(int r) {
+        if (r < 0) {
+                fprintf(stderr, "writing a record: %s\n", strerror(-r));
                 exit(1);
         }
-        for (size_t i = 0; i < size; i++)
-                data[(head + i) & (RB_DATA - 1)] = ((const uint8_t *) rec)[i];
-        m->data_head = head + size;
 }
 
-/* sample_id_all trailer for PERFSNAP_SAMPLE_TYPE: pid, tid, time, cpu, res, identifier. */
-static size_t put_sample_id(uint64_t *p, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu) {
-        p[0] = (uint64_t) pid | (uint64_t) tid << 32;
-        p[1] = time;
-        p[2] = cpu;
-        p[3] = 1;
-        return 4;
-}
-
-static void emit_sample(cpu_rb *c, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu, uint64_t period,
-                        const uint64_t *chain, size_t nr, bool user) {
-        uint64_t rec[8 + 256];
-        struct perf_event_header *h = (void *) rec;
-        size_t n = 1;
-
-        rec[n++] = 1;                   /* identifier */
-        rec[n++] = chain[nr > 1 ? 1 : 0];   /* ip */
-        rec[n++] = (uint64_t) pid | (uint64_t) tid << 32;
-        rec[n++] = time;
-        rec[n++] = cpu;
-        rec[n++] = period;
-        rec[n++] = nr;
-        memcpy(rec + n, chain, nr * sizeof(uint64_t));
-        n += nr;
-        *h = (struct perf_event_header) {
-                .type = PERF_RECORD_SAMPLE,
-                .misc = user ? PERF_RECORD_MISC_USER : PERF_RECORD_MISC_KERNEL,
-                .size = (uint16_t) (n * 8),
-        };
-        rb_put(c, rec, n * 8);
-}
-
-static void emit_comm(cpu_rb *c, uint32_t pid, const char *comm, uint64_t time, uint32_t cpu, bool exec) {
-        uint64_t rec[16] = {};
-        struct perf_event_header *h = (void *) rec;
-        size_t n = 1;
-
-        rec[n++] = (uint64_t) pid | (uint64_t) pid << 32;
-        snprintf((char *) (rec + n), 16, "%s", comm);
-        n += 2;
-        n += put_sample_id(rec + n, pid, pid, time, cpu);
-        *h = (struct perf_event_header) { .type = PERF_RECORD_COMM, .misc = exec ? PERF_RECORD_MISC_COMM_EXEC : 0,
-                                          .size = (uint16_t) (n * 8) };
-        rb_put(c, rec, n * 8);
-}
-
-static void emit_task(cpu_rb *c, uint32_t type, uint32_t pid, uint32_t ppid, uint64_t time, uint32_t cpu) {
-        uint64_t rec[16] = {};
-        struct perf_event_header *h = (void *) rec;
-        size_t n = 1;
-
-        rec[n++] = (uint64_t) pid | (uint64_t) ppid << 32;
-        rec[n++] = (uint64_t) pid | (uint64_t) ppid << 32;
-        rec[n++] = time;
-        n += put_sample_id(rec + n, pid, pid, time, cpu);
-        *h = (struct perf_event_header) { .type = type, .size = (uint16_t) (n * 8) };
-        rb_put(c, rec, n * 8);
-}
-
-static void emit_mmap2(cpu_rb *c, uint32_t pid, uint64_t addr, uint64_t len, unsigned object, uint64_t time,
+static void emit_mmap2(synth_rb *c, uint32_t pid, uint64_t addr, uint64_t len, unsigned object, uint64_t time,
                        uint32_t cpu) {
-        uint64_t rec[32] = {};
-        struct perf_event_header *h = (void *) rec;
-        uint8_t *b;
-        size_t n = 1;
+        char path[48];
+        uint8_t bid[20];
 
-        rec[n++] = (uint64_t) pid | (uint64_t) pid << 32;
-        rec[n++] = addr;
-        rec[n++] = len;
-        rec[n++] = 0;                   /* pgoff */
-        b = (uint8_t *) (rec + n);      /* build_id_size, reserved, build_id[20] */
-        b[0] = 20;
         for (int i = 0; i < 20; i++)
-                b[4 + i] = (uint8_t) (object * 7 + (unsigned) i);
-        n += 3;
-        rec[n++] = (uint64_t) 5 | (uint64_t) 2 << 32;   /* prot r-x, flags MAP_PRIVATE */
-        snprintf((char *) (rec + n), 48, "/usr/lib/bench/libobj%03u.so", object);
-        n += 6;
-        n += put_sample_id(rec + n, pid, pid, time, cpu);
-        *h = (struct perf_event_header) { .type = PERF_RECORD_MMAP2, .misc = PERF_RECORD_MISC_MMAP_BUILD_ID,
-                                          .size = (uint16_t) (n * 8) };
-        rb_put(c, rec, n * 8);
+                bid[i] = (uint8_t) (object * 7 + (unsigned) i);
+        snprintf(path, sizeof path, "/usr/lib/bench/libobj%03u.so", object);
+        must(synth_mmap2(c, pid, addr, len, 0, path, bid, time, cpu));
 }
 
 typedef struct program {
@@ -233,7 +144,7 @@ static void make_programs(void) {
         }
 }
 
-static void spawn(cpu_rb *c, uint64_t now, uint32_t cpu, uint64_t life_ns) {
+static void spawn(synth_rb *c, uint64_t now, uint32_t cpu, uint64_t life_ns) {
         proc *p;
 
         if (n_procs == MAX_PROCS)
@@ -246,8 +157,8 @@ static void spawn(cpu_rb *c, uint64_t now, uint32_t cpu, uint64_t life_ns) {
         };
         if (next_pid > 4000000)
                 next_pid = 1000;
-        emit_task(c, PERF_RECORD_FORK, p->pid, 1, now, cpu);
-        emit_comm(c, p->pid, p->prog->comm, now, cpu, true);
+        must(synth_task(c, PERF_RECORD_FORK, p->pid, 1, now, cpu));
+        must(synth_comm(c, p->pid, p->prog->comm, now, cpu, true));
         for (unsigned i = 0; i < p->prog->n_objects; i++) {
                 p->base[i] = 0x7f0000000000ULL + (rnd() % 0xffffff) * 0x100000ULL;
                 emit_mmap2(c, p->pid, p->base[i], 0x100000, p->prog->objects[i], now, cpu);
@@ -340,7 +251,7 @@ static void time_queries(const char *db, uint64_t now) {
 int main(int argc, char **argv) {
         uint64_t n_samples, cpus, hz, span_ns, mono0 = 1000 * NSEC_PER_SEC, wall_end, t_next_drain, t_next_commit;
         uint64_t t_next_spawn, emitted = 0;
-        cpu_rb rbs[64];
+        synth_rb rbs[64];
         ringbuf *bufs[64];
         uint32_t cpu_ids[64];
         store *st = NULL;
@@ -400,11 +311,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         for (size_t i = 0; i < cpus; i++) {
-                rbs[i].mem = aligned_alloc(PAGE, PAGE + RB_DATA);
-                memset(rbs[i].mem, 0, PAGE);
-                meta_of(&rbs[i])->data_offset = PAGE;
-                meta_of(&rbs[i])->data_size = RB_DATA;
-                if (ringbuf_init(&rbs[i].rb, rbs[i].mem, PAGE + RB_DATA, PAGE) < 0)
+                if (synth_rb_init(&rbs[i], RB_DATA) < 0)
                         return 1;
                 bufs[i] = &rbs[i].rb;
                 cpu_ids[i] = (uint32_t) i;
@@ -427,7 +334,7 @@ int main(int argc, char **argv) {
                 }
                 for (size_t i = 0; i < n_procs;) {
                         if (procs[i].end_ns && procs[i].end_ns <= t) {
-                                emit_task(&rbs[0], PERF_RECORD_EXIT, procs[i].pid, 1, t, 0);
+                                must(synth_task(&rbs[0], PERF_RECORD_EXIT, procs[i].pid, 1, t, 0));
                                 procs[i] = procs[--n_procs];
                         } else
                                 i++;
@@ -443,7 +350,7 @@ int main(int argc, char **argv) {
                                 /* idle */
                                 for (unsigned j = 0; j < kpath_len[0]; j++)
                                         chain[nr++] = kpaths[0][j];
-                                emit_sample(&rbs[cpu], 0, 0, time, cpu, step, chain, nr, false);
+                                must(synth_sample(&rbs[cpu], 0, 0, time, cpu, step, chain, nr, false));
                         } else {
                                 proc *p = &procs[zipf(n_procs)];
                                 bool kernel = rnd() % 3 == 0;
@@ -464,7 +371,7 @@ int main(int argc, char **argv) {
                                         uint64_t fn = (x >> (j * 5 + 7)) % FUNCS_PER_OBJECT;
                                         chain[nr++] = p->base[o] + 0x1000 + fn * 0x400 + (j * 0x10);
                                 }
-                                emit_sample(&rbs[cpu], p->pid, p->pid, time, cpu, step, chain, nr, !kernel);
+                                must(synth_sample(&rbs[cpu], p->pid, p->pid, time, cpu, step, chain, nr, !kernel));
                         }
                         emitted++;
                 }

@@ -393,6 +393,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
 static void status_fill(json_object *p, void *userdata) {
         daemon_ctx *d = userdata;
         const ingest_stats *st = ingest_get_stats(d->ingest);
+        const symbolizer_stats *sy = ingest_symbolizer_stats(d->ingest);
         const kernel_info *k = ingest_kernel(d->ingest);
         char text[32];
         json_object *lost = json_object_new_array();
@@ -414,8 +415,8 @@ static void status_fill(json_object *p, void *userdata) {
         json_object_object_add(p, "lost_per_cpu", lost);
         json_object_object_add(p, "bad_records", json_object_new_int64((int64_t) st->bad_records));
         json_object_object_add(p, "ingest_cpu_ns", json_object_new_int64((int64_t) st->cpu_ns));
-        json_object_object_add(p, "stack_cache_hits", json_object_new_int64((int64_t) st->stack_cache_hits));
-        json_object_object_add(p, "invalid_user_frames", json_object_new_int64((int64_t) st->invalid_user_frames));
+        json_object_object_add(p, "stack_cache_hits", json_object_new_int64((int64_t) sy->stack_cache_hits));
+        json_object_object_add(p, "invalid_user_frames", json_object_new_int64((int64_t) sy->invalid_user_frames));
         json_object_object_add(p, "deferred_records", json_object_new_int64((int64_t) st->deferred));
         json_object_object_add(p, "ksymbol_records", json_object_new_boolean(d->events && perf_events_has_ksymbol(d->events)));
         json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
@@ -463,8 +464,8 @@ static void status_fill(json_object *p, void *userdata) {
                 json_object_object_add(p, "layout_events", json_object_new_int64((int64_t) ts->events));
                 json_object_object_add(p, "last_change_ns", json_object_new_int64((int64_t) ts->last_change_ns));
                 json_object_object_add(p, "max_change_ns", json_object_new_int64((int64_t) ts->max_change_ns));
-                json_object_object_add(p, "module_frames", json_object_new_int64((int64_t) st->module_frames));
-                json_object_object_add(p, "module_data_frames", json_object_new_int64((int64_t) st->module_data_frames));
+                json_object_object_add(p, "module_frames", json_object_new_int64((int64_t) sy->module_frames));
+                json_object_object_add(p, "module_data_frames", json_object_new_int64((int64_t) sy->module_data_frames));
                 json_object_object_add(p, "ksyms_live", json_object_new_int64((int64_t) layout_n_live_ksyms(l)));
                 json_object_object_add(p, "ksyms_tracked", json_object_new_int64((int64_t) layout_n_ksyms(l)));
                 json_object_object_add(p, "ksyms_registered", json_object_new_int64((int64_t) ts->ksyms_registered));
@@ -475,7 +476,7 @@ static void status_fill(json_object *p, void *userdata) {
                 json_object_object_add(p, "ksym_unknown_unregisters",
                                        json_object_new_int64((int64_t) ts->ksym_unknown_unregisters));
                 json_object_object_add(p, "ksym_rescans", json_object_new_int64((int64_t) ts->ksym_rescans));
-                json_object_object_add(p, "unresolved_kernel_frames", json_object_new_int64((int64_t) st->unresolved_kernel_frames));
+                json_object_object_add(p, "unresolved_kernel_frames", json_object_new_int64((int64_t) sy->unresolved_kernel_frames));
         }
         snapshotter_status(d->snapshotter, p);
         json_object_object_add(p, "uevent_monitor", json_object_new_boolean(d->uevents != NULL));

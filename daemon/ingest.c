@@ -4,27 +4,13 @@
 #include <time.h>
 
 #include "fileio.h"
-#include "hashmap.h"
 #include "ingest.h"
+#include "symbolizer.h"
 #include "log.h"
 #include "macro.h"
 #include "timeparse.h"
 
 #define MAX_CPUS 4096
-/* User addresses lie below, kernel ones above, on the 64-bit architectures
- * that split one address space (x86-64: user below 2^47, or 2^56 with
- * 5-level paging, kernel from 0xff00000000000000). */
-#define USER_ADDR_END (UINT64_C(1) << 63)
-/* Not a perf context marker (those are -1..-4095): the rest of a user
- * call chain that went astray, dropped. */
-#define CONTEXT_INVALID_USER UINT64_C(1)
-#define STACK_CACHE_MAX_ENTRIES (256 * 1024)
-/* User frames by (file, offset): the hot ones of a busy machine fit; the
- * table (40 bytes a slot, at most 70% full) stays ~2.5 MiB. */
-#define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
-/* The caches keyed by whole call chains hold keys of up to ~1 KiB: bound
- * them by bytes too, or a churning machine's stacks fill hundreds of MB. */
-#define CHAIN_CACHE_MAX_BYTES (4 * 1024 * 1024)
 /* Records stamped further than this past a drain's horizon are processed
  * at once rather than kept (no clock runs that far ahead). */
 #define INGEST_CARRY_MAX_NS (60 * NSEC_PER_SEC)
@@ -41,36 +27,16 @@ struct ingest {
         store *store;
         char *root;
         layout *layout;
-        uint64_t layout_gen;    /* the generation the caches below were filled in */
-        uint32_t epoch;         /* layout_epoch() of the sample being processed */
         kernel_info kernel;
         int64_t boot_id;
         int64_t snapshot_id, snapshot_prev_id;  /* see ingest_set_snapshot() */
         uint64_t snapshot_since_ns;
         tasks *tasks;
+        symbolizer *symbolizer;
 
-        ingest_miss_handler miss_cb;
-        void *miss_userdata;
         ingest_record_handler record_cb;
         void *record_userdata;
-        bool miss_handled;      /* the handler ran in this drain pass */
         bool draining;
-
-        /* (kernel address, layout epoch) -> interned frame id, valid for
-         * one layout generation */
-        hashmap *kframe_cache;
-        /* (file id of the tasks table, file offset) -> interned frame id
-         * of a user frame in a file */
-        hashmap *ufile_cache;
-        /* (pid, maps generation of pid, raw callchain) -> leaf stack id. A
-         * repeated call chain costs one lookup instead of one per frame. */
-        hashmap *stack_cache;
-        hashmap *path_cache;    /* the resolved frame ids of a chain -> stack id: shared by processes */
-        uint64_t store_gen;     /* the store's dictionary generation the caches hold ids of */
-        hashmap *maps_gen;      /* pid -> generation, bumped on MMAP2 and exec */
-        uint64_t next_gen;
-        uint64_t *key;          /* scratch for stack_cache keys */
-        size_t key_alloc;
 
         /* the merge buffer of one drain pass; records kept for the next
          * one (at or after the horizon) are moved to the other arena */
@@ -78,9 +44,6 @@ struct ingest {
         size_t arena_len, arena_alloc, carry_alloc;
         pending *pend;
         size_t n_pend, pend_alloc;
-
-        int64_t *frame_ids;     /* scratch, callchain_depth + slack */
-        size_t frame_ids_alloc;
 
         uint64_t lost_per_cpu[MAX_CPUS];
         size_t n_lost_cpus;
@@ -105,17 +68,9 @@ int ingest_new(store *st, const char *root, ingest **ret) {
         }
         r = layout_new(&in->layout);
         if (r >= 0)
-                r = hashmap_new(&in->kframe_cache);
-        if (r >= 0)
-                r = hashmap_new(&in->ufile_cache);
-        if (r >= 0)
-                r = hashmap_new(&in->stack_cache);
-        if (r >= 0)
-                r = hashmap_new(&in->path_cache);
-        if (r >= 0)
-                r = hashmap_new(&in->maps_gen);
-        if (r >= 0)
                 r = tasks_new(in->root, &in->tasks);
+        if (r >= 0)
+                r = symbolizer_new(st, in->layout, in->tasks, &in->symbolizer);
         if (r < 0) {
                 ingest_free(in);
                 return r;
@@ -127,18 +82,12 @@ int ingest_new(store *st, const char *root, ingest **ret) {
 ingest *ingest_free(ingest *in) {
         if (!in)
                 return NULL;
+        symbolizer_free(in->symbolizer);
         layout_free(in->layout);
         tasks_free(in->tasks);
-        hashmap_free(in->kframe_cache);
-        hashmap_free(in->ufile_cache);
-        hashmap_free(in->stack_cache);
-        hashmap_free(in->path_cache);
-        hashmap_free(in->maps_gen);
-        free(in->key);
         free(in->arena);
         free(in->carry);
         free(in->pend);
-        free(in->frame_ids);
         free(in->root);
         free(in);
         return NULL;
@@ -172,6 +121,7 @@ int ingest_load_kernel(ingest *in) {
                 log_warning_errno(r, "Failed to read the kernel build-id from %s/sys/kernel/notes: %m", in->root);
                 in->kernel.build_id[0] = 0;
         }
+        symbolizer_set_kernel_build_id(in->symbolizer, in->kernel.build_id);
         read_line_file(in->root, "proc/sys/kernel/osrelease", in->kernel.release, sizeof in->kernel.release);
         read_line_file(in->root, "proc/sys/kernel/random/boot_id", in->kernel.boot_uuid, sizeof in->kernel.boot_uuid);
 
@@ -217,8 +167,7 @@ store *ingest_store(ingest *in) {
 }
 
 void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata) {
-        in->miss_cb = cb;
-        in->miss_userdata = userdata;
+        symbolizer_set_miss_handler(in->symbolizer, cb, userdata);
 }
 
 void ingest_set_record_handler(ingest *in, ingest_record_handler cb, void *userdata) {
@@ -230,32 +179,21 @@ bool ingest_draining(const ingest *in) {
         return in->draining;
 }
 
-/* Cached resolutions are only valid for the layout generation they were
- * made in. Returns true if they were dropped. */
-static bool check_layout(ingest *in) {
-        if (layout_generation(in->layout) == in->layout_gen)
-                return false;
-        hashmap_clear(in->kframe_cache);
-        hashmap_clear(in->stack_cache);
-        hashmap_clear(in->path_cache);
-        in->layout_gen = layout_generation(in->layout);
-        return true;
-}
-
 const ingest_stats *ingest_get_stats(const ingest *in) {
         return &in->stats;
 }
 
+const symbolizer_stats *ingest_symbolizer_stats(const ingest *in) {
+        return symbolizer_get_stats(in->symbolizer);
+}
+
 size_t ingest_buffer_bytes(const ingest *in) {
         return in->arena_alloc + in->carry_alloc + in->pend_alloc * sizeof *in->pend +
-               in->frame_ids_alloc * sizeof *in->frame_ids + in->key_alloc * sizeof *in->key;
+               symbolizer_buffer_bytes(in->symbolizer);
 }
 
 size_t ingest_cache_bytes(const ingest *in) {
-        return hashmap_memory_bytes(in->kframe_cache) + hashmap_memory_bytes(in->ufile_cache) +
-               hashmap_memory_bytes(in->stack_cache) +
-               hashmap_memory_bytes(in->path_cache) +
-               hashmap_memory_bytes(in->maps_gen) + store_cache_bytes(in->store);
+        return symbolizer_cache_bytes(in->symbolizer) + store_cache_bytes(in->store);
 }
 
 size_t ingest_tasks_bytes(const ingest *in) {
@@ -267,221 +205,14 @@ const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n) {
         return in->lost_per_cpu;
 }
 
-static int kernel_frame_id(ingest *in, uint64_t ip, uint64_t time, int64_t *ret) {
-        char module[MODULE_NAME_MAX + 2], data[256];
-        frame f = { .kind = FRAME_KERNEL, .addr = ip };
-        uint64_t key[2] = { ip, in->epoch };
-        layout_hit hit;
-        int r;
-
-        if (hashmap_get(in->kframe_cache, key, sizeof key, ret) >= 0)
-                return 0;
-
-        r = layout_resolve(in->layout, ip, time, &hit);
-        if (r < 0 && in->miss_cb && !in->miss_handled) {
-                in->miss_handled = true;
-                in->miss_cb(in->miss_userdata);
-                if (check_layout(in)) {
-                        in->epoch = layout_epoch(in->layout, time);
-                        key[1] = in->epoch;
-                }
-                r = layout_resolve(in->layout, ip, time, &hit);
-        }
-        if (r >= 0) {
-                f.symbol = hit.symbol;
-                f.offset = hit.symbol ? ip - hit.symbol_addr : 0;
-                if (hit.data) {
-                        /* No function is there: name the place, "[brd] .orc_unwind+0x2f0". */
-                        snprintf(data, sizeof data, "%s+0x%" PRIx64, hit.symbol, f.offset);
-                        f.symbol = data;
-                        in->stats.module_data_frames++;
-                }
-                if (hit.module_name) {
-                        snprintf(module, sizeof module, "[%s]", hit.module_name);
-                        f.module = module;
-                        if (hit.module) {
-                                f.build_id = hit.module->build_id[0] ? hit.module->build_id : NULL;
-                                in->stats.module_frames++;
-                        }
-                } else {
-                        f.module = MODULE_KERNEL;
-                        f.build_id = in->kernel.build_id[0] ? in->kernel.build_id : NULL;
-                }
-        } else
-                in->stats.unresolved_kernel_frames++;
-
-        r = store_intern_frame(in->store, &f, ret);
-        if (r < 0)
-                return r;
-        return hashmap_put(in->kframe_cache, key, sizeof key, *ret);
-}
-
-/* 1 (and no frame) for a return address that cannot be one: outside
- * every executable mapping of a process whose mappings are known. */
-static int user_frame_id(ingest *in, uint32_t pid, uint64_t ip, bool return_address, int64_t *ret) {
-        frame f = { .kind = FRAME_USER, .addr = ip };
-        uint64_t key[2];
-        mapping m;
-        int r;
-
-        if (tasks_find_mapping(in->tasks, pid, ip, &m) < 0) {
-                if (return_address && tasks_n_mappings(in->tasks, pid) > 0)
-                        return 1;
-                return store_intern_frame(in->store, &f, ret);
-        }
-        f.module = m.path;
-        f.offset = m.pgoff + (ip - m.start);
-        f.build_id = m.build_id[0] ? m.build_id : NULL;
-        /* A file's code is the same frame in every process that maps it,
-         * wherever ASLR put it: keyed by the file, its build-id and the
-         * file offset, not by the process's address. Anonymous memory
-         * ("", "[heap]", "//anon") has no such identity. */
-        if (!m.path || m.path[0] != '/')
-                return store_intern_frame(in->store, &f, ret);
-        f.addr = f.offset;
-
-        /* Two numbers instead of the frame's path and build-id. */
-        key[0] = m.file_id;
-        key[1] = f.offset;
-        if (hashmap_get(in->ufile_cache, key, sizeof key, ret) >= 0)
-                return 0;
-        r = store_intern_frame(in->store, &f, ret);
-        if (r < 0)
-                return r;
-        if (hashmap_size(in->ufile_cache) >= UFILE_CACHE_MAX_ENTRIES)
-                hashmap_clear(in->ufile_cache);
-        return hashmap_put(in->ufile_cache, key, sizeof key, *ret);
-}
-
 static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns) {
-        /* Callchain layout: PERF_CONTEXT_KERNEL, kernel ips..., PERF_CONTEXT_USER,
-         * user ips... (leaf first). Entries are attributed to the context of the
-         * last marker seen; without a callchain, the sample ip and the record's
-         * cpumode decide. */
-        uint64_t context = ps->user ? PERF_CONTEXT_USER : PERF_CONTEXT_KERNEL;
-        size_t n = 0, need = ps->nr + 1;
         int64_t stack = 0, comm_id = 0;
         const char *comm;
         int r;
 
-        check_layout(in);
-        if (store_generation(in->store) != in->store_gen) {
-                /* Ids of an older generation must not be used again. */
-                hashmap_clear(in->kframe_cache);
-                hashmap_clear(in->ufile_cache);
-                hashmap_clear(in->stack_cache);
-                hashmap_clear(in->path_cache);
-                in->store_gen = store_generation(in->store);
-        }
-        in->epoch = layout_epoch(in->layout, ps->time);
-        uint64_t gen_at_start = in->layout_gen;
-
-        /* Key: pid, the pid's maps generation, cpumode, the layout epoch of
-         * the sample's time, the raw callchain. */
-        if (GREEDY_REALLOC(in->key, in->key_alloc, (size_t) ps->nr + 5) < 0)
-                return -ENOMEM;
-        int64_t gen = 0;
-        (void) hashmap_get_u64(in->maps_gen, ps->pid, &gen);
-        in->key[0] = ps->pid;
-        in->key[1] = (uint64_t) gen;
-        in->key[2] = ps->nr == 0 ? ps->ip : 0;
-        in->key[3] = ps->user;
-        in->key[4] = in->epoch;
-        for (uint64_t i = 0; i < ps->nr; i++)
-                memcpy(&in->key[5 + i], &ps->ips[i], sizeof(uint64_t));
-        size_t key_len = (ps->nr + 5) * sizeof(uint64_t);
-        if (hashmap_get(in->stack_cache, in->key, key_len, &stack) >= 0) {
-                in->stats.stack_cache_hits++;
-                goto insert;
-        }
-
-        if (GREEDY_REALLOC(in->frame_ids, in->frame_ids_alloc, need) < 0)
-                return -ENOMEM;
-
-        if (ps->nr == 0) {
-                r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(in, ps->ip, ps->time, &in->frame_ids[n])
-                                                   : user_frame_id(in, ps->pid, ps->ip, false, &in->frame_ids[n]);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-
-        unsigned user_entries = 0;
-        for (uint64_t i = 0; i < ps->nr; i++) {
-                uint64_t ip;
-
-                memcpy(&ip, &ps->ips[i], sizeof ip);
-                if (perf_callchain_is_context(ip)) {
-                        context = ip;
-                        continue;
-                }
-                /* The kernel walks a user stack by its frame pointers and
-                 * takes whatever lies beside each saved one for a return
-                 * address, unchecked (perf_callchain_user()). Where the
-                 * program keeps no frame pointers, that is any value on its
-                 * stack: perfsnapd's own stack holds the module addresses it
-                 * just parsed from sysfs. An entry in the kernel's half of
-                 * the address space is no user return address, and the
-                 * entries after it come from the same bogus frame. */
-                if (context == PERF_CONTEXT_USER && ip >= USER_ADDR_END)
-                        context = CONTEXT_INVALID_USER;
-                if (context == PERF_CONTEXT_KERNEL) {
-                        r = kernel_frame_id(in, ip, ps->time, &in->frame_ids[n]);
-                        in->stats.kernel_frames++;
-                } else if (context == PERF_CONTEXT_USER) {
-                        /* Likewise an entry outside all executable code:
-                         * a frame-pointer walk through code built without
-                         * them reads whatever the stack holds. The first
-                         * entry is the sampled IP, from the registers. */
-                        r = user_frame_id(in, ps->pid, ip, user_entries++ > 0, &in->frame_ids[n]);
-                        if (r == 1) {
-                                context = CONTEXT_INVALID_USER;
-                                in->stats.invalid_user_frames++;
-                                continue;
-                        }
-                        in->stats.user_frames++;
-                } else {
-                        if (context == CONTEXT_INVALID_USER)
-                                in->stats.invalid_user_frames++;
-                        continue;       /* and guest contexts: not ours to resolve */
-                }
-                if (r < 0)
-                        return r;
-                n++;
-        }
-
-        /* The same frames in another process (same binaries, other
-         * addresses) make the same stack: one lookup instead of one per
-         * node. Else stacks are interned outermost caller first. */
-        if (hashmap_get(in->path_cache, in->frame_ids, n * sizeof(int64_t), &stack) < 0) {
-                stack = 0;
-                for (size_t i = n; i > 0; i--) {
-                        r = store_intern_stack(in->store, stack, in->frame_ids[i - 1], &stack);
-                        if (r < 0)
-                                return r;
-                }
-                if (hashmap_size(in->path_cache) >= STACK_CACHE_MAX_ENTRIES ||
-                    hashmap_memory_bytes(in->path_cache) >= CHAIN_CACHE_MAX_BYTES)
-                        hashmap_clear(in->path_cache);
-                r = hashmap_put(in->path_cache, in->frame_ids, n * sizeof(int64_t), stack);
-                if (r < 0)
-                        return r;
-        }
-
-        /* Bounded: start over rather than grow without limit. A layout
-         * change while resolving this sample makes its epoch in the key
-         * stale: do not cache it then. */
-        if (hashmap_size(in->stack_cache) >= STACK_CACHE_MAX_ENTRIES ||
-            hashmap_memory_bytes(in->stack_cache) >= CHAIN_CACHE_MAX_BYTES)
-                hashmap_clear(in->stack_cache);
-        if (in->layout_gen == gen_at_start) {
-                r = hashmap_put(in->stack_cache, in->key, key_len, stack);
-                if (r < 0)
-                        return r;
-        }
-
-insert:
-        /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
+        r = symbolizer_stack(in->symbolizer, ps, &stack);
+        if (r < 0)
+                return r;
         comm = ps->pid == 0 ? "swapper" : tasks_get_comm(in->tasks, ps->pid, ps->tid);
         if (comm) {
                 r = store_intern_string(in->store, comm, &comm_id);
@@ -507,18 +238,6 @@ insert:
         return 0;
 }
 
-/* User frames of pid resolve differently from now on: cached stacks of the
- * previous generation no longer match. */
-static void maps_changed(ingest *in, uint32_t pid) {
-        (void) hashmap_put_u64(in->maps_gen, pid, (int64_t) ++in->next_gen);
-        if (hashmap_size(in->maps_gen) >= STACK_CACHE_MAX_ENTRIES) {
-                /* Forgetting generations would make old keys match again:
-                 * forget the stacks keyed by them too. */
-                hashmap_clear(in->maps_gen);
-                hashmap_clear(in->stack_cache);
-        }
-}
-
 int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
         char bid[BUILD_ID_HEX_MAX];
         int r;
@@ -529,7 +248,7 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
 
         case PERF_RECORD_COMM:
                 if (rec->comm.exec)
-                        maps_changed(in, rec->comm.pid);
+                        symbolizer_maps_changed(in->symbolizer, rec->comm.pid);
                 return tasks_comm(in->tasks, rec->comm.pid, rec->comm.tid, rec->comm.comm, rec->comm.exec);
 
         case PERF_RECORD_FORK:
@@ -540,7 +259,7 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                                   (uint64_t) ((int64_t) rec->task.time + mono_to_wall_ns));
 
         case PERF_RECORD_MMAP2:
-                maps_changed(in, rec->mmap2.pid);
+                symbolizer_maps_changed(in->symbolizer, rec->mmap2.pid);
                 if (rec->mmap2.build_id_size > 0)
                         build_id_to_hex(rec->mmap2.build_id, MIN(rec->mmap2.build_id_size, BUILD_ID_MAX_BYTES), bid);
                 return tasks_mmap(in->tasks, rec->mmap2.pid, rec->mmap2.addr, rec->mmap2.len, rec->mmap2.pgoff,
@@ -576,10 +295,7 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
 /* The store rolled a batch back: ids interned in it are gone from the
  * database, so the caches that hold them must go too. */
 static void forget_batch_ids(ingest *in) {
-        hashmap_clear(in->kframe_cache);
-        hashmap_clear(in->ufile_cache);
-        hashmap_clear(in->stack_cache);
-        hashmap_clear(in->path_cache);
+        symbolizer_forget_ids(in->symbolizer);
 }
 
 int ingest_commit(ingest *in) {
@@ -693,7 +409,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         int r, ret = 0;
 
         /* Records kept by the previous drain stay at the front. */
-        in->miss_handled = false;
+        symbolizer_new_pass(in->symbolizer);
 
         for (size_t i = 0; i < n; i++) {
                 r = ringbuf_drain(bufs[i], collect_record, in);

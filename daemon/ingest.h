@@ -2,8 +2,9 @@
 #pragma once
 
 /* The ingest path: raw perf records from every CPU's ring buffer are
- * copied out, merged by time, decoded, symbolized against the kernel
- * layout and the user-space task table, and written to the store in one
+ * copied out, merged by time, decoded, handed to the task table (COMM,
+ * FORK, EXIT, MMAP2) or the symbolizer (samples), and written to the
+ * store with store_insert_sample(), the one sample write, in one
  * transaction per drain pass. */
 
 #include <stdbool.h>
@@ -16,6 +17,7 @@
 #include "perf/ringbuf.h"
 #include "store/store.h"
 #include "perf/tasks.h"
+#include "symbolizer.h"
 
 typedef struct ingest ingest;
 
@@ -25,10 +27,6 @@ typedef struct ingest_stats {
         uint64_t deferred;              /* records kept for the next drain (at or after its horizon) */
         uint64_t bad_records;           /* failed to decode, skipped */
         uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
-        uint64_t kernel_frames, user_frames, unresolved_kernel_frames, module_frames;
-        uint64_t module_data_frames;    /* kernel frames in a module's data section (see layout_hit.data) */
-        uint64_t invalid_user_frames;   /* user entries at kernel addresses, and those after them: dropped */
-        uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
         uint64_t drains;
         uint64_t commits;
         uint64_t cpu_ns;                /* thread CPU time spent in ingest_drain() */
@@ -61,11 +59,9 @@ size_t ingest_n_symbols(const ingest *in);
 layout *ingest_layout(ingest *in);
 store *ingest_store(ingest *in);
 
-/* Called (at most once per drain pass) when a kernel address resolves to
- * nothing: a module may have been loaded and not yet announced (its init
- * runs before the add uevent). The handler may change the layout; the
- * address is then resolved again. */
-typedef void (*ingest_miss_handler)(void *userdata);
+/* The symbolizer's miss handler (symbolizer.h), run at most once per
+ * drain pass. */
+typedef symbolizer_miss_handler ingest_miss_handler;
 void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata);
 
 /* Called for PERF_RECORD_KSYMBOL, PERF_RECORD_BPF_EVENT and
@@ -102,6 +98,8 @@ int ingest_commit(ingest *in);
 int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns);
 
 const ingest_stats *ingest_get_stats(const ingest *in);
+/* The symbolizer's counters (frames by kind, stack cache hits). */
+const symbolizer_stats *ingest_symbolizer_stats(const ingest *in);
 /* Bytes allocated for the merge buffers (their high-water mark). */
 size_t ingest_buffer_bytes(const ingest *in);
 /* Bytes held by the resolution caches (frames, stacks, maps generations)

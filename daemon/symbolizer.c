@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The symbolizer (symbolizer.h): call chains to interned frames and
+ * stacks, with the caches that make a repeated chain one lookup. */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "macro.h"
+#include "symbolizer.h"
+
+/* User addresses lie below, kernel ones above, on the 64-bit architectures
+ * that split one address space (x86-64: user below 2^47, or 2^56 with
+ * 5-level paging, kernel from 0xff00000000000000). */
+#define USER_ADDR_END (UINT64_C(1) << 63)
+/* Not a perf context marker (those are -1..-4095): the rest of a user
+ * call chain that went astray, dropped. */
+#define CONTEXT_INVALID_USER UINT64_C(1)
+#define STACK_CACHE_MAX_ENTRIES (256 * 1024)
+/* User frames by (file, offset): the hot ones of a busy machine fit; the
+ * table (40 bytes a slot, at most 70% full) stays ~2.5 MiB. */
+#define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
+/* The caches keyed by whole call chains hold keys of up to ~1 KiB: bound
+ * them by bytes too, or a churning machine's stacks fill hundreds of MB. */
+#define CHAIN_CACHE_MAX_BYTES (4 * 1024 * 1024)
+
+struct symbolizer {
+        store *store;
+        layout *layout;
+        tasks *tasks;
+        char kernel_build_id[BUILD_ID_HEX_MAX];
+
+        symbolizer_miss_handler miss_cb;
+        void *miss_userdata;
+        bool miss_handled;      /* the handler ran in this pass */
+
+        uint64_t layout_gen;    /* the generation the caches below were filled in */
+        uint32_t epoch;         /* layout_epoch() of the sample being resolved */
+        uint64_t store_gen;     /* the store's dictionary generation the caches hold ids of */
+
+        /* (kernel address, layout epoch) -> interned frame id, valid for
+         * one layout generation */
+        hashmap *kframe_cache;
+        /* (file id of the tasks table, file offset) -> interned frame id
+         * of a user frame in a file */
+        hashmap *ufile_cache;
+        /* The stack cache, in two levels. (pid, maps generation of pid,
+         * raw call chain) -> leaf stack id: a repeated call chain costs
+         * one lookup instead of one per frame; */
+        hashmap *stack_cache;
+        /* the resolved frame ids of a chain -> stack id: the same code in
+         * another process (other addresses) finds its stack here. */
+        hashmap *path_cache;
+        hashmap *maps_gen;      /* pid -> generation, bumped on MMAP2 and exec */
+        uint64_t next_gen;
+
+        uint64_t *key;          /* scratch for stack_cache keys */
+        size_t key_alloc;
+        int64_t *frame_ids;     /* scratch, callchain_depth + slack */
+        size_t frame_ids_alloc;
+
+        symbolizer_stats stats;
+};
+
+int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
+        symbolizer *s;
+        int r;
+
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        s->store = st;
+        s->layout = l;
+        s->tasks = t;
+        r = hashmap_new(&s->kframe_cache);
+        if (r >= 0)
+                r = hashmap_new(&s->ufile_cache);
+        if (r >= 0)
+                r = hashmap_new(&s->stack_cache);
+        if (r >= 0)
+                r = hashmap_new(&s->path_cache);
+        if (r >= 0)
+                r = hashmap_new(&s->maps_gen);
+        if (r < 0) {
+                symbolizer_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+symbolizer *symbolizer_free(symbolizer *s) {
+        if (!s)
+                return NULL;
+        hashmap_free(s->kframe_cache);
+        hashmap_free(s->ufile_cache);
+        hashmap_free(s->stack_cache);
+        hashmap_free(s->path_cache);
+        hashmap_free(s->maps_gen);
+        free(s->key);
+        free(s->frame_ids);
+        free(s);
+        return NULL;
+}
+
+void symbolizer_set_kernel_build_id(symbolizer *s, const char *build_id) {
+        snprintf(s->kernel_build_id, sizeof s->kernel_build_id, "%s", build_id ?: "");
+}
+
+void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void *userdata) {
+        s->miss_cb = cb;
+        s->miss_userdata = userdata;
+}
+
+void symbolizer_new_pass(symbolizer *s) {
+        s->miss_handled = false;
+}
+
+const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
+        return &s->stats;
+}
+
+size_t symbolizer_cache_bytes(const symbolizer *s) {
+        return hashmap_memory_bytes(s->kframe_cache) + hashmap_memory_bytes(s->ufile_cache) +
+               hashmap_memory_bytes(s->stack_cache) + hashmap_memory_bytes(s->path_cache) +
+               hashmap_memory_bytes(s->maps_gen);
+}
+
+size_t symbolizer_buffer_bytes(const symbolizer *s) {
+        return s->frame_ids_alloc * sizeof *s->frame_ids + s->key_alloc * sizeof *s->key;
+}
+
+void symbolizer_forget_ids(symbolizer *s) {
+        hashmap_clear(s->kframe_cache);
+        hashmap_clear(s->ufile_cache);
+        hashmap_clear(s->stack_cache);
+        hashmap_clear(s->path_cache);
+}
+
+void symbolizer_maps_changed(symbolizer *s, uint32_t pid) {
+        (void) hashmap_put_u64(s->maps_gen, pid, (int64_t) ++s->next_gen);
+        if (hashmap_size(s->maps_gen) >= STACK_CACHE_MAX_ENTRIES) {
+                /* Forgetting generations would make old keys match again:
+                 * forget the stacks keyed by them too. */
+                hashmap_clear(s->maps_gen);
+                hashmap_clear(s->stack_cache);
+        }
+}
+
+/* Cached resolutions are only valid for the layout generation they were
+ * made in. Returns true if they were dropped. */
+static bool check_layout(symbolizer *s) {
+        if (layout_generation(s->layout) == s->layout_gen)
+                return false;
+        hashmap_clear(s->kframe_cache);
+        hashmap_clear(s->stack_cache);
+        hashmap_clear(s->path_cache);
+        s->layout_gen = layout_generation(s->layout);
+        return true;
+}
+
+static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *ret) {
+        char module[MODULE_NAME_MAX + 2], data[256];
+        frame f = { .kind = FRAME_KERNEL, .addr = ip };
+        uint64_t key[2] = { ip, s->epoch };
+        layout_hit hit;
+        int r;
+
+        if (hashmap_get(s->kframe_cache, key, sizeof key, ret) >= 0)
+                return 0;
+
+        r = layout_resolve(s->layout, ip, time, &hit);
+        if (r < 0 && s->miss_cb && !s->miss_handled) {
+                s->miss_handled = true;
+                s->miss_cb(s->miss_userdata);
+                if (check_layout(s)) {
+                        s->epoch = layout_epoch(s->layout, time);
+                        key[1] = s->epoch;
+                }
+                r = layout_resolve(s->layout, ip, time, &hit);
+        }
+        if (r >= 0) {
+                f.symbol = hit.symbol;
+                f.offset = hit.symbol ? ip - hit.symbol_addr : 0;
+                if (hit.data) {
+                        /* No function is there: name the place, "[brd] .orc_unwind+0x2f0". */
+                        snprintf(data, sizeof data, "%s+0x%" PRIx64, hit.symbol, f.offset);
+                        f.symbol = data;
+                        s->stats.module_data_frames++;
+                }
+                if (hit.module_name) {
+                        snprintf(module, sizeof module, "[%s]", hit.module_name);
+                        f.module = module;
+                        if (hit.module) {
+                                f.build_id = hit.module->build_id[0] ? hit.module->build_id : NULL;
+                                s->stats.module_frames++;
+                        }
+                } else {
+                        f.module = MODULE_KERNEL;
+                        f.build_id = s->kernel_build_id[0] ? s->kernel_build_id : NULL;
+                }
+        } else
+                s->stats.unresolved_kernel_frames++;
+
+        r = store_intern_frame(s->store, &f, ret);
+        if (r < 0)
+                return r;
+        return hashmap_put(s->kframe_cache, key, sizeof key, *ret);
+}
+
+/* 1 (and no frame) for a return address that cannot be one: outside
+ * every executable mapping of a process whose mappings are known. */
+static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_address, int64_t *ret) {
+        frame f = { .kind = FRAME_USER, .addr = ip };
+        uint64_t key[2];
+        mapping m;
+        int r;
+
+        if (tasks_find_mapping(s->tasks, pid, ip, &m) < 0) {
+                if (return_address && tasks_n_mappings(s->tasks, pid) > 0)
+                        return 1;
+                return store_intern_frame(s->store, &f, ret);
+        }
+        f.module = m.path;
+        f.offset = m.pgoff + (ip - m.start);
+        f.build_id = m.build_id[0] ? m.build_id : NULL;
+        /* A file's code is the same frame in every process that maps it,
+         * wherever ASLR put it: keyed by the file, its build-id and the
+         * file offset, not by the process's address. Anonymous memory
+         * ("", "[heap]", "//anon") has no such identity. */
+        if (!m.path || m.path[0] != '/')
+                return store_intern_frame(s->store, &f, ret);
+        f.addr = f.offset;
+
+        /* Two numbers instead of the frame's path and build-id. */
+        key[0] = m.file_id;
+        key[1] = f.offset;
+        if (hashmap_get(s->ufile_cache, key, sizeof key, ret) >= 0)
+                return 0;
+        r = store_intern_frame(s->store, &f, ret);
+        if (r < 0)
+                return r;
+        if (hashmap_size(s->ufile_cache) >= UFILE_CACHE_MAX_ENTRIES)
+                hashmap_clear(s->ufile_cache);
+        return hashmap_put(s->ufile_cache, key, sizeof key, *ret);
+}
+
+int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
+        /* Entries are attributed to the context of the last marker seen. */
+        uint64_t context = ps->user ? PERF_CONTEXT_USER : PERF_CONTEXT_KERNEL;
+        size_t n = 0, need = ps->nr + 1;
+        int64_t stack = 0;
+        int r;
+
+        check_layout(s);
+        if (store_generation(s->store) != s->store_gen) {
+                /* Ids of an older generation must not be used again. */
+                symbolizer_forget_ids(s);
+                s->store_gen = store_generation(s->store);
+        }
+        s->epoch = layout_epoch(s->layout, ps->time);
+        uint64_t gen_at_start = s->layout_gen;
+
+        /* Key: pid, the pid's maps generation, cpumode, the layout epoch of
+         * the sample's time, the raw callchain. */
+        if (GREEDY_REALLOC(s->key, s->key_alloc, (size_t) ps->nr + 5) < 0)
+                return -ENOMEM;
+        int64_t gen = 0;
+        (void) hashmap_get_u64(s->maps_gen, ps->pid, &gen);
+        s->key[0] = ps->pid;
+        s->key[1] = (uint64_t) gen;
+        s->key[2] = ps->nr == 0 ? ps->ip : 0;
+        s->key[3] = ps->user;
+        s->key[4] = s->epoch;
+        for (uint64_t i = 0; i < ps->nr; i++)
+                memcpy(&s->key[5 + i], &ps->ips[i], sizeof(uint64_t));
+        size_t key_len = (ps->nr + 5) * sizeof(uint64_t);
+        if (hashmap_get(s->stack_cache, s->key, key_len, &stack) >= 0) {
+                s->stats.stack_cache_hits++;
+                goto done;
+        }
+
+        if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0)
+                return -ENOMEM;
+
+        if (ps->nr == 0) {
+                r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(s, ps->ip, ps->time, &s->frame_ids[n])
+                                                   : user_frame_id(s, ps->pid, ps->ip, false, &s->frame_ids[n]);
+                if (r < 0)
+                        return r;
+                n++;
+        }
+
+        unsigned user_entries = 0;
+        for (uint64_t i = 0; i < ps->nr; i++) {
+                uint64_t ip;
+
+                memcpy(&ip, &ps->ips[i], sizeof ip);
+                if (perf_callchain_is_context(ip)) {
+                        context = ip;
+                        continue;
+                }
+                /* The kernel walks a user stack by its frame pointers and
+                 * takes whatever lies beside each saved one for a return
+                 * address, unchecked (perf_callchain_user()). Where the
+                 * program keeps no frame pointers, that is any value on its
+                 * stack: perfsnapd's own stack holds the module addresses it
+                 * just parsed from sysfs. An entry in the kernel's half of
+                 * the address space is no user return address, and the
+                 * entries after it come from the same bogus frame. */
+                if (context == PERF_CONTEXT_USER && ip >= USER_ADDR_END)
+                        context = CONTEXT_INVALID_USER;
+                if (context == PERF_CONTEXT_KERNEL) {
+                        r = kernel_frame_id(s, ip, ps->time, &s->frame_ids[n]);
+                        s->stats.kernel_frames++;
+                } else if (context == PERF_CONTEXT_USER) {
+                        /* Likewise an entry outside all executable code:
+                         * a frame-pointer walk through code built without
+                         * them reads whatever the stack holds. The first
+                         * entry is the sampled IP, from the registers. */
+                        r = user_frame_id(s, ps->pid, ip, user_entries++ > 0, &s->frame_ids[n]);
+                        if (r == 1) {
+                                context = CONTEXT_INVALID_USER;
+                                s->stats.invalid_user_frames++;
+                                continue;
+                        }
+                        s->stats.user_frames++;
+                } else {
+                        if (context == CONTEXT_INVALID_USER)
+                                s->stats.invalid_user_frames++;
+                        continue;       /* and guest contexts: not ours to resolve */
+                }
+                if (r < 0)
+                        return r;
+                n++;
+        }
+
+        /* The same frames in another process (same binaries, other
+         * addresses) make the same stack: one lookup instead of one per
+         * node. Else stacks are interned outermost caller first. */
+        if (hashmap_get(s->path_cache, s->frame_ids, n * sizeof(int64_t), &stack) < 0) {
+                stack = 0;
+                for (size_t i = n; i > 0; i--) {
+                        r = store_intern_stack(s->store, stack, s->frame_ids[i - 1], &stack);
+                        if (r < 0)
+                                return r;
+                }
+                if (hashmap_size(s->path_cache) >= STACK_CACHE_MAX_ENTRIES ||
+                    hashmap_memory_bytes(s->path_cache) >= CHAIN_CACHE_MAX_BYTES)
+                        hashmap_clear(s->path_cache);
+                r = hashmap_put(s->path_cache, s->frame_ids, n * sizeof(int64_t), stack);
+                if (r < 0)
+                        return r;
+        }
+
+        /* Bounded: start over rather than grow without limit. A layout
+         * change while resolving this sample makes its epoch in the key
+         * stale: do not cache it then. */
+        if (hashmap_size(s->stack_cache) >= STACK_CACHE_MAX_ENTRIES ||
+            hashmap_memory_bytes(s->stack_cache) >= CHAIN_CACHE_MAX_BYTES)
+                hashmap_clear(s->stack_cache);
+        if (s->layout_gen == gen_at_start) {
+                r = hashmap_put(s->stack_cache, s->key, key_len, stack);
+                if (r < 0)
+                        return r;
+        }
+
+done:
+        *ret_stack = stack;
+        return 0;
+}
+        /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */

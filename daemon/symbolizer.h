@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* The symbolizer: a sample's call chain -> the interned stack of the
+ * frames it names, as perf's machine__resolve() does for a report. Kernel
+ * addresses resolve against the kernel code layout at the sample's time
+ * (kallsyms, module sections and symbols, dynamic symbols); user addresses
+ * against the task table's mappings of the sampled process, as (file,
+ * build-id, file offset) so the same code is the same frame in every
+ * process. It owns the resolution caches; the store owns the dictionary
+ * of frames and stacks. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernel/layout.h"
+#include "perf/perf-record.h"
+#include "perf/tasks.h"
+#include "store/store.h"
+
+typedef struct symbolizer symbolizer;
+
+typedef struct symbolizer_stats {
+        uint64_t kernel_frames, user_frames, unresolved_kernel_frames, module_frames;
+        uint64_t module_data_frames;    /* kernel frames in a module's data section (see layout_hit.data) */
+        uint64_t invalid_user_frames;   /* user entries at kernel addresses, and those after them: dropped */
+        uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
+} symbolizer_stats;
+
+/* The collaborators must outlive the symbolizer. */
+int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret);
+symbolizer *symbolizer_free(symbolizer *s);
+
+/* The build-id kernel frames carry ("" or NULL: none). */
+void symbolizer_set_kernel_build_id(symbolizer *s, const char *build_id);
+
+/* Called (at most once per pass, see symbolizer_new_pass()) when a kernel
+ * address resolves to nothing: a module may have been loaded and not yet
+ * announced (its init runs before the add uevent). The handler may change
+ * the layout; the address is then resolved again. */
+typedef void (*symbolizer_miss_handler)(void *userdata);
+void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void *userdata);
+/* A new drain pass: the miss handler may run again. */
+void symbolizer_new_pass(symbolizer *s);
+
+/* The leaf stack id of ps's call chain (0 for an empty one), interning
+ * frames and stack nodes in the store's open batch. Call chain layout:
+ * PERF_CONTEXT_KERNEL, kernel ips..., PERF_CONTEXT_USER, user ips...,
+ * leaf first; without one, the sample ip and its cpumode decide. */
+int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack);
+
+/* pid's mappings changed (MMAP2, exec): its cached stacks no longer apply. */
+void symbolizer_maps_changed(symbolizer *s, uint32_t pid);
+/* The store dropped ids (a rolled-back batch): forget every cached id. */
+void symbolizer_forget_ids(symbolizer *s);
+
+const symbolizer_stats *symbolizer_get_stats(const symbolizer *s);
+/* Bytes held by the caches, and by the scratch buffers. */
+size_t symbolizer_cache_bytes(const symbolizer *s);
+size_t symbolizer_buffer_bytes(const symbolizer *s);

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The symbolizer (daemon/symbolizer.c) over a real sqlite store, a kernel
+ * layout from kallsyms text and a task table fed MMAP2-like mappings: the
+ * frames it interns, stack identity across processes, its stack cache,
+ * the user entries it drops, and the miss handler. */
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "symbolizer.h"
+#include "test.h"
+#include "timeparse.h"
+
+static const char kallsyms_text[] =
+        "ffffffff81000000 T _text\n"
+        "ffffffff81000000 T startup_64\n"
+        "ffffffff81001000 T do_one_initcall\n"
+        "ffffffff81002000 T _etext\n";
+
+#define APP_A 0x400000ULL               /* /usr/bin/app in pid 100 */
+#define APP_B 0x7f0000000000ULL         /* the same file in pid 200 */
+#define KADDR 0xffffffff81001010ULL     /* do_one_initcall+0x10 */
+#define CTX_K ((uint64_t) PERF_CONTEXT_KERNEL)
+#define CTX_U ((uint64_t) PERF_CONTEXT_USER)
+#define T0 1700000000000000000ULL
+
+typedef struct fixture {
+        char dir[64];
+        store *store;
+        layout *layout;
+        tasks *tasks;
+        symbolizer *sym;
+        int64_t boot;
+} fixture;
+
+static void setup(fixture *f) {
+        kallsyms *k = NULL;
+        char path[128];
+
+        snprintf(f->dir, sizeof f->dir, "/tmp/test-symbolizer.XXXXXX");
+        ASSERT_TRUE(mkdtemp(f->dir));
+        snprintf(path, sizeof path, "%s/db", f->dir);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &f->store));
+        ASSERT_OK(store_add_boot(f->store, "uuid", "kbid", 0xffffffff81000000, "6.1", T0, &f->boot));
+        ASSERT_OK(layout_new(&f->layout));
+        ASSERT_OK(kallsyms_parse(kallsyms_text, strlen(kallsyms_text), &k));
+        layout_set_kernel(f->layout, k);
+        /* An empty root: no /proc to fall back on, only the mappings given. */
+        ASSERT_OK(tasks_new(f->dir, &f->tasks));
+        ASSERT_OK(tasks_comm(f->tasks, 100, 100, "app", true));
+        ASSERT_OK(tasks_comm(f->tasks, 200, 200, "app", true));
+        ASSERT_OK(tasks_mmap(f->tasks, 100, APP_A, 0x10000, 0, "/usr/bin/app", "abcd"));
+        ASSERT_OK(tasks_mmap(f->tasks, 200, APP_B, 0x10000, 0, "/usr/bin/app", "abcd"));
+        ASSERT_OK(symbolizer_new(f->store, f->layout, f->tasks, &f->sym));
+        symbolizer_set_kernel_build_id(f->sym, "kbid");
+        ASSERT_OK(store_begin(f->store));
+}
+
+static void teardown(fixture *f) {
+        char cmd[128];
+
+        symbolizer_free(f->sym);
+        tasks_free(f->tasks);
+        layout_free(f->layout);
+        store_free(f->store);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+        ASSERT_EQ(system(cmd), 0);
+}
+
+static int64_t stack_of(fixture *f, uint32_t pid, const uint64_t *ips, size_t n) {
+        perf_sample ps = { .pid = pid, .tid = pid, .time = 1000, .period = 1, .nr = n, .ips = ips };
+        int64_t stack = -1;
+
+        ASSERT_OK(symbolizer_stack(f->sym, &ps, &stack));
+        return stack;
+}
+
+/* The folded frames of the one stack the store holds samples of. */
+static void assert_stored_frames(fixture *f, int64_t stack, const char *const *want, size_t n) {
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r = NULL;
+
+        ASSERT_OK(store_insert_sample(f->store, &(stored_sample) { .time_ns = T0, .pid = 100, .tid = 100,
+                                      .stack_id = stack, .period = 1, .boot_id = f->boot }));
+        ASSERT_OK(store_flush_samples(f->store, UINT64_MAX));
+        ASSERT_OK(store_commit(f->store));
+        q.want_stacks = true;
+        ASSERT_OK(store_query(f->store, &q, 0, 0, &r));
+        ASSERT_EQ(r->n_stacks, 1);
+        if (r->stacks[0].n_frames != n)
+                for (size_t i = 0; i < r->stacks[0].n_frames; i++)
+                        fprintf(stderr, "frame %zu: %s\n", i, r->stacks[0].frames[i]);
+        ASSERT_EQ(r->stacks[0].n_frames, n);
+        for (size_t i = 0; i < n; i++)
+                ASSERT_STREQ(r->stacks[0].frames[i], want[i]);
+        query_result_free(r);
+}
+
+TEST(kernel_and_user_frames_are_named) {
+        const uint64_t chain[] = { CTX_K, KADDR, CTX_U, APP_A + 0x10, APP_A + 0x2345 };
+        const char *const want[] = { "[app]+0x2345", "[app]+0x10", "do_one_initcall" };
+        fixture f = {};
+        int64_t stack;
+
+        setup(&f);
+        stack = stack_of(&f, 100, chain, ELEMENTSOF(chain));
+        ASSERT_GT(stack, 0);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->kernel_frames, 1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->user_frames, 2);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->unresolved_kernel_frames, 0);
+        assert_stored_frames(&f, stack, want, ELEMENTSOF(want));
+        teardown(&f);
+}
+
+TEST(same_code_in_two_processes_is_one_stack) {
+        const uint64_t a[] = { CTX_U, APP_A + 0x10, APP_A + 0x20 };
+        const uint64_t b[] = { CTX_U, APP_B + 0x10, APP_B + 0x20 };
+        const uint64_t other[] = { CTX_U, APP_B + 0x10, APP_B + 0x24 };
+        fixture f = {};
+        int64_t sa, sb;
+
+        setup(&f);
+        sa = stack_of(&f, 100, a, ELEMENTSOF(a));
+        sb = stack_of(&f, 200, b, ELEMENTSOF(b));
+        ASSERT_GT(sa, 0);
+        ASSERT_EQ(sa, sb);
+        ASSERT_NE(stack_of(&f, 200, other, ELEMENTSOF(other)), sa);
+        teardown(&f);
+}
+
+TEST(a_repeated_chain_is_one_lookup_until_the_maps_change) {
+        const uint64_t a[] = { CTX_K, KADDR, CTX_U, APP_A + 0x10 };
+        fixture f = {};
+        int64_t s1;
+
+        setup(&f);
+        s1 = stack_of(&f, 100, a, ELEMENTSOF(a));
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->stack_cache_hits, 0);
+        ASSERT_EQ(stack_of(&f, 100, a, ELEMENTSOF(a)), s1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->stack_cache_hits, 1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->kernel_frames, 1);      /* not resolved again */
+
+        /* New mappings: the raw chain may mean other code now. Same
+         * mappings re-announced: resolved again, to the same stack. */
+        symbolizer_maps_changed(f.sym, 100);
+        ASSERT_EQ(stack_of(&f, 100, a, ELEMENTSOF(a)), s1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->stack_cache_hits, 1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->kernel_frames, 2);
+
+        /* A rolled-back batch: no cached id survives. */
+        symbolizer_forget_ids(f.sym);
+        ASSERT_EQ(stack_of(&f, 100, a, ELEMENTSOF(a)), s1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->stack_cache_hits, 1);
+        teardown(&f);
+}
+
+TEST(stray_user_entries_are_dropped) {
+        const uint64_t clean[] = { CTX_U, APP_A + 0x10 };
+        /* A kernel address in the user part, and what follows it. */
+        const uint64_t kernel_in_user[] = { CTX_U, APP_A + 0x10, KADDR, APP_A + 0x20 };
+        /* A return address outside every mapping of a process with mappings. */
+        const uint64_t unmapped[] = { CTX_U, APP_A + 0x10, 0x999999, APP_A + 0x20 };
+        fixture f = {};
+        int64_t s;
+
+        setup(&f);
+        s = stack_of(&f, 100, clean, ELEMENTSOF(clean));
+        ASSERT_EQ(stack_of(&f, 100, kernel_in_user, ELEMENTSOF(kernel_in_user)), s);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->invalid_user_frames, 2);
+        ASSERT_EQ(stack_of(&f, 100, unmapped, ELEMENTSOF(unmapped)), s);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->invalid_user_frames, 4);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->kernel_frames, 0);
+        teardown(&f);
+}
+
+static void count_miss(void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+TEST(the_miss_handler_runs_once_a_pass) {
+        const uint64_t a[] = { CTX_K, 0xffffffffc0001000ULL, 0xffffffffc0002000ULL };
+        const uint64_t b[] = { CTX_K, 0xffffffffc0003000ULL };
+        unsigned misses = 0;
+        fixture f = {};
+
+        setup(&f);
+        symbolizer_set_miss_handler(f.sym, count_miss, &misses);
+        ASSERT_GT(stack_of(&f, 100, a, ELEMENTSOF(a)), 0);
+        ASSERT_EQ(misses, 1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->unresolved_kernel_frames, 2);
+        symbolizer_new_pass(f.sym);
+        ASSERT_GT(stack_of(&f, 100, b, ELEMENTSOF(b)), 0);
+        ASSERT_EQ(misses, 2);
+        teardown(&f);
+}
