@@ -537,6 +537,11 @@ int daemon_start(daemon_ctx *d) {
         int r;
 
         signal(SIGPIPE, SIG_IGN);
+        /* Everything the daemon creates is private unless it says
+         * otherwise (the socket and its directory): the database holds
+         * kernel addresses, the cache copies of kernel memory. Here, not
+         * only in main(): whoever starts the daemon, whatever its umask. */
+        umask(0077);
 
         r = mkdir_parent(d->cfg.database, 0750);
         if (r < 0)
@@ -597,7 +602,7 @@ int daemon_start(daemon_ctx *d) {
                         return log_oom();
         }
 
-        r = tracker_new(d->base, d->ingest, d->cfg.root, &d->tracker);
+        r = tracker_new(d->base, d->store, ingest_layout(d->ingest), d->ingest, d->cfg.root, &d->tracker);
         if (r < 0)
                 return log_oom();
         /* Modules Live before the events are enabled ran their init
@@ -665,7 +670,7 @@ int daemon_start(daemon_ctx *d) {
                 return log_error_errno(r, "Failed to set up the socket server: %m");
         server_set_rescan_cb(d->server, on_rescan_request);
 
-        r = snapshotter_new(d->base, &d->cfg, d->ingest, d->tracker, d->server, &d->snapshotter);
+        r = snapshotter_new(d->base, &d->cfg, d->store, d->ingest, d->tracker, d->server, &d->snapshotter);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up kcore snapshots: %m");
         if (d->snapshotter) {

@@ -162,10 +162,6 @@ layout *ingest_layout(ingest *in) {
         return in->layout;
 }
 
-store *ingest_store(ingest *in) {
-        return in->store;
-}
-
 void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata) {
         symbolizer_set_miss_handler(in->symbolizer, cb, userdata);
 }

@@ -57,7 +57,6 @@ size_t ingest_n_symbols(const ingest *in);
 /* The kernel code layout samples are resolved against; the module tracker
  * changes it, ingest notices by its generation. */
 layout *ingest_layout(ingest *in);
-store *ingest_store(ingest *in);
 
 /* The symbolizer's miss handler (symbolizer.h), run at most once per
  * drain pass. */

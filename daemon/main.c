@@ -60,9 +60,7 @@ int main(int argc, char **argv) {
         int c, r;
 
         log_open("perfsnapd");
-        /* Everything the daemon creates is private unless it says
-         * otherwise (the socket and its directory): the database holds
-         * kernel addresses, the cache copies of kernel memory. */
+        /* Private from the first file on (daemon_start() sets it again). */
         umask(0077);
 
         while ((c = getopt_long(argc, argv, "c:fhV", options, NULL)) >= 0)

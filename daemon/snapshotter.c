@@ -43,7 +43,8 @@ typedef struct snap_job {
 
 struct snapshotter {
         struct event_base *base;
-        ingest *in;
+        store *store;                   /* snapshot rows, sample links */
+        ingest *in;                     /* the snapshot samples are linked to */
         tracker *tracker;
         server *server;
         char *root, *cache_dir;
@@ -160,7 +161,7 @@ static void record_pruned(snapshotter *s, const snap_job *j) {
         if (j->prune_error < 0)
                 log_warning_errno(j->prune_error, "Failed to prune the snapshot cache %s: %m", s->cache_dir);
         for (size_t i = 0; i < j->n_removed; i++) {
-                (void) store_prune_snapshot(ingest_store(s->in), j->removed[i].build_id, j->removed[i].name, now);
+                (void) store_prune_snapshot(s->store, j->removed[i].build_id, j->removed[i].name, now);
                 log_info("Removed snapshot %s (%llu bytes) from the cache.", j->removed[i].path,
                          (unsigned long long) j->removed[i].size_bytes);
         }
@@ -197,7 +198,7 @@ static void link_samples(snapshotter *s, const snap_job *j, int64_t id) {
         s->gen_snapshot[j->gen % GEN_HISTORY] = id;
         if (from >= until)
                 return;         /* a generation that lasted no time: no samples */
-        n = store_link_snapshot(ingest_store(s->in), ingest_boot_id(s->in), id, from, until);
+        n = store_link_snapshot(s->store, ingest_boot_id(s->in), id, from, until);
         if (n < 0)
                 log_warning_errno((int) n, "Failed to link samples to snapshot %lld: %m", (long long) id);
         else
@@ -234,7 +235,7 @@ static json_object *take_reply(const snapshotter *s, const snap_job *j, int64_t 
 
 static void handle_take(snapshotter *s, snap_job *j) {
         const snapshot_info *i = &j->take.info;
-        store *st = ingest_store(s->in);
+        store *st = s->store;
         char msg[256], detail[PATH_MAX + 64];
         uint64_t reuses = 0, now = clock_ns(CLOCK_REALTIME);
         int64_t id = 0;
@@ -473,7 +474,7 @@ void snapshotter_start(snapshotter *s, uint64_t since_ns) {
 
 /* ---- lifetime ---------------------------------------------------------- */
 
-int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracker *t, server *srv,
+int snapshotter_new(struct event_base *base, const config *c, store *st, ingest *in, tracker *t, server *srv,
                     snapshotter **ret) {
         snapshotter *s;
         int r;
@@ -501,6 +502,7 @@ int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracke
         if (!s)
                 return -ENOMEM;
         s->base = base;
+        s->store = st;
         s->in = in;
         s->tracker = t;
         s->server = srv;

@@ -23,7 +23,7 @@ typedef struct snapshotter snapshotter;
 
 /* Nothing is taken before snapshotter_start(). ret is NULL (and 0 is
  * returned) when cache_dir is empty: snapshots are off. */
-int snapshotter_new(struct event_base *base, const config *c, ingest *in, tracker *t, server *srv,
+int snapshotter_new(struct event_base *base, const config *c, store *st, ingest *in, tracker *t, server *srv,
                     snapshotter **ret);
 /* Waits for a snapshot being taken to finish; requests not started are
  * dropped (their clients get no answer; the server frees them). */

@@ -28,7 +28,7 @@
 static int record_ksym(tracker *t, layout_ksym *k, uint64_t wall) {
         int r;
 
-        r = store_add_ksym(ingest_store(t->in), &(store_ksym) {
+        r = store_add_ksym(t->store, &(store_ksym) {
                         .boot_id = ingest_boot_id(t->in),
                         .name = k->name,
                         .addr = k->addr,
@@ -46,10 +46,10 @@ static void unregister_ksym(tracker *t, layout_ksym *k, uint64_t mono, uint64_t 
                             const char *detail) {
         int r;
 
-        if (layout_remove_ksym(ingest_layout(t->in), k, mono, how) < 0)
+        if (layout_remove_ksym(t->layout, k, mono, how) < 0)
                 return;
         if (k->id > 0) {
-                r = store_unregister_ksym(ingest_store(t->in), k->id, wall, layout_source_to_string(how));
+                r = store_unregister_ksym(t->store, k->id, wall, layout_source_to_string(how));
                 if (r < 0)
                         log_error_errno(r, "Failed to record the unregistration of %s: %m", k->name);
         }
@@ -64,7 +64,7 @@ static void unregister_ksym(tracker *t, layout_ksym *k, uint64_t mono, uint64_t 
 static layout_ksym *register_ksym(tracker *t, uint64_t addr, uint64_t len, bool exact, layout_ksym_type type,
                                   const char *name, uint64_t from_mono, uint64_t now_mono, uint64_t wall,
                                   layout_source how, const char *detail) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         layout_ksym *k;
         int r;
 
@@ -94,7 +94,7 @@ static void on_ksymbol(tracker *t, const perf_record *rec, uint64_t mono, uint64
         layout_ksym *k;
 
         t->stats.ksym_records++;
-        k = layout_find_live_ksym(ingest_layout(t->in), ks->addr, 1, ks->name);
+        k = layout_find_live_ksym(t->layout, ks->addr, 1, ks->name);
         if (ks->flags & PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER) {
                 if (!k || k->addr != ks->addr || !streq(k->name, ks->name)) {
                         /* Registered and gone while perfsnapd started, or its
@@ -113,7 +113,7 @@ static void on_ksymbol(tracker *t, const perf_record *rec, uint64_t mono, uint64
                  * length is known. */
                 t->stats.ksym_duplicates++;
                 if (!k->len_exact && ks->len > 0)
-                        layout_ksym_set_len(ingest_layout(t->in), k, ks->len, true);
+                        layout_ksym_set_len(t->layout, k, ks->len, true);
                 return;
         }
         if (ks->len == 0 || !ks->name[0]) {
@@ -130,7 +130,7 @@ static void on_ksymbol(tracker *t, const perf_record *rec, uint64_t mono, uint64
  * ksymbol records just before; identical programs share a tag, so the
  * newest such symbol without an id is the one. */
 static void on_bpf_event(tracker *t, const perf_record *rec) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         char tag[BUILD_ID_HEX_MAX], prefix[sizeof "bpf_prog_" + BUILD_ID_HEX_MAX];
         layout_ksym *best = NULL;
         int n;
@@ -154,7 +154,7 @@ static void on_bpf_event(tracker *t, const perf_record *rec) {
                 return;
         best->prog_id = rec->bpf.id;
         if (best->id > 0)
-                (void) store_set_ksym_prog_id(ingest_store(t->in), best->id, best->prog_id);
+                (void) store_set_ksym_prog_id(t->store, best->id, best->prog_id);
 }
 
 static void schedule_ksym_rescan(tracker *t) {
@@ -260,7 +260,7 @@ typedef struct open_ksyms {
 static int continue_open_ksym(int64_t id, const char *name, uint64_t addr, uint64_t len, const char *how,
                              void *userdata) {
         open_ksyms *o = userdata;
-        layout *l = ingest_layout(o->t->in);
+        layout *l = o->t->layout;
         layout_ksym *k = layout_find_live_ksym(l, addr, 1, name);
 
         if (k && k->id == 0 && k->addr == addr && streq(k->name, name)) {
@@ -269,12 +269,12 @@ static int continue_open_ksym(int64_t id, const char *name, uint64_t addr, uint6
                 if (streq(how, layout_source_to_string(LAYOUT_SOURCE_PERF)))
                         layout_ksym_set_len(l, k, len, true);
         } else
-                (void) store_unregister_ksym(ingest_store(o->t->in), id, o->wall, "rescan");
+                (void) store_unregister_ksym(o->t->store, id, o->wall, "rescan");
         return 0;
 }
 
 void tracker_start_ksyms(tracker *t, uint64_t wall) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         _cleanup_free_ dyn_line *lines = NULL;
         size_t n = 0;
         int r;
@@ -292,7 +292,7 @@ void tracker_start_ksyms(tracker *t, uint64_t wall) {
         }
         /* Rows of this boot an earlier run left open continue if the symbol
          * is still there; the others went while perfsnapd was not running. */
-        r = store_foreach_open_ksym(ingest_store(t->in), ingest_boot_id(t->in), continue_open_ksym,
+        r = store_foreach_open_ksym(t->store, ingest_boot_id(t->in), continue_open_ksym,
                                     &(open_ksyms) { t, lines, n, wall });
         if (r < 0)
                 log_warning_errno(r, "Failed to read the dynamic symbols recorded by the previous run: %m");
@@ -305,7 +305,7 @@ void tracker_start_ksyms(tracker *t, uint64_t wall) {
 }
 
 int tracker_rescan_ksyms(tracker *t, const char *why, tracker_rescan_result *ret) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = tracker_wall_from_mono(mono);
         _cleanup_free_ dyn_line *lines = NULL;
         tracker_rescan_result res = {};

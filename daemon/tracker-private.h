@@ -14,7 +14,9 @@
 #define KALLSYMS_READ_MAX_BYTES (64u * 1024u * 1024u)
 
 struct tracker {
-        ingest *in;
+        store *store;                   /* the journal */
+        layout *layout;                 /* the layout samples resolve against */
+        ingest *in;                     /* its boot, kernel, batch (commit after journaling) */
         char *root;
         struct event *syms_ev;          /* reads kallsyms for new modules, after journaling */
         struct event *ksym_rescan_ev;   /* rescans kallsyms' dynamic symbols after lost records */

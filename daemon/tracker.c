@@ -22,11 +22,13 @@ uint64_t tracker_wall_from_mono(uint64_t mono) {
 
 static void on_read_syms(evutil_socket_t fd, short what, void *userdata);
 
-int tracker_new(struct event_base *base, ingest *in, const char *root, tracker **ret) {
+int tracker_new(struct event_base *base, store *st, layout *l, ingest *in, const char *root, tracker **ret) {
         tracker *t = calloc(1, sizeof *t);
 
         if (!t)
                 return -ENOMEM;
+        t->store = st;
+        t->layout = l;
         t->in = in;
         t->root = strdup(root ?: "/");
         t->syms_ev = event_new(base, -1, 0, on_read_syms, t);
@@ -82,7 +84,7 @@ const tracker_stats *tracker_get_stats(const tracker *t) {
  * every line), and the ELF symbols cover the meantime. */
 static void on_read_syms(evutil_socket_t fd, short what, void *userdata) {
         tracker *t = userdata;
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         int r;
@@ -188,7 +190,7 @@ static layout_module *build_module(tracker *t, const proc_module *pm, layout_sou
 
 static int journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym_id, int64_t snapshot_id,
                    const char *detail, uint64_t wall) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         _cleanup_free_ int64_t *mods = NULL, *ksyms = NULL;
         size_t n_mods = 0, n_ksyms = 0;
         int r;
@@ -207,7 +209,7 @@ static int journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym
                 if (x->unregistered_ns == LAYOUT_TIME_MAX && x->id > 0)
                         ksyms[n_ksyms++] = x->id;
         }
-        r = store_add_event(ingest_store(t->in), &(store_event) {
+        r = store_add_event(t->store, &(store_event) {
                         .time_ns = wall,
                         .boot_id = ingest_boot_id(t->in),
                         .kind = kind,
@@ -265,7 +267,7 @@ static int record_module(tracker *t, layout_module *m, uint64_t wall) {
                         .len_source = section_len_source_to_string(m->sections[i].len_source),
                         .exec = m->sections[i].exec,
                 };
-        r = store_add_module(ingest_store(t->in), &(store_module) {
+        r = store_add_module(t->store, &(store_module) {
                         .boot_id = ingest_boot_id(t->in),
                         .name = m->name,
                         .build_id = m->build_id,
@@ -283,7 +285,7 @@ static int record_module(tracker *t, layout_module *m, uint64_t wall) {
 }
 
 static int add_module(tracker *t, const proc_module *pm, layout_source how, const char *detail, uint64_t mono) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         uint64_t wall = tracker_wall_from_mono(mono);
         layout_module *m;
         int r;
@@ -308,7 +310,7 @@ static int add_module(tracker *t, const proc_module *pm, layout_source how, cons
 }
 
 static int remove_module(tracker *t, const char *name, layout_source how, const char *detail, uint64_t mono) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         uint64_t wall = tracker_wall_from_mono(mono);
         layout_module *m;
         int r;
@@ -317,7 +319,7 @@ static int remove_module(tracker *t, const char *name, layout_source how, const 
         if (r < 0)
                 return r;
         if (m->id > 0) {
-                r = store_unload_module(ingest_store(t->in), m->id, wall, layout_source_to_string(how));
+                r = store_unload_module(t->store, m->id, wall, layout_source_to_string(how));
                 if (r < 0)
                         log_error_errno(r, "Failed to record the unload of module %s: %m", name);
         }
@@ -341,7 +343,7 @@ void tracker_changed(tracker *t, uint64_t started_mono, bool timed) {
                 t->stats.max_change_ns = MAX(t->stats.max_change_ns, t->stats.last_change_ns);
         }
         if (now > UNLOADED_KEEP_NS)
-                layout_forget_before(ingest_layout(t->in), now - UNLOADED_KEEP_NS);
+                layout_forget_before(t->layout, now - UNLOADED_KEEP_NS);
 }
 
 static int load_proc_modules(tracker *t, proc_module **ret, size_t *ret_n) {
@@ -399,7 +401,7 @@ static int collect_open_row(int64_t id, const char *name, uint64_t base, uint64_
 }
 
 int tracker_start(tracker *t) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = tracker_wall_from_mono(mono);
         _cleanup_free_ proc_module *pm = NULL;
         open_rows rows = {};
@@ -414,7 +416,7 @@ int tracker_start(tracker *t) {
         /* Rows of this boot left open by an earlier run continue if the
          * module is still there, unchanged; the others were unloaded while
          * perfsnapd was not running. */
-        r = store_foreach_open_module(ingest_store(t->in), ingest_boot_id(t->in), collect_open_row, &rows);
+        r = store_foreach_open_module(t->store, ingest_boot_id(t->in), collect_open_row, &rows);
         if (r < 0)
                 log_warning_errno(r, "Failed to read the modules recorded by the previous run: %m");
 
@@ -448,7 +450,7 @@ int tracker_start(tracker *t) {
         }
         for (size_t j = 0; j < rows.n; j++)
                 if (!rows.v[j].used)
-                        (void) store_unload_module(ingest_store(t->in), rows.v[j].id, wall, "rescan");
+                        (void) store_unload_module(t->store, rows.v[j].id, wall, "rescan");
         free(rows.v);
 
         tracker_start_ksyms(t, wall);
@@ -462,7 +464,7 @@ int tracker_start(tracker *t) {
 }
 
 int tracker_rescan(tracker *t, const char *why, tracker_rescan_result *ret) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         uint64_t mono = clock_ns(CLOCK_MONOTONIC);
         _cleanup_free_ proc_module *pm = NULL;
         tracker_rescan_result res = {};
@@ -508,7 +510,7 @@ int tracker_rescan(tracker *t, const char *why, tracker_rescan_result *ret) {
 }
 
 void tracker_uevent(tracker *t, const uevent *ev) {
-        layout *l = ingest_layout(t->in);
+        layout *l = t->layout;
         uint64_t mono = clock_ns(CLOCK_MONOTONIC);
         _cleanup_free_ proc_module *pm = NULL;
         layout_module *live;

@@ -40,7 +40,10 @@ typedef struct tracker_rescan_result {
         unsigned ksyms_added, ksyms_removed, ksyms_live;
 } tracker_rescan_result;
 
-int tracker_new(struct event_base *base, ingest *in, const char *root, tracker **ret);
+/* st: the journal; l: the layout ingest resolves samples against; in: its
+ * boot and kernel, and the batch the journal entries join. All must
+ * outlive the tracker. */
+int tracker_new(struct event_base *base, store *st, layout *l, ingest *in, const char *root, tracker **ret);
 tracker *tracker_free(tracker *t);
 
 /* Reads proc/modules before the perf events are enabled: the modules Live

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The daemon (daemon/daemon.c) started in-process on this machine's real
+ * perf events, with its own database and socket, and stopped by SIGTERM
+ * the way systemd stops it: the kernel and the start of the layout journal
+ * are recorded, the samples of the run are stored, and the files it made
+ * are private. Needs root (perf events system-wide, kallsyms addresses);
+ * skipped otherwise. The whole daemon as a process, with the client, is
+ * the root tier's (tests/integration/). */
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "macro.h"
+#include "store/store.h"
+#include "test.h"
+#include "timeparse.h"
+
+static void *stop_later(void *userdata) {
+        /* Sampling for a second, with something to sample. */
+        uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+        volatile uint64_t x = 0;
+
+        while (clock_ns(CLOCK_MONOTONIC) - t0 < NSEC_PER_SEC)
+                x += 1;
+        (void) x;
+        kill(getpid(), SIGTERM);
+        return NULL;
+}
+
+TEST(start_sample_and_stop_on_sigterm) {
+        char dir[] = "/tmp/test-daemon.XXXXXX", cmd[128];
+        daemon_ctx *d = NULL;
+        store *st = NULL;
+        store_stats stats = {};
+        history h = {};
+        struct stat sb;
+        pthread_t th;
+        config c;
+
+        if (geteuid() != 0)
+                TEST_SKIP("perf events system-wide need root\n");
+        ASSERT_TRUE(mkdtemp(dir));
+        config_init(&c);
+        free(c.database);
+        ASSERT_TRUE(asprintf(&c.database, "%s/state/perfsnapd.db", dir) > 0);
+        free(c.socket);
+        ASSERT_TRUE(asprintf(&c.socket, "%s/run/perfsnapd.sock", dir) > 0);
+        free(c.cache_dir);
+        c.cache_dir = strdup("");
+        c.frequency_hz = 99;
+
+        /* Whatever the caller's umask. */
+        umask(0);
+        ASSERT_OK(daemon_new(&c, NULL, &d));
+        ASSERT_OK(daemon_start(d));
+        ASSERT_EQ(pthread_create(&th, NULL, stop_later, NULL), 0);
+        ASSERT_OK(daemon_run(d));
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+        daemon_free(d);
+        umask(022);
+
+        ASSERT_OK(stat(c.database, &sb));
+        if ((sb.st_mode & 077) != 0)
+                fprintf(stderr, "database mode %o\n", (unsigned) (sb.st_mode & 07777));
+        ASSERT_EQ(sb.st_mode & 077, 0);
+
+        ASSERT_OK(store_open(c.database, STORE_READONLY, &st));
+        ASSERT_OK(store_get_stats(st, &stats));
+        fprintf(stderr, "stored %llu samples in about a second at 99 Hz\n", (unsigned long long) stats.samples);
+        ASSERT_GT(stats.samples, 0);
+        ASSERT_OK(store_list_events(st, 0, false, 0, 0, &h));
+        ASSERT_GE(h.n_events, 1);
+        ASSERT_STREQ(h.events[0].kind, "start");
+        ASSERT_TRUE(h.events[0].kernel_release != NULL);
+        history_done(&h);
+        store_free(st);
+
+        config_done(&c);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        ASSERT_EQ(system(cmd), 0);
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The tracker (daemon/tracker.c) from a uevent to the journal, over a
+ * synthetic root built from the 6.1 brd capture (tests/fixtures/
+ * kernel-6.1-brd: proc/modules before and after `modprobe brd`, brd's
+ * sysfs sections and notes, the kernel's raw add and remove uevents) and
+ * a real sqlite store: the start event, brd's add with its section map,
+ * its remove, and the uevents it must ignore. */
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "macro.h"
+#include "test.h"
+#include "tracker.h"
+
+#define FIXTURE TEST_DATA_DIR "/kernel-6.1-brd"
+
+typedef struct fixture {
+        char dir[64];
+        struct event_base *base;
+        store *store;
+        ingest *in;
+        tracker *t;
+} fixture;
+
+__attribute__((format(printf, 1, 2)))
+static void sh(const char *fmt, ...) {
+        char cmd[1024];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof cmd, fmt, ap);
+        va_end(ap);
+        ASSERT_EQ(system(cmd), 0);
+}
+
+static void use_modules(fixture *f, const char *which) {
+        char src[256];
+
+        snprintf(src, sizeof src, FIXTURE "/proc/modules.%s", which);
+        sh("cp %s %s/proc/modules", src, f->dir);
+}
+
+static void setup(fixture *f) {
+        char path[128];
+
+        snprintf(f->dir, sizeof f->dir, "/tmp/test-tracker.XXXXXX");
+        ASSERT_TRUE(mkdtemp(f->dir));
+        sh("mkdir -p %s/proc/sys/kernel/random %s/sys/kernel", f->dir, f->dir);
+        sh("gzip -dc " FIXTURE "/proc/kallsyms.loaded.gz > %s/proc/kallsyms", f->dir);
+        sh("cp -r " FIXTURE "/sys/module %s/sys/ && cp " FIXTURE "/sys/kernel/notes %s/sys/kernel/", f->dir, f->dir);
+        sh("cp " FIXTURE "/release %s/proc/sys/kernel/osrelease && echo 00000000-0000-0000-0000-000000000002 > "
+           "%s/proc/sys/kernel/random/boot_id", f->dir, f->dir);
+        use_modules(f, "unloaded");
+
+        snprintf(path, sizeof path, "%s/db", f->dir);
+        f->base = event_base_new();
+        ASSERT_TRUE(f->base);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &f->store));
+        ASSERT_OK(ingest_new(f->store, f->dir, &f->in));
+        ASSERT_OK(ingest_load_kernel(f->in));
+        ASSERT_OK(tracker_new(f->base, f->store, ingest_layout(f->in), f->in, f->dir, &f->t));
+        ASSERT_OK(tracker_start(f->t));
+}
+
+static void teardown(fixture *f) {
+        tracker_free(f->t);
+        ingest_free(f->in);
+        store_free(f->store);
+        event_base_free(f->base);
+        sh("rm -rf %s", f->dir);
+}
+
+static void feed(fixture *f, const char *name) {
+        _cleanup_free_ char *buf = NULL;
+        char path[256];
+        size_t len = 0;
+        uevent ev;
+
+        snprintf(path, sizeof path, FIXTURE "/uevents/%s", name);
+        ASSERT_OK(read_full_file(path, 64 * 1024, &buf, &len));
+        ASSERT_OK(uevent_parse(buf, len, &ev));
+        tracker_uevent(f->t, &ev);
+}
+
+static size_t count_entries(const char *dir) {
+        struct dirent *de;
+        size_t n = 0;
+        DIR *d = opendir(dir);
+
+        ASSERT_TRUE(d);
+        while ((de = readdir(d)))
+                n += !streq(de->d_name, ".") && !streq(de->d_name, "..");
+        closedir(d);
+        return n;
+}
+
+/* The journal's events, oldest first. */
+static void events(fixture *f, history *h) {
+        ASSERT_OK(ingest_commit(f->in));
+        ASSERT_OK(store_list_events(f->store, 0, true, 0, 0, h));
+}
+
+static const history_module *module_named(const history *h, const char *name) {
+        for (size_t i = 0; i < h->n_modules; i++)
+                if (streq(h->modules[i].name, name))
+                        return h->modules + i;
+        return NULL;
+}
+
+TEST(start_add_and_remove_are_journaled) {
+        const tracker_stats *st;
+        const history_module *m;
+        fixture f = {};
+        history h = {};
+        size_t n_start;
+
+        setup(&f);
+        events(&f, &h);
+        ASSERT_EQ(h.n_events, 1);
+        ASSERT_STREQ(h.events[0].kind, "start");
+        n_start = (size_t) h.events[0].n_records;
+        history_done(&h);
+
+        /* modprobe brd: proc/modules shows it, then the add uevent comes. */
+        use_modules(&f, "loaded");
+        feed(&f, "00-pid0.bin");
+        events(&f, &h);
+        ASSERT_EQ(h.n_events, 2);
+        ASSERT_STREQ(h.events[1].kind, "module-add");
+        ASSERT_STREQ(h.events[1].module, "brd");
+        ASSERT_STREQ(h.events[1].detail, "uevent add, seqnum 1317");
+        /* The layout after it: every record of before, plus brd's sections. */
+        ASSERT_GT((size_t) h.events[1].n_records, n_start);
+        history_done(&h);
+
+        ASSERT_OK(store_list_modules(f.store, 0, true, 0, &h));
+        m = module_named(&h, "brd");
+        ASSERT_TRUE(m);
+        ASSERT_U64_EQ(m->base, 0xffffffffc080b000ULL);
+        ASSERT_EQ(m->size, 20480);
+        ASSERT_STREQ(m->loaded_how, "uevent");
+        ASSERT_TRUE(!m->unloaded);
+        /* One section per sysfs file (what the kernel listed for it). */
+        ASSERT_EQ(m->n_sections, count_entries(FIXTURE "/sys/module/brd/sections"));
+        history_done(&h);
+
+        /* rmmod brd. */
+        use_modules(&f, "unloaded");
+        feed(&f, "01-pid0.bin");
+        events(&f, &h);
+        ASSERT_EQ(h.n_events, 3);
+        ASSERT_STREQ(h.events[2].kind, "module-remove");
+        ASSERT_STREQ(h.events[2].module, "brd");
+        ASSERT_EQ((size_t) h.events[2].n_records, n_start);
+        history_done(&h);
+        ASSERT_OK(store_list_modules(f.store, 0, false, 0, &h));
+        ASSERT_TRUE(module_named(&h, "brd")->unloaded);
+        history_done(&h);
+
+        st = tracker_get_stats(f.t);
+        ASSERT_EQ(st->module_uevents, 2);
+        ASSERT_EQ(st->modules_added, 1);
+        ASSERT_EQ(st->modules_removed, 1);
+        ASSERT_EQ(st->ignored_uevents, 0);
+        teardown(&f);
+}
+
+TEST(uevents_that_change_nothing_are_ignored) {
+        fixture f = {};
+        history h = {};
+        uevent ev = {};
+
+        setup(&f);
+        /* dummy's add while proc/modules does not show it (gone already,
+         * or built in): nothing to record. */
+        feed(&f, "02-pid0.bin");
+        /* A remove of a module never tracked. */
+        feed(&f, "03-pid0.bin");
+        /* Another subsystem. */
+        snprintf(ev.subsystem, sizeof ev.subsystem, "block");
+        ev.action = UEVENT_ACTION_ADD;
+        tracker_uevent(f.t, &ev);
+
+        events(&f, &h);
+        ASSERT_EQ(h.n_events, 1);
+        history_done(&h);
+        ASSERT_EQ(tracker_get_stats(f.t)->ignored_uevents, 3);
+        ASSERT_EQ(tracker_get_stats(f.t)->modules_added, 0);
+        teardown(&f);
+}
