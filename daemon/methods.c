@@ -14,7 +14,7 @@
 #include "kernel/snapshot.h"
 #include "macro.h"
 #include "methods.h"
-#include "timeparse.h"
+#include "wire/cache-json.h"
 #include "wire/history-json.h"
 #include "wire/protocol.h"
 #include "wire/query-json.h"
@@ -194,7 +194,8 @@ static char **run_ksyms(method_job *j) {
 static char **run_cache_list(method_job *j) {
         const char *current = NULL;
         snapshot_info *v = NULL;
-        json_object *res, *a, *o;
+        cache_entry *entries;
+        json_object *res, *o;
         char msg[256], *reply;
         size_t n = 0;
         int r;
@@ -208,32 +209,21 @@ static char **run_cache_list(method_job *j) {
                 snprintf(msg, sizeof msg, "cannot read the cache %s: %s", j->cache_dir, strerror(-r));
                 return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
         }
-        res = json_object_new_object();
-        a = json_object_new_array();
-        json_object_object_add(res, "cache_dir", json_object_new_string(j->cache_dir));
-        json_object_object_add(res, "snapshots", a);
+        entries = n > 0 ? calloc(n, sizeof *entries) : NULL;
+        if (n > 0 && !entries) {
+                snapshot_infos_free(v, n);
+                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+        }
         for (size_t i = 0; i < n; i++) {
-                json_object *e = json_object_new_object();
-                char when[TIME_FORMAT_MAX];
-                uint64_t reuses = 0;
-                int64_t id = 0;
-
+                entries[i] = (cache_entry) { .info = v + i, .current = current && streq(current, v[i].path) };
                 if (j->store)
-                        (void) store_get_snapshot(j->store, v[i].build_id, v[i].name, &id, &reuses);
-                json_object_array_add(a, e);
-                json_object_object_add(e, "build_id", json_object_new_string(v[i].build_id));
-                json_object_object_add(e, "name", json_object_new_string(v[i].name));
-                json_object_object_add(e, "path", json_object_new_string(v[i].path));
-                json_object_object_add(e, "time", json_object_new_string(
-                                time_format_local_decimals(v[i].time_ns, 2, when, sizeof when) ?: ""));
-                json_object_object_add(e, "time_ns", json_object_new_int64((int64_t) v[i].time_ns));
-                json_object_object_add(e, "modules", json_object_new_int64((int64_t) v[i].n_modules));
-                json_object_object_add(e, "text_addr", proto_json_hex(v[i].text_addr));
-                json_object_object_add(e, "size", json_object_new_int64((int64_t) v[i].size_bytes));
-                json_object_object_add(e, "kcore", json_object_new_boolean(v[i].has_kcore));
-                json_object_object_add(e, "reuses", json_object_new_int64((int64_t) reuses));
-                json_object_object_add(e, "id", id > 0 ? json_object_new_int64(id) : NULL);
-                json_object_object_add(e, "current", json_object_new_boolean(current && streq(current, v[i].path)));
+                        (void) store_get_snapshot(j->store, v[i].build_id, v[i].name, &entries[i].id, &entries[i].reuses);
+        }
+        r = cache_list_json(j->cache_dir, entries, n, &res);
+        free(entries);
+        if (r < 0) {
+                snapshot_infos_free(v, n);
+                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
         }
         snapshot_infos_free(v, n);
         reply = proto_format_reply(res, false);

@@ -7,6 +7,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
+#include "wire/cache-json.h"
 #include "wire/protocol.h"
 #include "kernel/snapshot.h"
 #include "snapshotter.h"
@@ -143,18 +144,6 @@ static void take_auto(snapshotter *s, const char *reason) {
 
 /* ---- results ----------------------------------------------------------- */
 
-static json_object *removed_json(const snap_job *j) {
-        json_object *a = json_object_new_array();
-
-        for (size_t i = 0; a && i < j->n_removed; i++) {
-                json_object *o = json_object_new_object();
-                json_object_array_add(a, o);
-                json_object_object_add(o, "path", json_object_new_string(j->removed[i].path));
-                json_object_object_add(o, "size", json_object_new_int64((int64_t) j->removed[i].size_bytes));
-        }
-        return a;
-}
-
 static void record_pruned(snapshotter *s, const snap_job *j) {
         uint64_t now = clock_ns(CLOCK_REALTIME);
 
@@ -205,32 +194,6 @@ static void link_samples(snapshotter *s, const snap_job *j, int64_t id) {
                 s->linked_samples += (uint64_t) n;
         if (j->gen == s->gen)
                 ingest_set_snapshot(s->in, id, id, from);
-}
-
-static json_object *take_reply(const snapshotter *s, const snap_job *j, int64_t id, uint64_t reuses) {
-        const snapshot_info *i = &j->take.info;
-        json_object *o = json_object_new_object();
-
-        json_object_object_add(o, "result", json_object_new_string(j->take.reused ? "reused" : "created"));
-        json_object_object_add(o, "id", json_object_new_int64(id));
-        json_object_object_add(o, "path", json_object_new_string(i->path));
-        json_object_object_add(o, "build_id", json_object_new_string(i->build_id));
-        json_object_object_add(o, "name", json_object_new_string(i->name));
-        json_object_object_add(o, "time_ns", json_object_new_int64((int64_t) i->time_ns));
-        json_object_object_add(o, "modules", json_object_new_int64((int64_t) i->n_modules));
-        json_object_object_add(o, "text_addr", proto_json_hex(i->text_addr));
-        json_object_object_add(o, "size", json_object_new_int64((int64_t) i->size_bytes));
-        json_object_object_add(o, "kcore", json_object_new_boolean(i->has_kcore));
-        json_object_object_add(o, "kcore_error", j->take.kcore_error ?
-                               json_object_new_string(strerror(j->take.kcore_error)) : NULL);
-        json_object_object_add(o, "kcore_segments", json_object_new_int64((int64_t) j->take.kcore_segments));
-        json_object_object_add(o, "kcore_bytes", json_object_new_int64((int64_t) j->take.kcore_bytes));
-        json_object_object_add(o, "attempts", json_object_new_int64(j->take.attempts));
-        json_object_object_add(o, "duration_ns", json_object_new_int64((int64_t) j->duration_ns));
-        json_object_object_add(o, "reuses", json_object_new_int64((int64_t) reuses));
-        json_object_object_add(o, "removed", removed_json(j));
-        json_object_object_add(o, "cache_dir", json_object_new_string(s->cache_dir));
-        return o;
 }
 
 static void handle_take(snapshotter *s, snap_job *j) {
@@ -300,8 +263,17 @@ static void handle_take(snapshotter *s, snap_job *j) {
         record_pruned(s, j);
         (void) ingest_commit(s->in);
         if (j->call) {
-                json_object *o = take_reply(s, j, id, reuses);
-                server_call_reply(s->server, j->call, proto_format_reply(o, false));
+                json_object *o = NULL;
+
+                r = cache_take_json(s->cache_dir, &(cache_take) {
+                                .take = &j->take,
+                                .id = id,
+                                .reuses = reuses,
+                                .duration_ns = j->duration_ns,
+                                .removed = j->removed,
+                                .n_removed = j->n_removed,
+                        }, &o);
+                server_call_reply(s->server, j->call, r < 0 ? NULL : proto_format_reply(o, false));
                 json_object_put(o);
         }
 }
@@ -319,12 +291,10 @@ static void handle_prune(snapshotter *s, snap_job *j) {
                 server_call_reply(s->server, j->call, server_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
                 return;
         }
-        o = json_object_new_object();
-        json_object_object_add(o, "cache_dir", json_object_new_string(s->cache_dir));
-        json_object_object_add(o, "removed", removed_json(j));
-        json_object_object_add(o, "remaining", json_object_new_int64((int64_t) j->n_left));
-        json_object_object_add(o, "remaining_size", json_object_new_int64((int64_t) j->size_left));
-        server_call_reply(s->server, j->call, proto_format_reply(o, false));
+        o = NULL;
+        server_call_reply(s->server, j->call,
+                          cache_prune_json(s->cache_dir, j->removed, j->n_removed, j->n_left, j->size_left, &o) < 0 ?
+                          NULL : proto_format_reply(o, false));
         json_object_put(o);
 }
 
