@@ -1,35 +1,60 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Ingest cost of the store, the way the daemon's sample writer drives it:
- * store_add_sample() in store_begin()/store_commit() batches of one drain's
- * worth of samples, into a file database (WAL, synchronous=NORMAL).
+/* Ingest cost of a kernel-heavy profile on the daemon's own write path:
+ * perf records in in-memory ring buffers -> ingest_drain() (time-ordered
+ * merge, symbolizer, the store's interning and sample writer) ->
+ * ingest_commit() every simulated second, then store_checkpoint(), as the
+ * daemon's drain and commit timers do. Nothing is called that the daemon
+ * does not call.
  *
- * The synthetic profile has the shape of a real one: call paths share
- * their outer frames (a prefix tree grown from a few entry points), a few
- * thousand paths account for all samples with a skewed popularity, and the
- * leaf moves between a few offsets of its function.
+ * The kernel is the 6.1 capture in tests/fixtures/kernel-6.1-brd (its
+ * kallsyms, notes and the brd module's sections), set up as a synthetic
+ * root with the tracker loading its modules, so no root is needed. The
+ * profile has the shape of a server's: call paths share their outer
+ * frames (a prefix tree grown from a few entry points), 3,000 paths over
+ * 2,000 (function, offset) kernel frames account for all samples with a
+ * skewed popularity, the leaf moves between a few offsets of its
+ * function, and a third of the paths continue into user space (2-6
+ * frames over 6 shared objects that 50 long-lived processes map at
+ * addresses of their own). bench-history covers the other shape: process
+ * churn and deep user stacks.
  *
- *   bench-store [samples] [db path] */
+ *   bench-store [samples] [db path]
+ *
+ * Prints CPU per sample for ingest_drain() + ingest_commit() +
+ * store_checkpoint() (thread CPU time), for ingest_drain() alone, and the
+ * database's size. */
 
 #include <errno.h>
+#include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "fixture-root.h"
+#include "ingest.h"
+#include "log.h"
 #include "macro.h"
+#include "perf-synth.h"
 #include "store/store.h"
+#include "tracker.h"
 
 #define N_SAMPLES_DEFAULT 200000
-#define BATCH 2000
-#define N_FUNCS 700             /* kernel functions */
+#define N_CPUS 2
+#define STEP_NS 250000ULL       /* 4,000 samples a simulated second, over both CPUs */
+#define DRAIN_NS (250 * NSEC_PER_MSEC)
+#define RB_DATA (4u << 20)
+#define N_FUNCS 700             /* kernel functions; every tenth is one of brd's */
 #define N_KFRAMES 2000          /* distinct (function, offset) kernel frames */
+#define N_LIBS 6
 #define N_UFRAMES 300
 #define N_PATHS 3000
-#define N_COMMS 50
+#define N_PROCS 50
 #define MAX_DEPTH 40
+#define MAX_FUNCS 200000
 #define TARGET_US 1.0
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
@@ -51,65 +76,92 @@ typedef struct call_path {
         unsigned kernel[MAX_DEPTH];     /* indexes into kframes, outermost first */
         unsigned n_user;
         unsigned user[8];               /* indexes into uframes, outermost first */
-        unsigned comm;
+        unsigned proc;
 } call_path;
 
-static frame kframes[N_KFRAMES];
-static frame uframes[N_UFRAMES];
-static char *func_names[N_FUNCS];
-static char *comms[N_COMMS];
+typedef struct func {
+        uint64_t addr, size;
+        bool module;
+} func;
+
+static func funcs[N_FUNCS];
+static uint64_t kframes[N_KFRAMES];     /* runtime addresses */
+static struct {
+        unsigned lib;
+        uint64_t offset;
+} uframes[N_UFRAMES];
+static uint64_t lib_base[N_PROCS][N_LIBS];
 static call_path paths[N_PATHS];
 
-static const char *const kmodules[] = { MODULE_KERNEL, MODULE_KERNEL, MODULE_KERNEL, MODULE_KERNEL,
-                                        MODULE_KERNEL, MODULE_KERNEL, "[ext4]", "[brd]", "[nvme]", "[xfs]" };
-static const char *const libs[] = {
-        "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libpthread.so.0",
-        "/usr/bin/bash", "/usr/sbin/nginx", "/usr/lib/x86_64-linux-gnu/libcrypto.so.3",
-        "/usr/bin/python3.11",
-};
-static const char *const kernel_build_id = "4bf4e6b4d1a37dc4e6f0d7a5b3a8c2e91f0e5d3c";
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* Functions from the fixture's text symbols, each with its extent up to
+ * the next text symbol (at most 4 KiB): every tenth is one of brd's, the
+ * rest are spread over vmlinux (the fixture has the sections of brd only,
+ * so other modules' addresses would not resolve). */
+static int load_functions(const char *kallsyms_path) {
+        static uint64_t all[MAX_FUNCS], core[MAX_FUNCS], mods[MAX_FUNCS];
+        size_t n_all = 0, n_core = 0, n_mods = 0;
+        char line[512];
+        FILE *f = fopen(kallsyms_path, "re");
+
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof line, f) && n_all < MAX_FUNCS) {
+                unsigned long long a;
+                char type, name[256];
+                int n = 0;
+
+                if (sscanf(line, "%llx %c %255s%n", &a, &type, name, &n) < 3 || (type != 't' && type != 'T'))
+                        continue;
+                all[n_all++] = a;
+                if (!strchr(line + n, '['))
+                        core[n_core++] = a;
+                else if (strstr(line + n, "[brd]"))
+                        mods[n_mods++] = a;
+        }
+        fclose(f);
+        if (n_core < N_FUNCS || n_mods == 0)
+                return -ENODATA;
+        qsort(all, n_all, sizeof all[0], cmp_u64);
+
+        for (unsigned i = 0; i < N_FUNCS; i++) {
+                bool module = i % 10 == 9;
+                uint64_t a = module ? mods[i / 10 % n_mods] : core[(size_t) i * (n_core / N_FUNCS)];
+                uint64_t *p = bsearch(&a, all, n_all, sizeof all[0], cmp_u64);
+                size_t k = p ? (size_t) (p - all) : 0;
+
+                /* Equal addresses (aliases) are one function. */
+                while (k + 1 < n_all && all[k + 1] == a)
+                        k++;
+                funcs[i] = (func) {
+                        .addr = a,
+                        .size = k + 1 < n_all ? MIN(all[k + 1] - a, (uint64_t) 0x1000) : 0x100,
+                        .module = module,
+                };
+                if (funcs[i].size == 0)
+                        funcs[i].size = 1;
+        }
+        return 0;
+}
 
 static void make_frames(void) {
-        static const char *const stems[] = { "do_sys", "vfs", "ext4", "blk_mq", "tcp", "ip", "sock", "mm",
-                                             "page", "sched", "irq", "rcu", "futex", "ep", "copy", "bio" };
-        static const char *const verbs[] = { "read", "write", "open", "poll", "alloc", "free", "submit",
-                                             "complete", "lookup", "wait", "wake", "flush" };
-
-        for (unsigned i = 0; i < N_FUNCS; i++)
-                if (asprintf(&func_names[i], "%s_%s_%u", stems[i % ELEMENTSOF(stems)],
-                             verbs[(i / ELEMENTSOF(stems)) % ELEMENTSOF(verbs)], i) < 0)
-                        abort();
-
         for (unsigned i = 0; i < N_KFRAMES; i++) {
-                unsigned fn = i % N_FUNCS;
-                const char *module = kmodules[fn % ELEMENTSOF(kmodules)];
-                uint64_t base = strcmp(module, MODULE_KERNEL) == 0 ? 0xffffffff81000000ULL : 0xffffffffc0000000ULL;
-                uint64_t start = base + (uint64_t) fn * 0x400;
-                uint64_t off = 0x10 + (uint64_t) (i / N_FUNCS) * 0x2b + rnd_below(16);
-
-                kframes[i] = (frame) {
-                        .kind = FRAME_KERNEL,
-                        .addr = start + off,
-                        .symbol = func_names[fn],
-                        .offset = off,
-                        .module = module,
-                        .build_id = strcmp(module, MODULE_KERNEL) == 0 ? kernel_build_id : NULL,
-                };
+                const func *fn = funcs + i % N_FUNCS;
+                kframes[i] = fn->addr + (0x10 + (uint64_t) (i / N_FUNCS) * 0x2b + rnd_below(16)) % fn->size;
         }
-
         for (unsigned i = 0; i < N_UFRAMES; i++) {
-                uint64_t off = 0x1000 + (uint64_t) rnd_below(0x200000);
-                uframes[i] = (frame) {
-                        .kind = FRAME_USER,
-                        .addr = 0x7f0000000000ULL + (uint64_t) (i % ELEMENTSOF(libs)) * 0x10000000 + off,
-                        .offset = off,
-                        .module = libs[i % ELEMENTSOF(libs)],
-                };
+                uframes[i].lib = i % N_LIBS;
+                uframes[i].offset = 0x1000 + rnd_below(0x200000);
         }
-
-        for (unsigned i = 0; i < N_COMMS; i++)
-                if (asprintf(&comms[i], "%s-%u", i % 3 == 0 ? "kworker/u8" : i % 3 == 1 ? "nginx" : "fio", i) < 0)
-                        abort();
+        /* Every process maps the libraries at addresses of its own (ASLR). */
+        for (unsigned p = 0; p < N_PROCS; p++)
+                for (unsigned l = 0; l < N_LIBS; l++)
+                        lib_base[p][l] = 0x7f0000000000ULL + (uint64_t) rnd_below(0x100000) * 0x1000000 +
+                                         (uint64_t) l * 0x400000;
 }
 
 /* Each path extends a prefix of an earlier one, so paths form a tree with
@@ -124,9 +176,9 @@ static void make_paths(void) {
                         const call_path *parent = paths + rnd_below(i);
                         keep = MIN(parent->n_kernel, 2 + rnd_below(depth - 2));
                         memcpy(p->kernel, parent->kernel, keep * sizeof(unsigned));
-                        p->comm = rnd_below(4) == 0 ? rnd_below(N_COMMS) : parent->comm;
+                        p->proc = rnd_below(4) == 0 ? rnd_below(N_PROCS) : parent->proc;
                 } else
-                        p->comm = rnd_below(N_COMMS);
+                        p->proc = rnd_below(N_PROCS);
 
                 for (unsigned d = keep; d < depth; d++)
                         p->kernel[d] = rnd_below(N_KFRAMES);
@@ -147,141 +199,222 @@ static unsigned pick_path(void) {
         return (unsigned) (u * u * u * N_PATHS) % N_PATHS;
 }
 
-static double cpu_seconds(void) {
-        struct rusage ru;
+static uint64_t thread_cpu_ns(void) {
+        struct timespec ts;
 
-        if (getrusage(RUSAGE_SELF, &ru) < 0)
-                return 0;
-        return (double) ru.ru_utime.tv_sec + (double) ru.ru_utime.tv_usec / 1e6 +
-               (double) ru.ru_stime.tv_sec + (double) ru.ru_stime.tv_usec / 1e6;
+        (void) clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
 }
 
-static uint64_t file_bytes(const char *path, const char *suffix) {
-        char p[4096];
-        struct stat st;
-
-        snprintf(p, sizeof(p), "%s%s", path, suffix);
-        return stat(p, &st) < 0 ? 0 : (uint64_t) st.st_size;
-}
-
-static void remove_db(const char *path) {
-        static const char *const suffixes[] = { "", "-wal", "-shm" };
-        char p[4096];
-
-        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
-                snprintf(p, sizeof(p), "%s%s", path, suffixes[i]);
-                (void) unlink(p);
+static void must(int r) {
+        if (r < 0) {
+                fprintf(stderr, "writing a record: %s\n", strerror(-r));
+                exit(EXIT_FAILURE);
         }
+}
+
+static void start_processes(synth_rb *rb, uint64_t t) {
+        static const char *const names[] = { "nginx", "fio", "postgres", "kworker/u8:2", "java" };
+
+        for (unsigned p = 0; p < N_PROCS; p++) {
+                uint32_t pid = 1000 + p;
+                char comm[16];
+
+                snprintf(comm, sizeof comm, "%s", names[p % ELEMENTSOF(names)]);
+                must(synth_task(rb, PERF_RECORD_FORK, pid, 1, t, 0));
+                must(synth_comm(rb, pid, comm, t, 0, true));
+                for (unsigned l = 0; l < N_LIBS; l++) {
+                        char path[64];
+                        uint8_t bid[20];
+
+                        for (int i = 0; i < 20; i++)
+                                bid[i] = (uint8_t) (l * 13 + (unsigned) i);
+                        snprintf(path, sizeof path, "/usr/lib/x86_64-linux-gnu/libbench%u.so", l);
+                        must(synth_mmap2(rb, pid, lib_base[p][l], 0x400000, 0, path, bid, t, 0));
+                }
+        }
+}
+
+/* What the samples were stored as: leaves in vmlinux, in brd, and left
+ * unsymbolized; a wrong layout would show here, not in the timing. */
+static int count_leaves(store *st, uint64_t *ret_vmlinux, uint64_t *ret_brd, uint64_t *ret_unknown) {
+        query_result *q = NULL;
+        int r = store_query(st, &(query_params) { .pid = -1, .cpu = -1 }, 0, 0, &q);
+
+        if (r < 0)
+                return r;
+        *ret_vmlinux = *ret_brd = *ret_unknown = 0;
+        for (size_t i = 0; i < q->n_rows; i++) {
+                const query_row *row = q->rows + i;
+
+                if (streq(row->module, MODULE_KERNEL) && strncmp(row->symbol, "0x", 2) != 0)
+                        *ret_vmlinux += row->samples;
+                else if (streq(row->module, "[brd]") && strncmp(row->symbol, "0x", 2) != 0)
+                        *ret_brd += row->samples;
+                else
+                        *ret_unknown += row->samples;
+        }
+        query_result_free(q);
+        return 0;
+}
+
+static uint64_t file_bytes(const char *path) {
+        struct stat st;
+        return stat(path, &st) < 0 ? 0 : (uint64_t) st.st_size;
 }
 
 int main(int argc, char **argv) {
         unsigned long n_samples = argc > 1 ? strtoul(argv[1], NULL, 0) : N_SAMPLES_DEFAULT;
-        char default_path[64];
-        const char *path;
-        frame chain[MAX_DEPTH + 8];
+        char root[] = "/tmp/bench-store.XXXXXX", kallsyms_path[64], db_default[64];
+        const char *db;
+        synth_rb rbs[N_CPUS] = {};
+        ringbuf *bufs[N_CPUS];
+        uint32_t cpu_ids[N_CPUS];
+        struct event_base *base = NULL;
+        store *st = NULL;
+        ingest *in = NULL;
+        tracker *tr = NULL;
         store_stats stats;
-        store *s = NULL;
-        int64_t boot_id;
-        uint64_t t = 1700000000000000000ULL;
-        double t0, t1;
-        int r;
+        uint64_t mono0 = 1000 * NSEC_PER_SEC, t = mono0, next_drain, next_commit, cpu_ns = 0, c;
+        uint64_t leaves_vmlinux, leaves_brd, leaves_unknown;
+        int64_t mono_to_wall;
+        int r, ret = EXIT_FAILURE;
 
         if (n_samples == 0)
                 n_samples = N_SAMPLES_DEFAULT;
-        snprintf(default_path, sizeof(default_path), "/tmp/bench-store-%d.db", (int) getpid());
-        path = argc > 2 ? argv[2] : default_path;
+        log_set_max_level(LOG_ERR);     /* not the fixture's 50 modules without sections */
+        if (!mkdtemp(root)) {
+                perror("mkdtemp");
+                return EXIT_FAILURE;
+        }
+        snprintf(kallsyms_path, sizeof kallsyms_path, "%s/proc/kallsyms", root);
+        snprintf(db_default, sizeof db_default, "%s/db", root);
+        db = argc > 2 ? argv[2] : db_default;
 
+        if (fixture_root_brd(root, "loaded", true, "0b6f2d2a-5a57-4d4e-9a3e-1c9d3f2b7e10") < 0) {
+                fprintf(stderr, "Failed to set up the synthetic root in %s\n", root);
+                goto out;
+        }
+        r = load_functions(kallsyms_path);
+        if (r < 0) {
+                fprintf(stderr, "Failed to read functions from %s: %s\n", kallsyms_path, strerror(-r));
+                goto out;
+        }
         make_frames();
         make_paths();
-        remove_db(path);
 
-        t0 = cpu_seconds();
-
-        r = store_open(path, STORE_READWRITE, &s);
+        (void) unlink(db);
+        base = event_base_new();
+        r = base ? store_open(db, STORE_READWRITE, &st) : -ENOMEM;
+        if (r >= 0)
+                r = ingest_new(st, root, &in);
+        if (r >= 0)
+                r = ingest_load_kernel(in);
+        if (r >= 0)
+                r = tracker_new(base, st, ingest_layout(in), in, root, &tr);
+        if (r >= 0)
+                r = tracker_start(tr);
         if (r < 0) {
-                fprintf(stderr, "Failed to open %s: %s\n", path, strerror(-r));
-                return 0;
-        }
-        r = store_add_boot(s, "0b6f2d2a-5a57-4d4e-9a3e-1c9d3f2b7e10", kernel_build_id, 0xffffffff81000000ULL,
-                           "6.1.0-bench", t, &boot_id);
-        if (r < 0) {
-                fprintf(stderr, "Failed to add boot: %s\n", strerror(-r));
+                fprintf(stderr, "Failed to set up the daemon's objects: %s\n", strerror(-r));
                 goto out;
         }
-
-        for (unsigned long i = 0; i < n_samples;) {
-                r = store_begin(s);
-                if (r < 0) {
-                        fprintf(stderr, "store_begin: %s\n", strerror(-r));
+        for (unsigned i = 0; i < N_CPUS; i++) {
+                if (synth_rb_init(&rbs[i], RB_DATA) < 0)
                         goto out;
-                }
-                for (unsigned long b = 0; b < BATCH && i < n_samples; b++, i++) {
-                        const call_path *p = paths + pick_path();
-                        size_t n = 0;
+                bufs[i] = &rbs[i].rb;
+                cpu_ids[i] = i;
+        }
+        mono_to_wall = (int64_t) (time(NULL) - 86400) * (int64_t) NSEC_PER_SEC - (int64_t) mono0;
 
-                        /* Leaf first: kernel frames innermost-first, then user
-                         * frames, innermost-first, outermost caller last. */
-                        for (unsigned d = p->n_kernel; d-- > 0;)
-                                chain[n++] = kframes[p->kernel[d]];
+        start_processes(&rbs[0], t);
+        next_drain = t + DRAIN_NS;
+        next_commit = t + NSEC_PER_SEC;
+        for (unsigned long i = 0; i < n_samples; i++) {
+                const call_path *p = paths + pick_path();
+                uint32_t cpu = (uint32_t) (i % N_CPUS), pid = 1000 + p->proc;
+                uint64_t chain[MAX_DEPTH + 16];
+                size_t nr = 0;
+
+                t += STEP_NS + rnd_below(1000);
+                /* Leaf first: kernel frames innermost first, then the user
+                 * frames, outermost caller last. The sampled IP wanders
+                 * within the leaf function. */
+                chain[nr++] = PERF_CONTEXT_KERNEL;
+                for (unsigned d = p->n_kernel; d-- > 0;)
+                        chain[nr++] = kframes[p->kernel[d]] + (d == p->n_kernel - 1 ? rnd_below(4) : 0);
+                if (p->n_user > 0) {
+                        chain[nr++] = PERF_CONTEXT_USER;
                         for (unsigned d = p->n_user; d-- > 0;)
-                                chain[n++] = uframes[p->user[d]];
-                        /* The sampled IP wanders within the leaf function. */
-                        chain[0].addr += rnd_below(4);
-                        chain[0].offset = chain[0].addr - (kframes[p->kernel[p->n_kernel - 1]].addr -
-                                                           kframes[p->kernel[p->n_kernel - 1]].offset);
+                                chain[nr++] = lib_base[p->proc][uframes[p->user[d]].lib] + uframes[p->user[d]].offset;
+                }
+                must(synth_sample(&rbs[cpu], pid, pid, t, cpu, STEP_NS, chain, nr, false));
 
-                        t += 250000 + rnd_below(1000);
-                        sample smp = {
-                                .time_ns = t,
-                                .cpu = (uint32_t) (i & 1),
-                                .pid = 1000 + p->comm,
-                                .tid = 1000 + p->comm,
-                                .comm = comms[p->comm],
-                                .period = 250000,
-                                .n_frames = n,
-                                .frames = chain,
-                        };
-                        r = store_add_sample(s, boot_id, &smp);
+                if (t >= next_drain) {
+                        c = thread_cpu_ns();
+                        r = ingest_drain(in, bufs, cpu_ids, N_CPUS, mono_to_wall, t - 10 * NSEC_PER_MSEC);
+                        cpu_ns += thread_cpu_ns() - c;
                         if (r < 0) {
-                                fprintf(stderr, "store_add_sample: %s\n", strerror(-r));
+                                fprintf(stderr, "ingest_drain: %s\n", strerror(-r));
                                 goto out;
                         }
+                        next_drain += DRAIN_NS;
                 }
-                r = store_commit(s);
-                if (r < 0) {
-                        fprintf(stderr, "store_commit: %s\n", strerror(-r));
-                        goto out;
-                }
-                /* As the daemon does after its commits. */
-                r = store_checkpoint(s);
-                if (r < 0) {
-                        fprintf(stderr, "store_checkpoint: %s\n", strerror(-r));
-                        goto out;
+                if (t >= next_commit) {
+                        c = thread_cpu_ns();
+                        r = ingest_commit(in);
+                        if (r >= 0)
+                                r = store_checkpoint(st);
+                        cpu_ns += thread_cpu_ns() - c;
+                        if (r < 0) {
+                                fprintf(stderr, "commit: %s\n", strerror(-r));
+                                goto out;
+                        }
+                        next_commit += NSEC_PER_SEC;
                 }
         }
-
-        t1 = cpu_seconds();
-
-        /* Sizes before closing: closing checkpoints and deletes the WAL. */
-        r = store_get_stats(s, &stats);
+        c = thread_cpu_ns();
+        r = ingest_drain(in, bufs, cpu_ids, N_CPUS, mono_to_wall, INGEST_HORIZON_ALL);
+        if (r >= 0)
+                r = ingest_commit(in);
+        cpu_ns += thread_cpu_ns() - c;
+        if (r >= 0)
+                r = store_get_stats(st, &stats);
+        if (r >= 0)
+                r = count_leaves(st, &leaves_vmlinux, &leaves_brd, &leaves_unknown);
         if (r < 0) {
-                fprintf(stderr, "store_get_stats: %s\n", strerror(-r));
+                fprintf(stderr, "final drain: %s\n", strerror(-r));
                 goto out;
         }
 
-        double us = (t1 - t0) * 1e6 / (double) n_samples;
-        printf("store: %lu samples in %.3f s CPU (getrusage user+sys) = %.3f us/sample, db %" PRIu64
-               " bytes (%.1f bytes/sample)\n",
-               n_samples, t1 - t0, us, stats.db_bytes, (double) stats.db_bytes / (double) n_samples);
-        printf("store: %" PRIu64 " frames, %" PRIu64 " stack nodes, %" PRIu64 " strings\n",
-               stats.n_frames, stats.n_stacks, stats.n_strings);
-        printf("store: target <= %.1f us/sample (daemon budget 2 us incl. symbolization): %s\n",
-               TARGET_US, us <= TARGET_US ? "met" : "NOT met");
+        const ingest_stats *is = ingest_get_stats(in);
+        double us = (double) cpu_ns / 1e3 / (double) n_samples;
+        printf("store: %lu samples (%" PRIu64 " stored), ingest_drain + ingest_commit + store_checkpoint: "
+               "%.3f s thread CPU = %.3f us/sample; ingest_drain alone %.3f us/sample\n",
+               n_samples, is->samples, (double) cpu_ns / 1e9, us, (double) is->cpu_ns / 1e3 / (double) n_samples);
+        printf("store: %" PRIu64 " frames, %" PRIu64 " stack nodes, %" PRIu64 " strings\n", stats.n_frames,
+               stats.n_stacks, stats.n_strings);
+        printf("store: leaf frames: %" PRIu64 " in vmlinux, %" PRIu64 " in brd, %" PRIu64 " not symbolized\n",
+               leaves_vmlinux, leaves_brd, leaves_unknown);
+        printf("store: target <= %.1f us/sample: %s\n", TARGET_US, us <= TARGET_US ? "met" : "NOT met");
+        if (is->samples != n_samples || leaves_unknown > 0 || leaves_brd == 0) {
+                fprintf(stderr, "store: %" PRIu64 " of %lu samples stored, %" PRIu64 " leaves not symbolized, %" PRIu64
+                        " in brd\n", is->samples, n_samples, leaves_unknown, leaves_brd);
+                goto out;
+        }
+        ret = EXIT_SUCCESS;
 
 out:
-        store_free(s);
-        printf("store: db after close %" PRIu64 " bytes\n", file_bytes(path, "") + file_bytes(path, "-wal"));
-        if (argc <= 2)
-                remove_db(path);
-        return 0;
+        tracker_free(tr);
+        ingest_free(in);
+        st = store_free(st);
+        if (base)
+                event_base_free(base);
+        if (ret == EXIT_SUCCESS)
+                printf("store: database %" PRIu64 " bytes after a clean close (%.1f bytes/sample)\n", file_bytes(db),
+                       (double) file_bytes(db) / (double) n_samples);
+        for (unsigned i = 0; i < N_CPUS; i++)
+                if (rbs[i].mem)
+                        synth_rb_done(&rbs[i]);
+        (void) fixture_sh("rm -rf %s", root);
+        return ret;
 }

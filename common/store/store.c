@@ -57,10 +57,6 @@
 #define STORE_FRAME_GENERATION_MAX_NS (24 * 3600 * NSEC_PER_SEC)
 #define STORE_GENERATION_LIMIT_DEFAULT (64ULL << 20)
 
-/* The whole-stack cache holds call stacks of ~1 KiB each: bound it by key
- * bytes rather than entries. */
-#define STORE_STACK_KEY_CACHE_MAX_BYTES (32 * 1024 * 1024)
-
 /* Lost records from a CPU number above this are ignored by
  * store_get_lost_per_cpu(): it sizes an array by the largest CPU seen.
  * The kernel's NR_CPUS is at most 8192 on x86-64. */
@@ -103,8 +99,6 @@ struct store {
 
         hashmap *string_cache;  /* string bytes -> id */
         hashmap *frame_cache;   /* frame content (see frame_key()) -> id */
-        hashmap *chain_cache;   /* a sample's whole call stack (see chain_key()) -> leaf stack id */
-        size_t chain_cache_bytes;
 
         sample_writer *samples; /* the writer's open periods (store-samples.c) */
         dict *stacks, *frames;  /* the writer's dictionaries (store-dict.c) */
@@ -115,14 +109,6 @@ struct store {
 
         uint8_t *keybuf;        /* scratch for frame_key() */
         size_t keybuf_size;
-        uint8_t *chainbuf;      /* scratch for chain_key() */
-        size_t chainbuf_size;
-
-        /* The previous sample's chain, outermost first: consecutive samples
-         * mostly share their outer callers (syscall entry, the idle loop),
-         * so that prefix is reused without a lookup. */
-        int64_t *chain_frames, *chain_nodes;
-        size_t chain_len, chain_alloc;
 };
 
 /* ---- errors and small helpers ---- */
@@ -240,9 +226,6 @@ static int step_id(store *s, sqlite3_stmt *st, int64_t *ret) {
 static void caches_clear(store *s) {
         hashmap_clear(s->string_cache);
         hashmap_clear(s->frame_cache);
-        hashmap_clear(s->chain_cache);
-        s->chain_cache_bytes = 0;
-        s->chain_len = 0;
 }
 
 /* The open periods and the stack index may hold ids of the batch: read
@@ -271,7 +254,7 @@ static void check_rolled_back(store *s) {
 
 size_t store_cache_bytes(const store *s) {
         return hashmap_memory_bytes(s->string_cache) + hashmap_memory_bytes(s->frame_cache) +
-               hashmap_memory_bytes(s->chain_cache) + dict_memory_bytes(s->stacks) + dict_memory_bytes(s->frames) +
+               dict_memory_bytes(s->stacks) + dict_memory_bytes(s->frames) +
                (s->samples ? sample_writer_memory_bytes(s->samples) : 0);
 }
 
@@ -643,9 +626,6 @@ int store_open(const char *path, store_mode mode, store **ret) {
                 r = hashmap_new(&s->frame_cache);
                 if (r < 0)
                         return r;
-                r = hashmap_new(&s->chain_cache);
-                if (r < 0)
-                        return r;
                 r = open_samples(s);
                 if (r < 0)
                         return r;
@@ -697,11 +677,7 @@ store *store_free(store *s) {
 
         hashmap_free(s->string_cache);
         hashmap_free(s->frame_cache);
-        hashmap_free(s->chain_cache);
         free(s->keybuf);
-        free(s->chainbuf);
-        free(s->chain_frames);
-        free(s->chain_nodes);
         free(s->path);
         free(s);
         return NULL;
@@ -1054,9 +1030,6 @@ static int start_generation(store *s, uint64_t time_ns, bool new_frames) {
                 r = dict_start_generation(s->stacks, sample_writer_generation(s->samples, NULL));
         if (r >= 0)
                 r = dict_start_generation(s->frames, sample_writer_frame_generation(s->samples, NULL));
-        hashmap_clear(s->chain_cache);
-        s->chain_cache_bytes = 0;
-        s->chain_len = 0;
         s->stack_gen_bytes = 0;
         if (new_frames) {
                 caches_clear(s);
@@ -1122,175 +1095,6 @@ int store_insert_sample(store *s, const stored_sample *smp) {
         if (r < 0)
                 return r;
         return auto_end(s, owned, insert_sample_locked(s, smp));
-}
-
-static int chain_reserve(store *s, size_t n) {
-        if (n <= s->chain_alloc)
-                return 0;
-
-        size_t m = MAX(n, (size_t) 64);
-        int64_t *f = realloc(s->chain_frames, m * sizeof(int64_t));
-        if (!f)
-                return -ENOMEM;
-        s->chain_frames = f;
-        int64_t *nd = realloc(s->chain_nodes, m * sizeof(int64_t));
-        if (!nd)
-                return -ENOMEM;
-        s->chain_nodes = nd;
-        s->chain_alloc = m;
-        return 0;
-}
-
-static int buf_reserve(uint8_t **buf, size_t *size, size_t need) {
-        return GREEDY_REALLOC(*buf, *size, need);
-}
-
-/* Key of a whole call stack, for the cache that lets a repeated stack cost
- * one lookup instead of one per frame. Per frame: kind, addr, offset, then
- * for each of symbol, module, build_id a tag: 0 = NULL, 1 = the same
- * pointer as the previous frame's (so the same text: it is the same memory
- * at the same moment; kernel frames share module and build id), 2 = text
- * follows, NUL terminated. Equal keys imply equal contents; equal contents
- * with different pointer sharing only make different keys, i.e. a miss. */
-static int chain_key(store *s, const sample *smp, size_t *ret_len) {
-        size_t len = 0;
-        int r;
-
-        for (size_t i = 0; i < smp->n_frames; i++) {
-                const frame *f = smp->frames + i, *prev = i > 0 ? f - 1 : NULL;
-                const char *strs[3] = { f->symbol, f->module, f->build_id };
-                const char *prevs[3] = { prev ? prev->symbol : NULL, prev ? prev->module : NULL,
-                                         prev ? prev->build_id : NULL };
-                size_t need;
-                uint8_t *p;
-
-                r = size_add(len, 1 + 8 + 8 + 3, &need);
-                if (r < 0)
-                        return r;
-                r = buf_reserve(&s->chainbuf, &s->chainbuf_size, need);
-                if (r < 0)
-                        return r;
-
-                p = s->chainbuf + len;
-                *p++ = (uint8_t) f->kind;
-                memcpy(p, &f->addr, 8);
-                p += 8;
-                memcpy(p, &f->offset, 8);
-                p += 8;
-                len = need - 3;
-
-                for (unsigned k = 0; k < 3; k++) {
-                        size_t sl;
-
-                        if (!strs[k] || strs[k] == prevs[k]) {
-                                s->chainbuf[len++] = strs[k] ? 1 : 0;
-                                continue;
-                        }
-
-                        sl = strlen(strs[k]) + 1;
-                        r = size_add(len, 1 + sl + (2 - k), &need);
-                        if (r < 0)
-                                return r;
-                        r = buf_reserve(&s->chainbuf, &s->chainbuf_size, need);
-                        if (r < 0)
-                                return r;
-                        s->chainbuf[len++] = 2;
-                        memcpy(s->chainbuf + len, strs[k], sl);
-                        len += sl;
-                }
-        }
-
-        *ret_len = len;
-        return 0;
-}
-
-static int add_sample_locked(store *s, int64_t boot_id, const sample *smp) {
-        stored_sample row = {
-                .time_ns = smp->time_ns,
-                .cpu = smp->cpu,
-                .pid = smp->pid,
-                .tid = smp->tid,
-                .period = smp->period,
-                .boot_id = boot_id,
-        };
-        int64_t parent = 0;
-        size_t depth = 0, key_len;
-        bool prefix = true;
-        int r;
-
-        r = intern_optional_string(s, smp->comm, &row.comm_id);
-        if (r < 0)
-                return r;
-
-        if (smp->n_frames == 0) {
-                row.stack_id = 0;
-                return insert_sample_locked(s, &row);
-        }
-
-        r = chain_key(s, smp, &key_len);
-        if (r < 0)
-                return r;
-        if (hashmap_get(s->chain_cache, s->chainbuf, key_len, &row.stack_id) >= 0)
-                return insert_sample_locked(s, &row);
-
-        r = chain_reserve(s, smp->n_frames);
-        if (r < 0)
-                return r;
-
-        /* Outermost caller (frames[n-1]) first, down to the leaf. */
-        for (size_t i = smp->n_frames; i-- > 0; depth++) {
-                int64_t frame_id, node;
-
-                r = intern_frame_locked(s, &smp->frames[i], &frame_id);
-                if (r < 0)
-                        goto fail;
-
-                if (prefix && depth < s->chain_len && s->chain_frames[depth] == frame_id)
-                        node = s->chain_nodes[depth];
-                else {
-                        prefix = false;
-                        r = intern_stack_locked(s, parent, frame_id, &node);
-                        if (r < 0)
-                                goto fail;
-                }
-
-                s->chain_frames[depth] = frame_id;
-                s->chain_nodes[depth] = node;
-                parent = node;
-        }
-        s->chain_len = depth;
-        row.stack_id = parent;
-
-        /* chainbuf still holds this sample's key: interning frames and
-         * stacks does not touch it. */
-        if (s->chain_cache_bytes + key_len > STORE_STACK_KEY_CACHE_MAX_BYTES ||
-            hashmap_size(s->chain_cache) >= STORE_CACHE_MAX_ENTRIES) {
-                hashmap_clear(s->chain_cache);
-                s->chain_cache_bytes = 0;
-        }
-        r = hashmap_put(s->chain_cache, s->chainbuf, key_len, row.stack_id);
-        if (r < 0)
-                return r;
-        s->chain_cache_bytes += key_len;
-
-        return insert_sample_locked(s, &row);
-
-fail:
-        s->chain_len = 0;
-        return r;
-}
-
-int store_add_sample(store *s, int64_t boot_id, const sample *smp) {
-        bool owned;
-        int r;
-
-        if (!s || !smp || (smp->n_frames > 0 && !smp->frames))
-                return -EINVAL;
-
-        r = auto_begin(s, &owned);
-        if (r < 0)
-                return r;
-        return auto_end(s, owned, add_sample_locked(s, boot_id, smp));
 }
 
 static int read_begin(store *s, bool *ret_owned);

@@ -14,7 +14,7 @@
 
 #include "history.h"
 #include "query.h"
-#include "sample.h"
+#include "frame.h"
 
 /* Integers: sqlite INTEGER is signed 64-bit. Addresses, offsets, times and
  * periods are uint64_t and are stored as their int64_t two's-complement
@@ -75,9 +75,6 @@ typedef struct stored_sample {
 } stored_sample;
 
 int store_insert_sample(store *s, const stored_sample *smp);
-
-/* Interns everything a sample refers to and inserts it. */
-int store_add_sample(store *s, int64_t boot_id, const sample *smp);
 
 /* PERF_RECORD_LOST: lost records on cpu at time_ns. */
 int store_add_lost(store *s, uint64_t time_ns, uint32_t cpu, uint64_t lost);

@@ -9,18 +9,17 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <json-c/json.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture-root.h"
 #include "macro.h"
 #include "snapshotter.h"
 #include "test.h"
 #include "timeparse.h"
 #include "tracker.h"
 
-#define FIXTURE TEST_DATA_DIR "/kernel-6.1-brd"
 #define DELAY_MS 200
 
 typedef struct fixture {
@@ -33,29 +32,14 @@ typedef struct fixture {
         snapshotter *snap;
 } fixture;
 
-__attribute__((format(printf, 1, 2)))
-static void sh(const char *fmt, ...) {
-        char cmd[1024];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof cmd, fmt, ap);
-        va_end(ap);
-        ASSERT_EQ(system(cmd), 0);
-}
-
 static void setup(fixture *f) {
         char path[128];
 
         snprintf(f->dir, sizeof f->dir, "/tmp/test-snapshotter.XXXXXX");
         ASSERT_TRUE(mkdtemp(f->dir));
-        sh("mkdir -p %s/root/proc/sys/kernel/random %s/root/sys/kernel", f->dir, f->dir);
-        sh("gzip -dc " FIXTURE "/proc/kallsyms.loaded.gz > %s/root/proc/kallsyms", f->dir);
-        sh("cp " FIXTURE "/proc/modules.unloaded %s/root/proc/modules", f->dir);
-        sh("cp " FIXTURE "/sys/kernel/notes %s/root/sys/kernel/", f->dir);
-        sh("cp " FIXTURE "/release %s/root/proc/sys/kernel/osrelease", f->dir);
-        sh("echo 00000000-0000-0000-0000-000000000003 > %s/root/proc/sys/kernel/random/boot_id", f->dir);
-        sh("mkdir -m 0700 %s/cache", f->dir);
+        snprintf(path, sizeof path, "%s/root", f->dir);
+        ASSERT_OK(fixture_root_brd(path, "unloaded", false, "00000000-0000-0000-0000-000000000003"));
+        ASSERT_OK(fixture_sh("mkdir -m 0700 %s/cache", f->dir));
 
         config_init(&f->cfg);
         free(f->cfg.root);
@@ -85,7 +69,7 @@ static void teardown(fixture *f) {
         store_free(f->store);
         event_base_free(f->base);
         config_done(&f->cfg);
-        sh("rm -rf %s", f->dir);
+        ASSERT_OK(fixture_sh("rm -rf %s", f->dir));
 }
 
 static void run_ms(fixture *f, unsigned ms) {

@@ -16,6 +16,7 @@
 #include "store/store.h"
 #include "store/store-dict.h"
 #include "store/store-samples.h"
+#include "store-write.h"
 #include "test.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free);
@@ -79,11 +80,11 @@ static const frame U_NOMAP = { FRAME_USER, 0x401000ULL, NULL, 0, NULL, NULL };
 #define S(k) (T0 + (uint64_t) (k) * NSEC_PER_SEC)
 
 static void add(store *s, uint64_t t, uint32_t cpu, uint32_t pid, const char *comm, const frame *frames, size_t n) {
-        sample smp = {
+        test_sample smp = {
                 .time_ns = t, .cpu = cpu, .pid = pid, .tid = pid, .comm = comm,
                 .period = 1, .n_frames = n, .frames = frames,
         };
-        ASSERT_OK(store_add_sample(s, 1, &smp));
+        ASSERT_OK(test_add_sample(s, 1, &smp));
 }
 
 static query_result *run_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks) {
@@ -921,11 +922,11 @@ static _Noreturn void crash_child(const char *path, int fd) {
                 if (store_begin(s) < 0)
                         _exit(EXIT_FAILURE);
                 for (int i = 0; i < CRASH_BATCH; i++) {
-                        sample smp = {
+                        test_sample smp = {
                                 .time_ns = (t += CRASH_STEP), .cpu = (uint32_t) (t & 1), .pid = 7, .comm = "writer",
                                 .n_frames = 1 + (t % ELEMENTSOF(f)), .frames = f,
                         };
-                        if (store_add_sample(s, 0, &smp) < 0)
+                        if (test_add_sample(s, 0, &smp) < 0)
                                 _exit(EXIT_FAILURE);
                 }
                 if (store_flush_samples(s, t + 1) < 0 || store_commit(s) < 0)
@@ -1560,11 +1561,11 @@ static void check_aggregates(bool churn) {
                 ASSERT_OK(store_begin(s));
                 for (size_t j = i; j < i + 500 && j < N; j++) {
                         unsigned k = (unsigned) (next_rand() % 4);
-                        sample smp = {
+                        test_sample smp = {
                                 .time_ns = v[j].t, .cpu = v[j].cpu, .pid = v[j].pid, .tid = v[j].pid,
                                 .comm = model_comm(v[j].pid), .period = 1000, .n_frames = depth[k], .frames = stacks[k],
                         };
-                        ASSERT_OK(store_add_sample(s, 1, &smp));
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
                 }
                 /* The horizon trails the newest sample a little. */
                 ASSERT_OK(store_flush_samples(s, v[MIN(i + 499, (size_t) N - 1)].t - NSEC_PER_SEC));
@@ -1767,12 +1768,12 @@ TEST(size_cap_deletes_oldest_first) {
                 ASSERT_OK(store_begin(s));
                 for (int i = 0; i < 400; i++) {
                         uint32_t pid = (uint32_t) (next_rand() % 100000);
-                        sample smp = {
+                        test_sample smp = {
                                 .time_ns = T0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = (uint32_t) (i % 2),
                                 .pid = pid, .tid = pid, .comm = "worker", .period = 1000 + next_rand() % 1000,
                                 .n_frames = 2, .frames = f,
                         };
-                        ASSERT_OK(store_add_sample(s, 1, &smp));
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
                         n++;
                 }
                 ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
@@ -1958,11 +1959,11 @@ TEST(frames_outlive_stack_generations) {
                                 f[k].offset = 0x1000 + 0x100 * (next_rand() % 8);
                                 f[k].addr = 0x7f0000000000ULL + f[k].offset;
                         }
-                        sample smp = {
+                        test_sample smp = {
                                 .time_ns = time_ns, .cpu = 0, .pid = 100 + (uint32_t) sec,
                                 .tid = 100 + (uint32_t) sec, .comm = "cc1", .period = 1000, .n_frames = 4, .frames = f,
                         };
-                        ASSERT_OK(store_add_sample(s, 1, &smp));
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
                         kept += time_ns >= cut;
                 }
                 ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
@@ -2017,11 +2018,11 @@ static void add_new_stacks(store *s, uint64_t t0, uint64_t sec, uint32_t pid) {
                 frame f[3] = { K_OPEN, K_ENTRY, U_LIBC };
                 f[2].offset = sec * 1000 + (uint64_t) i;
                 f[2].addr = 0x7f0000000000ULL + f[2].offset;
-                sample smp = {
+                test_sample smp = {
                         .time_ns = t0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = (uint32_t) i % 2, .pid = pid,
                         .tid = pid, .comm = "cc1", .period = 1000, .n_frames = 3, .frames = f,
                 };
-                ASSERT_OK(store_add_sample(s, 1, &smp));
+                ASSERT_OK(test_add_sample(s, 1, &smp));
         }
         ASSERT_OK(store_flush_samples(s, t0 + sec * NSEC_PER_SEC));
         ASSERT_OK(store_commit(s));

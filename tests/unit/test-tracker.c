@@ -8,7 +8,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +15,11 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "fixture-root.h"
 #include "macro.h"
 #include "test.h"
 #include "tracker.h"
 
-#define FIXTURE TEST_DATA_DIR "/kernel-6.1-brd"
 
 typedef struct fixture {
         char dir[64];
@@ -30,22 +29,11 @@ typedef struct fixture {
         tracker *t;
 } fixture;
 
-__attribute__((format(printf, 1, 2)))
-static void sh(const char *fmt, ...) {
-        char cmd[1024];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(cmd, sizeof cmd, fmt, ap);
-        va_end(ap);
-        ASSERT_EQ(system(cmd), 0);
-}
-
 static void use_modules(fixture *f, const char *which) {
         char src[256];
 
-        snprintf(src, sizeof src, FIXTURE "/proc/modules.%s", which);
-        sh("cp %s %s/proc/modules", src, f->dir);
+        snprintf(src, sizeof src, FIXTURE_BRD "/proc/modules.%s", which);
+        ASSERT_OK(fixture_sh("cp %s %s/proc/modules", src, f->dir));
 }
 
 static void setup(fixture *f) {
@@ -53,12 +41,7 @@ static void setup(fixture *f) {
 
         snprintf(f->dir, sizeof f->dir, "/tmp/test-tracker.XXXXXX");
         ASSERT_TRUE(mkdtemp(f->dir));
-        sh("mkdir -p %s/proc/sys/kernel/random %s/sys/kernel", f->dir, f->dir);
-        sh("gzip -dc " FIXTURE "/proc/kallsyms.loaded.gz > %s/proc/kallsyms", f->dir);
-        sh("cp -r " FIXTURE "/sys/module %s/sys/ && cp " FIXTURE "/sys/kernel/notes %s/sys/kernel/", f->dir, f->dir);
-        sh("cp " FIXTURE "/release %s/proc/sys/kernel/osrelease && echo 00000000-0000-0000-0000-000000000002 > "
-           "%s/proc/sys/kernel/random/boot_id", f->dir, f->dir);
-        use_modules(f, "unloaded");
+        ASSERT_OK(fixture_root_brd(f->dir, "unloaded", true, "00000000-0000-0000-0000-000000000002"));
 
         snprintf(path, sizeof path, "%s/db", f->dir);
         f->base = event_base_new();
@@ -75,7 +58,7 @@ static void teardown(fixture *f) {
         ingest_free(f->in);
         store_free(f->store);
         event_base_free(f->base);
-        sh("rm -rf %s", f->dir);
+        ASSERT_OK(fixture_sh("rm -rf %s", f->dir));
 }
 
 static void feed(fixture *f, const char *name) {
@@ -84,7 +67,7 @@ static void feed(fixture *f, const char *name) {
         size_t len = 0;
         uevent ev;
 
-        snprintf(path, sizeof path, FIXTURE "/uevents/%s", name);
+        snprintf(path, sizeof path, FIXTURE_BRD "/uevents/%s", name);
         ASSERT_OK(read_full_file(path, 64 * 1024, &buf, &len));
         ASSERT_OK(uevent_parse(buf, len, &ev));
         tracker_uevent(f->t, &ev);
@@ -149,7 +132,7 @@ TEST(start_add_and_remove_are_journaled) {
         ASSERT_STREQ(m->loaded_how, "uevent");
         ASSERT_TRUE(!m->unloaded);
         /* One section per sysfs file (what the kernel listed for it). */
-        ASSERT_EQ(m->n_sections, count_entries(FIXTURE "/sys/module/brd/sections"));
+        ASSERT_EQ(m->n_sections, count_entries(FIXTURE_BRD "/sys/module/brd/sections"));
         history_done(&h);
 
         /* rmmod brd. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-/* The data model shared by the daemon's ingest path, the store and the
- * tests: one symbolized sample with its call stack. */
+/* A symbolized stack frame: what the daemon's symbolizer makes of one
+ * sampled address and hands to the store to intern. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,13 +25,3 @@ typedef struct frame {
         const char *module;
         const char *build_id;   /* hex, or NULL if unknown */
 } frame;
-
-typedef struct sample {
-        uint64_t time_ns;       /* wall clock: nanoseconds since the Unix epoch */
-        uint32_t cpu;
-        uint32_t pid, tid;
-        const char *comm;       /* NULL if unknown */
-        uint64_t period;
-        size_t n_frames;
-        const frame *frames;    /* leaf (sampled IP) first, outermost caller last */
-} sample;
