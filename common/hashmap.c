@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Open addressing with linear probing over a power-of-two table. There is
- * no deletion (only clear), so probing needs no tombstones: a lookup stops
- * at the first empty slot. The full 64-bit hashes of the slots are an array
+/* Open addressing with linear probing over a power-of-two table. Removal
+ * shifts the entries after the hole back (backward-shift deletion), so
+ * probing needs no tombstones: a lookup stops at the first empty slot. The full 64-bit hashes of the slots are an array
  * of their own: a probe walks 8 bytes a slot (eight to a cache line) and
  * reads a slot's key only when the hashes match, and a grow never rehashes
  * key bytes. Keys up to 16 bytes (integers and pairs) live in the slot;
- * longer keys are copied into an arena that is freed as a whole. */
+ * longer keys are copied into an arena that is freed as a whole, or
+ * rewritten with only the live keys once removed keys are most of it. */
 
 #include <errno.h>
 #include <stdbool.h>
@@ -41,6 +42,7 @@ struct hashmap {
         size_t size;
         arena_chunk *arena;     /* head is the chunk being filled */
         size_t arena_bytes;     /* its chunks' sizes: callers ask at every insert */
+        size_t arena_dead;      /* bytes of removed keys still in the arena */
 };
 
 /* Odd 64-bit constants with well-spread bits, used as multipliers. */
@@ -157,6 +159,7 @@ void hashmap_clear(hashmap *h) {
         arena_free(h->arena);
         h->arena = NULL;
         h->arena_bytes = 0;
+        h->arena_dead = 0;
         /* Keep the table: a map that is cleared (e.g. a cache at its size
          * limit) is about to fill up to the same size again. */
         if (h->hashes)
@@ -337,4 +340,89 @@ int hashmap_put_pair(hashmap *h, uint64_t a, uint64_t b, int64_t value) {
 int hashmap_get_pair(const hashmap *h, uint64_t a, uint64_t b, int64_t *ret_value) {
         uint64_t key[2] = { a, b };
         return hashmap_get(h, key, sizeof(key), ret_value);
+}
+
+/* Copies the live long keys into one chunk of their size and frees the
+ * old chunks. Without memory for it, the arena stays as it is. */
+static void arena_compact(hashmap *h) {
+        size_t live = 0;
+        arena_chunk *c;
+
+        for (size_t i = 0; i < h->capacity; i++)
+                if (h->hashes[i] != 0 && h->entries[i].key_len > INLINE_KEY_MAX)
+                        live += h->entries[i].key_len;
+
+        c = malloc(sizeof(arena_chunk) + MAX(live, (size_t) 1));
+        if (!c)
+                return;
+        c->next = NULL;
+        c->size = MAX(live, (size_t) 1);
+        c->used = 0;
+        for (size_t i = 0; i < h->capacity; i++) {
+                entry *e = h->entries + i;
+
+                if (h->hashes[i] == 0 || e->key_len <= INLINE_KEY_MAX)
+                        continue;
+                memcpy(c->data + c->used, e->key, e->key_len);
+                e->key = c->data + c->used;
+                c->used += e->key_len;
+        }
+        arena_free(h->arena);
+        h->arena = c;
+        h->arena_bytes = sizeof *c + c->size;
+        h->arena_dead = 0;
+}
+
+int hashmap_remove(hashmap *h, const void *key, size_t key_len, int64_t *ret_value) {
+        size_t i, j, mask;
+
+        if (!h || (!key && key_len > 0))
+                return -EINVAL;
+        if (h->capacity == 0 || key_len > UINT32_MAX)
+                return -ENOENT;
+
+        i = find_slot(h, hash_bytes(key, key_len), key, key_len);
+        if (h->hashes[i] == 0)
+                return -ENOENT;
+        if (ret_value)
+                *ret_value = h->entries[i].value;
+        if (key_len > INLINE_KEY_MAX)
+                h->arena_dead += key_len;
+
+        /* Move back each later entry of the run whose home slot is not
+         * cyclically in (hole, its slot]: a lookup for it would otherwise
+         * stop at the hole. */
+        mask = h->capacity - 1;
+        for (j = (i + 1) & mask; h->hashes[j] != 0; j = (j + 1) & mask) {
+                size_t home = h->hashes[j] & mask;
+
+                if (((j - home) & mask) >= ((j - i) & mask)) {
+                        h->hashes[i] = h->hashes[j];
+                        h->entries[i] = h->entries[j];
+                        i = j;
+                }
+        }
+        h->hashes[i] = 0;
+        h->size--;
+
+        if (h->arena_dead > ARENA_CHUNK_BYTES && h->arena_dead * 2 > h->arena_bytes)
+                arena_compact(h);
+        return 0;
+}
+
+int hashmap_remove_u64(hashmap *h, uint64_t key, int64_t *ret_value) {
+        return hashmap_remove(h, &key, sizeof(key), ret_value);
+}
+
+bool hashmap_iterate(const hashmap *h, size_t *state, int64_t *ret_value) {
+        if (!h || !state)
+                return false;
+        for (; *state < h->capacity; (*state)++)
+                if (h->hashes[*state] != 0) {
+                        if (ret_value)
+                                *ret_value = h->entries[*state].value;
+                        (*state)++;
+                        return true;
+                }
+        return false;
 }

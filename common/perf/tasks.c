@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The task table (tasks.h): processes with their mappings, threads with
+ * their comm, and mapped files interned by (path, build-id), each in a
+ * common/hashmap; eviction of exited entries and negative-cache
+ * placeholders, oldest first, at the configured caps. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -8,6 +12,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "hashmap.h"
 #include "macro.h"
 #include "perf/tasks.h"
 
@@ -22,120 +27,6 @@
 /* Paths in MMAP2 records are at most PATH_MAX bytes (perf_event_mmap_event
  * uses a PATH_MAX buffer). */
 #define PATH_MAX_BYTES 4096u
-
-/* A small open-addressing table (linear probing, backward-shift deletion,
- * so no tombstones) of pointers with their cached hash. Kept private to
- * this file: the keys are the objects' own fields. */
-typedef struct slot {
-        uint64_t hash;
-        void *val;              /* NULL: empty */
-} slot;
-
-typedef struct table {
-        slot *slots;
-        size_t mask;            /* capacity - 1, capacity a power of two */
-        size_t n;
-} table;
-
-typedef bool (*match_fn)(const void *val, const void *key);
-
-static uint64_t hash_mix(uint64_t h) {
-        /* The 64-bit finalizer of MurmurHash3: spreads sequential pids over
-         * the low bits that pick the slot. */
-        h ^= h >> 33;
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        h *= 0xc4ceb9fe1a85ec53ULL;
-        h ^= h >> 33;
-        return h;
-}
-
-static uint64_t hash_string(const char *s, uint64_t h) {
-        for (; *s; s++) {
-                h ^= (uint8_t) *s;
-                h *= 0x100000001b3ULL;
-        }
-        return h;
-}
-
-static void *table_get(const table *t, uint64_t hash, match_fn match, const void *key) {
-        if (!t->slots)
-                return NULL;
-        for (size_t i = hash & t->mask;; i = (i + 1) & t->mask) {
-                const slot *s = &t->slots[i];
-
-                if (!s->val)
-                        return NULL;
-                if (s->hash == hash && match(s->val, key))
-                        return s->val;
-        }
-}
-
-static int table_grow(table *t) {
-        size_t cap = t->slots ? (t->mask + 1) * 2 : 64;
-        slot *slots;
-
-        slots = calloc(cap, sizeof(*slots));
-        if (!slots)
-                return -ENOMEM;
-        for (size_t i = 0; t->slots && i <= t->mask; i++) {
-                size_t j;
-
-                if (!t->slots[i].val)
-                        continue;
-                for (j = t->slots[i].hash & (cap - 1); slots[j].val; j = (j + 1) & (cap - 1))
-                        ;
-                slots[j] = t->slots[i];
-        }
-        free(t->slots);
-        t->slots = slots;
-        t->mask = cap - 1;
-        return 0;
-}
-
-/* Inserts val, which must not be in the table yet. */
-static int table_put(table *t, uint64_t hash, void *val) {
-        size_t i;
-        int r;
-
-        if (!t->slots || (t->n + 1) * 2 > t->mask + 1) {
-                r = table_grow(t);
-                if (r < 0)
-                        return r;
-        }
-        for (i = hash & t->mask; t->slots[i].val; i = (i + 1) & t->mask)
-                ;
-        t->slots[i] = (slot) { .hash = hash, .val = val };
-        t->n++;
-        return 0;
-}
-
-static void table_remove(table *t, uint64_t hash, const void *val) {
-        size_t i, j;
-
-        if (!t->slots)
-                return;
-        for (i = hash & t->mask; t->slots[i].val != val; i = (i + 1) & t->mask)
-                if (!t->slots[i].val)
-                        return;
-
-        /* Shift later members of the probe run back into the hole unless
-         * their home slot lies cyclically in (i, j]. */
-        for (j = i;;) {
-                size_t home;
-
-                j = (j + 1) & t->mask;
-                if (!t->slots[j].val)
-                        break;
-                home = t->slots[j].hash & t->mask;
-                if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
-                        t->slots[i] = t->slots[j];
-                        i = j;
-                }
-        }
-        t->slots[i] = (slot) {};
-        t->n--;
-}
 
 /* Intrusive circular list of evictable entries (exited, or negative-cache
  * placeholders), oldest first. */
@@ -172,10 +63,10 @@ static void list_unlink(list_link *l) {
  * nearly every process and FORK copies whole mapping lists. */
 typedef struct file_ref {
         size_t refs;
-        uint64_t hash;
         uint64_t id;
         char build_id[BUILD_ID_HEX_MAX];
-        char path[];
+        size_t key_len;         /* of path, its NUL and build_id: the key in tasks.files */
+        char path[];            /* path, NUL, build_id, NUL */
 } file_ref;
 
 typedef struct map_entry {
@@ -212,7 +103,11 @@ typedef struct thread {
 
 struct tasks {
         char *root;
-        table processes, threads, files;
+        hashmap *processes;     /* pid -> process */
+        hashmap *threads;       /* tid -> thread */
+        hashmap *files;         /* path NUL build_id -> file_ref */
+        char *keybuf;           /* a files key being looked up */
+        size_t keybuf_size;
         list_link evict_processes, evict_threads;
         size_t n_process_placeholders, n_thread_placeholders;
         size_t n_maps_total;
@@ -220,52 +115,45 @@ struct tasks {
         uint64_t next_file_id;
 };
 
-static bool match_pid(const void *val, const void *key) {
-        return ((const process *) val)->pid == *(const uint32_t *) key;
-}
+/* The files key of (path, build_id) in t->keybuf. */
+static int file_key(tasks *t, const char *path, const char *build_id, size_t *ret_len) {
+        size_t lp = strlen(path), lb = strlen(build_id);
+        int r;
 
-static bool match_tid(const void *val, const void *key) {
-        return ((const thread *) val)->tid == *(const uint32_t *) key;
-}
-
-typedef struct file_key {
-        const char *path, *build_id;
-} file_key;
-
-static bool match_file(const void *val, const void *key) {
-        const file_ref *f = val;
-        const file_key *k = key;
-
-        return strcmp(f->path, k->path) == 0 && strcmp(f->build_id, k->build_id) == 0;
-}
-
-static uint64_t hash_file(const char *path, const char *build_id) {
-        return hash_mix(hash_string(build_id, hash_string(path, 0xcbf29ce484222325ULL)));
+        r = GREEDY_REALLOC(t->keybuf, t->keybuf_size, lp + lb + 2);
+        if (r < 0)
+                return r;
+        memcpy(t->keybuf, path, lp + 1);
+        memcpy(t->keybuf + lp + 1, build_id, lb + 1);
+        *ret_len = lp + 1 + lb;
+        return 0;
 }
 
 static int file_intern(tasks *t, const char *path, const char *build_id, file_ref **ret) {
-        file_key key = { path, build_id };
-        uint64_t h = hash_file(path, build_id);
-        size_t l = strlen(path);
         file_ref *f;
+        size_t len;
+        int64_t v;
         int r;
 
-        f = table_get(&t->files, h, match_file, &key);
-        if (f) {
+        r = file_key(t, path, build_id, &len);
+        if (r < 0)
+                return r;
+        if (hashmap_get(t->files, t->keybuf, len, &v) >= 0) {
+                f = HASHMAP_TO_PTR(v);
                 f->refs++;
                 *ret = f;
                 return 0;
         }
 
-        f = malloc(sizeof(*f) + l + 1);
+        f = malloc(sizeof(*f) + len + 1);
         if (!f)
                 return -ENOMEM;
         f->refs = 1;
-        f->hash = h;
         f->id = ++t->next_file_id;
         snprintf(f->build_id, sizeof(f->build_id), "%s", build_id);
-        memcpy(f->path, path, l + 1);
-        r = table_put(&t->files, h, f);
+        f->key_len = len;
+        memcpy(f->path, t->keybuf, len + 1);
+        r = hashmap_put(t->files, f->path, len, HASHMAP_PTR(f));
         if (r < 0) {
                 free(f);
                 return r;
@@ -277,7 +165,7 @@ static int file_intern(tasks *t, const char *path, const char *build_id, file_re
 static void file_unref(tasks *t, file_ref *f) {
         if (!f || --f->refs > 0)
                 return;
-        table_remove(&t->files, f->hash, f);
+        (void) hashmap_remove(t->files, f->path, f->key_len, NULL);
         free(f);
 }
 
@@ -394,7 +282,7 @@ static void evict_update_thread(tasks *t, thread *th) {
 static void process_free(tasks *t, process *p) {
         if (!p)
                 return;
-        table_remove(&t->processes, hash_mix(p->pid), p);
+        (void) hashmap_remove_u64(t->processes, p->pid, NULL);
         list_unlink(&p->evict);
         if (p->placeholder)
                 t->n_process_placeholders--;
@@ -406,7 +294,7 @@ static void process_free(tasks *t, process *p) {
 static void thread_free(tasks *t, thread *th) {
         if (!th)
                 return;
-        table_remove(&t->threads, hash_mix(th->tid), th);
+        (void) hashmap_remove_u64(t->threads, th->tid, NULL);
         list_unlink(&th->evict);
         if (th->placeholder)
                 t->n_thread_placeholders--;
@@ -414,11 +302,13 @@ static void thread_free(tasks *t, thread *th) {
 }
 
 static process *process_get(const tasks *t, uint32_t pid) {
-        return table_get(&t->processes, hash_mix(pid), match_pid, &pid);
+        int64_t v;
+        return hashmap_get_u64(t->processes, pid, &v) >= 0 ? HASHMAP_TO_PTR(v) : NULL;
 }
 
 static thread *thread_get(const tasks *t, uint32_t tid) {
-        return table_get(&t->threads, hash_mix(tid), match_tid, &tid);
+        int64_t v;
+        return hashmap_get_u64(t->threads, tid, &v) >= 0 ? HASHMAP_TO_PTR(v) : NULL;
 }
 
 /* Creates an entry, making room by dropping the oldest evictable one
@@ -427,7 +317,7 @@ static int process_new(tasks *t, uint32_t pid, bool placeholder, process **ret) 
         process *p;
         int r;
 
-        if (t->processes.n >= t->max_processes) {
+        if (hashmap_size(t->processes) >= t->max_processes) {
                 if (t->evict_processes.next == &t->evict_processes)
                         return -ENOSPC;
                 process_free(t, CONTAINER_OF(t->evict_processes.next, process, evict));
@@ -438,7 +328,7 @@ static int process_new(tasks *t, uint32_t pid, bool placeholder, process **ret) 
                 return -ENOMEM;
         p->pid = pid;
         p->placeholder = placeholder;
-        r = table_put(&t->processes, hash_mix(pid), p);
+        r = hashmap_put_u64(t->processes, pid, HASHMAP_PTR(p));
         if (r < 0) {
                 free(p);
                 return r;
@@ -454,7 +344,7 @@ static int thread_new(tasks *t, uint32_t pid, uint32_t tid, bool placeholder, th
         thread *th;
         int r;
 
-        if (t->threads.n >= t->max_threads) {
+        if (hashmap_size(t->threads) >= t->max_threads) {
                 if (t->evict_threads.next == &t->evict_threads)
                         return -ENOSPC;
                 thread_free(t, CONTAINER_OF(t->evict_threads.next, thread, evict));
@@ -466,7 +356,7 @@ static int thread_new(tasks *t, uint32_t pid, uint32_t tid, bool placeholder, th
         th->tid = tid;
         th->pid = pid;
         th->placeholder = placeholder;
-        r = table_put(&t->threads, hash_mix(tid), th);
+        r = hashmap_put_u64(t->threads, tid, HASHMAP_PTR(th));
         if (r < 0) {
                 free(th);
                 return r;
@@ -650,6 +540,10 @@ int tasks_new(const char *root, tasks **ret) {
                         return -ENOMEM;
                 }
         }
+        if (hashmap_new(&t->processes) < 0 || hashmap_new(&t->threads) < 0 || hashmap_new(&t->files) < 0) {
+                tasks_free(t);
+                return -ENOMEM;
+        }
         list_init(&t->evict_processes);
         list_init(&t->evict_threads);
         t->max_processes = TASKS_MAX_PROCESSES_DEFAULT;
@@ -675,22 +569,24 @@ void tasks_set_limits(tasks *t, size_t max_processes, size_t max_threads,
 }
 
 tasks *tasks_free(tasks *t) {
+        int64_t v;
+
         if (!t)
                 return NULL;
-        for (size_t i = 0; t->processes.slots && i <= t->processes.mask; i++) {
-                process *p = t->processes.slots[i].val;
-                if (!p)
-                        continue;
-                maps_clear(t, p);
+        for (size_t i = 0; hashmap_iterate(t->processes, &i, &v);) {
+                process *p = HASHMAP_TO_PTR(v);
+
+                maps_clear(t, p);       /* changes t->files, not t->processes */
                 free(p->maps);
                 free(p);
         }
-        for (size_t i = 0; t->threads.slots && i <= t->threads.mask; i++)
-                free(t->threads.slots[i].val);
+        for (size_t i = 0; hashmap_iterate(t->threads, &i, &v);)
+                free(HASHMAP_TO_PTR(v));
         /* Every file reference belonged to a mapping, freed above. */
-        free(t->processes.slots);
-        free(t->threads.slots);
-        free(t->files.slots);
+        hashmap_free(t->processes);
+        hashmap_free(t->threads);
+        hashmap_free(t->files);
+        free(t->keybuf);
         free(t->root);
         free(t);
         return NULL;
@@ -1003,32 +899,30 @@ void tasks_gc(tasks *t, uint64_t before_ns) {
 }
 
 size_t tasks_n_threads(const tasks *t) {
-        return t ? t->threads.n - t->n_thread_placeholders : 0;
+        return t ? hashmap_size(t->threads) - t->n_thread_placeholders : 0;
 }
 
 size_t tasks_n_processes(const tasks *t) {
-        return t ? t->processes.n - t->n_process_placeholders : 0;
+        return t ? hashmap_size(t->processes) - t->n_process_placeholders : 0;
 }
 
 size_t tasks_memory_bytes(const tasks *t) {
+        int64_t v;
         size_t n;
 
         if (!t)
                 return 0;
         n = sizeof *t;
-        n += t->processes.slots ? (t->processes.mask + 1) * sizeof(slot) : 0;
-        n += t->threads.slots ? (t->threads.mask + 1) * sizeof(slot) : 0;
-        n += t->files.slots ? (t->files.mask + 1) * sizeof(slot) : 0;
-        n += t->threads.n * sizeof(thread);
-        for (size_t i = 0; t->processes.slots && i <= t->processes.mask; i++) {
-                const process *p = t->processes.slots[i].val;
-                if (p)
-                        n += sizeof *p + p->alloc_maps * sizeof(map_entry);
+        n += hashmap_memory_bytes(t->processes) + hashmap_memory_bytes(t->threads) + hashmap_memory_bytes(t->files);
+        n += t->keybuf_size;
+        n += hashmap_size(t->threads) * sizeof(thread);
+        for (size_t i = 0; hashmap_iterate(t->processes, &i, &v);) {
+                const process *p = HASHMAP_TO_PTR(v);
+                n += sizeof *p + p->alloc_maps * sizeof(map_entry);
         }
-        for (size_t i = 0; t->files.slots && i <= t->files.mask; i++) {
-                const file_ref *f = t->files.slots[i].val;
-                if (f)
-                        n += sizeof *f + strlen(f->path) + 1;
+        for (size_t i = 0; hashmap_iterate(t->files, &i, &v);) {
+                const file_ref *f = HASHMAP_TO_PTR(v);
+                n += sizeof *f + f->key_len + 1;
         }
         return n;
 }
