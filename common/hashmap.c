@@ -307,7 +307,8 @@ int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value) {
         return 0;
 }
 
-int hashmap_get(const hashmap *h, const void *key, size_t key_len, int64_t *ret_value) {
+/* The slot of key, its value in *ret_value. */
+static int lookup(const hashmap *h, const void *key, size_t key_len, size_t *ret_slot, int64_t *ret_value) {
         size_t i;
 
         if (!h || (!key && key_len > 0))
@@ -321,7 +322,13 @@ int hashmap_get(const hashmap *h, const void *key, size_t key_len, int64_t *ret_
 
         if (ret_value)
                 *ret_value = h->entries[i].value;
+        *ret_slot = i;
         return 0;
+}
+
+int hashmap_get(const hashmap *h, const void *key, size_t key_len, int64_t *ret_value) {
+        size_t i;
+        return lookup(h, key, key_len, &i, ret_value);
 }
 
 int hashmap_put_u64(hashmap *h, uint64_t key, int64_t value) {
@@ -375,17 +382,11 @@ static void arena_compact(hashmap *h) {
 
 int hashmap_remove(hashmap *h, const void *key, size_t key_len, int64_t *ret_value) {
         size_t i, j, mask;
+        int r;
 
-        if (!h || (!key && key_len > 0))
-                return -EINVAL;
-        if (h->capacity == 0 || key_len > UINT32_MAX)
-                return -ENOENT;
-
-        i = find_slot(h, hash_bytes(key, key_len), key, key_len);
-        if (h->hashes[i] == 0)
-                return -ENOENT;
-        if (ret_value)
-                *ret_value = h->entries[i].value;
+        r = lookup(h, key, key_len, &i, ret_value);
+        if (r < 0)
+                return r;
         if (key_len > INLINE_KEY_MAX)
                 h->arena_dead += key_len;
 
