@@ -20,6 +20,7 @@
 #include "macro.h"
 #include "perf/perf-events.h"
 #include "wire/protocol.h"
+#include "wire/status-json.h"
 #include "server.h"
 #include "snapshotter.h"
 #include "store/store.h"
@@ -278,12 +279,14 @@ static int on_rescan_request(json_object *reply, void *userdata) {
         r = tracker_rescan_ksyms(d->tracker, "requested", &res);
         if (r < 0)
                 return r;
-        json_object_object_add(reply, "added", json_object_new_int((int) res.added));
-        json_object_object_add(reply, "removed", json_object_new_int((int) res.removed));
-        json_object_object_add(reply, "loaded", json_object_new_int((int) res.live));
-        json_object_object_add(reply, "ksyms_registered", json_object_new_int((int) res.ksyms_added));
-        json_object_object_add(reply, "ksyms_unregistered", json_object_new_int((int) res.ksyms_removed));
-        json_object_object_add(reply, "ksyms_live", json_object_new_int((int) res.ksyms_live));
+        status_rescan_json(&(status_rescan) {
+                        .added = (unsigned) res.added,
+                        .removed = (unsigned) res.removed,
+                        .loaded = (unsigned) res.live,
+                        .ksyms_registered = (unsigned) res.ksyms_added,
+                        .ksyms_unregistered = (unsigned) res.ksyms_removed,
+                        .ksyms_live = (unsigned) res.ksyms_live,
+                }, reply);
         return 0;
 }
 
@@ -395,100 +398,99 @@ static void status_fill(json_object *p, void *userdata) {
         const ingest_stats *st = ingest_get_stats(d->ingest);
         const symbolizer_stats *sy = ingest_symbolizer_stats(d->ingest);
         const kernel_info *k = ingest_kernel(d->ingest);
-        char text[32];
-        json_object *lost = json_object_new_array();
         const uint64_t *lpc;
         size_t n;
-
-        json_object_object_add(p, "version", json_object_new_string(PACKAGE_VERSION));
-        json_object_object_add(p, "protocol", json_object_new_int(PERFSNAP_PROTOCOL_VERSION));
-        json_object_object_add(p, "pid", json_object_new_int((int) getpid()));
-        json_object_object_add(p, "uptime_ns", json_object_new_int64((int64_t) (clock_ns(CLOCK_MONOTONIC) - d->start_mono_ns)));
-        json_object_object_add(p, "cpus", json_object_new_int((int) d->n_cpus));
-        json_object_object_add(p, "frequency_hz", json_object_new_int((int) d->cfg.frequency_hz));
-        json_object_object_add(p, "event", json_object_new_string(d->events ? perf_events_kind(d->events) : "none"));
-        json_object_object_add(p, "samples", json_object_new_int64((int64_t) st->samples));
-        json_object_object_add(p, "lost", json_object_new_int64((int64_t) st->lost));
-        lpc = ingest_lost_per_cpu(d->ingest, &n);
-        for (size_t i = 0; i < d->n_cpus; i++)
-                json_object_array_add(lost, json_object_new_int64(d->cpus[i] < n ? (int64_t) lpc[d->cpus[i]] : 0));
-        json_object_object_add(p, "lost_per_cpu", lost);
-        json_object_object_add(p, "bad_records", json_object_new_int64((int64_t) st->bad_records));
-        json_object_object_add(p, "ingest_cpu_ns", json_object_new_int64((int64_t) st->cpu_ns));
-        json_object_object_add(p, "stack_cache_hits", json_object_new_int64((int64_t) sy->stack_cache_hits));
-        json_object_object_add(p, "invalid_user_frames", json_object_new_int64((int64_t) sy->invalid_user_frames));
-        json_object_object_add(p, "deferred_records", json_object_new_int64((int64_t) st->deferred));
-        json_object_object_add(p, "ksymbol_records", json_object_new_boolean(d->events && perf_events_has_ksymbol(d->events)));
-        json_object_object_add(p, "commits", json_object_new_int64((int64_t) st->commits));
-        json_object_object_add(p, "pending_samples", json_object_new_int64((int64_t) store_pending_samples(d->store)));
-        json_object_object_add(p, "bad_sample_blocks", json_object_new_int64((int64_t) store_bad_blocks(d->store)));
-        int dropped_error;
-        uint64_t dropped_since;
-        json_object_object_add(p, "dropped_samples",
-                               json_object_new_int64((int64_t) store_dropped_samples(d->store, &dropped_error, &dropped_since)));
-        json_object_object_add(p, "dropped_reason", json_object_new_string(dropped_error < 0 ? strerror(-dropped_error) : ""));
-        json_object_object_add(p, "dropped_since_ns", json_object_new_int64((int64_t) dropped_since));
-        json_object_object_add(p, "database_max_size", json_object_new_int64((int64_t) d->db_max_bytes));
-        json_object_object_add(p, "cap_removed_samples", json_object_new_int64((int64_t) d->cap_removed_samples));
-        json_object_object_add(p, "cap_removed_newest_ns", json_object_new_int64((int64_t) d->cap_removed_newest_ns));
-        json_object_object_add(p, "db_path", json_object_new_string(d->cfg.database));
-        json_object_object_add(p, "kernel_release", json_object_new_string(k->release));
-        json_object_object_add(p, "kernel_build_id", json_object_new_string(k->build_id));
-        snprintf(text, sizeof text, "0x%llx", (unsigned long long) k->text_addr);
-        json_object_object_add(p, "kernel_text_addr", json_object_new_string(text));
-        json_object_object_add(p, "kernel_symbols", json_object_new_int64((int64_t) ingest_n_symbols(d->ingest)));
-        json_object_object_add(p, "clients", json_object_new_int((int) server_n_clients(d->server)));
+        _cleanup_free_ uint64_t *lost = calloc(MAX(d->n_cpus, (size_t) 1), sizeof(uint64_t));
+        status_modules modules;
+        status_uevents uevents;
         /* The heap in use, and how much of it sqlite's page caches hold (they
          * grow with the database up to cache_size per connection). */
         struct mallinfo2 mi = mallinfo2();
-        json_object_object_add(p, "heap_bytes", json_object_new_int64((int64_t) (mi.uordblks + mi.hblkhd)));
-        int64_t sqlite_allocs = 0, sqlite_bytes = store_memory_used(&sqlite_allocs);
-        json_object_object_add(p, "sqlite_memory_bytes", json_object_new_int64(sqlite_bytes));
-        json_object_object_add(p, "sqlite_allocations", json_object_new_int64(sqlite_allocs));
-        json_object_object_add(p, "ingest_buffer_bytes", json_object_new_int64((int64_t) ingest_buffer_bytes(d->ingest)));
-        json_object_object_add(p, "ingest_cache_bytes", json_object_new_int64((int64_t) ingest_cache_bytes(d->ingest)));
-        json_object_object_add(p, "store_cache_bytes", json_object_new_int64((int64_t) store_cache_bytes(d->store)));
-        json_object_object_add(p, "tasks_bytes", json_object_new_int64((int64_t) ingest_tasks_bytes(d->ingest)));
+        status_info s = {
+                .version = PACKAGE_VERSION,
+                .pid = (int) getpid(),
+                .uptime_ns = clock_ns(CLOCK_MONOTONIC) - d->start_mono_ns,
+                .cpus = (unsigned) d->n_cpus,
+                .frequency_hz = d->cfg.frequency_hz,
+                .event = d->events ? perf_events_kind(d->events) : "none",
+                .samples = st->samples,
+                .lost = st->lost,
+                .lost_per_cpu = lost,
+                .bad_records = st->bad_records,
+                .ingest_cpu_ns = st->cpu_ns,
+                .stack_cache_hits = sy->stack_cache_hits,
+                .invalid_user_frames = sy->invalid_user_frames,
+                .deferred_records = st->deferred,
+                .ksymbol_records = d->events && perf_events_has_ksymbol(d->events),
+                .commits = st->commits,
+                .pending_samples = store_pending_samples(d->store),
+                .bad_sample_blocks = store_bad_blocks(d->store),
+                .database_max_size = d->db_max_bytes,
+                .cap_removed_samples = d->cap_removed_samples,
+                .cap_removed_newest_ns = d->cap_removed_newest_ns,
+                .db_path = d->cfg.database,
+                .kernel_release = k->release,
+                .kernel_build_id = k->build_id,
+                .kernel_text_addr = k->text_addr,
+                .kernel_symbols = ingest_n_symbols(d->ingest),
+                .clients = (unsigned) server_n_clients(d->server),
+                .heap_bytes = mi.uordblks + mi.hblkhd,
+                .ingest_buffer_bytes = ingest_buffer_bytes(d->ingest),
+                .ingest_cache_bytes = ingest_cache_bytes(d->ingest),
+                .store_cache_bytes = store_cache_bytes(d->store),
+                .tasks_bytes = ingest_tasks_bytes(d->ingest),
+        };
+
+        lpc = ingest_lost_per_cpu(d->ingest, &n);
+        for (size_t i = 0; lost && i < d->n_cpus; i++)
+                lost[i] = d->cpus[i] < n ? lpc[d->cpus[i]] : 0;
+        s.dropped_samples = store_dropped_samples(d->store, &s.dropped_error, &s.dropped_since_ns);
+        s.sqlite_memory_bytes = store_memory_used(&s.sqlite_allocations);
 
         if (d->tracker) {
                 const tracker_stats *ts = tracker_get_stats(d->tracker);
                 layout *l = ingest_layout(d->ingest);
 
-                json_object_object_add(p, "modules_loaded", json_object_new_int64((int64_t) layout_n_live(l)));
-                json_object_object_add(p, "modules_added", json_object_new_int64((int64_t) ts->modules_added));
-                json_object_object_add(p, "modules_removed", json_object_new_int64((int64_t) ts->modules_removed));
-                json_object_object_add(p, "module_uevents", json_object_new_int64((int64_t) ts->module_uevents));
-                json_object_object_add(p, "ignored_uevents", json_object_new_int64((int64_t) ts->ignored_uevents));
-                json_object_object_add(p, "spurious_removes", json_object_new_int64((int64_t) ts->spurious_removes));
-                json_object_object_add(p, "rescans", json_object_new_int64((int64_t) ts->rescans));
-                json_object_object_add(p, "layout_events", json_object_new_int64((int64_t) ts->events));
-                json_object_object_add(p, "last_change_ns", json_object_new_int64((int64_t) ts->last_change_ns));
-                json_object_object_add(p, "max_change_ns", json_object_new_int64((int64_t) ts->max_change_ns));
-                json_object_object_add(p, "module_frames", json_object_new_int64((int64_t) sy->module_frames));
-                json_object_object_add(p, "module_data_frames", json_object_new_int64((int64_t) sy->module_data_frames));
-                json_object_object_add(p, "ksyms_live", json_object_new_int64((int64_t) layout_n_live_ksyms(l)));
-                json_object_object_add(p, "ksyms_tracked", json_object_new_int64((int64_t) layout_n_ksyms(l)));
-                json_object_object_add(p, "ksyms_registered", json_object_new_int64((int64_t) ts->ksyms_registered));
-                json_object_object_add(p, "ksyms_unregistered", json_object_new_int64((int64_t) ts->ksyms_unregistered));
-                json_object_object_add(p, "ksym_records", json_object_new_int64((int64_t) ts->ksym_records));
-                json_object_object_add(p, "bpf_events", json_object_new_int64((int64_t) ts->bpf_events));
-                json_object_object_add(p, "ksym_duplicates", json_object_new_int64((int64_t) ts->ksym_duplicates));
-                json_object_object_add(p, "ksym_unknown_unregisters",
-                                       json_object_new_int64((int64_t) ts->ksym_unknown_unregisters));
-                json_object_object_add(p, "ksym_rescans", json_object_new_int64((int64_t) ts->ksym_rescans));
-                json_object_object_add(p, "unresolved_kernel_frames", json_object_new_int64((int64_t) sy->unresolved_kernel_frames));
+                modules = (status_modules) {
+                        .loaded = layout_n_live(l),
+                        .added = ts->modules_added,
+                        .removed = ts->modules_removed,
+                        .uevents = ts->module_uevents,
+                        .ignored_uevents = ts->ignored_uevents,
+                        .spurious_removes = ts->spurious_removes,
+                        .rescans = ts->rescans,
+                        .layout_events = ts->events,
+                        .last_change_ns = ts->last_change_ns,
+                        .max_change_ns = ts->max_change_ns,
+                        .module_frames = sy->module_frames,
+                        .module_data_frames = sy->module_data_frames,
+                        .ksyms_live = layout_n_live_ksyms(l),
+                        .ksyms_tracked = layout_n_ksyms(l),
+                        .ksyms_registered = ts->ksyms_registered,
+                        .ksyms_unregistered = ts->ksyms_unregistered,
+                        .ksym_records = ts->ksym_records,
+                        .bpf_events = ts->bpf_events,
+                        .ksym_duplicates = ts->ksym_duplicates,
+                        .ksym_unknown_unregisters = ts->ksym_unknown_unregisters,
+                        .ksym_rescans = ts->ksym_rescans,
+                        .unresolved_kernel_frames = sy->unresolved_kernel_frames,
+                };
+                s.modules = &modules;
         }
-        snapshotter_status(d->snapshotter, p);
-        json_object_object_add(p, "uevent_monitor", json_object_new_boolean(d->uevents != NULL));
+        snapshotter_status(d->snapshotter, &s.snapshots);
         if (d->uevents) {
                 const uevent_monitor_stats *us = uevent_monitor_get_stats(d->uevents);
 
-                json_object_object_add(p, "uevents_received", json_object_new_int64((int64_t) us->received));
-                json_object_object_add(p, "uevents_accepted", json_object_new_int64((int64_t) us->accepted));
-                json_object_object_add(p, "uevents_forged", json_object_new_int64((int64_t) us->forged));
-                json_object_object_add(p, "uevents_malformed", json_object_new_int64((int64_t) us->malformed));
-                json_object_object_add(p, "uevents_overruns", json_object_new_int64((int64_t) us->overruns));
+                uevents = (status_uevents) {
+                        .received = us->received,
+                        .accepted = us->accepted,
+                        .forged = us->forged,
+                        .malformed = us->malformed,
+                        .overruns = us->overruns,
+                };
+                s.uevents = &uevents;
         }
+        status_json(&s, p);
 }
 
 int daemon_new(const config *c, const char *config_path, daemon_ctx **ret) {

@@ -18,20 +18,11 @@
 #include "wire/history-json.h"
 #include "wire/protocol.h"
 #include "wire/query-json.h"
+#include "wire/status-json.h"
 
 /* The records of one event per module section: cap them so that an answer
  * stays well below PERFSNAP_MAX_REPLY_BYTES (a record is ~250 bytes). */
 #define EVENTS_MAX_RECORDS 40000
-
-char *method_error_reply(const char *error, const char *message) {
-        json_object *p = json_object_new_object();
-        char *s;
-
-        json_object_object_add(p, "message", json_object_new_string(message));
-        s = proto_format_error(error, p);
-        json_object_put(p);
-        return s;
-}
 
 char **method_single_reply(char *msg) {
         char **v;
@@ -51,7 +42,7 @@ static char **no_database(const method_job *j) {
         char msg[256];
 
         snprintf(msg, sizeof msg, "cannot open the database %s: %s", j->db_path, strerror(-j->store_error));
-        return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+        return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, msg));
 }
 
 static char **run_query(method_job *j) {
@@ -64,13 +55,13 @@ static char **run_query(method_job *j) {
 
         r = query_params_from_json(j->params, &q, &why);
         if (r < 0)
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters"));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters"));
         if (!j->store)
                 return no_database(j);
         r = store_query(j->store, &q, j->max_rows, j->max_stacks, &res);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "query failed: %s", strerror(-r));
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, msg));
         }
         r = query_result_format_replies(res, PERFSNAP_MAX_REPLY_BYTES, &replies, &n);
         query_result_free(res);
@@ -78,14 +69,14 @@ static char **run_query(method_job *j) {
          * daemon's high-water mark. */
         malloc_trim(0);
         if (r == -E2BIG)
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, "a single row does not fit in one reply"));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, "a single row does not fit in one reply"));
         if (r < 0)
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, "out of memory"));
         if (n > 1 && !j->more) {
                 for (size_t i = 0; i < n; i++)
                         free(replies[i]);
                 free(replies);
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INVALID_PARAMETER,
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER,
                                                  "answer too large for one reply: call with more, or lower top"));
         }
         return replies;
@@ -95,13 +86,14 @@ static char **run_query(method_job *j) {
 static char **run_status(method_job *j) {
         store_stats st = {};
 
-        if (j->store && store_get_stats(j->store, &st) >= 0) {
-                json_object_object_add(j->params, "stored_samples", json_object_new_int64((int64_t) st.samples));
-                json_object_object_add(j->params, "stored_lost", json_object_new_int64((int64_t) st.lost));
-                json_object_object_add(j->params, "db_bytes", json_object_new_int64((int64_t) st.db_bytes));
-                json_object_object_add(j->params, "oldest_sample_ns", json_object_new_int64((int64_t) st.first_ns));
-                json_object_object_add(j->params, "newest_sample_ns", json_object_new_int64((int64_t) st.last_ns));
-        }
+        if (j->store && store_get_stats(j->store, &st) >= 0)
+                status_stored_json(&(status_stored) {
+                                .samples = st.samples,
+                                .lost = st.lost,
+                                .db_bytes = st.db_bytes,
+                                .first_ns = st.first_ns,
+                                .last_ns = st.last_ns,
+                        }, j->params);
         return method_single_reply(proto_format_reply(j->params, false));
 }
 
@@ -147,7 +139,7 @@ static char **run_history(method_job *j, history_list what) {
             (what != LIST_KSYMS && !get_bool(j->params, what == LIST_MODULES ? "sections" : "records", &flag, &why))) {
                 snprintf(msg, sizeof msg, "parameter \"%s\" is not %s", why,
                          streq(why, "since_ns") || streq(why, "limit") ? "an integer in [0, 2^63)" : "a boolean");
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INVALID_PARAMETER, msg));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, msg));
         }
         if (!j->store)
                 return no_database(j);
@@ -165,13 +157,13 @@ static char **run_history(method_job *j, history_list what) {
         }
         if (r < 0) {
                 snprintf(msg, sizeof msg, "reading the journal failed: %s", strerror(-r));
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, msg));
         }
         reply = proto_format_reply(res, false);
         json_object_put(res);
         if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
                 free(reply);
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INVALID_PARAMETER,
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER,
                                                  "answer too large for one reply: use a later since or a limit"));
         }
         return method_single_reply(reply);
@@ -201,18 +193,18 @@ static char **run_cache_list(method_job *j) {
         int r;
 
         if (!j->cache_dir || !j->cache_dir[0])
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, "snapshots are off (cache_dir is empty)"));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, "snapshots are off (cache_dir is empty)"));
         if (json_object_object_get_ex(j->params, "current", &o))
                 current = json_object_get_string(o);
         r = snapshot_list(j->cache_dir, &v, &n);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "cannot read the cache %s: %s", j->cache_dir, strerror(-r));
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, msg));
         }
         entries = n > 0 ? calloc(n, sizeof *entries) : NULL;
         if (n > 0 && !entries) {
                 snapshot_infos_free(v, n);
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, "out of memory"));
         }
         for (size_t i = 0; i < n; i++) {
                 entries[i] = (cache_entry) { .info = v + i, .current = current && streq(current, v[i].path) };
@@ -223,14 +215,14 @@ static char **run_cache_list(method_job *j) {
         free(entries);
         if (r < 0) {
                 snapshot_infos_free(v, n);
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, "out of memory"));
         }
         snapshot_infos_free(v, n);
         reply = proto_format_reply(res, false);
         json_object_put(res);
         if (reply && strlen(reply) > PERFSNAP_MAX_REPLY_BYTES) {
                 free(reply);
-                return method_single_reply(method_error_reply(PERFSNAP_ERROR_INTERNAL, "too many snapshots for one reply: prune the cache"));
+                return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, "too many snapshots for one reply: prune the cache"));
         }
         return method_single_reply(reply);
 }

@@ -62,6 +62,3 @@ bool method_allowed(const method *m, uid_t uid);
 /* One formatted message as a NULL-terminated array (takes msg; NULL when
  * msg is NULL or out of memory). */
 char **method_single_reply(char *msg);
-
-/* A formatted error reply {"error": error, "parameters": {"message": ...}}. */
-char *method_error_reply(const char *error, const char *message);

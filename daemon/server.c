@@ -280,10 +280,6 @@ void server_call_reply(server *s, server_call *call, char *msg) {
         workqueue_complete(s->queue, &j->item);
 }
 
-char *server_error_reply(const char *error, const char *message) {
-        return method_error_reply(error, message);
-}
-
 /* Takes params. */
 static int submit_job(server *s, client *c, const method *m, json_object *params, bool more, const char **why) {
         job *j;
@@ -369,7 +365,7 @@ static void handle_call(client *c, const char *msg) {
         if (r < 0) {
                 log_debug("Malformed call from pid %d (%s); disconnecting it.", (int) c->pid, why);
                 snprintf(text, sizeof text, "not a varlink call: %s", why);
-                client_send(c, method_error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, text));
+                client_send(c, proto_format_error_message(PERFSNAP_ERROR_INVALID_MESSAGE, text));
                 c->close_after_write = true;
                 return;
         }
@@ -378,28 +374,19 @@ static void handle_call(client *c, const char *msg) {
         c->oneway = call.oneway;
 
         if (!c->authorized) {
-                p = json_object_new_object();
-                json_object_object_add(p, "group", json_object_new_string(s->group));
-                snprintf(text, sizeof text, "only root%s%s%s may query perfsnapd",
-                         s->group[0] ? " and members of group '" : "", s->group, s->group[0] ? "'" : "");
-                json_object_object_add(p, "message", json_object_new_string(text));
-                client_send(c, proto_format_error(PERFSNAP_ERROR_PERMISSION_DENIED, p));
-                json_object_put(p);
+                client_send(c, proto_format_permission_denied(s->group));
                 c->close_after_write = true;
                 goto out;
         }
 
         m = method_lookup(call.method);
         if (!m) {
-                p = json_object_new_object();
-                json_object_object_add(p, "method", json_object_new_string(call.method));
-                client_send(c, proto_format_error(PERFSNAP_ERROR_METHOD_NOT_FOUND, p));
-                json_object_put(p);
+                client_send(c, proto_format_method_not_found(call.method));
                 goto out;
         }
         if (!method_allowed(m, c->uid)) {
                 snprintf(text, sizeof text, "only root may %s", m->denied);
-                client_send(c, method_error_reply(PERFSNAP_ERROR_PERMISSION_DENIED, text));
+                client_send(c, proto_format_error_message(PERFSNAP_ERROR_PERMISSION_DENIED, text));
                 goto out;
         }
 
@@ -409,7 +396,7 @@ static void handle_call(client *c, const char *msg) {
                 r = s->rescan_cb ? s->rescan_cb(p, s->userdata) : -EOPNOTSUPP;
                 if (r < 0) {
                         snprintf(text, sizeof text, "rescan failed: %s", strerror(-r));
-                        client_send(c, method_error_reply(PERFSNAP_ERROR_INTERNAL, text));
+                        client_send(c, proto_format_error_message(PERFSNAP_ERROR_INTERNAL, text));
                 } else
                         client_send(c, proto_format_reply(p, false));
                 json_object_put(p);
@@ -417,7 +404,7 @@ static void handle_call(client *c, const char *msg) {
         case METHOD_LOOP_LATER:
                 r = start_async(s, c, m, call.parameters, &why);
                 if (r == -EOPNOTSUPP || r == -EINVAL) {
-                        client_send(c, method_error_reply(r == -EINVAL ? PERFSNAP_ERROR_INVALID_PARAMETER : PERFSNAP_ERROR_INTERNAL,
+                        client_send(c, proto_format_error_message(r == -EINVAL ? PERFSNAP_ERROR_INVALID_PARAMETER : PERFSNAP_ERROR_INTERNAL,
                                                    r == -EINVAL ? "\"max_size\" and \"max_age_ns\" are integers in [0, 2^63)"
                                                                 : "snapshots are off (cache_dir is empty)"));
                         goto out;
@@ -438,9 +425,9 @@ static void handle_call(client *c, const char *msg) {
                 break;
         }
         if (r == -EBUSY)
-                client_send(c, method_error_reply(PERFSNAP_ERROR_BUSY, why ?: "too many requests in progress; try again"));
+                client_send(c, proto_format_error_message(PERFSNAP_ERROR_BUSY, why ?: "too many requests in progress; try again"));
         else if (r < 0)
-                client_send(c, method_error_reply(PERFSNAP_ERROR_INTERNAL, "out of memory"));
+                client_send(c, proto_format_error_message(PERFSNAP_ERROR_INTERNAL, "out of memory"));
 out:
         proto_call_done(&call);
 }
@@ -491,7 +478,7 @@ static void client_process(client *c) {
                 if (msgbuf_feed(&c->in, chunk, (size_t) n) < 0) {
                         log_warning("Client pid %d sent a request over %u bytes; disconnecting it.",
                                     (int) c->pid, PERFSNAP_MAX_REQUEST_BYTES);
-                        client_send(c, method_error_reply(PERFSNAP_ERROR_INVALID_MESSAGE, "request too large"));
+                        client_send(c, proto_format_error_message(PERFSNAP_ERROR_INVALID_MESSAGE, "request too large"));
                         c->close_after_write = true;
                 }
         }
@@ -570,7 +557,7 @@ static unsigned user_clients(const server *s, uid_t uid) {
 
 /* Best effort: a fresh socket's send buffer takes this without blocking. */
 static void refuse(int fd, const char *message) {
-        _cleanup_free_ char *msg = method_error_reply(PERFSNAP_ERROR_BUSY, message);
+        _cleanup_free_ char *msg = proto_format_error_message(PERFSNAP_ERROR_BUSY, message);
 
         if (msg)
                 (void) !send(fd, msg, strlen(msg) + 1, MSG_DONTWAIT | MSG_NOSIGNAL);

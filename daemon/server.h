@@ -30,9 +30,8 @@ typedef struct server_call server_call;
 typedef int (*server_async_cb)(server_call *call, const char *method, struct json_object *params, void *userdata);
 
 /* Answers an async call with a formatted message (proto_format_reply()
- * or server_error_reply()); takes msg. Main thread only. */
+ * or proto_format_error_message()); takes msg. Main thread only. */
 void server_call_reply(server *s, server_call *call, char *msg);
-char *server_error_reply(const char *error, const char *message);
 
 int server_new(struct event_base *base, const config *c, server_status_cb status_cb, void *userdata, server **ret);
 server *server_free(server *s);

@@ -211,7 +211,7 @@ static void handle_take(snapshotter *s, snap_job *j) {
                 take_error_message(s, j, msg, sizeof msg);
                 log_error("Failed to snapshot the kernel's code into %s (%s): %s.", s->cache_dir, j->reason, msg);
                 if (j->call)
-                        server_call_reply(s->server, j->call, server_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+                        server_call_reply(s->server, j->call, proto_format_error_message(PERFSNAP_ERROR_INTERNAL, msg));
                 return;
         }
         s->last_attempts = j->take.attempts;
@@ -288,7 +288,7 @@ static void handle_prune(snapshotter *s, snap_job *j) {
                 return;
         if (j->prune_error < 0) {
                 snprintf(msg, sizeof msg, "pruning %s failed: %s", s->cache_dir, strerror(-j->prune_error));
-                server_call_reply(s->server, j->call, server_error_reply(PERFSNAP_ERROR_INTERNAL, msg));
+                server_call_reply(s->server, j->call, proto_format_error_message(PERFSNAP_ERROR_INTERNAL, msg));
                 return;
         }
         o = NULL;
@@ -397,27 +397,25 @@ void snapshotter_cache_info(json_object *params, void *userdata) {
                 json_object_object_add(params, "current", json_object_new_string(s->current_path));
 }
 
-void snapshotter_status(snapshotter *s, json_object *p) {
-        if (!s) {
-                json_object_object_add(p, "cache_dir", NULL);
+void snapshotter_status(snapshotter *s, status_snapshots *ret) {
+        *ret = (status_snapshots) {};
+        if (!s)
                 return;
-        }
-        json_object_object_add(p, "cache_dir", json_object_new_string(s->cache_dir));
-        json_object_object_add(p, "snapshots_created", json_object_new_int64((int64_t) s->created));
-        json_object_object_add(p, "snapshots_reused", json_object_new_int64((int64_t) s->reused));
-        json_object_object_add(p, "snapshot_failures", json_object_new_int64((int64_t) s->failures));
-        json_object_object_add(p, "snapshots_pruned", json_object_new_int64((int64_t) s->pruned));
-        json_object_object_add(p, "snapshot_pending", json_object_new_boolean(
-                                       s->in_flight > 0 || event_pending(s->timer, EV_TIMEOUT, NULL)));
-        json_object_object_add(p, "snapshot_current", s->current_path ? json_object_new_string(s->current_path) : NULL);
-        json_object_object_add(p, "snapshot_last_duration_ns", json_object_new_int64((int64_t) s->last_duration_ns));
-        json_object_object_add(p, "snapshot_last_attempts", json_object_new_int64(s->last_attempts));
-        json_object_object_add(p, "snapshot_last_error", s->last_error < 0 ?
-                               json_object_new_string(strerror(-s->last_error)) : NULL);
-        json_object_object_add(p, "snapshot_kcore_error", s->kcore_error ?
-                               json_object_new_string(strerror(s->kcore_error)) : NULL);
-        json_object_object_add(p, "snapshot_linked_samples", json_object_new_int64((int64_t) s->linked_samples));
-        json_object_object_add(p, "layout_generation", json_object_new_int64((int64_t) s->gen));
+        *ret = (status_snapshots) {
+                .cache_dir = s->cache_dir,
+                .created = s->created,
+                .reused = s->reused,
+                .failures = s->failures,
+                .pruned = s->pruned,
+                .pending = s->in_flight > 0 || event_pending(s->timer, EV_TIMEOUT, NULL),
+                .current = s->current_path,
+                .last_duration_ns = s->last_duration_ns,
+                .last_attempts = s->last_attempts,
+                .last_error = s->last_error,
+                .kcore_error = s->kcore_error,
+                .linked_samples = s->linked_samples,
+                .layout_generation = s->gen,
+        };
 }
 
 void snapshotter_reconfigure(snapshotter *s, const config *c) {

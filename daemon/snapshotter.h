@@ -17,6 +17,7 @@
 #include "ingest.h"
 #include "server.h"
 #include "tracker.h"
+#include "wire/status-json.h"
 
 struct json_object;
 typedef struct snapshotter snapshotter;
@@ -45,5 +46,5 @@ void snapshotter_cache_info(struct json_object *params, void *userdata);
 /* Cache limits from a reloaded configuration. */
 void snapshotter_reconfigure(snapshotter *s, const config *c);
 
-/* Status fields (snapshots_*, cache_dir). */
-void snapshotter_status(snapshotter *s, struct json_object *params);
+/* Its part of the Status answer (snapshots_*, cache_dir); s may be NULL. */
+void snapshotter_status(snapshotter *s, status_snapshots *ret);

@@ -712,6 +712,33 @@ char *proto_format_error(const char *error, struct json_object *parameters) {
         return format_message(o, parameters);
 }
 
+char *proto_format_error_message(const char *error, const char *message) {
+        _cleanup_(json_object_putp) struct json_object *p = json_object_new_object();
+
+        if (!p || add_string(p, "message", message) < 0)
+                return NULL;
+        return proto_format_error(error, p);
+}
+
+char *proto_format_permission_denied(const char *group) {
+        _cleanup_(json_object_putp) struct json_object *p = json_object_new_object();
+        char text[256];
+
+        snprintf(text, sizeof text, "only root%s%s%s may query perfsnapd", group[0] ? " and members of group '" : "",
+                 group, group[0] ? "'" : "");
+        if (!p || add_string(p, "group", group) < 0 || add_string(p, "message", text) < 0)
+                return NULL;
+        return proto_format_error(PERFSNAP_ERROR_PERMISSION_DENIED, p);
+}
+
+char *proto_format_method_not_found(const char *method) {
+        _cleanup_(json_object_putp) struct json_object *p = json_object_new_object();
+
+        if (!p || add_string(p, "method", method) < 0)
+                return NULL;
+        return proto_format_error(PERFSNAP_ERROR_METHOD_NOT_FOUND, p);
+}
+
 int proto_reply_parse(const char *msg, char **ret_error, struct json_object **ret_parameters, bool *ret_continues) {
         _cleanup_(json_object_putp) struct json_object *o = NULL, *params = NULL;
         _cleanup_free_ char *error = NULL;

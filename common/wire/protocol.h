@@ -136,6 +136,12 @@ void proto_call_done(proto_call *c);
 char *proto_format_call(const char *method, struct json_object *parameters, bool more);
 char *proto_format_reply(struct json_object *parameters, bool continues);
 char *proto_format_error(const char *error, struct json_object *parameters);
+/* An error with {"message": message}. */
+char *proto_format_error_message(const char *error, const char *message);
+/* PermissionDenied for a caller outside root and group ("" if none). */
+char *proto_format_permission_denied(const char *group);
+/* MethodNotFound naming the method. */
+char *proto_format_method_not_found(const char *method);
 
 /* Parses a reply or error message from the daemon. For errors, *ret_error
  * is set (caller frees) and *ret_parameters may hold the error parameters.

@@ -486,3 +486,19 @@ TEST(framed_calls) {
         expect_none(&m);
         msgbuf_done(&m);
 }
+
+TEST(error_messages) {
+        _cleanup_free_ char *a = proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, "bad \"top\"");
+        _cleanup_free_ char *b = proto_format_permission_denied("perfsnap");
+        _cleanup_free_ char *c = proto_format_permission_denied("");
+        _cleanup_free_ char *d = proto_format_method_not_found("io.perfsnap.Nope");
+
+        ASSERT_STREQ(a, "{\"error\":\"" PERFSNAP_ERROR_INVALID_PARAMETER
+                        "\",\"parameters\":{\"message\":\"bad \\\"top\\\"\"}}");
+        ASSERT_STREQ(b, "{\"error\":\"" PERFSNAP_ERROR_PERMISSION_DENIED "\",\"parameters\":{\"group\":\"perfsnap\","
+                        "\"message\":\"only root and members of group 'perfsnap' may query perfsnapd\"}}");
+        ASSERT_STREQ(c, "{\"error\":\"" PERFSNAP_ERROR_PERMISSION_DENIED "\",\"parameters\":{\"group\":\"\","
+                        "\"message\":\"only root may query perfsnapd\"}}");
+        ASSERT_STREQ(d, "{\"error\":\"" PERFSNAP_ERROR_METHOD_NOT_FOUND
+                        "\",\"parameters\":{\"method\":\"io.perfsnap.Nope\"}}");
+}

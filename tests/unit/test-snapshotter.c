@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <event2/event.h>
-#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,21 +80,15 @@ static void run_ms(fixture *f, unsigned ms) {
 
 /* Snapshots taken so far (made or reused), and whether one is pending. */
 static int64_t taken_took(fixture *f, bool *ret_pending, uint64_t *ret_last_ns) {
-        json_object *p = json_object_new_object(), *o;
-        int64_t n;
+        status_snapshots st;
 
-        snapshotter_status(f->snap, p);
+        snapshotter_status(f->snap, &st);
         if (ret_last_ns)
-                *ret_last_ns = (uint64_t) json_object_get_int64(json_object_object_get(p, "snapshot_last_duration_ns"));
-        n = json_object_get_int64(json_object_object_get(p, "snapshots_created")) +
-            json_object_get_int64(json_object_object_get(p, "snapshots_reused"));
-        ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "snapshot_failures")), 0);
-        if (ret_pending) {
-                ASSERT_TRUE(json_object_object_get_ex(p, "snapshot_pending", &o));
-                *ret_pending = json_object_get_boolean(o);
-        }
-        json_object_put(p);
-        return n;
+                *ret_last_ns = st.last_duration_ns;
+        ASSERT_EQ(st.failures, 0);
+        if (ret_pending)
+                *ret_pending = st.pending;
+        return (int64_t) (st.created + st.reused);
 }
 
 static int64_t taken(fixture *f, bool *ret_pending) {
