@@ -17,10 +17,10 @@
 
 #include <json-c/json.h>
 
+#include "perfsnapctl.h"
+#include "timeparse.h"
 #include "wire/protocol.h"
 #include "wire/query-json.h"
-#include "timeparse.h"
-#include "perfsnapctl.h"
 
 /* A single reply is bounded by the protocol; a continued answer as a whole
  * by this, so a confused daemon cannot make the client eat all memory. */

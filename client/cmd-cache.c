@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "perfsnapctl.h"
-#include "wire/protocol.h"
 #include "timeparse.h"
+#include "wire/protocol.h"
 
 static bool bool_member(struct json_object *o, const char *key) {
         struct json_object *v;

@@ -8,8 +8,8 @@
 #include <time.h>
 
 #include "perfsnapctl.h"
-#include "wire/protocol.h"
 #include "timeparse.h"
+#include "wire/protocol.h"
 
 int64_t json_int_member(struct json_object *o, const char *key, int64_t def) {
         struct json_object *v;

@@ -11,10 +11,10 @@
 
 #include <json-c/json.h>
 
+#include "perfsnapctl.h"
+#include "timeparse.h"
 #include "wire/protocol.h"
 #include "wire/query-json.h"
-#include "timeparse.h"
-#include "perfsnapctl.h"
 
 #define DEFAULT_SINCE "5m"
 #define DEFAULT_TABLE_TOP 25

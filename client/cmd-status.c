@@ -7,9 +7,9 @@
 
 #include <json-c/json.h>
 
-#include "wire/protocol.h"
-#include "timeparse.h"
 #include "perfsnapctl.h"
+#include "timeparse.h"
+#include "wire/protocol.h"
 
 static bool has_suffix(const char *s, const char *suffix, size_t *ret_stem) {
         size_t n = strlen(s), m = strlen(suffix);

@@ -11,8 +11,8 @@
 #include <json-c/json.h>
 
 #include "build-config.h"
-#include "wire/protocol.h"
 #include "perfsnapctl.h"
+#include "wire/protocol.h"
 
 static void help_main(void) {
         printf("Usage: perfsnapctl [--socket PATH] COMMAND [OPTIONS]\n"

@@ -5,9 +5,9 @@
 
 #include "fileio.h"
 #include "ingest.h"
-#include "symbolizer.h"
 #include "log.h"
 #include "macro.h"
+#include "symbolizer.h"
 #include "timeparse.h"
 
 #define MAX_CPUS 4096

@@ -15,8 +15,8 @@
 #include "kernel/notes.h"
 #include "perf/perf-record.h"
 #include "perf/ringbuf.h"
-#include "store/store.h"
 #include "perf/tasks.h"
+#include "store/store.h"
 #include "symbolizer.h"
 
 typedef struct ingest ingest;

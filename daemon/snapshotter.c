@@ -5,14 +5,14 @@
 #include <sys/stat.h>
 
 #include "fileio.h"
+#include "kernel/snapshot.h"
 #include "log.h"
 #include "macro.h"
-#include "wire/cache-json.h"
-#include "wire/protocol.h"
-#include "kernel/snapshot.h"
 #include "snapshotter.h"
 #include "store/store.h"
 #include "timeparse.h"
+#include "wire/cache-json.h"
+#include "wire/protocol.h"
 #include "workqueue.h"
 
 /* Layout generations remembered for linking samples: a snapshot result

@@ -13,9 +13,9 @@
 #include <time.h>
 
 #include "fileio.h"
+#include "kernel/notes.h"
 #include "log.h"
 #include "macro.h"
-#include "kernel/notes.h"
 #include "store/store.h"
 #include "timeparse.h"
 #include "tracker-private.h"

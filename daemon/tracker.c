@@ -5,9 +5,9 @@
 #include <time.h>
 
 #include "fileio.h"
+#include "kernel/modules.h"
 #include "log.h"
 #include "macro.h"
-#include "kernel/modules.h"
 #include "store/store.h"
 #include "timeparse.h"
 #include "tracker-private.h"

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "ingest.h"
-#include "perf/perf-record.h"
 #include "kernel/uevent.h"
+#include "perf/perf-record.h"
 
 typedef struct tracker tracker;
 

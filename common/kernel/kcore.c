@@ -11,8 +11,8 @@
 
 #include "kernel/kallsyms.h"
 #include "kernel/kcore.h"
-#include "macro.h"
 #include "kernel/modules.h"
+#include "macro.h"
 
 /* Bytes moved per pread()/pwrite() pair. */
 #define KCORE_COPY_CHUNK_BYTES (1024u * 1024u)

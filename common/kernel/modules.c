@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 
 #include "fileio.h"
-#include "macro.h"
 #include "kernel/modules.h"
 #include "kernel/notes.h"
+#include "macro.h"
 
 /* A few hundred modules of ~100 bytes per line; the deps lists of a
  * heavily shared module make a line longer, not the file much larger. */

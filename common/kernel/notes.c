@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "fileio.h"
-#include "macro.h"
 #include "kernel/notes.h"
+#include "macro.h"
 
 /* NT_GNU_BUILD_ID from <elf.h>; spelled out so the parser does not depend
  * on the header's presence. */

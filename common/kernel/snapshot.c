@@ -20,10 +20,10 @@
 #include "kernel/kallsyms.h"
 #include "kernel/kcore.h"
 #include "kernel/layout.h"
-#include "log.h"
-#include "macro.h"
 #include "kernel/modules.h"
 #include "kernel/snapshot.h"
+#include "log.h"
+#include "macro.h"
 #include "timeparse.h"
 
 /* kallsyms of a distribution kernel is ~10 MiB; modules a few KiB. */

@@ -3,8 +3,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "macro.h"
 #include "kernel/uevent.h"
+#include "macro.h"
 
 /* udevd's messages on group 2 start with this 8-byte magic (the prefix
  * string of its monitor header, NUL included). */

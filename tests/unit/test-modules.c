@@ -2,9 +2,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <stddef.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "fileio.h"
-#include "macro.h"
 #include "kernel/modules.h"
 #include "kernel/notes.h"
+#include "macro.h"
 #include "test.h"
 
 #define FIXTURE_ROOT TEST_DATA("kernel-6.1-brd")

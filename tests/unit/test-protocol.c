@@ -5,8 +5,8 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "wire/protocol.h"
 #include "test.h"
+#include "wire/protocol.h"
 
 static void feed_ok(msgbuf *m, const char *data, size_t size) {
         ASSERT_OK(msgbuf_feed(m, data, size));

@@ -5,9 +5,9 @@
 #include <json-c/json.h>
 
 #include "macro.h"
+#include "test.h"
 #include "wire/protocol.h"
 #include "wire/query-json.h"
-#include "test.h"
 
 static struct json_object *parse(const char *text) {
         struct json_object *o = NULL;

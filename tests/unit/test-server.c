@@ -9,8 +9,8 @@
  * root tier's: tests/integration/test-access.sh, test-client-limits.sh.) */
 
 #include <errno.h>
-#include <grp.h>
 #include <event2/event.h>
+#include <grp.h>
 #include <json-c/json.h>
 #include <pthread.h>
 #include <signal.h>

@@ -14,8 +14,8 @@
 
 #include "fileio.h"
 #include "kernel/kcore.h"
-#include "macro.h"
 #include "kernel/snapshot.h"
+#include "macro.h"
 #include "test.h"
 
 #define TEXT_ADDR UINT64_C(0xffffffff81000000)

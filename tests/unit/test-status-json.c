@@ -8,8 +8,8 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "wire/status-json.h"
 #include "test.h"
+#include "wire/status-json.h"
 
 /* The keys of p in order, comma separated. */
 static void keys_of(json_object *p, char *buf, size_t size) {

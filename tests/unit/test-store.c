@@ -12,12 +12,12 @@
 #include <json-c/json.h>
 
 #include "macro.h"
-#include "wire/history-json.h"
-#include "store/store.h"
+#include "store-write.h"
 #include "store/store-dict.h"
 #include "store/store-samples.h"
-#include "store-write.h"
+#include "store/store.h"
 #include "test.h"
+#include "wire/history-json.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(store *, store_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free);

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "fileio.h"
-#include "macro.h"
 #include "kernel/uevent.h"
+#include "macro.h"
 #include "test.h"
 
 /* A datagram from a string literal with embedded NULs, the literal's own
