@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-/* What store.c shares with the other files of the store (store-layout.c);
- * not for users of the store. */
+/* What the files of the store share (store.c, store-write.c,
+ * store-read.c, store-query.c, store-layout.c); not for users of the
+ * store. */
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -10,9 +11,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "store/store.h"
-
+#include "hashmap.h"
 #include "macro.h"
+#include "store/store-dict.h"
+#include "store/store-samples.h"
+#include "store/store.h"
 
 static inline void sqlite3_finalizep(sqlite3_stmt **st) {
         if (*st)
@@ -56,10 +59,76 @@ static inline size_t slot_pos(uint32_t slot, unsigned shift) {
         return (size_t) ((uint64_t) slot & ((UINT64_C(1) << shift) - 1)) - 1;
 }
 
+/* Readers wait this long for a writer's checkpoint or a schema change;
+ * the writer waits this long for a reader holding the WAL. */
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/* Lost records from a CPU number above this are ignored by
+ * store_get_lost_per_cpu(): it sizes an array by the largest CPU seen.
+ * The kernel's NR_CPUS is at most 8192 on x86-64. */
+#define STORE_MAX_CPU 65535
+
+/* A generation's rows, estimated, before it ends (store_set_dictionary_limit()). */
+#define STORE_GENERATION_LIMIT_DEFAULT (64ULL << 20)
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free);
+#define _cleanup_hashmap_ _cleanup_(hashmap_freep)
+
+/* Statements prepared once per writer (store.c's stmt_sql). */
+enum {
+        STMT_BEGIN,
+        STMT_COMMIT,
+        STMT_ROLLBACK,
+        STMT_STRING_INSERT,
+        STMT_STRING_SELECT,
+        STMT_LOST_INSERT,
+        STMT_BOOT_INSERT,
+        STMT_BOOT_SELECT,
+        _STMT_MAX,
+};
+
+struct store {
+        sqlite3 *db;
+        char *path;
+        store_mode mode;
+        bool in_tx;             /* inside store_begin() .. store_commit() */
+        int wal_frames;         /* in the WAL after the last commit, see store_checkpoint() */
+
+        sqlite3_stmt *stmts[_STMT_MAX];
+
+        hashmap *string_cache;  /* string bytes -> id */
+        hashmap *frame_cache;   /* frame content (see frame_key()) -> id */
+
+        sample_writer *samples; /* the writer's open periods (store-samples.c) */
+        dict *stacks, *frames;  /* the writer's dictionaries (store-dict.c) */
+        /* Rows made in this stack and this frame generation, estimated. */
+        uint64_t stack_gen_bytes, frame_gen_bytes;
+        uint64_t gen_limit_bytes;
+        int batch_error;        /* a write of the open batch failed: commit must not succeed */
+
+        uint8_t *keybuf;        /* scratch for frame_key() */
+        size_t keybuf_size;
+};
+
 sqlite3 *store_sqlite(store *s);
 int store_prepare(store *s, const char *sql, sqlite3_stmt **ret);
-int store_step_done(store *s, sqlite3_stmt *st);
 int store_step_errno(store *s, int rc);         /* a sqlite result code as a negative errno */
+
+/* Helpers of store.c for the other files (see there). */
+int store_sql_errno(sqlite3 *db, int rc);
+int store_sql_exec(sqlite3 *db, const char *sql);
+int store_sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
+int store_sql_int64(sqlite3 *db, const char *sql, int64_t *ret);
+int store_get_stmt(store *s, unsigned idx, sqlite3_stmt **ret);
+int store_step_done(store *s, sqlite3_stmt *st);
+int store_step_id(store *s, sqlite3_stmt *st, int64_t *ret);
+void store_caches_clear(store *s);
+void store_check_rolled_back(store *s);
+int store_cache_put(hashmap *h, const void *key, size_t len, int64_t id);
+int store_identify(sqlite3 *db, const char **ret_why);
+/* Readers take a read transaction of their own unless one is open. */
+int store_read_begin(store *s, bool *ret_owned);
+void store_read_end(store *s, bool owned);
 
 /* Writes outside store_begin() .. store_commit() get a transaction of their
  * own; inside a batch they join it. */

@@ -14,7 +14,7 @@
  * pid) and the snapshot link; levels 3 and 4 (the leaf levels) keep only
  * cpu, comm and the leaf frame, so that a process that lives a second
  * adds nothing to them if another ran the same function. Each level k > 0
- * is made from one source level (levels[k].source): 1 and 3 from 0, 2
+ * is made from one source level (sample_levels[k].source): 1 and 3 from 0, 2
  * from 1, 4 from 3. An accumulator per level collects the open period in
  * memory; level 0 is fed by samples, level k by the blocks of its source
  * as they are written. When a period closes its block is written and
@@ -24,7 +24,11 @@
  * as an extra block at once. sample_meta.fed<k> is the id of the last
  * source block whose samples are in a written level k block: on open, the
  * blocks after it (of periods not complete) are fed again, so a restart
- * loses nothing of the open periods. */
+ * loses nothing of the open periods.
+ *
+ * This file: the accumulators, writing blocks, rebuilding the open
+ * periods at open and reading blocks back; store-samples-upkeep.c: the
+ * tables' schema and conversion, retention, the size cap, snapshot links. */
 
 #include <assert.h>
 #include <errno.h>
@@ -37,6 +41,7 @@
 #include "store/sample-block.h"
 #include "store/store-dict.h"
 #include "store/store-private.h"
+#include "store/store-samples-private.h"
 #include "store/store-samples.h"
 
 /* A block holds at most this many entries; a bigger period is written as
@@ -47,28 +52,7 @@
 /* Decoded stack blocks kept while refeeding the leaf levels. */
 #define REFEED_DICT_BYTES (4u << 20)
 
-/* Dictionary blocks (frame rows and stack nodes, up to 16,384 each)
- * deleted per step of the cap or of retention. */
-#define CAP_CHUNK_DICT_BLOCKS 64
-
-static const struct level_info {
-        uint64_t width_ns;
-        unsigned source;        /* the level its blocks are made from (none for 0) */
-        unsigned finer;         /* the level a reader goes down to for what this one lacks */
-        bool leaf;              /* keyed by (cpu, comm, leaf frame) only */
-        /* Writes the leaf frame column. The buckets do, for reports of
-         * functions that the leaf levels cannot answer (one pid): their
-         * minutes and hours, kept where they sum well, have few stacks
-         * to look up; churn makes them markers and sends readers to the
-         * buckets, whose stacks are too many to look up one by one. */
-        bool frames;
-        /* A period whose entries would be more than keep_num/keep_den of
-         * the entries it sums is not stored: a marker block says to read
-         * the finer level instead, which costs a reader not many more
-         * entries, and the writer no bytes. The leaf levels, which the
-         * common report reads, are kept more readily. */
-        unsigned keep_num, keep_den;
-} levels[SAMPLE_LEVELS] = {
+const level_info sample_levels[SAMPLE_LEVELS] = {
         [SAMPLE_LEVEL_BUCKET]      = { STORE_BUCKET_NS, 0, 0, false, true, 1, 1 },
         [SAMPLE_LEVEL_MINUTE]      = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, false, false, 1, 2 },
         [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_MINUTE, false, false, 1, 2 },
@@ -79,34 +63,6 @@ static const struct level_info {
 /* Below this many entries a period is stored whatever it sums. */
 #define DELEGATE_MIN_ENTRIES 256
 
-typedef struct acc {
-        bool open;
-        uint64_t start_ns, end_ns;
-        int64_t boot_id;
-        uint64_t first_ns, last_ns, samples;
-        int64_t fed_max_id;
-        uint64_t gen_min;       /* the oldest dictionary generation its entries use; UINT64_MAX if none */
-        /* Entries a reader of the open period would read from the finer
-         * level instead: the buckets merged, or the finer level's blocks
-         * of the period written so far. */
-        uint64_t finer_entries;
-        bool written;           /* a block of the open period is written */
-        bool delegated;         /* the open period is left to the finer level: a marker at its close */
-        /* Open addressing over v's keys: position + 1, 0 empty; at most
-         * half full. */
-        uint32_t *slots;
-        size_t capacity;        /* 0 or a power of two */
-        block_entry *v;
-        size_t n, alloc;
-} acc;
-
-enum {
-        WSTMT_INSERT_BLOCK,
-        WSTMT_SET_META,
-        WSTMT_PERIOD_BLOCKS,
-        _WSTMT_MAX,
-};
-
 static const char *const wstmt_sql[_WSTMT_MAX] = {
         [WSTMT_INSERT_BLOCK] = "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, "
                                "gen_min, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -116,24 +72,8 @@ static const char *const wstmt_sql[_WSTMT_MAX] = {
                                 "WHERE level = ?1 AND start_ns = ?2",
 };
 
-struct sample_writer {
-        store *store;
-        sample_codec *codec;
-        sqlite3_stmt *stmts[_WSTMT_MAX];
-        acc acc[SAMPLE_LEVELS];
-        sample_counters c;              /* as committed + this batch */
-        sample_counters committed;      /* as of the last commit */
-        uint64_t dropped;               /* samples of batches that failed to commit */
-        /* Since the last commit: samples added to the open bucket, and
-         * level-0 samples written to blocks. A rollback loses only these. */
-        uint64_t tx_added, tx_written;
-        uint64_t bad_blocks;            /* blocks that failed to decode when read back */
-        int dropped_error;              /* why, the last time */
-        uint64_t dropped_since_ns;      /* CLOCK_REALTIME of the first drop */
-};
-
 uint64_t sample_level_width(unsigned level) {
-        return level < SAMPLE_LEVELS ? levels[level].width_ns : 0;
+        return level < SAMPLE_LEVELS ? sample_levels[level].width_ns : 0;
 }
 
 /* ---- small helpers ---- */
@@ -161,19 +101,19 @@ static int set_meta(sample_writer *w, const char *key, uint64_t value) {
         return store_step_done(w->store, st);
 }
 
-static const char *const meta_keys[] = {
+const char *const samples_meta_keys[SAMPLES_META_KEYS] = {
         "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2", "gen", "gen_start_ns", "trimmed_ns",
         "complete3", "complete4", "fed3", "fed4", "frame_gen", "frame_gen_start_ns",
 };
 
-static uint64_t *meta_field(sample_counters *c, size_t i) {
+uint64_t *samples_meta_field(sample_counters *c, size_t i) {
         uint64_t *f[] = {
                 &c->samples, &c->first_ns, &c->last_ns, &c->complete[1], &c->complete[2],
                 (uint64_t *) &c->fed[1], (uint64_t *) &c->fed[2], &c->gen, &c->gen_start_ns, &c->trimmed_ns,
                 &c->complete[3], &c->complete[4], (uint64_t *) &c->fed[3], (uint64_t *) &c->fed[4],
                 &c->frame_gen, &c->frame_gen_start_ns,
         };
-        _Static_assert(ELEMENTSOF(f) == ELEMENTSOF(meta_keys), "a field per key");
+        _Static_assert(ELEMENTSOF(f) == ELEMENTSOF(samples_meta_keys), "a field per key");
         _Static_assert(SAMPLE_LEVELS == 5, "a complete<k> and fed<k> key per level");
         return f[i];
 }
@@ -189,9 +129,9 @@ int sample_meta_read(sqlite3 *db, sample_counters *ret) {
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 const char *k = (const char *) sqlite3_column_text(st, 0);
 
-                for (size_t i = 0; k && i < ELEMENTSOF(meta_keys); i++)
-                        if (streq(k, meta_keys[i]))
-                                *meta_field(&c, i) = u64(sqlite3_column_int64(st, 1));
+                for (size_t i = 0; k && i < ELEMENTSOF(samples_meta_keys); i++)
+                        if (streq(k, samples_meta_keys[i]))
+                                *samples_meta_field(&c, i) = u64(sqlite3_column_int64(st, 1));
         }
         if (rc != SQLITE_DONE)
                 return rc == SQLITE_BUSY ? -EBUSY : -EIO;
@@ -203,12 +143,12 @@ int sample_meta_read(sqlite3 *db, sample_counters *ret) {
 static int write_meta(sample_writer *w) {
         int r;
 
-        for (size_t i = 0; i < ELEMENTSOF(meta_keys); i++) {
-                uint64_t now = *meta_field(&w->c, i), was = *meta_field(&w->committed, i);
+        for (size_t i = 0; i < ELEMENTSOF(samples_meta_keys); i++) {
+                uint64_t now = *samples_meta_field(&w->c, i), was = *samples_meta_field(&w->committed, i);
 
                 if (now == was)
                         continue;
-                r = set_meta(w, meta_keys[i], now);
+                r = set_meta(w, samples_meta_keys[i], now);
                 if (r < 0)
                         return r;
         }
@@ -261,7 +201,7 @@ static int acc_reindex(acc *a, size_t capacity) {
         return 0;
 }
 
-static void acc_free(acc *a) {
+void samples_acc_free(acc *a) {
         free(a->slots);
         free(a->v);
 }
@@ -272,7 +212,7 @@ static void acc_drop_entries(acc *a) {
         a->n = 0;
 }
 
-static void acc_reset(acc *a) {
+void samples_acc_reset(acc *a) {
         a->gen_min = UINT64_MAX;
         acc_drop_entries(a);
         a->samples = 0;
@@ -280,7 +220,7 @@ static void acc_reset(acc *a) {
 }
 
 static void acc_close(acc *a) {
-        acc_reset(a);
+        samples_acc_reset(a);
         a->open = false;
         a->fed_max_id = 0;
         a->finer_entries = 0;
@@ -288,14 +228,14 @@ static void acc_close(acc *a) {
 }
 
 static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id) {
-        acc_reset(a);
+        samples_acc_reset(a);
         a->open = true;
         a->start_ns = start_ns;
-        a->end_ns = start_ns + levels[level].width_ns;
+        a->end_ns = start_ns + sample_levels[level].width_ns;
         a->boot_id = boot_id;
 }
 
-static int acc_add(acc *a, const block_entry *e) {
+int samples_acc_add(acc *a, const block_entry *e) {
         size_t mask, i;
         unsigned shift;
         uint64_t h;
@@ -344,7 +284,7 @@ static void acc_times(acc *a, uint64_t first_ns, uint64_t last_ns, uint64_t samp
 }
 
 /* The key a level-k entry has. */
-static block_entry entry_for_level(const block_entry *e, unsigned level) {
+block_entry samples_entry_for_level(const block_entry *e, unsigned level) {
         block_entry x = *e;
 
         if (level > 0) {
@@ -353,9 +293,9 @@ static block_entry entry_for_level(const block_entry *e, unsigned level) {
         }
         /* Not written: not a key either (refed blocks without frames and
          * new ones with them make one entry). */
-        if (!levels[level].frames)
+        if (!sample_levels[level].frames)
                 x.frame_id = 0;
-        if (levels[level].leaf) {
+        if (sample_levels[level].leaf) {
                 x.pid = x.tid = 0;
                 /* Entries read from format-1 blocks know only their stack. */
                 if (x.frame_id != 0)
@@ -372,7 +312,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
 static int feed_up(sample_writer *w, unsigned level, int64_t id, const block_entry *v, size_t n, uint64_t start_ns,
                    int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples, uint64_t gen_min) {
         for (unsigned k = level + 1; k < SAMPLE_LEVELS; k++) {
-                if (levels[k].source != level)
+                if (sample_levels[k].source != level)
                         continue;
                 int r = feed(w, k, id, v, n, start_ns, boot_id, first_ns, last_ns, samples, gen_min);
                 if (r < 0)
@@ -392,7 +332,7 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         int r;
 
         /* Minutes and hours find leaf frames from their stacks. */
-        r = sample_block_encode(w->codec, v, n, levels[level].frames, &data, &size);
+        r = sample_block_encode(w->codec, v, n, sample_levels[level].frames, &data, &size);
         if (r < 0)
                 return r;
         r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
@@ -466,7 +406,7 @@ static int maybe_delegate(sample_writer *w, unsigned level) {
         int r;
 
         if (level == 0 || a->delegated || a->written || a->n < DELEGATE_MIN_ENTRIES ||
-            a->n * levels[level].keep_den <= a->finer_entries * levels[level].keep_num)
+            a->n * sample_levels[level].keep_den <= a->finer_entries * sample_levels[level].keep_num)
                 return 0;
         r = period_blocks(w, level, a->start_ns, &any, &marker);
         if (r < 0)
@@ -483,7 +423,7 @@ static int maybe_delegate(sample_writer *w, unsigned level) {
 
 /* Writes what accumulator `level` holds; closes its period if `closing`.
  * A delegated period writes its marker when it closes. */
-static int acc_flush(sample_writer *w, unsigned level, bool closing) {
+int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
         acc *a = &w->acc[level];
         uint64_t read_instead = 0;      /* what a reader of the coarser level reads for this */
         int64_t id;
@@ -526,22 +466,22 @@ static int acc_flush(sample_writer *w, unsigned level, bool closing) {
         if (closing && level > 0)
                 w->c.complete[level] = MAX(w->c.complete[level], a->end_ns);
         for (unsigned k = level + 1; level > 0 && k < SAMPLE_LEVELS; k++)
-                if (levels[k].finer == level && w->acc[k].open)
+                if (sample_levels[k].finer == level && w->acc[k].open)
                         w->acc[k].finer_entries += read_instead;
 
         if (closing)
                 acc_close(a);
         else
-                acc_reset(a);
+                samples_acc_reset(a);
         return 0;
 }
 
-/* Merges the entries of a block of levels[level].source into accumulator
+/* Merges the entries of a block of sample_levels[level].source into accumulator
  * `level`. */
 static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_entry *v, size_t n,
                 uint64_t lower_start_ns, int64_t boot_id, uint64_t first_ns, uint64_t last_ns, uint64_t samples,
                 uint64_t gen_min) {
-        uint64_t width = levels[level].width_ns;
+        uint64_t width = sample_levels[level].width_ns;
         uint64_t start = lower_start_ns / width * width;
         acc *a = &w->acc[level];
         int r;
@@ -564,7 +504,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                         return r;
                 if (!marker) {
                         for (size_t i = 0; i < n; i++)
-                                copy[i] = entry_for_level(v + i, level);
+                                copy[i] = samples_entry_for_level(v + i, level);
                         r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min,
                                         copy, n, &id);
                         if (r < 0)
@@ -577,7 +517,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         if (a->open && (a->start_ns != start || a->boot_id != boot_id)) {
                 /* A later period closes this one; another boot in the same
                  * period gets blocks of its own. */
-                r = acc_flush(w, level, a->start_ns != start);
+                r = samples_acc_flush(w, level, a->start_ns != start);
                 if (r < 0)
                         return r;
         }
@@ -586,13 +526,13 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         a->boot_id = boot_id;
 
         for (size_t i = 0; !a->delegated && i < n; i++) {
-                block_entry e = entry_for_level(v + i, level);
+                block_entry e = samples_entry_for_level(v + i, level);
 
-                r = acc_add(a, &e);
+                r = samples_acc_add(a, &e);
                 if (r < 0)
                         return r;
         }
-        if (levels[level].finer == SAMPLE_LEVEL_BUCKET)
+        if (sample_levels[level].finer == SAMPLE_LEVEL_BUCKET)
                 a->finer_entries += n;
         acc_times(a, first_ns, last_ns, samples);
         a->fed_max_id = MAX(a->fed_max_id, lower_id);
@@ -600,7 +540,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 a->gen_min = MIN(a->gen_min, gen_min);
 
         if (a->n >= ACC_MAX_ENTRIES)
-                return acc_flush(w, level, false);
+                return samples_acc_flush(w, level, false);
         return 0;
 }
 
@@ -625,21 +565,21 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
         if (w->c.frame_gen_start_ns == 0)
                 w->c.frame_gen_start_ns = smp->time_ns;
         if (a->open && (a->start_ns != start || a->boot_id != smp->boot_id)) {
-                r = acc_flush(w, 0, true);
+                r = samples_acc_flush(w, 0, true);
                 if (r < 0)
                         return r;
         }
         if (!a->open)
                 acc_open(a, 0, start, smp->boot_id);
 
-        r = acc_add(a, &e);
+        r = samples_acc_add(a, &e);
         if (r < 0)
                 return r;
         acc_times(a, smp->time_ns, smp->time_ns, 1);
         a->gen_min = MIN(a->gen_min, w->c.gen);
         w->tx_added++;
         if (a->n >= ACC_MAX_ENTRIES)
-                return acc_flush(w, 0, false);
+                return samples_acc_flush(w, 0, false);
         return 0;
 }
 
@@ -650,7 +590,7 @@ int sample_writer_flush(sample_writer *w, uint64_t before_ns) {
                 acc *a = &w->acc[level];
 
                 if (a->open && a->end_ns <= before_ns) {
-                        r = acc_flush(w, level, true);
+                        r = samples_acc_flush(w, level, true);
                         if (r < 0)
                                 return r;
                 }
@@ -666,9 +606,9 @@ int sample_writer_new_generation(sample_writer *w, uint64_t time_ns, bool new_fr
         int r;
 
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
-                if (levels[level].leaf && !new_frames)
+                if (sample_levels[level].leaf && !new_frames)
                         continue;
-                r = acc_flush(w, level, false);
+                r = samples_acc_flush(w, level, false);
                 if (r < 0)
                         return r;
         }
@@ -712,7 +652,7 @@ void sample_writer_committed(sample_writer *w) {
  * of format 1, and of the first schema-8 writers): a stack id is its leaf
  * node, whose frame it is. Those blocks are committed, so are their
  * stacks. */
-static int resolve_leaf_frames(sqlite3 *db, dict_reader **reader, block_entry *v, size_t n) {
+int samples_resolve_leaf_frames(sqlite3 *db, dict_reader **reader, block_entry *v, size_t n) {
         int r;
 
         for (size_t i = 0; i < n; i++) {
@@ -742,7 +682,7 @@ static int refeed(sample_writer *w, unsigned level) {
         int r, rc;
 
         for (unsigned k = 1; k < level; k++)
-                if (levels[k].source == levels[level].source)
+                if (sample_levels[k].source == sample_levels[level].source)
                         first_of_source = false;
 
         r = store_prepare(w->store,
@@ -750,7 +690,7 @@ static int refeed(sample_writer *w, unsigned level) {
                           "WHERE level = ?1 AND id > ?2 AND start_ns >= ?3 ORDER BY id", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, levels[level].source);
+        sqlite3_bind_int64(st, 1, sample_levels[level].source);
         sqlite3_bind_int64(st, 2, w->c.fed[level]);
         sqlite3_bind_int64(st, 3, i64(w->c.complete[level]));
 
@@ -768,8 +708,8 @@ static int refeed(sample_writer *w, unsigned level) {
                                 w->bad_blocks++;
                         continue;
                 }
-                if (r >= 0 && levels[level].leaf && !levels[levels[level].source].leaf)
-                        r = resolve_leaf_frames(store_sqlite(w->store), &reader, v, n);
+                if (r >= 0 && sample_levels[level].leaf && !sample_levels[sample_levels[level].source].leaf)
+                        r = samples_resolve_leaf_frames(store_sqlite(w->store), &reader, v, n);
                 if (r >= 0)
                         r = feed(w, level, sqlite3_column_int64(st, 0), v, n, u64(sqlite3_column_int64(st, 1)),
                                  sqlite3_column_int64(st, 2), u64(sqlite3_column_int64(st, 3)),
@@ -824,7 +764,7 @@ int sample_writer_reload(sample_writer *w, int cause) {
         if (keep_bucket) {
                 /* Its table and index back in place of the empty ones. */
                 SWAP(kept, w->acc[0]);
-                acc_free(&kept);
+                samples_acc_free(&kept);
         }
         return r;
 }
@@ -842,7 +782,7 @@ int sample_writer_new(store *s, sample_writer **ret) {
                 return -ENOMEM;
         }
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
-                acc_reset(&w->acc[level]);
+                samples_acc_reset(&w->acc[level]);
         *ret = w;
         return 0;
 }
@@ -854,7 +794,7 @@ sample_writer *sample_writer_free(sample_writer *w) {
                 sqlite3_finalize(w->stmts[i]);
         sample_codec_free(w->codec);
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
-                acc_free(&w->acc[level]);
+                samples_acc_free(&w->acc[level]);
         free(w);
         return NULL;
 }
@@ -906,24 +846,15 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
 
 /* ---- reading ---- */
 
-typedef struct scan_ctx {
-        store *store;
-        sample_codec *codec;
-        sqlite3_stmt *range[SAMPLE_LEVELS];
-        sample_counters c;
-        sample_scan_cb cb;
-        void *userdata;
-        bool one_level;         /* markers are skipped, not followed */
-} scan_ctx;
 
-static int64_t clamp_i64(uint64_t v) {
+int64_t samples_clamp_i64(uint64_t v) {
         return v > INT64_MAX ? INT64_MAX : (int64_t) v;
 }
 
 static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);
 
 /* The blocks of `level` whose period overlaps [from, to). */
-static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
+int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         sqlite3_stmt *st = x->range[level];
         int r, rc;
 
@@ -941,9 +872,9 @@ static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
                 st = x->range[level];
         }
         sqlite3_bind_int64(st, 1, level);
-        sqlite3_bind_int64(st, 2, clamp_i64(from > levels[level].width_ns ? from - levels[level].width_ns : 0));
-        sqlite3_bind_int64(st, 3, clamp_i64(to));
-        sqlite3_bind_int64(st, 4, clamp_i64(from));
+        sqlite3_bind_int64(st, 2, samples_clamp_i64(from > sample_levels[level].width_ns ? from - sample_levels[level].width_ns : 0));
+        sqlite3_bind_int64(st, 3, samples_clamp_i64(to));
+        sqlite3_bind_int64(st, 4, samples_clamp_i64(from));
 
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 _cleanup_free_ block_entry *v = NULL;
@@ -962,7 +893,7 @@ static int scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
                 if (level > 0 && sample_block_is_marker(data, size))
                         /* Not stored: the period from the finer level
                          * (its own statement; this one stays where it is). */
-                        r = x->one_level ? 0 : scan_plan(x, levels[level].finer, MAX(from, b.start_ns), MIN(to, b.end_ns));
+                        r = x->one_level ? 0 : scan_plan(x, sample_levels[level].finer, MAX(from, b.start_ns), MIN(to, b.end_ns));
                 else {
                         r = sample_block_decode(x->codec, data, size, &v, &n);
                         if (r >= 0)
@@ -987,10 +918,10 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         if (from >= to)
                 return 0;
         if (level == 0)
-                return scan_range(x, 0, from, to);
+                return samples_scan_range(x, 0, from, to);
 
-        w = levels[level].width_ns;
-        src = levels[level].finer;
+        w = sample_levels[level].width_ns;
+        src = sample_levels[level].finer;
         /* Where the size cap cut into periods, only buckets are left. */
         if (to <= x->c.trimmed_ns)
                 return scan_plan(x, src, from, to);
@@ -1007,7 +938,7 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
 
         r = scan_plan(x, src, from, a);
         if (r >= 0)
-                r = scan_range(x, level, a, b);
+                r = samples_scan_range(x, level, a, b);
         if (r >= 0)
                 r = scan_plan(x, src, b, to);
         return r;
@@ -1035,595 +966,3 @@ int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sa
         return r;
 }
 
-/* ---- schema, conversion, expiry ---- */
-
-int store_migrate_4_to_5(sqlite3 *db) {
-        /* The old samples table is converted by the writer at open
-         * (sample_writer_convert_v4()), through the same path new
-         * samples take. */
-        int rc = sqlite3_exec(db,
-                "CREATE TABLE sample_blocks(id INTEGER PRIMARY KEY AUTOINCREMENT, level INTEGER NOT NULL,"
-                "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, first_ns INTEGER NOT NULL,"
-                "  last_ns INTEGER NOT NULL, boot INTEGER NOT NULL, n_samples INTEGER NOT NULL, data BLOB NOT NULL);"
-                "CREATE INDEX sample_blocks_period ON sample_blocks(level, start_ns);"
-                "CREATE TABLE sample_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
-                "CREATE TABLE snapshot_links(boot INTEGER NOT NULL, snapshot INTEGER NOT NULL,"
-                "  from_ns INTEGER NOT NULL, until_ns INTEGER NOT NULL);"
-                "ALTER TABLE samples RENAME TO samples_v4;",
-                NULL, NULL, NULL);
-        return rc == SQLITE_OK ? 0 : -EIO;
-}
-
-int store_migrate_5_to_6(sqlite3 *db) {
-        /* Dictionary rows get a generation (those there are: 0), and the
-         * interning keys include it; blocks name the oldest they use. */
-        int rc = sqlite3_exec(db,
-                "CREATE TABLE stacks_v6(id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, parent INTEGER NOT NULL,"
-                "  frame INTEGER NOT NULL, UNIQUE(gen, parent, frame));"
-                "INSERT INTO stacks_v6(id, gen, parent, frame) SELECT id, 0, parent, frame FROM stacks;"
-                "DROP TABLE stacks;"
-                "ALTER TABLE stacks_v6 RENAME TO stacks;"
-                "CREATE TABLE frames_v6(id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, kind INTEGER NOT NULL,"
-                "  addr INTEGER NOT NULL, symbol_id INTEGER NOT NULL, offset INTEGER NOT NULL, module_id INTEGER NOT NULL,"
-                "  build_id_id INTEGER NOT NULL, UNIQUE(gen, kind, addr, symbol_id, offset, module_id, build_id_id));"
-                "INSERT INTO frames_v6(id, gen, kind, addr, symbol_id, offset, module_id, build_id_id)"
-                "  SELECT id, 0, kind, addr, symbol_id, offset, module_id, build_id_id FROM frames;"
-                "DROP TABLE frames;"
-                "ALTER TABLE frames_v6 RENAME TO frames;"
-                "ALTER TABLE sample_blocks ADD COLUMN gen_min INTEGER NOT NULL DEFAULT 0;"
-                "CREATE INDEX sample_blocks_gen ON sample_blocks(gen_min, start_ns);",
-                NULL, NULL, NULL);
-        return rc == SQLITE_OK ? 0 : -EIO;
-}
-
-/* One block of a minute or an hour as the leaf level above it: entries
- * keyed by (cpu, comm, leaf frame), merged. */
-static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **reader, acc *a, int64_t id) {
-        _cleanup_finalize_ sqlite3_stmt *get = NULL, *put = NULL;
-        _cleanup_free_ block_entry *v = NULL;
-        _cleanup_free_ uint8_t *data = NULL;
-        size_t n, size;
-        unsigned level;
-        int r, rc;
-
-        if (sqlite3_prepare_v2(db, "SELECT level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, gen_min, data "
-                               "FROM sample_blocks WHERE id = ?1", -1, &get, NULL) != SQLITE_OK ||
-            sqlite3_prepare_v2(db, "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, "
-                               "n_samples, gen_min, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", -1, &put,
-                               NULL) != SQLITE_OK)
-                return -EIO;
-        sqlite3_bind_int64(get, 1, id);
-        rc = sqlite3_step(get);
-        if (rc != SQLITE_ROW)
-                return rc == SQLITE_DONE ? 0 : -EIO;
-        level = (unsigned) sqlite3_column_int64(get, 0) == SAMPLE_LEVEL_MINUTE ? SAMPLE_LEVEL_LEAF_MINUTE
-                                                                               : SAMPLE_LEVEL_LEAF_HOUR;
-        sqlite3_bind_int64(put, 1, level);
-        for (int c = 1; c <= 7; c++)
-                sqlite3_bind_int64(put, c + 1, sqlite3_column_int64(get, c));
-        if (sample_block_is_marker(sqlite3_column_blob(get, 8), (size_t) sqlite3_column_bytes(get, 8))) {
-                /* A period left to the finer level is left to it here too. */
-                sqlite3_bind_blob(put, 9, SAMPLE_BLOCK_MARKER, 1, SQLITE_STATIC);
-                return sqlite3_step(put) == SQLITE_DONE ? 0 : -EIO;
-        }
-        r = sample_block_decode(codec, sqlite3_column_blob(get, 8), (size_t) sqlite3_column_bytes(get, 8), &v, &n);
-        if (r == -EBADMSG || r == -EPROTONOSUPPORT)
-                return 0;       /* damaged: the leaf level goes without it, as the readers do */
-        /* Keyed by frame, the entries need no stack generation kept. */
-        if (r >= 0)
-                r = resolve_leaf_frames(db, reader, v, n);
-        if (r < 0)
-                return r;
-        acc_reset(a);
-        for (size_t i = 0; i < n; i++) {
-                block_entry e = entry_for_level(v + i, level);
-
-                r = acc_add(a, &e);
-                if (r < 0)
-                        return r;
-        }
-        r = sample_block_encode(codec, a->v, a->n, true, &data, &size);
-        if (r < 0)
-                return r;
-        sqlite3_bind_blob(put, 9, data, (int) size, SQLITE_STATIC);
-        return sqlite3_step(put) == SQLITE_DONE ? 0 : -EIO;
-}
-
-int store_migrate_7_to_8(sqlite3 *db) {
-        _cleanup_finalize_ sqlite3_stmt *ids = NULL, *meta = NULL;
-        _cleanup_free_ int64_t *v = NULL;
-        size_t n = 0, alloc = 0;
-        sample_codec *codec = NULL;
-        dict_reader *reader = NULL;
-        sample_counters c;
-        acc a = {};
-        int r, rc;
-
-        /* The leaf levels of the minutes and hours there are, block by
-         * block (new rows are not inserted under a running scan). */
-        r = sample_meta_read(db, &c);
-        if (r < 0)
-                return r;
-        if (sqlite3_prepare_v2(db, "SELECT id FROM sample_blocks WHERE level IN (1, 2) ORDER BY id", -1, &ids,
-                               NULL) != SQLITE_OK)
-                return -EIO;
-        while ((rc = sqlite3_step(ids)) == SQLITE_ROW) {
-                r = array_reserve_one((void **) &v, &alloc, n, sizeof *v);
-                if (r < 0)
-                        return r;
-                v[n++] = sqlite3_column_int64(ids, 0);
-        }
-        if (rc != SQLITE_DONE)
-                return -EIO;
-
-        codec = sample_codec_new();
-        r = codec ? 0 : -ENOMEM;
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = migrate_leaf_block(db, codec, &reader, &a, v[i]);
-        sample_codec_free(codec);
-        dict_reader_free(reader);
-        acc_free(&a);
-        if (r < 0)
-                return r;
-
-        /* Every generation had frames of its own until now. */
-        c.frame_gen = c.gen;
-        c.frame_gen_start_ns = c.gen_start_ns;
-        /* The leaf minutes are fed from the buckets as the minutes are. */
-        c.complete[SAMPLE_LEVEL_LEAF_MINUTE] = c.complete[SAMPLE_LEVEL_MINUTE];
-        c.fed[SAMPLE_LEVEL_LEAF_MINUTE] = c.fed[SAMPLE_LEVEL_MINUTE];
-        c.complete[SAMPLE_LEVEL_LEAF_HOUR] = c.complete[SAMPLE_LEVEL_HOUR];
-        /* Hours are made from the buckets now, not from the minutes: what
-         * is written of the open hour goes, and the writer makes it again
-         * from its buckets. */
-        for (unsigned level = SAMPLE_LEVEL_HOUR; level <= SAMPLE_LEVEL_LEAF_HOUR; level += 2) {
-                _cleanup_finalize_ sqlite3_stmt *del = NULL;
-
-                if (sqlite3_prepare_v2(db, "DELETE FROM sample_blocks WHERE level = ?1 AND start_ns >= ?2", -1, &del,
-                                       NULL) != SQLITE_OK)
-                        return -EIO;
-                sqlite3_bind_int64(del, 1, level);
-                sqlite3_bind_int64(del, 2, i64(c.complete[level]));
-                if (sqlite3_step(del) != SQLITE_DONE)
-                        return -EIO;
-                c.fed[level] = 0;
-        }
-        if (sqlite3_prepare_v2(db, "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
-                               "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &meta, NULL) != SQLITE_OK)
-                return -EIO;
-        for (size_t i = 0; i < ELEMENTSOF(meta_keys); i++) {
-                if (strncmp(meta_keys[i], "complete", 8) != 0 && strncmp(meta_keys[i], "fed", 3) != 0 &&
-                    strncmp(meta_keys[i], "frame_gen", 9) != 0)
-                        continue;
-                sqlite3_bind_text(meta, 1, meta_keys[i], -1, SQLITE_STATIC);
-                sqlite3_bind_int64(meta, 2, i64(*meta_field(&c, i)));
-                if (sqlite3_step(meta) != SQLITE_DONE)
-                        return -EIO;
-                sqlite3_reset(meta);
-        }
-        return 0;
-}
-
-int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        sqlite3 *db = store_sqlite(w->store);
-        uint64_t n = 0;
-        int r, rc;
-
-        *ret_converted = 0;
-        rc = sqlite3_prepare_v2(db, "SELECT time_ns, cpu, pid, tid, comm, stack, period, boot, snapshot "
-                                    "FROM samples_v4 ORDER BY time_ns", -1, &st, NULL);
-        if (rc != SQLITE_OK)
-                return 0;       /* no such table: nothing to convert */
-
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                stored_sample smp = {
-                        .time_ns = u64(sqlite3_column_int64(st, 0)),
-                        .cpu = (uint32_t) sqlite3_column_int64(st, 1),
-                        .pid = (uint32_t) sqlite3_column_int64(st, 2),
-                        .tid = (uint32_t) sqlite3_column_int64(st, 3),
-                        .comm_id = sqlite3_column_int64(st, 4),
-                        .stack_id = sqlite3_column_int64(st, 5),
-                        .period = u64(sqlite3_column_int64(st, 6)),
-                        .boot_id = sqlite3_column_int64(st, 7),
-                        .snapshot_id = sqlite3_column_int64(st, 8),
-                };
-
-                r = sample_writer_add(w, &smp);
-                if (r < 0)
-                        return r;
-                n++;
-        }
-        if (rc != SQLITE_DONE)
-                return store_step_errno(w->store, rc);
-        sqlite3_finalize(TAKE_PTR(st));
-
-        r = sample_writer_flush(w, UINT64_MAX);
-        if (r < 0)
-                return r;
-        rc = sqlite3_exec(db, "DROP TABLE samples_v4", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-                return store_step_errno(w->store, rc);
-        *ret_converted = n;
-        return 1;
-}
-
-/* Runs a one-row integer query with up to two integer parameters. */
-static int query_u64(store *s, const char *sql, int64_t a, int64_t b, uint64_t *ret) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        int r, rc;
-
-        r = store_prepare(s, sql, &st);
-        if (r < 0)
-                return r;
-        if (sqlite3_bind_parameter_count(st) >= 1)
-                sqlite3_bind_int64(st, 1, a);
-        if (sqlite3_bind_parameter_count(st) >= 2)
-                sqlite3_bind_int64(st, 2, b);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE) {
-                *ret = 0;
-                return 0;
-        }
-        if (rc != SQLITE_ROW)
-                return store_step_errno(s, rc);
-        *ret = u64(sqlite3_column_int64(st, 0));
-        return 0;
-}
-
-/* After level-0 blocks were deleted: the counters from what is left. */
-static int recount_after_delete(sample_writer *w, uint64_t deleted_samples) {
-        int r;
-
-        w->c.samples = w->c.samples > deleted_samples ? w->c.samples - deleted_samples : 0;
-        r = query_u64(w->store, "SELECT first_ns FROM sample_blocks WHERE level = 0 ORDER BY start_ns LIMIT 1", 0, 0,
-                      &w->c.first_ns);
-        if (r < 0)
-                return r;
-        if (w->c.samples == 0 && !w->acc[0].open)
-                w->c.first_ns = w->c.last_ns = 0;
-        return 0;
-}
-
-/* Deletes the oldest `limit` blocks of a level that end by before_ns;
- * says how many, with how many samples, the newest of them when. */
-typedef struct deleted {
-        uint64_t blocks, samples, newest_ns, end_ns;
-} deleted;
-
-/* Runs a pair of statements over one selection of blocks: the first
- * says what they hold (samples of level 0, how many, the newest level-0
- * sample, the latest end), the second deletes them. Parameters ?1.. are
- * binds[]. */
-static int delete_selected(sample_writer *w, const char *const sql[2], const int64_t *binds, size_t n_binds,
-                           deleted *ret) {
-        deleted d = {};
-        int r;
-
-        for (size_t i = 0; i < 2; i++) {
-                _cleanup_finalize_ sqlite3_stmt *st = NULL;
-
-                r = store_prepare(w->store, sql[i], &st);
-                if (r < 0)
-                        return r;
-                for (size_t k = 0; k < n_binds; k++)
-                        sqlite3_bind_int64(st, (int) k + 1, binds[k]);
-                if (i == 0) {
-                        int rc = sqlite3_step(st);
-
-                        if (rc != SQLITE_ROW)
-                                return store_step_errno(w->store, rc) ?: -EIO;
-                        d = (deleted) {
-                                        .samples = u64(sqlite3_column_int64(st, 0)),
-                                        .blocks = u64(sqlite3_column_int64(st, 1)),
-                                        .newest_ns = u64(sqlite3_column_int64(st, 2)),
-                                        .end_ns = u64(sqlite3_column_int64(st, 3)),
-                                };
-                        if (d.blocks == 0)
-                                break;
-                } else {
-                        r = store_step_done(w->store, st);
-                        if (r < 0)
-                                return r;
-                }
-        }
-        *ret = d;
-        return 0;
-}
-
-#define BLOCKS_SUMMARY \
-        "SELECT coalesce(sum(CASE WHEN level = 0 THEN n_samples ELSE 0 END), 0), count(*)," \
-        " coalesce(max(CASE WHEN level = 0 THEN last_ns ELSE 0 END), 0), coalesce(max(end_ns), 0)" \
-        " FROM sample_blocks WHERE id IN "
-
-/* The oldest `limit` blocks of a level that end by before_ns. */
-static int delete_oldest(sample_writer *w, unsigned level, uint64_t before_ns, size_t limit, deleted *ret) {
-#define OLDEST_BLOCKS "(SELECT id FROM sample_blocks WHERE level = ?1 AND start_ns < ?2 AND end_ns <= ?2 " \
-                      "ORDER BY start_ns LIMIT ?3)"
-        static const char *const sql[] = {
-                BLOCKS_SUMMARY OLDEST_BLOCKS,
-                "DELETE FROM sample_blocks WHERE id IN " OLDEST_BLOCKS,
-        };
-        int64_t binds[] = { level, clamp_i64(before_ns), (int64_t) limit };
-
-        return delete_selected(w, sql, binds, ELEMENTSOF(binds), ret);
-}
-
-int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks, uint64_t *ret_samples,
-                         bool *ret_more) {
-        uint64_t samples = 0, rows;
-        bool more = false;
-        int r;
-
-        for (unsigned level = 0; level < SAMPLE_LEVELS; level++) {
-                deleted d;
-
-                r = delete_oldest(w, level, before_ns, max_blocks, &d);
-                if (r < 0)
-                        return r;
-                if (d.blocks >= max_blocks)
-                        more = true;
-                if (level == 0)
-                        samples = d.samples;
-        }
-
-        /* Minutes and hours that reach past before_ns keep their older
-         * samples: read what is left there from the buckets. */
-        w->c.trimmed_ns = MAX(w->c.trimmed_ns, before_ns);
-        r = recount_after_delete(w, samples);
-        if (r < 0)
-                return r;
-        r = sample_writer_collect(w, CAP_CHUNK_DICT_BLOCKS, &rows);
-        if (r < 0)
-                return r;
-        *ret_samples = samples;
-        *ret_more = more || rows >= CAP_CHUNK_DICT_BLOCKS;
-        return 0;
-}
-
-/* Bytes of the pages in use, as this connection sees them (its open
- * transaction included). */
-static int pages_in_use(store *s, uint64_t *ret) {
-        return query_u64(s, "SELECT (c.page_count - f.freelist_count) * z.page_size "
-                            "FROM pragma_page_count() c, pragma_freelist_count() f, pragma_page_size() z", 0, 0, ret);
-}
-
-#define CAP_CHUNK_BLOCKS 32
-
-
-/* Deletes the CAP_CHUNK_BLOCKS blocks of the oldest generations, oldest
- * first, whatever their level. */
-static int delete_for_cap(sample_writer *w, deleted *ret) {
-#define OLDEST_GENERATION_BLOCKS "(SELECT id FROM sample_blocks ORDER BY gen_min, start_ns LIMIT ?1)"
-        static const char *const sql[] = {
-                BLOCKS_SUMMARY OLDEST_GENERATION_BLOCKS,
-                "DELETE FROM sample_blocks WHERE id IN " OLDEST_GENERATION_BLOCKS,
-        };
-        int64_t binds[] = { CAP_CHUNK_BLOCKS };
-
-        return delete_selected(w, sql, binds, ELEMENTSOF(binds), ret);
-}
-
-int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_blocks, cap_result *ret) {
-        uint64_t used, target, rows;
-        cap_result res = {};
-        int r;
-
-        *ret = res;
-        if (max_bytes == 0)
-                return 0;
-        r = pages_in_use(w->store, &used);
-        if (r < 0)
-                return r;
-        res.used_bytes = used;
-        if (used <= max_bytes) {
-                *ret = res;
-                return 0;
-        }
-
-        /* Down to 90% of the cap, so that the next writes do not bring it
-         * back at once. Oldest first: the blocks of the oldest dictionary
-         * generation, then the stacks and frames no block uses any more.
-         * What is left of a period the cap cut into is read from its
-         * buckets, not its minute or hour totals (trimmed_ns). */
-        target = max_bytes / 10 * 9;
-        while (used > target && res.blocks < max_blocks) {
-                deleted d;
-
-                r = delete_for_cap(w, &d);
-                if (r < 0)
-                        return r;
-                r = sample_writer_collect(w, CAP_CHUNK_DICT_BLOCKS, &rows);
-                if (r < 0)
-                        return r;
-                if (d.blocks == 0 && rows == 0) {
-                        /* No block is left, and no stack or frame goes:
-                         * what is left is the current generation and what
-                         * the open periods hold. A new generation writes
-                         * those periods as blocks, and they can all go
-                         * (the caller starts it). */
-                        res.need_new_generation = true;
-                        break;
-                }
-                res.blocks += d.blocks;
-                res.rows += rows;
-                res.samples += d.samples;
-                res.newest_removed_ns = MAX(res.newest_removed_ns, d.newest_ns);
-                w->c.trimmed_ns = MAX(w->c.trimmed_ns, d.end_ns);
-                r = pages_in_use(w->store, &used);
-                if (r < 0)
-                        return r;
-        }
-
-        r = recount_after_delete(w, res.samples);
-        if (r < 0)
-                return r;
-        *ret = res;
-        return 0;
-}
-
-/* The oldest generation still in use by a block, an open period or the
- * writer: of stacks (`leaf` false) or of frames (true). The leaf levels
- * name frames, not stacks (their entries read from blocks without frames
- * are given them, resolve_leaf_frames()): their gen_min, the stack
- * generation they were fed in, tells only the frame generation they
- * need, the one that stack generation began in. */
-static int oldest_generation(sample_writer *w, bool leaf, uint64_t *ret) {
-        uint64_t g = w->c.gen, b;
-        int r;
-
-        static_assert(SAMPLE_LEVEL_LEAF_MINUTE == 3 && SAMPLE_LEVEL_LEAF_HOUR == 4, "the leaf levels in the SQL below");
-        for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
-                if (w->acc[level].open && (leaf || !levels[level].leaf))
-                        g = MIN(g, w->acc[level].gen_min);
-        r = query_u64(w->store,
-                      leaf ? "SELECT coalesce(min(gen_min), -1) FROM sample_blocks"
-                           : "SELECT coalesce(min(gen_min), -1) FROM sample_blocks WHERE level NOT IN (3, 4)",
-                      0, 0, &b);
-        if (r < 0)
-                return r;
-        *ret = MIN(g, b);
-        return 0;
-}
-
-int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blocks) {
-        static const char *const sql[] = {
-                "DELETE FROM stack_blocks WHERE first_id IN "
-                "(SELECT first_id FROM stack_blocks WHERE gen < ?1 LIMIT ?2)",
-                /* The frame generation of stack generation ?1 began at the
-                 * greatest frame generation not after it (or later, if that
-                 * one interned no frame: then an older one is kept). */
-                "DELETE FROM frame_blocks WHERE first_id IN "
-                "(SELECT first_id FROM frame_blocks WHERE gen < "
-                "(SELECT coalesce(max(gen), 0) FROM frame_blocks WHERE gen <= ?1) LIMIT ?2)",
-        };
-        uint64_t n = 0;
-        int r;
-
-        *ret_blocks = 0;
-        for (size_t i = 0; i < ELEMENTSOF(sql) && n < max_blocks; i++) {
-                _cleanup_finalize_ sqlite3_stmt *st = NULL;
-                uint64_t oldest;
-
-                r = oldest_generation(w, i == 1, &oldest);
-                if (r < 0)
-                        return r;
-                if (oldest == 0)
-                        continue;
-                r = store_prepare(w->store, sql[i], &st);
-                if (r < 0)
-                        return r;
-                sqlite3_bind_int64(st, 1, clamp_i64(oldest));
-                sqlite3_bind_int64(st, 2, (int64_t) (max_blocks - n));
-                r = store_step_done(w->store, st);
-                if (r < 0)
-                        return r;
-                n += (uint64_t) sqlite3_changes64(store_sqlite(w->store));
-        }
-        *ret_blocks = n;
-        return 0;
-}
-
-/* ---- snapshot links ---- */
-
-typedef struct link_count {
-        int64_t boot_id, snapshot_id;
-        uint64_t from_ns, until_ns;
-        uint64_t n;
-} link_count;
-
-static int count_unlinked(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
-        link_count *c = userdata;
-
-        if (b->boot_id != c->boot_id || b->last_ns < c->from_ns || b->first_ns >= c->until_ns)
-                return 0;
-        for (size_t i = 0; i < n; i++)
-                if (v[i].snapshot_id == 0)
-                        c->n += v[i].count;
-        return 0;
-}
-
-int64_t sample_writer_link_written(sample_writer *w, int64_t boot_id, int64_t snapshot_id, uint64_t from_ns,
-                                   uint64_t until_ns) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        link_count c = { .boot_id = boot_id, .snapshot_id = snapshot_id, .from_ns = from_ns, .until_ns = until_ns };
-        int r;
-
-        /* Written blocks are not rewritten: their entries without a
-         * snapshot read it from snapshot_links. */
-        r = sample_scan(w->store, from_ns, until_ns, 0, count_unlinked, &c);
-        if (r < 0)
-                return r;
-        r = store_prepare(w->store, "INSERT INTO snapshot_links(boot, snapshot, from_ns, until_ns) VALUES (?1, ?2, ?3, ?4)",
-                          &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, boot_id);
-        sqlite3_bind_int64(st, 2, snapshot_id);
-        sqlite3_bind_int64(st, 3, clamp_i64(from_ns));
-        sqlite3_bind_int64(st, 4, clamp_i64(until_ns));
-        r = store_step_done(w->store, st);
-        if (r < 0)
-                return r;
-        return (int64_t) (c.n + sample_writer_link_snapshot(w, boot_id, snapshot_id, from_ns, until_ns));
-}
-
-typedef struct snap_count {
-        int64_t snapshot_id;
-        struct { int64_t boot; uint64_t from, until; } *links;
-        size_t n_links;
-        uint64_t n;
-} snap_count;
-
-static int count_snapshot(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
-        snap_count *c = userdata;
-        bool linked = false;
-
-        for (size_t i = 0; i < c->n_links; i++)
-                if (c->links[i].boot == b->boot_id && b->last_ns >= c->links[i].from && b->first_ns < c->links[i].until)
-                        linked = true;
-        for (size_t i = 0; i < n; i++)
-                if (v[i].snapshot_id == c->snapshot_id || (linked && v[i].snapshot_id == 0))
-                        c->n += v[i].count;
-        return 0;
-}
-
-int64_t sample_count_snapshot(store *s, int64_t snapshot_id) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
-        snap_count c = { .snapshot_id = snapshot_id };
-        size_t alloc = 0;
-        int r, rc;
-
-        r = store_prepare(s, "SELECT boot, from_ns, until_ns FROM snapshot_links WHERE snapshot = ?1", &st);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 1, snapshot_id);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                if (GREEDY_REALLOC(c.links, alloc, c.n_links + 1) < 0) {
-                        free(c.links);
-                        return -ENOMEM;
-                }
-                c.links[c.n_links].boot = sqlite3_column_int64(st, 0);
-                c.links[c.n_links].from = u64(sqlite3_column_int64(st, 1));
-                c.links[c.n_links].until = u64(sqlite3_column_int64(st, 2));
-                c.n_links++;
-        }
-        r = rc == SQLITE_DONE ? sample_scan(s, 0, 0, 0, count_snapshot, &c) : store_step_errno(s, rc);
-        free(c.links);
-        return r < 0 ? r : (int64_t) c.n;
-}
-
-int sample_writer_flush_partial(sample_writer *w) {
-        return acc_flush(w, 0, false);
-}
-
-int sample_scan_level(store *s, unsigned level, sample_scan_cb cb, void *userdata) {
-        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .one_level = true };
-        int r;
-
-        if (level >= SAMPLE_LEVELS)
-                return -EINVAL;
-        r = scan_range(&x, level, 0, UINT64_MAX);
-        sqlite3_finalize(x.range[level]);
-        return r;
-}

@@ -12,9 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frame.h"
 #include "history.h"
 #include "query.h"
-#include "frame.h"
 
 /* Integers: sqlite INTEGER is signed 64-bit. Addresses, offsets, times and
  * periods are uint64_t and are stored as their int64_t two's-complement

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* What the two files of the sample writer share (store-samples.c: the
+ * accumulators, writing and reading blocks; store-samples-upkeep.c: the
+ * sample tables' schema and conversion, retention, the size cap and
+ * snapshot links). Not for users of the store. */
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/sample-block.h"
+#include "store/store-dict.h"
+#include "store/store-private.h"
+#include "store/store-samples.h"
+
+/* Dictionary blocks (frame rows and stack nodes, up to 16,384 each)
+ * deleted per step of the cap or of retention. */
+#define CAP_CHUNK_DICT_BLOCKS 64
+
+typedef struct level_info {
+        uint64_t width_ns;
+        unsigned source;        /* the level its blocks are made from (none for 0) */
+        unsigned finer;         /* the level a reader goes down to for what this one lacks */
+        bool leaf;              /* keyed by (cpu, comm, leaf frame) only */
+        /* Writes the leaf frame column. The buckets do, for reports of
+         * functions that the leaf levels cannot answer (one pid): their
+         * minutes and hours, kept where they sum well, have few stacks
+         * to look up; churn makes them markers and sends readers to the
+         * buckets, whose stacks are too many to look up one by one. */
+        bool frames;
+        /* A period whose entries would be more than keep_num/keep_den of
+         * the entries it sums is not stored: a marker block says to read
+         * the finer level instead, which costs a reader not many more
+         * entries, and the writer no bytes. The leaf levels, which the
+         * common report reads, are kept more readily. */
+        unsigned keep_num, keep_den;
+} level_info;
+
+extern const level_info sample_levels[SAMPLE_LEVELS];
+
+typedef struct acc {
+        bool open;
+        uint64_t start_ns, end_ns;
+        int64_t boot_id;
+        uint64_t first_ns, last_ns, samples;
+        int64_t fed_max_id;
+        uint64_t gen_min;       /* the oldest dictionary generation its entries use; UINT64_MAX if none */
+        /* Entries a reader of the open period would read from the finer
+         * level instead: the buckets merged, or the finer level's blocks
+         * of the period written so far. */
+        uint64_t finer_entries;
+        bool written;           /* a block of the open period is written */
+        bool delegated;         /* the open period is left to the finer level: a marker at its close */
+        /* Open addressing over v's keys: position + 1, 0 empty; at most
+         * half full. */
+        uint32_t *slots;
+        size_t capacity;        /* 0 or a power of two */
+        block_entry *v;
+        size_t n, alloc;
+} acc;
+
+enum {
+        WSTMT_INSERT_BLOCK,
+        WSTMT_SET_META,
+        WSTMT_PERIOD_BLOCKS,
+        _WSTMT_MAX,
+};
+
+struct sample_writer {
+        store *store;
+        sample_codec *codec;
+        sqlite3_stmt *stmts[_WSTMT_MAX];
+        acc acc[SAMPLE_LEVELS];
+        sample_counters c;              /* as committed + this batch */
+        sample_counters committed;      /* as of the last commit */
+        uint64_t dropped;               /* samples of batches that failed to commit */
+        /* Since the last commit: samples added to the open bucket, and
+         * level-0 samples written to blocks. A rollback loses only these. */
+        uint64_t tx_added, tx_written;
+        uint64_t bad_blocks;            /* blocks that failed to decode when read back */
+        int dropped_error;              /* why, the last time */
+        uint64_t dropped_since_ns;      /* CLOCK_REALTIME of the first drop */
+};
+
+/* The sample_meta keys of the counters, in the order of
+ * samples_meta_field(). */
+#define SAMPLES_META_KEYS 16
+extern const char *const samples_meta_keys[SAMPLES_META_KEYS];
+
+typedef struct scan_ctx {
+        store *store;
+        sample_codec *codec;
+        sqlite3_stmt *range[SAMPLE_LEVELS];
+        sample_counters c;
+        sample_scan_cb cb;
+        void *userdata;
+        bool one_level;         /* markers are skipped, not followed */
+} scan_ctx;
+
+/* Helpers of store-samples.c for store-samples-upkeep.c (see there). */
+uint64_t *samples_meta_field(sample_counters *c, size_t i);
+block_entry samples_entry_for_level(const block_entry *e, unsigned level);
+void samples_acc_reset(acc *a);
+void samples_acc_free(acc *a);
+int samples_acc_flush(sample_writer *w, unsigned level, bool closing);
+int samples_acc_add(acc *a, const block_entry *e);
+int samples_resolve_leaf_frames(sqlite3 *db, dict_reader **reader, block_entry *v, size_t n);
+int64_t samples_clamp_i64(uint64_t v);
+int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);

@@ -1,0 +1,860 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The store's sample blocks against a model: aggregates answer like
+ * buckets, the leaf levels of schema 7, the size cap, dictionary
+ * generations across rollbacks and reopens, damaged blocks and the
+ * verification of a file. */
+#include "test-store.h"
+
+typedef struct model_sample {
+        uint64_t t;
+        uint32_t cpu, pid;
+} model_sample;
+
+static const char *model_comm(uint32_t pid) {
+        static const char *const comms[] = { "init", "dd", "cc1", "sh" };
+        return comms[pid % 4];
+}
+
+/* What a window must count: samples of the buckets it overlaps. */
+static uint64_t model_count(const model_sample *v, size_t n, const query_params *q) {
+        uint64_t c = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                uint64_t b = v[i].t / NSEC_PER_SEC * NSEC_PER_SEC;
+
+                if (b + NSEC_PER_SEC <= q->since_ns || (q->until_ns > 0 && b >= q->until_ns))
+                        continue;
+                if ((q->pid >= 0 && v[i].pid != (uint64_t) q->pid) || (q->cpu >= 0 && v[i].cpu != (uint32_t) q->cpu) ||
+                    (q->comm && !streq(q->comm, model_comm(v[i].pid))))
+                        continue;
+                c++;
+        }
+        return c;
+}
+
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t next_rand(void) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return rng;
+}
+
+/* [0]: samples, [1]: of them in entries without a leaf frame or with a stack. */
+static int count_leaf_entries(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        uint64_t *c = userdata;
+
+        (void) b;
+        for (size_t i = 0; i < n; i++) {
+                c[0] += v[i].count;
+                if (v[i].frame_id == 0 || v[i].stack_id != 0)
+                        c[1] += v[i].count;
+        }
+        return 0;
+}
+
+/* Windows over minutes and hours answer like the buckets they sum. With
+ * churn every sample is a new process: the hours sum nothing and are left
+ * to the finer levels (markers). */
+static void check_aggregates(bool churn) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame a[] = { K_MEMCPY_10, K_ENTRY }, b[] = { K_OPEN, K_ENTRY }, c[] = { U_LIBC }, d[] = { K_BRD };
+        const frame *stacks[] = { a, b, c, d };
+        const size_t depth[] = { 2, 2, 1, 1 };
+        enum { N = 30000 };
+        model_sample *v = calloc(N, sizeof *v);
+        const uint64_t span = (3 * 3600 + 17 * 60) * NSEC_PER_SEC;
+        size_t late = 0;
+
+        ASSERT_TRUE(v);
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        /* Times rise with gaps (idle minutes) and a few late samples, as
+         * the ingest horizon lets through; the daemon restarts twice, once
+         * in the middle of a minute and of an hour. */
+        uint64_t now = T0 + 17 * NSEC_PER_SEC + 123;
+        for (size_t i = 0; i < N; i++) {
+                now += next_rand() % (2 * span / N);
+                if (next_rand() % 500 == 0)
+                        now += 7 * 60 * NSEC_PER_SEC;   /* an idle stretch */
+                v[i] = (model_sample) { .t = now, .cpu = (uint32_t) (next_rand() % 4),
+                                        .pid = churn ? 1000 + (uint32_t) i : 1 + (uint32_t) (next_rand() % 6) };
+                if (i > 10 && next_rand() % 300 == 0) {
+                        v[i].t = now - (next_rand() % 3 == 0 ? 90 : 2) * NSEC_PER_SEC;
+                        late++;
+                }
+        }
+        for (size_t i = 0; i < N; i += 500) {
+                ASSERT_OK(store_begin(s));
+                for (size_t j = i; j < i + 500 && j < N; j++) {
+                        unsigned k = (unsigned) (next_rand() % 4);
+                        test_sample smp = {
+                                .time_ns = v[j].t, .cpu = v[j].cpu, .pid = v[j].pid, .tid = v[j].pid,
+                                .comm = model_comm(v[j].pid), .period = 1000, .n_frames = depth[k], .frames = stacks[k],
+                        };
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
+                }
+                /* The horizon trails the newest sample a little. */
+                ASSERT_OK(store_flush_samples(s, v[MIN(i + 499, (size_t) N - 1)].t - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+                if (i == 10000 || i == 20000) {
+                        s = store_free(s);
+                        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+                }
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        int64_t minutes = sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1");
+        int64_t hours = sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2");
+        fprintf(stderr, "%d samples (%zu late) over %.0f s: %lld buckets, %lld minute blocks, %lld hour blocks\n", N, late,
+                (double) (now - T0) / 1e9, (long long) sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 0"),
+                (long long) minutes, (long long) hours);
+        ASSERT_GT(minutes, 100);
+        ASSERT_GE(hours, 3);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), N);
+        /* Each level holds every sample, but a late one of a period left
+         * to the finer level is only there. */
+        for (int level = 1; level <= 4; level++) {
+                char sql[96];
+
+                snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = %d", level);
+                if (churn)
+                        ASSERT_GE(sql_int(t.db, sql), N - (int64_t) late);
+                else
+                        ASSERT_EQ(sql_int(t.db, sql), N);
+        }
+        /* Leaf entries name their frame, not a stack, also those refed
+         * after the restarts from buckets that do not store frames. */
+        uint64_t leaf_counts[2] = {};
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_leaf_entries, leaf_counts));
+        ASSERT_U64_EQ(leaf_counts[0], N);
+        ASSERT_U64_EQ(leaf_counts[1], 0);
+
+        int64_t markers = sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2 AND data = x'00'");
+        fprintf(stderr, "%lld of the hours left to the minutes\n", (long long) markers);
+        if (churn)
+                ASSERT_GT(markers, 3);
+        else
+                ASSERT_EQ(markers, 0);
+
+        /* Windows: everything, whole hours, edges a hair off a bucket, a
+         * minute or an hour, and random ones, with and without filters. */
+        uint64_t hour0 = (T0 / 3600 + 1) * 3600 * NSEC_PER_SEC;
+        query_params fixed[] = {
+                { .pid = -1, .cpu = -1 },
+                { .since_ns = hour0, .until_ns = hour0 + 2 * 3600 * NSEC_PER_SEC, .pid = -1, .cpu = -1 },
+                { .since_ns = hour0 - 1, .until_ns = hour0 + 3600 * NSEC_PER_SEC + 1, .pid = -1, .cpu = -1 },
+                { .since_ns = hour0 + 59 * NSEC_PER_SEC + 1, .until_ns = hour0 + 61 * 60 * NSEC_PER_SEC - 1, .pid = -1, .cpu = -1 },
+                { .since_ns = hour0 + 1, .pid = 3, .cpu = -1 },
+                { .since_ns = hour0 - 3600 * NSEC_PER_SEC / 2, .pid = -1, .cpu = 2, .comm = "sh" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(fixed) + 200; i++) {
+                query_params q = QUERY_PARAMS_INIT;
+                query_result *r;
+                uint64_t want, rows = 0;
+
+                if (i < ELEMENTSOF(fixed))
+                        q = fixed[i];
+                else {
+                        q.since_ns = T0 + next_rand() % span;
+                        q.until_ns = next_rand() % 4 == 0 ? 0 : q.since_ns + next_rand() % (span / 2) + 1;
+                        if (next_rand() % 3 == 0)
+                                q.pid = churn ? 1000 + (int64_t) (next_rand() % N) : 1 + (int64_t) (next_rand() % 6);
+                        if (next_rand() % 3 == 0)
+                                q.cpu = (int32_t) (next_rand() % 4);
+                        if (next_rand() % 4 == 0)
+                                q.comm = model_comm((uint32_t) next_rand());
+                }
+                /* Without stacks and pid, the leaf levels answer. */
+                q.want_stacks = i % 2 == 0;
+                want = model_count(v, N, &q);
+                r = run_query(s, &q, 0, 0);
+                for (size_t j = 0; j < r->n_rows; j++)
+                        rows += r->rows[j].samples;
+                if (r->total_samples != want || rows != want)
+                        fprintf(stderr, "window %zu [%llu, %llu) pid %lld cpu %d comm %s: want %llu, got %llu (rows %llu)\n",
+                                i, (unsigned long long) (q.since_ns - T0), (unsigned long long) (q.until_ns ? q.until_ns - T0 : 0),
+                                (long long) q.pid, q.cpu, q.comm ?: "-", (unsigned long long) want,
+                                (unsigned long long) r->total_samples, (unsigned long long) rows);
+                ASSERT_U64_EQ(r->total_samples, want);
+                ASSERT_U64_EQ(rows, want);
+                /* The same functions from the full levels and the leaf
+                 * ones. */
+                q.want_stacks = !q.want_stacks;
+                query_result *other = run_query(s, &q, 0, 0);
+                assert_same_rows(r, other);
+                query_result_free(other);
+                query_result_free(r);
+        }
+        free(v);
+}
+
+TEST(aggregates_answer_like_buckets) {
+        check_aggregates(false);
+}
+
+TEST(aggregates_answer_like_buckets_under_churn) {
+        check_aggregates(true);
+}
+
+
+/* A schema-7 database has no leaf levels: migration makes them from its
+ * minutes and hours, the answers stay, and the open periods go on. */
+TEST(migration_from_schema_7_builds_leaf_levels) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame a[] = { K_MEMCPY_10, K_ENTRY }, b[] = { K_OPEN, K_ENTRY };
+        query_params windows[] = {
+                { .pid = -1, .cpu = -1 },
+                { .since_ns = S(3600) + 1, .until_ns = S(7300), .pid = -1, .cpu = -1 },
+                { .since_ns = S(100), .pid = -1, .cpu = 1, .comm = "b" },
+        };
+        query_result *before[ELEMENTSOF(windows)];
+        sqlite3 *db = NULL;
+        uint64_t n = 0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        for (uint64_t sec = 0; sec < 9000; sec += 7) {
+                ASSERT_OK(store_begin(s));
+                for (uint32_t k = 0; k < 3; k++, n++)
+                        add(s, S(sec) + k, k % 2, 100 + (uint32_t) (sec % 50), sec % 3 ? "a" : "b", k ? a : b, 2);
+                ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++)
+                before[i] = run_query(s, windows + i, 0, 0);
+        s = store_free(s);
+
+        /* What the schema-7 writer left: the same blocks and keys, no leaf
+         * levels. */
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "DELETE FROM sample_blocks WHERE level >= 3;"
+                                   "DELETE FROM sample_meta WHERE key IN ('complete3', 'complete4', 'fed3', 'fed4');"
+                                   "PRAGMA user_version = 7;", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"), 100);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 3"),
+                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"));
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 4"),
+                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2"));
+        ASSERT_EQ(sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete3'"),
+                  sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete1'"));
+        /* The minutes name stacks; their leaf entries name frames (and
+         * keep no stack generation). */
+        uint64_t leaf_counts[2] = {};
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_leaf_entries, leaf_counts));
+        ASSERT_GT(leaf_counts[0], 0);
+        ASSERT_U64_EQ(leaf_counts[1], 0);
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
+                query_result *r = run_query(s, windows + i, 0, 0);
+
+                assert_same_rows(before[i], r);
+                query_result_free(r);
+                query_result_free(before[i]);
+        }
+
+        /* The open minute and hour go on from the buckets, in both kinds. */
+        ASSERT_OK(store_begin(s));
+        for (uint64_t sec = 9000; sec < 9100; sec++, n++)
+                add(s, S(sec), 0, 7, "a", a, 2);
+        ASSERT_OK(store_commit(s));
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        for (int level = 0; level <= 4; level++) {
+                char sql[96];
+
+                snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = %d", level);
+                ASSERT_EQ(sql_int(t.db, sql), (int64_t) n);
+        }
+}
+
+/* Pages in use: what database_max_size holds. */
+static uint64_t used_bytes(const char *db) {
+        return (uint64_t) (sql_int(db, "PRAGMA page_count") - sql_int(db, "PRAGMA freelist_count")) *
+               (uint64_t) sql_int(db, "PRAGMA page_size");
+}
+
+TEST(size_cap_deletes_oldest_first) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_MEMCPY_10, K_ENTRY };
+        store_cap_result res;
+        store_stats st;
+        const uint64_t cap = 2 << 20;
+        uint64_t before, oldest_before, n = 0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* 1500 s of 400 samples a second from many tasks: entries hardly
+         * merge, the blocks take MiBs (minutes and hours are left to the
+         * buckets: markers). */
+        for (uint64_t sec = 0; sec < 1500; sec++) {
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 400; i++) {
+                        uint32_t pid = (uint32_t) (next_rand() % 100000);
+                        test_sample smp = {
+                                .time_ns = T0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = (uint32_t) (i % 2),
+                                .pid = pid, .tid = pid, .comm = "worker", .period = 1000 + next_rand() % 1000,
+                                .n_frames = 2, .frames = f,
+                        };
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
+                        n++;
+                }
+                ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        before = used_bytes(t.db);
+        oldest_before = (uint64_t) sql_int(t.db, "SELECT min(start_ns) FROM sample_blocks WHERE level = 0");
+        fprintf(stderr, "%" PRIu64 " samples: %" PRIu64 " bytes in use, %.2f bytes a sample\n", n, before,
+                (double) before / (double) n);
+        ASSERT_GT(before, cap + cap / 8);
+
+        /* Each call deletes a bounded number of blocks: call until under. */
+        uint64_t removed = 0, newest_removed = 0;
+        for (int i = 0; i < 100 && used_bytes(t.db) > cap; i++) {
+                ASSERT_OK(store_enforce_cap(s, cap, &res));
+                fprintf(stderr, "cap step: %" PRIu64 " bytes in use before, %" PRIu64 " blocks (%" PRIu64 " samples) removed, %" PRIu64 " in use after\n",
+                        res.used_bytes, res.blocks, res.samples, used_bytes(t.db));
+                removed += res.samples;
+                newest_removed = MAX(newest_removed, res.newest_removed_ns);
+        }
+        fprintf(stderr, "after the cap: %" PRIu64 " bytes in use, %" PRIu64 " samples removed, newest removed at +%.0f s\n",
+                used_bytes(t.db), removed, (double) (newest_removed - T0) / 1e9);
+        ASSERT_LE(used_bytes(t.db), cap);
+        ASSERT_GT(removed, 0);
+
+        /* Oldest first: what is left of the buckets is the newest. */
+        uint64_t oldest_after = (uint64_t) sql_int(t.db, "SELECT min(start_ns) FROM sample_blocks WHERE level = 0");
+        ASSERT_GT(oldest_after, oldest_before);
+        ASSERT_GE(oldest_after, newest_removed / NSEC_PER_SEC * NSEC_PER_SEC);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), (int64_t) (n - removed));
+
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_U64_EQ(st.samples, n - removed);
+        ASSERT_U64_EQ(st.first_ns, oldest_after);
+
+        /* The newest samples answer exactly; so does everything: where the
+         * cap cut in, the remaining buckets answer, not the totals. */
+        query_params q = QUERY_PARAMS_INIT;
+        q.since_ns = T0 + 1400 * NSEC_PER_SEC;
+        query_result *r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->total_samples, 100 * 400);
+        query_result_free(r);
+        q.since_ns = 0;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, n - removed);
+        query_result_free(r);
+        q.want_stacks = true;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, n - removed);
+        query_result_free(r);
+
+        /* Under the cap: nothing to do. */
+        ASSERT_OK(store_enforce_cap(s, cap, &res));
+        ASSERT_EQ(res.blocks, 0);
+}
+
+/* Stacks and frames of generations no block uses any more go with them. */
+/* The stack dictionary: blocks that fill and close, an open block that
+ * grows, a rolled-back batch, a reopen: the same pair keeps its id, and
+ * blocks never overlap. */
+TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        enum { FRAMES = 500, CHAINS = 12000, DEPTH = 5 };
+        int64_t frames[FRAMES], *ids = calloc(CHAINS * DEPTH, sizeof(int64_t)), id, max_before, nodes;
+        uint64_t x = 12345;
+
+        ASSERT_TRUE(ids);
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        for (int i = 0; i < FRAMES; i++) {
+                frame f = U_LIBC;
+                f.offset = 0x1000 + (uint64_t) i * 16;
+                ASSERT_OK(store_intern_frame(s, &f, &frames[i]));
+        }
+
+        /* Chains over a few roots, committed in batches of 1000 chains. */
+        for (int c = 0; c < CHAINS; c++) {
+                int64_t parent = 0;
+
+                if (c % 1000 == 0)
+                        ASSERT_OK(store_begin(s));
+                for (int d = 0; d < DEPTH; d++) {
+                        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                        int64_t f = frames[d == 0 ? (uint64_t) (c % 7) : (x >> 33) % FRAMES];
+                        ASSERT_OK(store_intern_stack(s, parent, f, &ids[c * DEPTH + d]));
+                        ASSERT_GT(ids[c * DEPTH + d], parent);
+                        parent = ids[c * DEPTH + d];
+                }
+                if (c % 1000 == 999)
+                        ASSERT_OK(store_commit(s));
+        }
+        nodes = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks");
+        max_before = sql_int(t.db, "SELECT max(last_id) FROM stack_blocks");
+        fprintf(stderr, "%lld nodes in %lld blocks, %lld bytes\n", (long long) nodes,
+                (long long) sql_int(t.db, "SELECT count(*) FROM stack_blocks"),
+                (long long) sql_int(t.db, "SELECT sum(length(data)) FROM stack_blocks"));
+        ASSERT_GT(nodes, 2 * DICT_BLOCK_ROWS);
+        ASSERT_GE(max_before, ids[CHAINS * DEPTH - 1]);
+
+        /* A batch rolled back: its nodes are gone, and its ids are given
+         * again, to nodes that exist. */
+        ASSERT_OK(store_begin(s));
+        ASSERT_OK(store_intern_stack(s, 0, frames[FRAMES - 1], &id));
+        ASSERT_OK(store_intern_stack(s, id, frames[FRAMES - 2], &id));
+        ASSERT_OK(store_rollback(s));
+        ASSERT_EQ(sql_int(t.db, "SELECT max(last_id) FROM stack_blocks"), max_before);
+        ASSERT_OK(store_intern_stack(s, 0, frames[FRAMES - 3], &id));
+        ASSERT_EQ(id, max_before + 1);
+        ASSERT_EQ(sql_int(t.db, "SELECT max(last_id) FROM stack_blocks"), max_before + 1);
+
+        /* Reopened: every pair has its id, nothing is made twice. */
+        s = store_free(s);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        x = 12345;
+        ASSERT_OK(store_begin(s));
+        for (int c = 0; c < CHAINS; c++) {
+                int64_t parent = 0;
+
+                for (int d = 0; d < DEPTH; d++) {
+                        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                        int64_t f = frames[d == 0 ? (uint64_t) (c % 7) : (x >> 33) % FRAMES];
+                        ASSERT_OK(store_intern_stack(s, parent, f, &id));
+                        ASSERT_EQ(id, ids[c * DEPTH + d]);
+                        parent = id;
+                }
+        }
+        ASSERT_OK(store_commit(s));
+        ASSERT_EQ(sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks"), nodes + 1);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks a, stack_blocks b "
+                                "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
+        ASSERT_LE(sql_int(t.db, "SELECT max(n) FROM stack_blocks"), DICT_BLOCK_ROWS);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks WHERE last_id - first_id + 1 <> n"), 0);
+
+        /* A reader with room for one decoded block, jumping between all of
+         * them: every node still reads back right. */
+        sqlite3 *db = NULL;
+        dict_reader *rd = NULL;
+        ASSERT_EQ(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ASSERT_OK(dict_reader_new(db, DICT_STACKS, DICT_BLOCK_ROWS * 3 * sizeof(int64_t), &rd));
+        for (int k = 0; k < CHAINS; k++) {
+                int c = (int) (((long) k * 7919) % CHAINS);
+                for (int d = 0; d < DEPTH; d++) {
+                        int64_t v[2];
+                        ASSERT_OK(dict_reader_get(rd, ids[c * DEPTH + d], v));
+                        ASSERT_EQ(v[0], d == 0 ? 0 : ids[c * DEPTH + d - 1]);
+                }
+        }
+        int64_t v[2];
+        ASSERT_ERROR(dict_reader_get(rd, max_before + 2, v), EBADMSG);
+        dict_reader_free(rd);
+        sqlite3_close(db);
+        free(ids);
+}
+
+/* Stack generations turn over while the frames stay: the leaf levels
+ * keep one id per frame, and frame rows go only with the last stack
+ * generation that used them. */
+TEST(frames_outlive_stack_generations) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t hour0 = (T0 / (3600 * NSEC_PER_SEC) + 1) * 3600 * NSEC_PER_SEC;
+        const uint64_t cut = hour0 + 3600 * NSEC_PER_SEC;
+        uint64_t gen0, n = 0, kept = 0;
+        bool more;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* A stack generation every ~1,000 nodes. */
+        store_set_dictionary_limit(s, 4 << 10);
+        gen0 = store_generation(s);
+        /* Three hours and more, a second of samples every 30 s. */
+        for (uint64_t sec = 0; sec < 3 * 3600 + 600; sec += 30) {
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 40; i++, n++) {
+                        uint64_t time_ns = T0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000;
+                        frame f[4];
+
+                        /* 8 functions, 4,096 orders of them. */
+                        for (int k = 0; k < 4; k++) {
+                                f[k] = U_LIBC;
+                                f[k].offset = 0x1000 + 0x100 * (next_rand() % 8);
+                                f[k].addr = 0x7f0000000000ULL + f[k].offset;
+                        }
+                        test_sample smp = {
+                                .time_ns = time_ns, .cpu = 0, .pid = 100 + (uint32_t) sec,
+                                .tid = 100 + (uint32_t) sec, .comm = "cc1", .period = 1000, .n_frames = 4, .frames = f,
+                        };
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
+                        kept += time_ns >= cut;
+                }
+                ASSERT_OK(store_flush_samples(s, T0 + sec * NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        fprintf(stderr, "stack generations %" PRIu64 " .. %" PRIu64 ", %lld stack rows, %lld frame rows in %lld generations\n",
+                gen0, store_generation(s), (long long) sql_int(t.db, "SELECT sum(n) FROM stack_blocks"),
+                (long long) sql_int(t.db, "SELECT sum(n) FROM frame_blocks"),
+                (long long) sql_int(t.db, "SELECT count(DISTINCT gen) FROM frame_blocks"));
+        ASSERT_GT(store_generation(s), gen0 + 3);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n) FROM frame_blocks"), 8);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(DISTINCT gen) FROM frame_blocks"), 1);
+
+        /* Eight functions from the leaf levels, the same from the full ones. */
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *a = run_query(s, &q, 0, 0);
+        ASSERT_EQ(a->n_rows, 8);
+        ASSERT_U64_EQ(a->total_samples, n);
+        q.want_stacks = true;
+        query_result *b = run_query(s, &q, 0, 0);
+        assert_same_rows(a, b);
+        query_result_free(a);
+        query_result_free(b);
+
+        /* Retention drops the older stack generations (hour blocks too);
+         * the frames stay while a block uses them, and every stack left
+         * resolves. */
+        int64_t stack_rows = sql_int(t.db, "SELECT sum(n) FROM stack_blocks");
+        for (int i = 0; i < 100; i++) {
+                ASSERT_GE(store_expire(s, cut, &more), 0);
+                if (!more)
+                        break;
+        }
+        ASSERT_LT(sql_int(t.db, "SELECT sum(n) FROM stack_blocks"), stack_rows);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n) FROM frame_blocks"), 8);
+        q.since_ns = 0;
+        b = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(b->total_samples, kept);
+        ASSERT_GT(b->n_stacks, 0);
+        for (size_t i = 0; i < b->n_stacks; i++)
+                ASSERT_EQ(b->stacks[i].n_frames, 4);
+        query_result_free(b);
+}
+
+/* Second `sec` after t0 of a build: 50 samples of process pid, each with
+ * a new stack (user code at new offsets), committed with the flush
+ * horizon a second behind, as the daemon's. */
+static void add_new_stacks(store *s, uint64_t t0, uint64_t sec, uint32_t pid) {
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 50; i++) {
+                frame f[3] = { K_OPEN, K_ENTRY, U_LIBC };
+                f[2].offset = sec * 1000 + (uint64_t) i;
+                f[2].addr = 0x7f0000000000ULL + f[2].offset;
+                test_sample smp = {
+                        .time_ns = t0 + sec * NSEC_PER_SEC + (uint64_t) i * 1000, .cpu = (uint32_t) i % 2, .pid = pid,
+                        .tid = pid, .comm = "cc1", .period = 1000, .n_frames = 3, .frames = f,
+                };
+                ASSERT_OK(test_add_sample(s, 1, &smp));
+        }
+        ASSERT_OK(store_flush_samples(s, t0 + sec * NSEC_PER_SEC));
+        ASSERT_OK(store_commit(s));
+}
+
+TEST(size_cap_collects_old_stacks_and_frames) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        store_cap_result res;
+        uint64_t gen0, rows = 0;
+        int64_t stacks_before, frames_before;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* Small generations: a new one every ~40 KiB of rows (estimated). */
+        store_set_dictionary_limit(s, 40 << 10);
+        gen0 = store_generation(s);
+        /* 600 s of samples with ever new stacks (a new process's user
+         * code at new offsets each second), like a build. */
+        for (uint64_t sec = 0; sec < 600; sec++)
+                add_new_stacks(s, T0, sec, 100);
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        stacks_before = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks");
+        frames_before = sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM frame_blocks");
+        fprintf(stderr, "generations %" PRIu64 " .. %" PRIu64 ", %lld stack and %lld frame rows, %" PRIu64 " bytes in use\n",
+                gen0, store_generation(s), (long long) stacks_before, (long long) frames_before, used_bytes(t.db));
+        ASSERT_GT(store_generation(s), gen0 + 5);
+
+        for (int i = 0; i < 100 && used_bytes(t.db) > (320 << 10); i++) {
+                ASSERT_OK(store_enforce_cap(s, 320 << 10, &res));
+                rows += res.rows;
+        }
+        fprintf(stderr, "after a 320 KiB cap: %lld stack and %lld frame rows (%" PRIu64 " deleted), %" PRIu64 " bytes in use\n",
+                (long long) sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks"), (long long) sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM frame_blocks"),
+                rows, used_bytes(t.db));
+        ASSERT_LE(used_bytes(t.db), 320 << 10);
+        ASSERT_GT(rows, 0);
+        ASSERT_LT(sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM stack_blocks"), stacks_before);
+        /* No block refers to a generation that was deleted. */
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks"), 0);
+        ASSERT_GE(sql_int(t.db, "SELECT min(gen_min) FROM sample_blocks"), sql_int(t.db, "SELECT min(gen) FROM stack_blocks"));
+        ASSERT_GE(sql_int(t.db, "SELECT min(gen_min) FROM sample_blocks"), sql_int(t.db, "SELECT min(gen) FROM frame_blocks"));
+
+        /* Every stack left resolves: the folded stacks of all that is left. */
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        query_result *r = run_query(s, &q, 0, 0);
+        uint64_t sum = 0;
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                ASSERT_EQ(r->stacks[i].n_frames, 3);
+                ASSERT_STREQ(r->stacks[i].frames[2], "do_sys_open");
+                sum += r->stacks[i].samples;
+        }
+        ASSERT_U64_EQ(sum, r->total_samples);
+        ASSERT_GT(sum, 0);
+        query_result_free(r);
+}
+
+/* A rollback loses what its batch held, counted once, and nothing else. */
+/* While the daemon runs, the minute and hour of now stay open, and the
+ * hour is often left to the finer levels: neither keeps old stack
+ * generations from going under the cap. */
+TEST(size_cap_is_not_held_by_open_periods) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        store_cap_result res;
+        uint64_t gen0, hour0 = (T0 / NSEC_PER_SEC / 3600 + 1) * 3600 * NSEC_PER_SEC;
+        int64_t oldest_stacks;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        store_set_dictionary_limit(s, 40 << 10);
+        gen0 = store_generation(s);
+        /* 20 minutes into one hour, ever new stacks and processes; the
+         * flush horizon trails by a second, as the daemon's does. */
+        for (uint64_t sec = 0; sec < 1200; sec++)
+                add_new_stacks(s, hour0, sec, 100 + (uint32_t) sec);
+        fprintf(stderr, "generations %" PRIu64 " .. %" PRIu64 ", %" PRIu64 " bytes in use, hour markers %lld\n", gen0,
+                store_generation(s), used_bytes(t.db),
+                (long long) sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2 AND data = x'00'"));
+        ASSERT_GT(store_generation(s), gen0 + 5);
+
+        for (int i = 0; i < 100 && used_bytes(t.db) > (256 << 10); i++)
+                ASSERT_OK(store_enforce_cap(s, 256 << 10, &res));
+        oldest_stacks = sql_int(t.db, "SELECT coalesce(min(gen), -1) FROM stack_blocks");
+        fprintf(stderr, "after a 256 KiB cap: %" PRIu64 " bytes in use, oldest stack generation %lld of %" PRIu64 "\n",
+                used_bytes(t.db), (long long) oldest_stacks, store_generation(s));
+        ASSERT_LE(used_bytes(t.db), 256 << 10);
+        ASSERT_GT(oldest_stacks, (int64_t) gen0 + 5);
+        /* What is left answers, and the writer goes on. */
+        ASSERT_OK(store_begin(s));
+        add(s, hour0 + 1200 * NSEC_PER_SEC, 0, 1, "x", (const frame[]) { K_OPEN }, 1);
+        ASSERT_OK(store_commit(s));
+        query_params q = QUERY_PARAMS_INIT;
+        q.since_ns = hour0 + 1200 * NSEC_PER_SEC;
+        query_result *r = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, 1);
+        query_result_free(r);
+}
+
+TEST(rollback_counts_what_it_lost_and_keeps_the_open_bucket) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN, K_ENTRY };
+        uint64_t since;
+        int err;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        /* 10 buckets written and committed, 3 samples in the open one. */
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 10; i++)
+                add(s, S(i), 0, 1, "a", f, 2);
+        add(s, S(10), 0, 1, "a", f, 2);
+        add(s, S(10) + 1, 0, 1, "a", f, 2);
+        add(s, S(10) + 2, 0, 1, "a", f, 2);
+        ASSERT_OK(store_flush_samples(s, S(10)));
+        ASSERT_OK(store_commit(s));
+        ASSERT_EQ(store_pending_samples(s), 3);
+
+        /* A transaction that deletes samples and then fails (retention, the
+         * cap): the open bucket is not its business, and what it deleted
+         * comes back; nothing counts as dropped. */
+        ASSERT_OK(store_begin(s));
+        ASSERT_EQ(store_expire(s, S(5), NULL), 5);
+        ASSERT_OK(store_rollback(s));
+        ASSERT_EQ(store_dropped_samples(s, &err, &since), 0);
+        ASSERT_EQ(store_pending_samples(s), 3);
+        store_stats st;
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 13);      /* the reader flushed the open bucket */
+
+        /* A batch that adds samples and fails: those are dropped, counted
+         * once, with the reason; the committed ones stay. */
+        ASSERT_OK(store_begin(s));
+        add(s, S(20), 0, 1, "a", f, 2);
+        add(s, S(21), 0, 1, "a", f, 2);
+        ASSERT_OK(store_rollback(s));
+        ASSERT_EQ(store_dropped_samples(s, &err, &since), 2);
+        ASSERT_GT(since, 0);
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_get_stats(s, &st));
+        ASSERT_EQ(st.samples, 13);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), 13);
+}
+
+/* A damaged block of the open minute does not keep the writer from opening. */
+TEST(damaged_block_is_skipped_at_open) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN };
+        sqlite3 *db = NULL;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 5; i++)
+                add(s, S(i), 0, 1, "a", f, 1);
+        ASSERT_OK(store_flush_samples(s, S(4)));
+        ASSERT_OK(store_commit(s));
+        s = store_free(s);
+
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE sample_blocks SET data = x'01ffffffff0f' WHERE id = "
+                                   "(SELECT min(id) FROM sample_blocks WHERE level = 0)", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(store_bad_blocks(s), 1);
+        /* A query over it says so. */
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r = NULL;
+        ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EBADMSG);
+}
+
+/* A damaged dictionary block of the current generation: the writer starts
+ * anyway, counts it, and interns what it held anew, under new ids and in
+ * a block that overlaps no other. */
+TEST(damaged_dictionary_block_is_skipped_at_open) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_OPEN, K_ENTRY };
+        int64_t old_max, fid, sid;
+        sqlite3 *db = NULL;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 5; i++)
+                add(s, S(i), 0, 1, "a", f, 2);
+        ASSERT_OK(store_commit(s));
+        s = store_free(s);
+        old_max = sql_int(t.db, "SELECT max(last_id) FROM frame_blocks");
+
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE frame_blocks SET data = x'02ffffffff0f'", NULL, NULL, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE stack_blocks SET data = x'0102'", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(store_bad_blocks(s), 2);
+        ASSERT_OK(store_intern_frame(s, &K_OPEN, &fid));
+        ASSERT_GT(fid, old_max);
+        ASSERT_OK(store_intern_stack(s, 0, fid, &sid));
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM frame_blocks a, frame_blocks b "
+                                "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks a, stack_blocks b "
+                                "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
+        int64_t v[6];
+        ASSERT_TRUE(frame_in_file(t.db, fid, v));
+        ASSERT_EQ(v[0], FRAME_KERNEL);
+        ASSERT_TRUE(!frame_in_file(t.db, old_max, v));
+}
+
+/* The page number of a table's root, from the schema. */
+static int64_t root_page(const char *path, const char *table) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        int64_t page = 0;
+
+        ASSERT_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name = ?1", -1, &st, NULL), SQLITE_OK);
+        sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW)
+                page = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        ASSERT_GT(page, 0);
+        return page;
+}
+
+static void damage_page(const char *path, int64_t page) {
+        int fd = open(path, O_WRONLY);
+        const uint8_t junk[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(pwrite(fd, junk, sizeof junk, (off_t) ((page - 1) * 8192)), (ssize_t) sizeof junk);
+        close(fd);
+}
+
+/* store_verify(): another application's file is refused and not touched;
+ * an older perfsnapd file (no application id) is ours; at start a large
+ * file after a clean stop has its small tables checked, not its blocks
+ * (which --check-db, STORE_CHECK_FULL, does). */
+TEST(verify_tells_foreign_damaged_and_ours) {
+        char dir[] = "/tmp/test-store-verify.XXXXXX", path[128], *why = NULL;
+        sqlite3 *db = NULL;
+        store *s = NULL;
+        struct stat st;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);      /* none yet */
+
+        /* Another application's. */
+        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE notes(x); INSERT INTO notes VALUES (1)", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        ASSERT_EQ(stat(path, &st), 0);
+        off_t size = st.st_size;
+        ASSERT_ERROR(store_verify(path, STORE_CHECK_START, &why), EPROTO);
+        ASSERT_TRUE(why && strstr(why, "application_id"));
+        free(why);
+        ASSERT_ERROR(store_open(path, STORE_READWRITE, &s), EPROTO);
+        ASSERT_EQ(stat(path, &st), 0);
+        ASSERT_EQ(st.st_size, size);
+        char wal[160];
+        snprintf(wal, sizeof wal, "%s-wal", path);
+        ASSERT_LT(access(wal, F_OK), 0);
+        remove_db_dir(dir, path);
+
+        /* Ours without the application id (before it was set): opened. */
+        ASSERT_TRUE(mkdtemp(strcpy(dir, "/tmp/test-store-verify.XXXXXX")));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        store_free(s);
+        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "PRAGMA application_id = 0", NULL, NULL, NULL), SQLITE_OK);
+        /* 70 MiB of blocks: past STORE_CHECK_WHOLE_BYTES. */
+        ASSERT_EQ(sqlite3_exec(db, "WITH RECURSIVE n(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM n WHERE v < 70) "
+                                   "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, "
+                                   "n_samples, data) SELECT 0, v, v + 1, v, v, 1, 1, zeroblob(1048576) FROM n",
+                               NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        store_free(s);
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);
+        ASSERT_EQ(stat(path, &st), 0);
+        ASSERT_GT(st.st_size, STORE_CHECK_WHOLE_BYTES);
+
+        /* A damaged block table: left to the readers at start, found by
+         * the full check. */
+        damage_page(path, root_page(path, "sample_blocks"));
+        ASSERT_EQ(store_verify(path, STORE_CHECK_START, &why), 0);
+        ASSERT_ERROR(store_verify(path, STORE_CHECK_FULL, &why), EBADMSG);
+        ASSERT_TRUE(why != NULL);
+        free(why);
+        /* A damaged small table: found at start. */
+        damage_page(path, root_page(path, "boots"));
+        ASSERT_ERROR(store_verify(path, STORE_CHECK_START, &why), EBADMSG);
+        ASSERT_TRUE(why && strstr(why, "table boots"));
+        free(why);
+        remove_db_dir(dir, path);
+}
