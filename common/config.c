@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The perfsnapd.conf parser and its defaults (config.h). */
 #include <ctype.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Whole-file reads for /proc and /sys (fileio.h). */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+/* Reading whole files from /proc and /sys. */
+
 #include <stddef.h>
 #include <sys/types.h>
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Logging to stderr with journal priority prefixes (log.h). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>

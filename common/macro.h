@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+/* Small macros and inline helpers used everywhere: MIN/MAX that evaluate
+ * their arguments once, cleanup attributes, overflow-checked sizes and
+ * the growth helper (GREEDY_REALLOC, after systemd's). */
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>

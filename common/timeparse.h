@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+/* Clocks and time arguments: clock readings in nanoseconds, the offset
+ * from CLOCK_MONOTONIC to wall-clock time, and the parsers of durations
+ * and times that the configuration and perfsnapctl accept. */
+
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>

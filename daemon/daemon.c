@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The daemon object: owns the event loop, the perf events, the store and
+ * every collaborator (ingest, tracker, snapshotter, server, uevent
+ * monitor), wires them together, runs the timers (drain, commit,
+ * checkpoint, retention and cap, watchdog) and handles signals (daemon.h). */
 #include <event2/event.h>
 #include <json-c/json.h>
 #include <linux/perf_event.h>

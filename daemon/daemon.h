@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+/* The daemon object that main.c runs and test-daemon drives in-process. */
+
 #include <stdbool.h>
 
 #include "config.h"

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The ingest path (ingest.h): copying records out of the ring buffers,
+ * the time-ordered merge with its horizon, decoding, the task table and
+ * the symbolizer, and the one sample write. */
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -319,12 +322,9 @@ static int collect_record(const struct perf_event_header *hdr, void *userdata) {
         (void) perf_record_time(hdr, hdr->size, PERFSNAP_SAMPLE_TYPE, &time);
 
         if (in->arena_alloc - in->arena_len < hdr->size) {
-                size_t n = MAX(in->arena_alloc * 2, in->arena_len + hdr->size + 65536);
-                uint8_t *p = realloc(in->arena, n);
-                if (!p)
-                        return -ENOMEM;
-                in->arena = p;
-                in->arena_alloc = n;
+                int r = GREEDY_REALLOC(in->arena, in->arena_alloc, in->arena_len + hdr->size + 65536);
+                if (r < 0)
+                        return r;
         }
         if (GREEDY_REALLOC(in->pend, in->pend_alloc, in->n_pend + 1) < 0)
                 return -ENOMEM;

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* perfsnapd's command line: options, --check-db, and running the daemon
+ * object (daemon.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The varlink socket (server.h): connections, credentials, framing, the
+ * per-client and per-uid limits, and handing calls to the method table
+ * (methods.c) on the loop or a worker; deferred frees of finished jobs. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>

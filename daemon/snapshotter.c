@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Kcore snapshots on a thread of their own: the debounce after layout
+ * changes, the cache's limits, and the Snapshot, CacheList and CachePrune
+ * calls (snapshotter.h). */
 #include <errno.h>
 #include <json-c/json.h>
 #include <string.h>

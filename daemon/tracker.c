@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Keeping the layout in step with the kernel's modules: uevents, rescans
+ * of proc/modules and the journal entries they make (tracker.h); dynamic
+ * symbols are in tracker-ksyms.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Kernel uevents from raw netlink, filtered to the kernel's own (sender
+ * pid 0) and handed to the tracker (uevent-monitor.h). */
 #include <errno.h>
 #include <linux/netlink.h>
 #include <string.h>

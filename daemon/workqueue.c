@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* A worker thread fed from the event loop, results handed back through a
+ * pipe (workqueue.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

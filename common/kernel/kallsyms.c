@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The compact kernel symbol table and the one kallsyms line scanner and
+ * _text/_stext finder every reader of kallsyms text uses (kallsyms.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Extracting the kernel's code segments of /proc/kcore into a new ET_CORE
+ * file (kcore.h). */
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>

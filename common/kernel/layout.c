@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The kernel's code layout over time: core symbols, module instances and
+ * dynamic symbols, each with its time window (layout.h). */
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Reading /proc/modules, a module's sysfs section map and its ELF file (modules.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Parsing ELF note sections as the kernel exports them (notes.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Parsing kernel uevent datagrams (uevent.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>

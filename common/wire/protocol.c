@@ -32,8 +32,8 @@ size_t msgbuf_pending(const msgbuf *m) {
 /* Makes room for size more bytes: moves the unread bytes to the front
  * first (amortized: it happens only when the buffer is full), then grows. */
 static int msgbuf_reserve(msgbuf *m, size_t size) {
-        size_t need, alloc;
-        char *p;
+        size_t need;
+        int r;
 
         if (m->alloc - m->len >= size)
                 return 0;
@@ -49,17 +49,9 @@ static int msgbuf_reserve(msgbuf *m, size_t size) {
 
         if (size_add(m->len, size, &need) < 0)
                 return -ENOMEM;
-        alloc = MAX(m->alloc, (size_t) 4096);
-        while (alloc < need) {
-                if (alloc > SIZE_MAX / 2)
-                        return -ENOMEM;
-                alloc *= 2;
-        }
-        p = realloc(m->buf, alloc);
-        if (!p)
-                return -ENOMEM;
-        m->buf = p;
-        m->alloc = alloc;
+        r = GREEDY_REALLOC(m->buf, m->alloc, MAX(need, (size_t) 4096));
+        if (r < 0)
+                return r;
         return 0;
 }
 
