@@ -52,7 +52,9 @@ fi
 pass "systemctl start perfsnapd: active"
 systemctl --no-pager status perfsnapd | head -5
 
-check "/etc/perfsnapd.conf installed" [ -f /etc/perfsnapd.conf ]
+# The configuration file the daemon reads by default (sysconfdir of the build).
+conf=$("$BUILD_DIR/daemon/perfsnapd" --help | sed -n 's/.*read FILE instead of \(.*\)$/\1/p')
+check "the default configuration file is installed (${conf:-none named by --help})" [ -f "${conf:-/nonexistent}" ]
 check "man pages installed" sh -c 'ls "$(systemd-path system-shared 2>/dev/null || echo /usr/local/share)"/man/man8/perfsnapd.8 /usr/local/share/man/man5/perfsnapd.conf.5 /usr/local/share/man/man1/perfsnapctl.1 >/dev/null 2>&1 || ls /usr/local/share/man/man8/perfsnapd.8 /usr/local/share/man/man5/perfsnapd.conf.5 /usr/local/share/man/man1/perfsnapctl.1'
 pid=$(systemctl show -p MainPID --value perfsnapd)
 capbnd=$(awk '/^CapBnd/ { print $2 }' /proc/$pid/status)
