@@ -74,10 +74,20 @@ static inline uint64_t load64(const uint8_t *p) {
         return v;
 }
 
+static inline uint64_t hash_u64(uint64_t v) {
+        uint64_t h = mix64(fold_mul(v ^ K1, K2) ^ K0);
+        return h != 0 ? h : 1;
+}
+
 static uint64_t hash_bytes(const void *key, size_t len) {
         const uint8_t *p = key;
         uint64_t h = K0 ^ ((uint64_t) len * K1);
         size_t n = len;
+
+        /* Integer keys (pids, tids, ids): the task table looks one up per
+         * user frame. */
+        if (len == sizeof(uint64_t))
+                return hash_u64(load64(p));
 
         /* Long keys (whole call stacks): four independent lanes, so the
          * multiplies overlap instead of waiting on each other. Each lane
@@ -214,7 +224,10 @@ static size_t find_slot(const hashmap *h, uint64_t hash, const void *key, size_t
                 if (x == hash) {
                         const entry *e = h->entries + i;
 
-                        if (e->key_len == len && memcmp(entry_key(e), key, len) == 0)
+                        if (e->key_len != len)
+                                continue;
+                        if (len == sizeof(uint64_t) ? load64(e->inline_key) == load64(key)
+                                                    : memcmp(entry_key(e), key, len) == 0)
                                 return i;
                 }
         }
@@ -308,7 +321,8 @@ int hashmap_put(hashmap *h, const void *key, size_t key_len, int64_t value) {
 }
 
 /* The slot of key, its value in *ret_value. */
-static int lookup(const hashmap *h, const void *key, size_t key_len, size_t *ret_slot, int64_t *ret_value) {
+static inline __attribute__((always_inline)) int lookup(const hashmap *h, const void *key, size_t key_len,
+                                                      size_t *ret_slot, int64_t *ret_value) {
         size_t i;
 
         if (!h || (!key && key_len > 0))

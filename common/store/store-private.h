@@ -130,12 +130,40 @@ int store_identify(sqlite3 *db, const char **ret_why);
 int store_read_begin(store *s, bool *ret_owned);
 void store_read_end(store *s, bool owned);
 
-/* Writes outside store_begin() .. store_commit() get a transaction of their
- * own; inside a batch they join it. */
-int store_write_begin(store *s, bool *ret_owned);
-int store_write_end(store *s, bool owned, int r);
 
 int store_migrate_1_to_2(sqlite3 *db);
 int store_migrate_2_to_3(sqlite3 *db);
 int store_migrate_3_to_4(sqlite3 *db);
 int store_expire_layout(store *s, uint64_t before_ns);
+
+/* Writes outside store_begin() .. store_commit() run in a transaction of
+ * their own, so that a multi-statement operation is atomic. */
+static inline int store_write_begin(store *s, bool *ret_owned) {
+        int r;
+
+        if (s->mode != STORE_READWRITE)
+                return -EROFS;
+
+        *ret_owned = false;
+        if (s->in_tx)
+                return 0;
+
+        r = store_begin(s);
+        if (r < 0)
+                return r;
+        *ret_owned = true;
+        return 0;
+}
+
+static inline int store_write_end(store *s, bool owned, int r) {
+        if (!owned) {
+                if (r < 0)
+                        store_check_rolled_back(s);
+                return r;
+        }
+        if (r < 0) {
+                (void) store_rollback(s);
+                return r;
+        }
+        return store_commit(s);
+}

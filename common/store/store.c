@@ -717,38 +717,6 @@ int store_commit(store *s) {
         return 0;
 }
 
-/* Writes outside store_begin() .. store_commit() run in a transaction of
- * their own, so that a multi-statement operation is atomic. */
-int store_write_begin(store *s, bool *ret_owned) {
-        int r;
-
-        if (s->mode != STORE_READWRITE)
-                return -EROFS;
-
-        *ret_owned = false;
-        if (s->in_tx)
-                return 0;
-
-        r = store_begin(s);
-        if (r < 0)
-                return r;
-        *ret_owned = true;
-        return 0;
-}
-
-int store_write_end(store *s, bool owned, int r) {
-        if (!owned) {
-                if (r < 0)
-                        store_check_rolled_back(s);
-                return r;
-        }
-        if (r < 0) {
-                (void) store_rollback(s);
-                return r;
-        }
-        return store_commit(s);
-}
-
 /* ---- for the other files of the store (store-private.h) ---- */
 
 sqlite3 *store_sqlite(store *s) {
