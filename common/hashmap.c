@@ -349,8 +349,34 @@ int hashmap_put_u64(hashmap *h, uint64_t key, int64_t value) {
         return hashmap_put(h, &key, sizeof(key), value);
 }
 
+/* The probe of find_slot() for 8-byte keys, all inline: the task table
+ * looks up a process per user frame. */
 int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value) {
-        return hashmap_get(h, &key, sizeof(key), ret_value);
+        uint64_t hash;
+        size_t mask;
+
+        if (!h)
+                return -EINVAL;
+        if (h->capacity == 0)
+                return -ENOENT;
+
+        hash = hash_u64(key);
+        mask = h->capacity - 1;
+        for (size_t i = hash & mask;; i = (i + 1) & mask) {
+                uint64_t x = h->hashes[i];
+
+                if (x == 0)
+                        return -ENOENT;
+                if (x == hash) {
+                        const entry *e = h->entries + i;
+
+                        if (e->key_len == sizeof(key) && load64(e->inline_key) == key) {
+                                if (ret_value)
+                                        *ret_value = e->value;
+                                return 0;
+                        }
+                }
+        }
 }
 
 int hashmap_put_pair(hashmap *h, uint64_t a, uint64_t b, int64_t value) {
