@@ -17,9 +17,15 @@ busy_start 2
 sleep 3
 busy_stop
 
-python3 - "$SOCK" "$DPID" "$GID" "$T/daemon.log" <<'PY' || fail "client limits"
+# A sanitizer build's RSS is mostly shadow memory and its quarantine of
+# freed blocks: the memory bound is checked on ordinary builds only.
+SANITIZED=0
+if grep -q "libasan\|libubsan" /proc/"$DPID"/maps 2>/dev/null; then SANITIZED=1; fi
+
+python3 - "$SOCK" "$DPID" "$GID" "$T/daemon.log" "$SANITIZED" <<'PY' || fail "client limits"
 import json, os, resource, socket, sys, time
 path, dpid, gid, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+sanitized = sys.argv[5] == "1"
 STATUS = b'{"method":"io.perfsnap.Status"}\0'
 QUERY = b'{"method":"io.perfsnap.Query","parameters":{"since_ns":0,"top":10000}}\0'
 
@@ -101,11 +107,14 @@ while True:
     time.sleep(0.05)
 assert st == 0, "the flooding client failed"
 print(f"flood: daemon RSS {rss0} kB before, {peak} kB at most during", flush=True)
-assert peak < 128 * 1024, f"daemon RSS reached {peak} kB during the flood"
+if sanitized:
+    print("flood: sanitizer build, the 128 MB bound is not checked", flush=True)
+else:
+    assert peak < 128 * 1024, f"daemon RSS reached {peak} kB during the flood"
 with open(log) as f:
     text = f.read()
 assert "read none of its replies" in text, "the log does not say why the flooding client was dropped"
-print("ok: a client that streams calls and reads nothing holds the daemon under 128 MB and is dropped", flush=True)
+print("ok: a client that streams calls and reads nothing " + ("" if sanitized else "holds the daemon under 128 MB and ") + "is dropped", flush=True)
 
 # ---- 2. a member holds every connection it may and loops queries ----
 def hog(ready_fd):
