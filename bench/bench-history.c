@@ -36,6 +36,7 @@
 #include "macro.h"
 #include "perf-synth.h"
 #include "store/store.h"
+#include "text-symbols.h"
 
 #define RB_DATA (4u << 20)      /* per CPU; a simulated drain interval fits */
 #define DRAIN_NS (250 * NSEC_PER_MSEC)
@@ -98,29 +99,31 @@ static uint64_t kfuncs[N_KFUNCS];
 static uint64_t kpaths[N_KPATHS][12];
 static unsigned kpath_len[N_KPATHS];
 
+typedef struct kfunc_sample {
+        size_t n, seen;
+} kfunc_sample;
+
+/* Reservoir-samples text symbols of the core kernel. */
+static bool sample_kfunc(const kallsyms_line *l, void *userdata) {
+        kfunc_sample *k = userdata;
+
+        if (l->module || l->addr == 0)
+                return true;
+        if (k->n < N_KFUNCS)
+                kfuncs[k->n++] = l->addr + 0x10;
+        else if (rnd() % (k->seen + 1) < N_KFUNCS)
+                kfuncs[rnd() % N_KFUNCS] = l->addr + 0x10;
+        k->seen++;
+        return true;
+}
+
 static int load_kernel_functions(void) {
-        FILE *f = fopen("/proc/kallsyms", "re");
-        char line[512];
-        size_t n = 0, seen = 0;
+        kfunc_sample k = {};
+        int r = for_each_text_symbol("/proc/kallsyms", sample_kfunc, &k);
 
-        if (!f)
-                return -errno;
-        /* Reservoir-sample text symbols of the core kernel. */
-        while (fgets(line, sizeof line, f)) {
-                unsigned long long a;
-                char type, name[256];
-
-                if (sscanf(line, "%llx %c %255s", &a, &type, name) != 3 || (type != 't' && type != 'T') ||
-                    strchr(line, '[') || a == 0)
-                        continue;
-                if (n < N_KFUNCS)
-                        kfuncs[n++] = a + 0x10;
-                else if (rnd() % (seen + 1) < N_KFUNCS)
-                        kfuncs[rnd() % N_KFUNCS] = a + 0x10;
-                seen++;
-        }
-        fclose(f);
-        return n == N_KFUNCS ? 0 : -ENODATA;
+        if (r < 0)
+                return r;
+        return k.n == N_KFUNCS ? 0 : -ENODATA;
 }
 
 static void make_kernel_paths(void) {

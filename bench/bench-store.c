@@ -40,6 +40,7 @@
 #include "macro.h"
 #include "perf-synth.h"
 #include "store/store.h"
+#include "text-symbols.h"
 #include "tracker.h"
 
 #define N_SAMPLES_DEFAULT 200000
@@ -102,44 +103,45 @@ static int cmp_u64(const void *a, const void *b) {
  * the next text symbol (at most 4 KiB): every tenth is one of brd's, the
  * rest are spread over vmlinux (the fixture has the sections of brd only,
  * so other modules' addresses would not resolve). */
+typedef struct text_addrs {
+        uint64_t all[MAX_FUNCS], core[MAX_FUNCS], mods[MAX_FUNCS];
+        size_t n_all, n_core, n_mods;
+} text_addrs;
+
+static bool add_text_addr(const kallsyms_line *l, void *userdata) {
+        text_addrs *t = userdata;
+
+        t->all[t->n_all++] = l->addr;
+        if (!l->module)
+                t->core[t->n_core++] = l->addr;
+        else if (l->module_len == 3 && memcmp(l->module, "brd", 3) == 0)
+                t->mods[t->n_mods++] = l->addr;
+        return t->n_all < MAX_FUNCS;
+}
+
 static int load_functions(const char *kallsyms_path) {
-        static uint64_t all[MAX_FUNCS], core[MAX_FUNCS], mods[MAX_FUNCS];
-        size_t n_all = 0, n_core = 0, n_mods = 0;
-        char line[512];
-        FILE *f = fopen(kallsyms_path, "re");
+        static text_addrs t;
+        int r;
 
-        if (!f)
-                return -errno;
-        while (fgets(line, sizeof line, f) && n_all < MAX_FUNCS) {
-                unsigned long long a;
-                char type, name[256];
-                int n = 0;
-
-                if (sscanf(line, "%llx %c %255s%n", &a, &type, name, &n) < 3 || (type != 't' && type != 'T'))
-                        continue;
-                all[n_all++] = a;
-                if (!strchr(line + n, '['))
-                        core[n_core++] = a;
-                else if (strstr(line + n, "[brd]"))
-                        mods[n_mods++] = a;
-        }
-        fclose(f);
-        if (n_core < N_FUNCS || n_mods == 0)
+        r = for_each_text_symbol(kallsyms_path, add_text_addr, &t);
+        if (r < 0)
+                return r;
+        if (t.n_core < N_FUNCS || t.n_mods == 0)
                 return -ENODATA;
-        qsort(all, n_all, sizeof all[0], cmp_u64);
+        qsort(t.all, t.n_all, sizeof t.all[0], cmp_u64);
 
         for (unsigned i = 0; i < N_FUNCS; i++) {
                 bool module = i % 10 == 9;
-                uint64_t a = module ? mods[i / 10 % n_mods] : core[(size_t) i * (n_core / N_FUNCS)];
-                uint64_t *p = bsearch(&a, all, n_all, sizeof all[0], cmp_u64);
-                size_t k = p ? (size_t) (p - all) : 0;
+                uint64_t a = module ? t.mods[i / 10 % t.n_mods] : t.core[(size_t) i * (t.n_core / N_FUNCS)];
+                uint64_t *p = bsearch(&a, t.all, t.n_all, sizeof t.all[0], cmp_u64);
+                size_t k = p ? (size_t) (p - t.all) : 0;
 
                 /* Equal addresses (aliases) are one function. */
-                while (k + 1 < n_all && all[k + 1] == a)
+                while (k + 1 < t.n_all && t.all[k + 1] == a)
                         k++;
                 funcs[i] = (func) {
                         .addr = a,
-                        .size = k + 1 < n_all ? MIN(all[k + 1] - a, (uint64_t) 0x1000) : 0x100,
+                        .size = k + 1 < t.n_all ? MIN(t.all[k + 1] - a, (uint64_t) 0x1000) : 0x100,
                         .module = module,
                 };
                 if (funcs[i].size == 0)
