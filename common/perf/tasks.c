@@ -64,9 +64,9 @@ static void list_unlink(list_link *l) {
 typedef struct file_ref {
         size_t refs;
         uint64_t id;
-        char build_id[BUILD_ID_HEX_MAX];
+        size_t path_len;
         size_t key_len;         /* of path, its NUL and build_id: the key in tasks.files */
-        char path[];            /* path, NUL, build_id, NUL */
+        char path[];            /* path, NUL, build_id (hex, "" if unknown), NUL */
 } file_ref;
 
 typedef struct map_entry {
@@ -115,6 +115,10 @@ struct tasks {
         uint64_t next_file_id;
 };
 
+static const char *file_build_id(const file_ref *f) {
+        return f->path + f->path_len + 1;
+}
+
 /* The files key of (path, build_id) in t->keybuf. */
 static int file_key(tasks *t, const char *path, const char *build_id, size_t *ret_len) {
         size_t lp = strlen(path), lb = strlen(build_id);
@@ -150,7 +154,7 @@ static int file_intern(tasks *t, const char *path, const char *build_id, file_re
                 return -ENOMEM;
         f->refs = 1;
         f->id = ++t->next_file_id;
-        snprintf(f->build_id, sizeof(f->build_id), "%s", build_id);
+        f->path_len = strlen(path);
         f->key_len = len;
         memcpy(f->path, t->keybuf, len + 1);
         r = hashmap_put(t->files, f->path, len, HASHMAP_PTR(f));
@@ -782,7 +786,9 @@ int tasks_find_mapping(tasks *t, uint32_t pid, uint64_t addr, mapping *ret) {
                         .path = m->file->path,
                         .file_id = m->file->id,
                 };
-                memcpy(ret->build_id, m->file->build_id, sizeof(ret->build_id));
+                /* tasks_mmap() took only build ids that fit (build_id_valid()). */
+                const char *bid = file_build_id(m->file);
+                memcpy(ret->build_id, bid, strlen(bid) + 1);
         }
         return 0;
 }
