@@ -18,12 +18,15 @@
  * (an interrupt). Popularity is Zipf-like throughout.
  *
  * Needs root (kallsyms addresses). Prints ingest CPU per sample, bytes per
- * sample, and query times warm and cold (page cache dropped).
+ * sample, and for each query its time warm and cold (page cache dropped)
+ * and the resident memory it took (peak above what the process held
+ * before, and what it kept after).
  *
  * bench-history --queries DB: only the queries, over a database written
  * before, ending at its newest sample. */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +40,8 @@
 #include "perf-synth.h"
 #include "store/store.h"
 #include "text-symbols.h"
+#include "wire/protocol.h"
+#include "wire/query-json.h"
 
 #define RB_DATA (4u << 20)      /* per CPU; a simulated drain interval fits */
 #define DRAIN_NS (250 * NSEC_PER_MSEC)
@@ -206,12 +211,45 @@ static void drop_caches(void) {
         }
 }
 
+/* VmRSS or VmHWM of this process, in kB. */
+static long status_kb(const char *key) {
+        char line[256];
+        long v = -1;
+        FILE *f = fopen("/proc/self/status", "re");
+
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof line, f))
+                if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':')
+                        v = strtol(line + strlen(key) + 1, NULL, 10);
+        fclose(f);
+        return v;
+}
+
+/* Resets VmHWM to VmRSS (Linux >= 4.0). */
+static void reset_peak_rss(void) {
+        FILE *f = fopen("/proc/self/clear_refs", "we");
+
+        if (f) {
+                fputs("5\n", f);
+                fclose(f);
+        }
+}
+
+/* One query as the daemon's worker runs it: a read-only connection,
+ * store_query() with the daemon's default caps (10,000 rows, 20,000
+ * stacks), the answer formatted into reply messages, everything freed and
+ * malloc_trim(). Prints the time of store_query(), and the resident memory
+ * the whole took above what the process held before (peak) and kept after. */
 static void time_query(const char *db, const char *what, uint64_t since_ns, const char *comm, int64_t pid, int cpu,
-                       bool cold) {
+                       bool stacks, bool cold) {
         query_params q = QUERY_PARAMS_INIT;
         query_result *res = NULL;
+        char **replies = NULL;
+        size_t n_replies = 0;
         store *s = NULL;
         double t0, t1;
+        long rss0, peak, rss1;
         int r;
 
         q.since_ns = since_ns;
@@ -219,35 +257,54 @@ static void time_query(const char *db, const char *what, uint64_t since_ns, cons
         q.pid = pid;
         q.cpu = cpu;
         q.top = 25;
+        q.want_stacks = stacks;
         if (cold)
                 drop_caches();
+        rss0 = status_kb("VmRSS");
+        reset_peak_rss();
         /* Each query on a fresh read-only connection, as a worker of the
          * daemon would after its cache was dropped; warm: the file is in
          * the page cache from the run before. */
         t0 = wall_seconds();
         r = store_open(db, STORE_READONLY, &s);
         if (r >= 0)
-                r = store_query(s, &q, 10000, 0, &res);
+                r = store_query(s, &q, 10000, 20000, &res);
         t1 = wall_seconds();
         if (r < 0) {
                 fprintf(stderr, "query %s: %s\n", what, strerror(-r));
                 exit(1);
         }
-        printf("query %-28s %-4s %8.1f ms  %10" PRIu64 " samples  %3zu rows\n", what, cold ? "cold" : "warm",
-               (t1 - t0) * 1e3, res->total_samples, res->n_rows);
+        r = query_result_format_replies(res, PERFSNAP_MAX_REPLY_BYTES, &replies, &n_replies);
+        if (r < 0) {
+                fprintf(stderr, "query %s: formatting the answer: %s\n", what, strerror(-r));
+                exit(1);
+        }
+        peak = status_kb("VmHWM");
+        printf("query %-38s %-4s %8.1f ms  %10" PRIu64 " samples  %3zu rows %5zu stacks", what, cold ? "cold" : "warm",
+               (t1 - t0) * 1e3, res->total_samples, res->n_rows, res->n_stacks);
+        for (size_t i = 0; i < n_replies; i++)
+                free(replies[i]);
+        free(replies);
         query_result_free(res);
         store_free(s);
+        malloc_trim(0);
+        rss1 = status_kb("VmRSS");
+        printf("  memory +%.1f MB peak, %+.1f MB after\n", (double) (peak - rss0) / 1024, (double) (rss1 - rss0) / 1024);
 }
 
 static void time_queries(const char *db, uint64_t now) {
+        const uint64_t hour = 3600 * NSEC_PER_SEC, week = 7 * 86400 * NSEC_PER_SEC;
+
         for (int cold = 1; cold >= 0; cold--) {
-                time_query(db, "--since 1h", now - 3600 * NSEC_PER_SEC, NULL, -1, -1, cold);
-                time_query(db, "--since 1h --comm cc1", now - 3600 * NSEC_PER_SEC, "cc1", -1, -1, cold);
-                time_query(db, "--since 1h --pid 1003", now - 3600 * NSEC_PER_SEC, NULL, 1003, -1, cold);
-                time_query(db, "--since 1h --cpu 1", now - 3600 * NSEC_PER_SEC, NULL, -1, 1, cold);
-                time_query(db, "--since 5m", now - 300 * NSEC_PER_SEC, NULL, -1, -1, cold);
-                time_query(db, "--since 7d", now - 7 * 86400 * NSEC_PER_SEC, NULL, -1, -1, cold);
-                time_query(db, "--since 7d --pid 1003", now - 7 * 86400 * NSEC_PER_SEC, NULL, 1003, -1, cold);
+                time_query(db, "--since 1h", now - hour, NULL, -1, -1, false, cold);
+                time_query(db, "--since 1h --comm cc1", now - hour, "cc1", -1, -1, false, cold);
+                time_query(db, "--since 1h --pid 1003", now - hour, NULL, 1003, -1, false, cold);
+                time_query(db, "--since 1h --cpu 1", now - hour, NULL, -1, 1, false, cold);
+                time_query(db, "--since 1h --format folded", now - hour, NULL, -1, -1, true, cold);
+                time_query(db, "--since 5m", now - 300 * NSEC_PER_SEC, NULL, -1, -1, false, cold);
+                time_query(db, "--since 7d", now - week, NULL, -1, -1, false, cold);
+                time_query(db, "--since 7d --pid 1003", now - week, NULL, 1003, -1, false, cold);
+                time_query(db, "--since 7d --format folded", now - week, NULL, -1, -1, true, cold);
         }
 }
 

@@ -46,6 +46,7 @@ typedef struct query_result {
         size_t n_rows;
         query_stack *stacks;    /* only when want_stacks; sorted by samples descending */
         size_t n_stacks;
+        uint32_t passes;        /* reads of the window the grouping took (store_query(); not on the wire) */
 } query_result;
 
 /* Frees the strings of rows[0..n) (not the array). */

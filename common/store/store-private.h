@@ -104,6 +104,7 @@ struct store {
         /* Rows made in this stack and this frame generation, estimated. */
         uint64_t stack_gen_bytes, frame_gen_bytes;
         uint64_t gen_limit_bytes;
+        size_t query_group_slots; /* store_set_query_group_slots() */
         int batch_error;        /* a write of the open batch failed: commit must not succeed */
 
         uint8_t *keybuf;        /* scratch for frame_key() */

@@ -22,21 +22,30 @@
 
 /* ---- store_query ---- */
 
-/* Decoded blocks a query keeps per dictionary (24 bytes a stack node, 56
- * a frame): a window with more distinct rows decodes some blocks twice,
- * in bounded memory. */
-#define QUERY_DICT_BLOCK_BYTES (32u << 20)
+/* Decoded blocks a query keeps per dictionary: STORE_QUERY_DICT_BYTES (24
+ * bytes a stack node, 56 a frame). A window with more distinct rows
+ * decodes some blocks twice, in bounded memory. */
 
 /* Rows and stacks are aggregated by SQL into (comm, stack) -> count, one
  * pass over the matching samples; names are then resolved per distinct
  * stack and frame through small caches, not per sample. */
 
 /* A stack's samples of a comm; or, when the query wants no stacks, a
- * leaf frame's (stack_id 0, frame_id set). */
+ * leaf frame's. key: the stack id, or the leaf frame's id with the top
+ * bit set. frame_id: the leaf frame when known (0: look it up from the
+ * stack). */
 typedef struct group {
-        int64_t comm_id, stack_id, frame_id;
+        int64_t comm_id;
+        uint64_t key;
+        int64_t frame_id;
         uint64_t samples;
 } group;
+
+#define GROUP_BY_FRAME (UINT64_C(1) << 63)
+
+static int64_t group_stack(const group *g) {
+        return g->key & GROUP_BY_FRAME ? 0 : (int64_t) g->key;
+}
 
 typedef struct node_info {
         int64_t parent, frame;
@@ -71,6 +80,8 @@ typedef struct query_ctx {
         frame_info *frames;
         size_t n_frames, alloc_frames;
 
+        int64_t unknown_id;     /* of the string "[unknown]", 0 if there is none */
+
         hashmap *string_idx;    /* string id -> index in strings */
         char **strings;
         size_t n_strings, alloc_strings;
@@ -95,10 +106,10 @@ static int query_ctx_init(query_ctx *c, store *s) {
 
         *c = (query_ctx) { .s = s };
 
-        r = dict_reader_new(s->db, DICT_STACKS, QUERY_DICT_BLOCK_BYTES, &c->nodes);
+        r = dict_reader_new(s->db, DICT_STACKS, STORE_QUERY_DICT_BYTES, &c->nodes);
         if (r < 0)
                 return r;
-        r = dict_reader_new(s->db, DICT_FRAMES, QUERY_DICT_BLOCK_BYTES, &c->frame_rows);
+        r = dict_reader_new(s->db, DICT_FRAMES, STORE_QUERY_DICT_BYTES, &c->frame_rows);
         if (r < 0)
                 return r;
         r = store_sql_prepare(s->db, "SELECT s FROM strings WHERE id = ?1", &c->string_st);
@@ -107,7 +118,16 @@ static int query_ctx_init(query_ctx *c, store *s) {
         r = hashmap_new(&c->frame_idx);
         if (r < 0)
                 return r;
-        return hashmap_new(&c->string_idx);
+        r = hashmap_new(&c->string_idx);
+        if (r < 0)
+                return r;
+
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        r = store_sql_prepare(s->db, "SELECT id FROM strings WHERE s = '[unknown]'", &st);
+        if (r < 0)
+                return r;
+        r = store_step_id(s, st, &c->unknown_id);
+        return r == -ENOENT ? 0 : r;
 }
 
 static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
@@ -266,10 +286,6 @@ static int row_cmp_names(const query_row *a, const query_row *b) {
         return d;
 }
 
-static int row_cmp_by_name(const void *x, const void *y) {
-        return row_cmp_names(x, y);
-}
-
 static int row_cmp_by_samples(const void *x, const void *y) {
         const query_row *a = x, *b = y;
 
@@ -285,10 +301,8 @@ static int group_cmp(const void *x, const void *y) {
                 return a->samples > b->samples ? -1 : 1;
         if (a->comm_id != b->comm_id)
                 return a->comm_id < b->comm_id ? -1 : 1;
-        if (a->stack_id != b->stack_id)
-                return a->stack_id < b->stack_id ? -1 : 1;
-        if (a->frame_id != b->frame_id)
-                return a->frame_id < b->frame_id ? -1 : 1;
+        if (a->key != b->key)
+                return a->key < b->key ? -1 : 1;
         return 0;
 }
 
@@ -349,14 +363,73 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
         return 0;
 }
 
-/* One pass over the blocks of the window: totals, distinct CPUs and
- * (comm, stack) -> samples, filtered in C. */
+/* ---- grouping, in bounded memory ---- */
+
+/* The groups of a window are counted in a table of at most
+ * s->query_group_slots slots (32 bytes each), filled to 3/4. A window
+ * with more distinct groups is counted in parts: 4, 16, 64... passes over
+ * its blocks, each keeping the groups whose hash falls in its part, so
+ * the table never grows past its bound however long the window. */
+#define QUERY_GROUP_MIN_SLOTS 16u
+#define QUERY_GROUP_FIRST_SLOTS 1024u
+
+typedef struct group_table {
+        group *slots;           /* samples == 0: empty */
+        size_t capacity;        /* a power of two, at most max_capacity */
+        size_t n, max_capacity;
+} group_table;
+
+static uint64_t group_hash(uint64_t comm_id, uint64_t key) {
+        /* Multiply-xorshift mixing, so that low bits (the slot) and high
+         * bits (the part) both depend on every bit of the key. */
+        uint64_t h = (comm_id + 0x9e3779b97f4a7c15ULL) * 0xc2b2ae3d27d4eb4fULL ^ key;
+
+        h ^= h >> 31;
+        h *= 0x94d049bb133111ebULL;
+        h ^= h >> 29;
+        h *= 0x9e3779b97f4a7c15ULL;
+        return h ^ (h >> 32);
+}
+
+static group *group_slot(group_table *t, uint64_t h, int64_t comm_id, uint64_t key) {
+        size_t mask = t->capacity - 1;
+
+        for (size_t j = h & mask;; j = (j + 1) & mask) {
+                group *g = t->slots + j;
+
+                if (g->samples == 0 || (g->key == key && g->comm_id == comm_id))
+                        return g;
+        }
+}
+
+/* Four times the slots (fewer rehashes of a growing table), up to the
+ * bound: -E2BIG at the bound. */
+static int group_table_grow(group_table *t) {
+        group *old = t->slots;
+        size_t n = t->capacity, m = MIN(n * 4, t->max_capacity);
+
+        if (t->capacity >= t->max_capacity)
+                return -E2BIG;
+        t->slots = calloc(m, sizeof(group));
+        if (!t->slots) {
+                t->slots = old;
+                return -ENOMEM;
+        }
+        t->capacity = m;
+        for (size_t i = 0; i < n; i++)
+                if (old[i].samples != 0)
+                        *group_slot(t, group_hash((uint64_t) old[i].comm_id, old[i].key), old[i].comm_id, old[i].key) = old[i];
+        free(old);
+        return 0;
+}
+
+/* One pass over the blocks of the window: totals, distinct CPUs and the
+ * groups of part `part` of `parts`, filtered in C. */
 typedef struct group_acc {
         const query_params *q;
         int64_t comm_id;
-        hashmap *idx;           /* (comm, stack or leaf frame) -> index in v */
-        group *v;
-        size_t n, alloc;
+        group_table *t;
+        uint64_t parts, part;   /* parts: a power of two */
         uint64_t total, first_ns, last_ns;
         uint64_t cpus[(STORE_MAX_CPU + 1) / 64];
 } group_acc;
@@ -364,15 +437,15 @@ typedef struct group_acc {
 static int group_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
         group_acc *g = userdata;
         const query_params *q = g->q;
+        group_table *t = g->t;
         uint64_t matched = 0;
         int r;
 
         for (size_t i = 0; i < n; i++) {
                 const block_entry *e = v + i;
-                int64_t j;
 
                 if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
-                    (q->comm && e->comm_id != g->comm_id))
+                    (q->comm && e->comm_id != g->comm_id) || e->count == 0)
                         continue;
                 matched += e->count;
                 if (e->cpu <= STORE_MAX_CPU)
@@ -382,24 +455,32 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                  * by it: fewer groups, and no stack to resolve. The top bit
                  * keeps frame keys apart from stack ids. */
                 bool by_frame = !q->want_stacks && e->frame_id > 0;
-                uint64_t k = by_frame ? (uint64_t) e->frame_id | (UINT64_C(1) << 63) : (uint64_t) e->stack_id;
+                uint64_t k = by_frame ? (uint64_t) e->frame_id | GROUP_BY_FRAME : (uint64_t) e->stack_id;
+                uint64_t h = group_hash((uint64_t) e->comm_id, k);
 
-                if (hashmap_get_pair(g->idx, (uint64_t) e->comm_id, k, &j) >= 0) {
-                        g->v[j].samples += e->count;
+                /* The part from the high bits, the slot from the low. */
+                if (((h >> 40) & (g->parts - 1)) != g->part)
+                        continue;
+                group *s = group_slot(t, h, e->comm_id, k);
+                if (s->samples != 0) {
+                        s->samples += e->count;
+                        if (s->frame_id == 0)
+                                s->frame_id = e->frame_id;
                         continue;
                 }
-                r = array_reserve_one((void **) &g->v, &g->alloc, g->n, sizeof(group));
-                if (r < 0)
-                        return r;
-                r = hashmap_put_pair(g->idx, (uint64_t) e->comm_id, k, (int64_t) g->n);
-                if (r < 0)
-                        return r;
-                g->v[g->n++] = (group) {
+                if (t->n + 1 > t->capacity / 4 * 3) {
+                        r = group_table_grow(t);
+                        if (r < 0)
+                                return r;       /* -E2BIG: more parts */
+                        s = group_slot(t, h, e->comm_id, k);
+                }
+                *s = (group) {
                         .comm_id = e->comm_id,
-                        .stack_id = by_frame ? 0 : e->stack_id,
+                        .key = k,
                         .frame_id = e->frame_id,
                         .samples = e->count,
                 };
+                t->n++;
         }
         if (matched > 0) {
                 if (g->total == 0 || b->first_ns < g->first_ns)
@@ -407,42 +488,6 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 g->last_ns = MAX(g->last_ns, b->last_ns);
                 g->total += matched;
         }
-        return 0;
-}
-
-static int query_groups(store *s, const query_params *q, int64_t comm_id, query_result *res, group **ret,
-                        size_t *ret_n) {
-        _cleanup_hashmap_ hashmap *idx = NULL;
-        _cleanup_free_ group_acc *g = NULL;
-        int r;
-
-        g = calloc(1, sizeof *g);
-        if (!g)
-                return -ENOMEM;
-        r = hashmap_new(&idx);
-        if (r < 0)
-                return r;
-        g->q = q;
-        g->comm_id = comm_id;
-        g->idx = idx;
-
-        /* A profile of functions for any pid reads the leaf levels; whole
-         * stacks or one pid need the full ones. */
-        r = sample_scan(s, q->since_ns, q->until_ns,
-                        !q->want_stacks && q->pid < 0 ? SAMPLE_LEVEL_LEAF_HOUR : SAMPLE_LEVEL_HOUR, group_block, g);
-        if (r < 0) {
-                free(g->v);
-                return r;
-        }
-
-        res->total_samples = g->total;
-        res->first_ns = g->first_ns;
-        res->last_ns = g->last_ns;
-        res->n_cpus = 0;
-        for (size_t i = 0; i < ELEMENTSOF(g->cpus); i++)
-                res->n_cpus += (uint32_t) __builtin_popcountll(g->cpus[i]);
-        *ret = g->v;
-        *ret_n = g->n;
         return 0;
 }
 
@@ -457,104 +502,165 @@ static int order_cmp(const void *x, const void *y) {
         return a->key != b->key ? (a->key < b->key ? -1 : 1) : 0;
 }
 
-/* *ret[i]: the leaf frame of groups[i] (0: no frames); every frame is in
- * c->frames afterwards. */
-static int resolve_leaf_frames(query_ctx *c, const group *groups, size_t n, int64_t **ret) {
-        _cleanup_free_ int64_t *leaf = calloc(MAX(n, (size_t) 1), sizeof *leaf);
-        _cleanup_free_ order_item *order = calloc(MAX(n, (size_t) 1), sizeof *order);
-        size_t m = 0, fi;
-        int r;
+/* The report's rows, summed over the groups of every part. */
+typedef struct row_set {
+        row_acc *slots;         /* samples == 0: empty; rows_finish() packs them */
+        size_t capacity;        /* 0 or a power of two */
+        size_t n;
+} row_set;
 
-        if (!leaf || !order)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                leaf[i] = groups[i].frame_id;
-                if (leaf[i] == 0 && groups[i].stack_id != 0)
-                        order[m++] = (order_item) { groups[i].stack_id, i };
-        }
-        qsort(order, m, sizeof *order, order_cmp);
-        for (size_t k = 0; k < m; k++) {
-                node_info nd;
+static void row_set_done(row_set *rs) {
+        free(rs->slots);
+}
 
-                r = ctx_node(c, order[k].key, &nd);
-                if (r < 0)
-                        return r;
-                leaf[order[k].i] = nd.frame;
-        }
+static void row_set_clear(row_set *rs) {
+        if (rs->slots)
+                memset(rs->slots, 0, rs->capacity * sizeof(row_acc));
+        rs->n = 0;
+}
 
-        m = 0;
-        for (size_t i = 0; i < n; i++)
-                if (leaf[i] != 0)
-                        order[m++] = (order_item) { leaf[i], i };
-        qsort(order, m, sizeof *order, order_cmp);
-        for (size_t k = 0; k < m; k++) {
-                r = ctx_frame(c, order[k].key, &fi);
-                if (r < 0)
-                        return r;
+static row_acc *row_slot(row_set *rs, const row_key *k) {
+        size_t mask = rs->capacity - 1;
+        uint64_t h = group_hash((uint64_t) k->comm_id ^ (uint64_t) k->kind << 56,
+                                group_hash((uint64_t) k->module_id, (uint64_t) k->symbol_id) ^ k->addr);
+
+        for (size_t j = h & mask;; j = (j + 1) & mask) {
+                row_acc *a = rs->slots + j;
+
+                if (a->samples == 0 || memcmp(&a->key, k, sizeof *k) == 0)
+                        return a;
         }
-        *ret = TAKE_PTR(leaf);
+}
+
+/* Adds samples to the row of k. */
+static int row_set_add(row_set *rs, const row_key *k, uint64_t samples) {
+        row_acc *a;
+
+        if (rs->n + 1 > rs->capacity / 4 * 3) {
+                row_acc *old = rs->slots;
+                size_t n = rs->capacity;
+
+                rs->slots = calloc(MAX(n * 4, (size_t) 1024), sizeof(row_acc));
+                if (!rs->slots) {
+                        rs->slots = old;
+                        return -ENOMEM;
+                }
+                rs->capacity = MAX(n * 4, (size_t) 1024);
+                for (size_t i = 0; i < n; i++)
+                        if (old[i].samples != 0)
+                                *row_slot(rs, &old[i].key) = old[i];
+                free(old);
+        }
+        a = row_slot(rs, k);
+        if (a->samples == 0) {
+                a->key = *k;
+                rs->n++;
+        }
+        a->samples += samples;
         return 0;
 }
 
-static int build_rows(query_ctx *c, const group *groups, size_t n_groups, size_t limit, query_result *res) {
-        _cleanup_hashmap_ hashmap *idx = NULL;
-        _cleanup_free_ int64_t *leaf = NULL;
-        _cleanup_free_ row_acc *acc = NULL;
-        _cleanup_free_ query_row *rows = NULL;
-        size_t n_acc = 0, alloc_acc = 0, n_rows = 0;
+/* Adds the groups' samples to the rows of their leaf frames. Leaf frames
+ * of the groups that lack one are looked up in stack id order, then the
+ * frames in frame id order, each once: every dictionary block is decoded
+ * once however many groups it serves, the reader needs room for one block
+ * only, and nothing is kept per frame. */
+static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_groups) {
+        _cleanup_free_ order_item *order = calloc(MAX(n_groups, (size_t) 1), sizeof *order);
+        size_t m = 0;
         int r;
 
-        r = hashmap_new(&idx);
-        if (r < 0)
-                return r;
+        if (!order)
+                return -ENOMEM;
+        /* First the stacks to look up, then the frames. */
+        for (size_t i = 0; i < n_groups; i++)
+                if (groups[i].frame_id == 0 && group_stack(groups + i) != 0)
+                        order[m++] = (order_item) { group_stack(groups + i), i };
+        qsort(order, m, sizeof *order, order_cmp);
+        {
+                _cleanup_free_ int64_t *leaf = calloc(MAX(n_groups, (size_t) 1), sizeof *leaf);
 
-        /* Leaf frames of the groups that lack one, looked up in stack id
-         * order, then the frames in frame id order: each dictionary block
-         * is decoded once however many groups it serves, and the reader
-         * needs room for one block only. */
-        r = resolve_leaf_frames(c, groups, n_groups, &leaf);
-        if (r < 0)
-                return r;
+                if (!leaf)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n_groups; i++)
+                        leaf[i] = groups[i].frame_id;
+                for (size_t k = 0; k < m; k++) {
+                        node_info nd;
 
-        for (size_t i = 0; i < n_groups; i++) {
-                row_key key = { .comm_id = groups[i].comm_id };
-                int64_t j;
-
-                if (leaf[i] != 0) {
-                        size_t fi;
-
-                        r = ctx_frame(c, leaf[i], &fi);
+                        r = ctx_node(c, order[k].key, &nd);
                         if (r < 0)
                                 return r;
-                        key.kind = c->frames[fi].kind;
-                        key.module_id = c->frames[fi].module_id;
-                        key.symbol_id = c->frames[fi].symbol_id;
-                        key.addr = key.symbol_id != 0 ? 0 : c->frames[fi].addr;
+                        leaf[order[k].i] = nd.frame;
                 }
-
-                if (hashmap_get(idx, &key, sizeof(key), &j) >= 0) {
-                        acc[j].samples += groups[i].samples;
-                        continue;
-                }
-                r = array_reserve_one((void **) &acc, &alloc_acc, n_acc, sizeof(row_acc));
-                if (r < 0)
-                        return r;
-                acc[n_acc] = (row_acc) { .key = key, .samples = groups[i].samples };
-                r = hashmap_put(idx, &key, sizeof(key), (int64_t) n_acc);
-                if (r < 0)
-                        return r;
-                n_acc++;
+                for (size_t i = 0; i < n_groups; i++)
+                        order[i] = (order_item) { leaf[i], i };
         }
+        qsort(order, n_groups, sizeof *order, order_cmp);
 
-        if (n_acc == 0)
+        row_key key = {};
+        for (size_t k = 0; k < n_groups; k++) {
+                const group *g = groups + order[k].i;
+
+                if (k == 0 || order[k].key != order[k - 1].key) {
+                        key = (row_key) {};
+                        if (order[k].key != 0) {
+                                /* kind, addr, symbol, offset, module, build_id */
+                                int64_t v[6];
+
+                                r = dict_reader_get(c->frame_rows, order[k].key, v);
+                                if (r < 0)
+                                        return r;
+                                key.kind = v[0];
+                                key.symbol_id = v[2];
+                                key.module_id = v[4];
+                                key.addr = key.symbol_id != 0 ? 0 : u64(v[1]);
+                        }
+                        /* Names that read "[unknown]" are one string. */
+                        if (key.module_id == 0)
+                                key.module_id = c->unknown_id;
+                        if (key.kind == 0)
+                                key.symbol_id = c->unknown_id;
+                }
+                key.comm_id = g->comm_id != 0 ? g->comm_id : c->unknown_id;
+
+                r = row_set_add(rs, &key, g->samples);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int row_acc_cmp(const void *x, const void *y) {
+        const row_acc *a = x, *b = y;
+
+        return a->samples != b->samples ? (a->samples > b->samples ? -1 : 1) : 0;
+}
+
+/* The rows with names, most samples first: names are made only for the
+ * rows that can be in the answer (the limit's, and those tied with the
+ * last of them). Keys name distinct rows (rows_add()). */
+static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *res) {
+        _cleanup_free_ query_row *rows = NULL;
+        size_t n_rows = 0, n = 0;
+        int r;
+
+        if (rs->n == 0)
                 return 0;
+        /* The rows, packed to the front of the table. */
+        for (size_t i = 0; i < rs->capacity; i++)
+                if (rs->slots[i].samples != 0)
+                        rs->slots[n++] = rs->slots[i];
+        qsort(rs->slots, n, sizeof(row_acc), row_acc_cmp);
+        if (limit > 0 && n > limit)
+                for (n = limit; n < rs->n && rs->slots[n].samples == rs->slots[limit - 1].samples;)
+                        n++;
 
-        rows = calloc(n_acc, sizeof(query_row));
+        rows = calloc(n, sizeof(query_row));
         if (!rows)
                 return -ENOMEM;
 
-        for (size_t i = 0; i < n_acc; i++) {
-                const row_key *k = &acc[i].key;
+        for (size_t i = 0; i < n; i++) {
+                const row_key *k = &rs->slots[i].key;
                 query_row *row = rows + n_rows;
                 const char *module, *symbol;
 
@@ -577,26 +683,12 @@ static int build_rows(query_ctx *c, const group *groups, size_t n_groups, size_t
                 else if (asprintf(&row->symbol, "0x%" PRIx64, k->addr) < 0)
                         row->symbol = NULL;
                 row->kernel = k->kind == FRAME_KERNEL;
-                row->samples = acc[i].samples;
+                row->samples = rs->slots[i].samples;
                 if (!row->module || !row->symbol) {
                         r = -ENOMEM;
                         goto fail;
                 }
         }
-
-        /* Different keys can still name the same row (e.g. a module path
-         * that reads "[unknown]"): merge by name. */
-        qsort(rows, n_rows, sizeof(query_row), row_cmp_by_name);
-        size_t w = 0;
-        for (size_t i = 0; i < n_rows; i++) {
-                if (w > 0 && row_cmp_names(rows + w - 1, rows + i) == 0) {
-                        rows[w - 1].samples += rows[i].samples;
-                        query_rows_free(rows + i, 1);
-                        continue;
-                }
-                rows[w++] = rows[i];
-        }
-        n_rows = w;
 
         qsort(rows, n_rows, sizeof(query_row), row_cmp_by_samples);
         if (limit > 0 && n_rows > limit) {
@@ -613,6 +705,35 @@ fail:
         return r;
 }
 
+/* The most frequent stacks over all parts: each part's best, merged. */
+typedef struct top_groups {
+        group *v;
+        size_t n, limit;        /* limit 0: all */
+} top_groups;
+
+static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
+        size_t keep, n = 0, i = 0, j = 0;
+        group *m;
+
+        qsort(groups, n_groups, sizeof(group), group_cmp);
+        keep = t->limit > 0 ? MIN(t->limit, t->n + n_groups) : t->n + n_groups;
+        if (keep == 0)
+                return 0;
+        m = malloc(keep * sizeof(group));
+        if (!m)
+                return -ENOMEM;
+        while (n < keep) {
+                if (j >= n_groups || (i < t->n && group_cmp(t->v + i, groups + j) <= 0))
+                        m[n++] = t->v[i++];
+                else
+                        m[n++] = groups[j++];
+        }
+        free(t->v);
+        t->v = m;
+        t->n = n;
+        return 0;
+}
+
 /* Walks a stack from its leaf node up to the root. */
 static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         _cleanup_free_ int64_t *frame_ids = NULL;
@@ -620,7 +741,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         query_stack st = { .samples = g->samples };
         int r;
 
-        for (int64_t id = g->stack_id; id != 0;) {
+        for (int64_t id = group_stack(g); id != 0;) {
                 node_info node;
 
                 r = ctx_node(c, id, &node);
@@ -669,21 +790,17 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         return 0;
 }
 
-static int build_stacks(query_ctx *c, group *groups, size_t n_groups, size_t limit, query_result *res) {
-        size_t n;
+static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) {
         int r;
 
-        qsort(groups, n_groups, sizeof(group), group_cmp);
-        n = limit > 0 ? MIN(limit, n_groups) : n_groups;
-        if (n == 0)
+        if (top->n == 0)
                 return 0;
-
-        res->stacks = calloc(n, sizeof(query_stack));
+        res->stacks = calloc(top->n, sizeof(query_stack));
         if (!res->stacks)
                 return -ENOMEM;
 
-        for (size_t i = 0; i < n; i++) {
-                r = expand_stack(c, groups + i, res->stacks + i);
+        for (size_t i = 0; i < top->n; i++) {
+                r = expand_stack(c, top->v + i, res->stacks + i);
                 if (r < 0)
                         return r;       /* the caller frees what is in res */
                 res->n_stacks++;
@@ -693,10 +810,90 @@ static int build_stacks(query_ctx *c, group *groups, size_t n_groups, size_t lim
         return 0;
 }
 
+/* Groups the window in as many parts as its distinct groups need (see
+ * group_table); each part's groups go to the rows, and with stacks to
+ * the most frequent ones, before the next part reuses the table. */
+static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t comm_id, row_set *rs,
+                        top_groups *top, query_result *res) {
+        _cleanup_free_ group_acc *g = NULL;
+        group_table t = {};
+        uint64_t parts = 1;
+        uint32_t passes = 0;
+        int r = 0;
+
+        g = calloc(1, sizeof *g);
+        if (!g)
+                return -ENOMEM;
+
+        t.max_capacity = QUERY_GROUP_MIN_SLOTS;
+        while (t.max_capacity <= s->query_group_slots / 2)
+                t.max_capacity *= 2;
+        t.capacity = MIN(QUERY_GROUP_FIRST_SLOTS, t.max_capacity);
+        t.slots = calloc(t.capacity, sizeof(group));
+        if (!t.slots)
+                return -ENOMEM;
+
+        for (uint64_t part = 0; part < parts; part++) {
+                /* A profile of functions for any pid reads the leaf levels;
+                 * whole stacks or one pid need the full ones. A part whose
+                 * groups do not fit the table at its bound splits the
+                 * window into 4 times as many parts, from the start. */
+                for (;;) {
+                        *g = (group_acc) { .q = q, .comm_id = comm_id, .t = &t, .parts = parts, .part = part };
+                        if (t.n > 0)
+                                memset(t.slots, 0, t.capacity * sizeof(group));
+                        t.n = 0;
+                        passes++;
+                        r = sample_scan(s, q->since_ns, q->until_ns,
+                                        !q->want_stacks && q->pid < 0 ? SAMPLE_LEVEL_LEAF_HOUR : SAMPLE_LEVEL_HOUR,
+                                        group_block, g);
+                        if (r != -E2BIG)
+                                break;
+                        if (parts >= (UINT64_C(1) << 20)) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        parts *= 4;
+                        part = 0;
+                        row_set_clear(rs);
+                        top->n = 0;
+                }
+                if (r < 0)
+                        break;
+                if (g->total == 0)
+                        break;          /* nothing matched: no part has groups */
+
+                /* The table's groups, packed to its front. */
+                size_t n = 0;
+                for (size_t i = 0; i < t.capacity; i++)
+                        if (t.slots[i].samples != 0)
+                                t.slots[n++] = t.slots[i];
+                r = rows_add(c, rs, t.slots, n);
+                if (r >= 0 && q->want_stacks)
+                        r = top_groups_add(top, t.slots, n);
+                if (r < 0)
+                        break;
+        }
+        free(t.slots);
+        if (r < 0)
+                return r;
+
+        res->passes = passes;
+        res->total_samples = g->total;
+        res->first_ns = g->first_ns;
+        res->last_ns = g->last_ns;
+        res->n_cpus = 0;
+        for (size_t i = 0; i < ELEMENTSOF(g->cpus); i++)
+                res->n_cpus += (uint32_t) __builtin_popcountll(g->cpus[i]);
+        return 0;
+}
+
 static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result *res) {
         _cleanup_(query_ctx_done) query_ctx c = {};
-        _cleanup_free_ group *groups = NULL;
-        size_t n_groups = 0, row_limit;
+        _cleanup_(row_set_done) row_set rs = {};
+        _cleanup_free_ group *top_v = NULL;
+        top_groups top = { .limit = max_stacks };
+        size_t row_limit;
         int64_t comm_id = 0;
         int r;
 
@@ -718,31 +915,33 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
                         return r;
         }
 
-        r = query_groups(s, q, comm_id, res, &groups, &n_groups);
+        r = query_ctx_init(&c, s);
+        if (r < 0)
+                return r;
+
+        r = query_groups(s, &c, q, comm_id, &rs, &top, res);
+        top_v = top.v;
         if (r < 0)
                 return r;
         if (res->total_samples == 0)
                 return 0;
-
-        r = query_ctx_init(&c, s);
-        if (r < 0)
-                return r;
 
         /* q->top = 0 asks for all rows; max_rows = 0 means no server cap. */
         row_limit = q->top;
         if (max_rows > 0 && (row_limit == 0 || row_limit > max_rows))
                 row_limit = max_rows;
 
-        r = build_rows(&c, groups, n_groups, row_limit, res);
+        r = rows_finish(&c, &rs, row_limit, res);
         if (r < 0)
                 return r;
 
-        if (q->want_stacks) {
-                r = build_stacks(&c, groups, n_groups, max_stacks, res);
-                if (r < 0)
-                        return r;
-        }
+        if (q->want_stacks)
+                return build_stacks(&c, &top, res);
         return 0;
+}
+
+void store_set_query_group_slots(store *s, size_t slots) {
+        s->query_group_slots = slots;
 }
 
 int store_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result **ret) {

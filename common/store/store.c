@@ -528,6 +528,7 @@ int store_open(const char *path, store_mode mode, store **ret) {
                 return -ENOMEM;
         s->mode = mode;
         s->gen_limit_bytes = STORE_GENERATION_LIMIT_DEFAULT;
+        s->query_group_slots = STORE_QUERY_GROUP_SLOTS_DEFAULT;
         s->path = strdup(path);
         if (!s->path)
                 return -ENOMEM;
@@ -578,7 +579,7 @@ int store_open(const char *path, store_mode mode, store **ret) {
                 r = store_sql_exec(s->db, "PRAGMA query_only = 1");
                 if (r < 0)
                         return r;
-                r = store_sql_exec(s->db, "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;");
+                r = store_sql_exec(s->db, "PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY;");
                 if (r < 0)
                         return r;
         }

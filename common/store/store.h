@@ -143,8 +143,23 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  *   user frame with a mapping  "[basename]+0x<offset>"  e.g. "[libc.so.6]+0x2a1b4"
  *                              (offset is the file offset, see frame.offset)
  *   anything else              "0x<addr>"               e.g. "0xffffffffc0a01234"
- * A stack of a sample without frames has n_frames 0. */
+ * A stack of a sample without frames has n_frames 0.
+ *
+ * Memory: a query counts the window's distinct (comm, stack or leaf
+ * frame) groups in a table of at most store_set_query_group_slots() slots
+ * of 32 bytes (default STORE_QUERY_GROUP_SLOTS_DEFAULT, 16 MiB); a window
+ * with more groups than fit is read in 4, 16, 64... passes, each counting
+ * a part of them. Decoded dictionary blocks are held to
+ * STORE_QUERY_DICT_BYTES per dictionary. With stacks, the answer itself
+ * holds max_stacks stacks (0 = all: not bounded). Everything is freed when
+ * the result is. */
 int store_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result **ret);
+
+#define STORE_QUERY_GROUP_SLOTS_DEFAULT (UINT64_C(1) << 19)
+#define STORE_QUERY_DICT_BYTES (8u << 20)
+/* The bound of store_query()'s group table, in slots (at least 16); for
+ * tests and benchmarks. */
+void store_set_query_group_slots(store *s, size_t slots);
 
 typedef struct store_stats {
         uint64_t samples;

@@ -858,3 +858,88 @@ TEST(verify_tells_foreign_damaged_and_ours) {
         free(why);
         remove_db_dir(dir, path);
 }
+
+/* A window with more distinct groups than the query's table holds is
+ * grouped in parts, over several reads of its blocks, and answers exactly
+ * what one read does: the same rows, totals and most frequent stacks. */
+TEST(query_in_parts_answers_like_one_pass) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        static const char *const comms[] = { "cc1", "sh", "dd", "make", "as" };
+        static const char *const syms[] = { "memcpy", "do_sys_open", "entry_SYSCALL_64", "vfs_read", "schedule" };
+        enum { N = 20000, USER_FUNCS = 400 };
+        char names[USER_FUNCS][16];
+
+        for (size_t i = 0; i < USER_FUNCS; i++)
+                snprintf(names[i], sizeof names[i], "f%zu", i);
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+
+        /* Stacks 1-8 user frames deep over 400 functions of two objects,
+         * half of them under one of five kernel functions: thousands of
+         * distinct stacks, some frequent, most seen once. */
+        for (size_t i = 0; i < N; i += 1000) {
+                ASSERT_OK(store_begin(s));
+                for (size_t j = i; j < i + 1000; j++) {
+                        frame f[9];
+                        size_t n = 0, depth = 1 + next_rand() % 8;
+                        uint32_t pid = 100 + (uint32_t) (next_rand() % 50);
+
+                        if (next_rand() % 2)
+                                f[n++] = (frame) { FRAME_KERNEL, 0xffffffff81000000ULL + next_rand() % 5 * 0x100,
+                                                   syms[next_rand() % 5], 0, MODULE_KERNEL, "ab12" };
+                        for (size_t k = 0; k < depth; k++) {
+                                size_t fn = next_rand() % 4 == 0 ? next_rand() % USER_FUNCS : next_rand() % 8;
+                                f[n++] = (frame) { FRAME_USER, 0x400000 + fn * 0x40, fn % 3 == 0 ? NULL : names[fn],
+                                                   fn * 0x40, fn % 2 ? "/usr/bin/cc1" : "/usr/lib/libc.so.6", NULL };
+                        }
+                        add(s, S(j / 100) + j % 100, (uint32_t) (j % 4), pid, comms[pid % 5], f, n);
+                }
+                ASSERT_OK(store_flush_samples(s, S(i / 100 + 10)));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        query_params qs[] = {
+                { .pid = -1, .cpu = -1, .want_stacks = true },
+                { .pid = -1, .cpu = -1 },
+                { .pid = 103, .cpu = -1, .want_stacks = true },
+                { .pid = 103, .cpu = -1 },
+                { .since_ns = S(50), .until_ns = S(150), .pid = -1, .cpu = 2, .want_stacks = true },
+                { .pid = -1, .cpu = -1, .comm = "sh", .want_stacks = true },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(qs); i++)
+                for (uint32_t max_stacks = 0; max_stacks <= 100; max_stacks += 100) {
+                        store_set_query_group_slots(s, STORE_QUERY_GROUP_SLOTS_DEFAULT);
+                        query_result *one = run_query(s, qs + i, 0, max_stacks);
+                        store_set_query_group_slots(s, 64);
+                        query_result *parts = run_query(s, qs + i, 0, max_stacks);
+
+                        fprintf(stderr, "query %zu, max_stacks %u: %llu samples, %zu rows, %zu stacks; %u and %u passes\n", i,
+                                max_stacks, (unsigned long long) one->total_samples, one->n_rows, one->n_stacks,
+                                one->passes, parts->passes);
+                        ASSERT_EQ(one->passes, 1);
+                        ASSERT_GT(parts->passes, 4);
+                        ASSERT_GT(one->total_samples, 100);
+                        assert_same_rows(one, parts);
+                        ASSERT_U64_EQ(one->first_ns, parts->first_ns);
+                        ASSERT_U64_EQ(one->last_ns, parts->last_ns);
+                        ASSERT_EQ(one->n_cpus, parts->n_cpus);
+                        ASSERT_EQ(one->n_stacks, parts->n_stacks);
+                        if (qs[i].want_stacks) {
+                                ASSERT_GE(one->n_stacks, 100u);
+                                ASSERT_TRUE(max_stacks == 0 || one->n_stacks == max_stacks);
+                        }
+                        for (size_t k = 0; k < one->n_stacks; k++) {
+                                const query_stack *a = one->stacks + k, *b = parts->stacks + k;
+
+                                ASSERT_U64_EQ(a->samples, b->samples);
+                                ASSERT_STREQ(a->comm, b->comm);
+                                ASSERT_EQ(a->n_frames, b->n_frames);
+                                for (size_t f = 0; f < a->n_frames; f++)
+                                        ASSERT_STREQ(a->frames[f], b->frames[f]);
+                        }
+                        query_result_free(one);
+                        query_result_free(parts);
+                }
+}
