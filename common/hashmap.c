@@ -79,6 +79,17 @@ static inline uint64_t hash_u64(uint64_t v) {
         return h != 0 ? h : 1;
 }
 
+/* What hash_bytes() makes of a 16-byte key (a, b), without its loop and
+ * tail copy: the symbolizer looks up a (file, offset) pair per user frame. */
+static inline uint64_t hash_pair(uint64_t a, uint64_t b) {
+        uint64_t h = K0 ^ (16 * K1);
+
+        h = fold_mul(a ^ K1 ^ h, b ^ K2);
+        h = fold_mul(K1 ^ h, K2);
+        h = mix64(h);
+        return h != 0 ? h : 1;
+}
+
 static uint64_t hash_bytes(const void *key, size_t len) {
         const uint8_t *p = key;
         uint64_t h = K0 ^ ((uint64_t) len * K1);
@@ -88,6 +99,8 @@ static uint64_t hash_bytes(const void *key, size_t len) {
          * user frame. */
         if (len == sizeof(uint64_t))
                 return hash_u64(load64(p));
+        if (len == 2 * sizeof(uint64_t))
+                return hash_pair(load64(p), load64(p + 8));
 
         /* Long keys (whole call stacks): four independent lanes, so the
          * multiplies overlap instead of waiting on each other. Each lane
@@ -349,10 +362,10 @@ int hashmap_put_u64(hashmap *h, uint64_t key, int64_t value) {
         return hashmap_put(h, &key, sizeof(key), value);
 }
 
-/* The probe of find_slot() for 8-byte keys, all inline: the task table
- * looks up a process per user frame. */
-int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value) {
-        uint64_t hash;
+/* The probe of find_slot() for keys of one or two integers, all inline
+ * (len is a constant at each call): the task table looks up a process,
+ * and the symbolizer a (file, offset) pair, per user frame. */
+static inline int get_inline(const hashmap *h, uint64_t hash, uint32_t len, uint64_t a, uint64_t b, int64_t *ret_value) {
         size_t mask;
 
         if (!h)
@@ -360,7 +373,6 @@ int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value) {
         if (h->capacity == 0)
                 return -ENOENT;
 
-        hash = hash_u64(key);
         mask = h->capacity - 1;
         for (size_t i = hash & mask;; i = (i + 1) & mask) {
                 uint64_t x = h->hashes[i];
@@ -370,7 +382,8 @@ int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value) {
                 if (x == hash) {
                         const entry *e = h->entries + i;
 
-                        if (e->key_len == sizeof(key) && load64(e->inline_key) == key) {
+                        if (e->key_len == len && load64(e->inline_key) == a &&
+                            (len == sizeof(uint64_t) || load64(e->inline_key + 8) == b)) {
                                 if (ret_value)
                                         *ret_value = e->value;
                                 return 0;
@@ -379,14 +392,17 @@ int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value) {
         }
 }
 
+int hashmap_get_u64(const hashmap *h, uint64_t key, int64_t *ret_value) {
+        return get_inline(h, hash_u64(key), sizeof(key), key, 0, ret_value);
+}
+
 int hashmap_put_pair(hashmap *h, uint64_t a, uint64_t b, int64_t value) {
         uint64_t key[2] = { a, b };
         return hashmap_put(h, key, sizeof(key), value);
 }
 
 int hashmap_get_pair(const hashmap *h, uint64_t a, uint64_t b, int64_t *ret_value) {
-        uint64_t key[2] = { a, b };
-        return hashmap_get(h, key, sizeof(key), ret_value);
+        return get_inline(h, hash_pair(a, b), 2 * sizeof(uint64_t), a, b, ret_value);
 }
 
 /* Copies the live long keys into one chunk of their size and frees the

@@ -214,7 +214,6 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
  * every executable mapping of a process whose mappings are known. */
 static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_address, int64_t *ret) {
         frame f = { .kind = FRAME_USER, .addr = ip };
-        uint64_t key[2];
         mapping m;
         int r;
 
@@ -235,16 +234,14 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         f.addr = f.offset;
 
         /* Two numbers instead of the frame's path and build-id. */
-        key[0] = m.file_id;
-        key[1] = f.offset;
-        if (hashmap_get(s->ufile_cache, key, sizeof key, ret) >= 0)
+        if (hashmap_get_pair(s->ufile_cache, m.file_id, f.offset, ret) >= 0)
                 return 0;
         r = store_intern_frame(s->store, &f, ret);
         if (r < 0)
                 return r;
         if (hashmap_size(s->ufile_cache) >= UFILE_CACHE_MAX_ENTRIES)
                 hashmap_clear(s->ufile_cache);
-        return hashmap_put(s->ufile_cache, key, sizeof key, *ret);
+        return hashmap_put_pair(s->ufile_cache, m.file_id, f.offset, *ret);
 }
 
 int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {

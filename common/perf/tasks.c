@@ -66,7 +66,7 @@ typedef struct file_ref {
         uint64_t id;
         size_t path_len;
         size_t key_len;         /* of path, its NUL and build_id: the key in tasks.files */
-        char path[];            /* path, NUL, build_id (hex, "" if unknown) NUL-padded to BUILD_ID_HEX_MAX */
+        char path[];            /* path, NUL, build_id (hex, "" if unknown), NUL */
 } file_ref;
 
 typedef struct map_entry {
@@ -135,7 +135,7 @@ static int file_key(tasks *t, const char *path, const char *build_id, size_t *re
 
 static int file_intern(tasks *t, const char *path, const char *build_id, file_ref **ret) {
         file_ref *f;
-        size_t len, l;
+        size_t len;
         int64_t v;
         int r;
 
@@ -149,15 +149,12 @@ static int file_intern(tasks *t, const char *path, const char *build_id, file_re
                 return 0;
         }
 
-        /* The build id gets all of BUILD_ID_HEX_MAX bytes (zero padded), so
-         * tasks_find_mapping() copies it with one fixed-size memcpy. */
-        l = strlen(path);
-        f = calloc(1, sizeof(*f) + l + 1 + BUILD_ID_HEX_MAX);
+        f = malloc(sizeof(*f) + len + 1);
         if (!f)
                 return -ENOMEM;
         f->refs = 1;
         f->id = ++t->next_file_id;
-        f->path_len = l;
+        f->path_len = strlen(path);
         f->key_len = len;
         memcpy(f->path, t->keybuf, len + 1);
         r = hashmap_put(t->files, f->path, len, HASHMAP_PTR(f));
@@ -788,8 +785,8 @@ int tasks_find_mapping(tasks *t, uint32_t pid, uint64_t addr, mapping *ret) {
                         .pgoff = m->pgoff,
                         .path = m->file->path,
                         .file_id = m->file->id,
+                        .build_id = file_build_id(m->file),
                 };
-                memcpy(ret->build_id, file_build_id(m->file), sizeof(ret->build_id));
         }
         return 0;
 }
@@ -929,7 +926,7 @@ size_t tasks_memory_bytes(const tasks *t) {
         }
         for (size_t i = 0; hashmap_iterate(t->files, &i, &v);) {
                 const file_ref *f = HASHMAP_TO_PTR(v);
-                n += sizeof *f + f->path_len + 1 + BUILD_ID_HEX_MAX;
+                n += sizeof *f + f->key_len + 1;
         }
         return n;
 }

@@ -24,7 +24,7 @@ typedef struct mapping {
          * another file by this table: a key for caches of what the file's
          * offsets resolve to. */
         uint64_t file_id;
-        char build_id[BUILD_ID_HEX_MAX]; /* "" if unknown */
+        const char *build_id;   /* hex, "" if unknown; owned by the table */
 } mapping;
 
 /* Memory bounds. At a cap, the entry that exited longest ago (or a

@@ -12,7 +12,7 @@
 
 /* zstd's fastest levels already find the long runs the columns are made
  * of; higher levels cost more CPU for a few percent. */
-#define SAMPLE_BLOCK_ZSTD_LEVEL 3
+#define SAMPLE_BLOCK_ZSTD_LEVEL 1
 
 #define N_COLUMNS 9       /* format 2; format 1 has the first 8 */
 #define VARINT_MAX 10
