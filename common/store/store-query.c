@@ -22,13 +22,12 @@
 
 /* ---- store_query ---- */
 
-/* Decoded blocks a query keeps per dictionary: STORE_QUERY_DICT_BYTES (24
- * bytes a stack node, 56 a frame). A window with more distinct rows
- * decodes some blocks twice, in bounded memory. */
-
-/* Rows and stacks are aggregated by SQL into (comm, stack) -> count, one
- * pass over the matching samples; names are then resolved per distinct
- * stack and frame through small caches, not per sample. */
+/* The window's sample blocks are read and their entries grouped in C by
+ * (comm, stack or leaf frame) (query_groups()); names are then resolved
+ * per distinct row and stack, not per sample. Decoded dictionary blocks
+ * are held to STORE_QUERY_DICT_BYTES per dictionary (24 bytes a stack
+ * node, 56 a frame): a window with more distinct rows decodes some blocks
+ * twice, in bounded memory. */
 
 /* A stack's samples of a comm; or, when the query wants no stacks, a
  * leaf frame's. key: the stack id, or the leaf frame's id with the top
