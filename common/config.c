@@ -29,6 +29,7 @@ void config_init(config *c) {
                 .group = strdup("perfsnap"),
                 .retention_ns = 7ULL * 24 * 3600 * NSEC_PER_SEC,
                 .database_max_size_auto = true,
+                .hold_max_size_bytes = 16ULL << 20,
                 .rescan_interval_ns = 60 * NSEC_PER_SEC,
                 .max_clients = 64,
                 .max_clients_per_user = 8,
@@ -253,6 +254,17 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 c->database_max_size_bytes = bytes;
                 return 0;
         }
+        if (streq(key, "hold_max_size")) {
+                uint64_t bytes;
+                if (streq(v, "0") || streq(v, "none")) {
+                        c->hold_max_size_bytes = 0;
+                        return 0;
+                }
+                if (size_parse(v, &bytes) < 0 || bytes < 4096 || bytes > (1ULL << 30))
+                        return *ret_why = "expected a size between 4K and 1G (e.g. 16M), or none", -EINVAL;
+                c->hold_max_size_bytes = bytes;
+                return 0;
+        }
         if (strcmp(key, "rescan_interval") == 0) {
                 if (strcmp(v, "0") == 0 || strcmp(v, "never") == 0) {
                         c->rescan_interval_ns = 0;
@@ -403,7 +415,7 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 
 char *config_format(const config *c) {
         char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
-        char client_timeout[32];
+        char client_timeout[32], hold_max[32];
         char *s;
 
         fmt_duration_key(c->client_timeout_ns, client_timeout, sizeof client_timeout);
@@ -423,6 +435,11 @@ char *config_format(const config *c) {
                 fmt_size_key(c->database_max_size_bytes, db_max, sizeof db_max);
         else
                 strcpy(db_max, "unlimited");
+
+        if (c->hold_max_size_bytes)
+                fmt_size_key(c->hold_max_size_bytes, hold_max, sizeof hold_max);
+        else
+                strcpy(hold_max, "none");
 
         if (c->rescan_interval_ns)
                 fmt_duration_key(c->rescan_interval_ns, rescan, sizeof rescan);
@@ -448,6 +465,7 @@ char *config_format(const config *c) {
                      "group = %s\n"
                      "retention = %s\n"
                      "database_max_size = %s\n"
+                     "hold_max_size = %s\n"
                      "rescan_interval = %s\n"
                      "max_clients = %u\n"
                      "max_clients_per_user = %u\n"
@@ -462,7 +480,7 @@ char *config_format(const config *c) {
                      "cache_max_size = %s\n"
                      "cache_max_age = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
-                     c->database, c->socket, c->group, retention, db_max, rescan, c->max_clients,
+                     c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,

@@ -22,6 +22,7 @@ typedef struct config {
         uint64_t retention_ns;          /* samples older than this are deleted; 0 = keep */
         uint64_t database_max_size_bytes; /* 0 = no cap; see database_max_size_auto */
         bool database_max_size_auto;    /* the smaller of 1 GiB and 5% of the file system */
+        uint64_t hold_max_size_bytes;   /* writes a full disk refused, held in memory; 0 = none */
         uint64_t rescan_interval_ns;    /* proc/modules is compared with the layout this often; 0 = never */
         uint32_t max_clients;           /* connections; the last CONFIG_ROOT_CLIENTS of them are root's */
         uint32_t max_clients_per_user;  /* connections of one uid other than root */

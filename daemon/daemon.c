@@ -230,8 +230,10 @@ static void compute_db_max(daemon_ctx *d) {
         d->db_max_bytes = config_database_max_size(&d->cfg, fs);
         /* A generation of stacks and frames is deleted with the last
          * samples that use it: keep one small against the cap. */
-        if (d->store)
+        if (d->store) {
                 store_set_dictionary_limit(d->store, d->db_max_bytes / 8);
+                store_set_hold_limit(d->store, d->cfg.hold_max_size_bytes);
+        }
 }
 
 static void on_uevent(const uevent *ev, bool lost, void *userdata) {
@@ -361,6 +363,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
         d->cfg.retention_ns = n.retention_ns;
         d->cfg.database_max_size_bytes = n.database_max_size_bytes;
         d->cfg.database_max_size_auto = n.database_max_size_auto;
+        d->cfg.hold_max_size_bytes = n.hold_max_size_bytes;
         compute_db_max(d);
         d->last_retention_ns = 0;
         d->cfg.log_level = n.log_level;
@@ -449,6 +452,7 @@ static void status_fill(json_object *p, void *userdata) {
         for (size_t i = 0; lost && i < d->n_cpus; i++)
                 lost[i] = d->cpus[i] < n ? lpc[d->cpus[i]] : 0;
         s.dropped_samples = store_dropped_samples(d->store, &s.dropped_error, &s.dropped_since_ns);
+        (void) store_held(d->store, &s.held_samples, &s.held_bytes, &s.held_since_ns, &s.held_error);
         s.sqlite_memory_bytes = store_memory_used(&s.sqlite_allocations);
 
         if (d->tracker) {
@@ -708,7 +712,11 @@ int daemon_run(daemon_ctx *d) {
                 daemon_drain(d, true);
         }
         if (d->ingest)
-                (void) ingest_commit(d->ingest);
+                (void) ingest_commit_now(d->ingest);
+        if (d->store && store_held(d->store, NULL, NULL, NULL, NULL)) {
+                log_warning("The database still refuses writes: the samples held in memory are not stored.");
+                (void) store_drop_held(d->store);
+        }
         st = ingest_get_stats(d->ingest);
         int dropped_error = 0;
         uint64_t dropped = d->store ? store_dropped_samples(d->store, &dropped_error, NULL) : 0;

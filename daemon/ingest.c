@@ -17,6 +17,10 @@
 /* Records stamped further than this past a drain's horizon are processed
  * at once rather than kept (no clock runs that far ahead). */
 #define INGEST_CARRY_MAX_NS (60 * NSEC_PER_SEC)
+/* While the store holds batches a commit refused (a full disk), each try
+ * replays them all: tries are spaced 1, 2, 4 .. this far apart, the batch
+ * left open in between. */
+#define INGEST_HELD_RETRY_MAX_NS (16 * NSEC_PER_SEC)
 
 /* One raw record copied out of a ring buffer, waiting to be merged. */
 typedef struct pending {
@@ -52,6 +56,7 @@ struct ingest {
         size_t n_lost_cpus;
 
         bool in_transaction;    /* a batch is open across drains until ingest_commit() */
+        uint64_t retry_at_ns, retry_delay_ns;   /* CLOCK_MONOTONIC; see INGEST_HELD_RETRY_MAX_NS */
 
         ingest_stats stats;
 };
@@ -298,18 +303,42 @@ static void forget_batch_ids(ingest *in) {
 }
 
 int ingest_commit(ingest *in) {
+        uint64_t was_held;
         int r;
 
         if (!in->in_transaction)
                 return 0;
+        if (store_held(in->store, &was_held, NULL, NULL, NULL) && clock_ns(CLOCK_MONOTONIC) < in->retry_at_ns)
+                return 0;
         in->in_transaction = false;
         r = store_commit(in->store);
         if (r < 0) {
+                uint64_t samples, bytes;
+
+                if (store_held(in->store, &samples, &bytes, NULL, NULL)) {
+                        in->retry_delay_ns = MIN(MAX(2 * in->retry_delay_ns, NSEC_PER_SEC), INGEST_HELD_RETRY_MAX_NS);
+                        in->retry_at_ns = clock_ns(CLOCK_MONOTONIC) + in->retry_delay_ns;
+                        /* Its ids stay valid: the next batch writes it. */
+                        log_warning_ratelimited("Failed to commit samples to the database: %s; holding %llu samples "
+                                                "(%llu KiB of writes) in memory until it succeeds.",
+                                                strerror(-r), (unsigned long long) samples,
+                                                (unsigned long long) (bytes / 1024));
+                        return r;
+                }
                 forget_batch_ids(in);
                 return log_error_errno(r, "Failed to commit samples to the database: %m");
         }
+        in->retry_delay_ns = in->retry_at_ns = 0;
+        if (was_held > 0)
+                log_info("The database takes writes again: %llu samples held in memory are written.",
+                         (unsigned long long) was_held);
         in->stats.commits++;
         return 0;
+}
+
+int ingest_commit_now(ingest *in) {
+        in->retry_at_ns = 0;
+        return ingest_commit(in);
 }
 
 /* Copies one record out of the ring buffer into the merge arena. */

@@ -92,6 +92,9 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
 /* Commits the open batch, if any. */
 int ingest_commit(ingest *in);
+/* ingest_commit() does not try while batches held for a full disk wait
+ * for their next try (1 .. 16 s apart; store_held()); this one does. */
+int ingest_commit_now(ingest *in);
 
 /* Processes one decoded record (exposed for tests). */
 int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns);

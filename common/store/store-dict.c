@@ -382,7 +382,9 @@ static int write_open_block(dict *d) {
         }
         r = bind_block(d->put_st, d->gen, row_at(d, d->open_start), row_at(d, d->n_rows - 1), n, data, size);
         if (r >= 0)
-                r = store_step_done(d->store, d->put_st);
+                r = store_step_kept(d->store, d->put_st, (store_value[]) {
+                                { .i = row_at(d, d->open_start)[0] }, { .i = row_at(d, d->n_rows - 1)[0] },
+                                { .i = i64(d->gen) }, { .i = (int64_t) n }, { .blob = data, .size = size } }, 5);
         sqlite3_clear_bindings(d->put_st);
         if (r < 0)
                 return r;

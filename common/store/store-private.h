@@ -71,6 +71,9 @@ static inline size_t slot_pos(uint32_t slot, unsigned shift) {
 /* A generation's rows, estimated, before it ends (store_set_dictionary_limit()). */
 #define STORE_GENERATION_LIMIT_DEFAULT (64ULL << 20)
 
+/* Kept statements of batches held after a failed commit (store_set_hold_limit()). */
+#define STORE_HOLD_MAX_DEFAULT (16U << 20)
+
 DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free);
 #define _cleanup_hashmap_ _cleanup_(hashmap_freep)
 
@@ -107,6 +110,18 @@ struct store {
         size_t query_group_slots; /* store_set_query_group_slots() */
         int batch_error;        /* a write of the open batch failed: commit must not succeed */
 
+        /* The writing statements of the batches since the last commit, as
+         * SQL text or statements and values (store.c, "held batches"). */
+        char *redo;
+        size_t redo_len, redo_alloc;
+        size_t hold_max_bytes;  /* store_set_hold_limit() */
+        bool redo_over;         /* a statement was not kept: the batch cannot be held */
+        bool replaying;
+        sqlite3_stmt *redo_kept; /* being run by store_step_kept() */
+        bool held;              /* a failed commit's batches are held in redo */
+        uint64_t held_since_ns; /* CLOCK_REALTIME of the first failed commit */
+        int held_error;         /* the last commit's error */
+
         uint8_t *keybuf;        /* scratch for frame_key() */
         size_t keybuf_size;
 };
@@ -122,6 +137,16 @@ int store_sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
 int store_sql_int64(sqlite3 *db, const char *sql, int64_t *ret);
 int store_get_stmt(store *s, unsigned idx, sqlite3_stmt **ret);
 int store_step_done(store *s, sqlite3_stmt *st);
+/* store_step_done() of a write whose values are kept for a held batch
+ * (store.c, "held batches") as given here, in binary, instead of as
+ * expanded SQL text: for statements that carry blobs. v: its parameters
+ * in order, bound already; blob NULL for an integer. */
+typedef struct store_value {
+        const void *blob;
+        size_t size;
+        int64_t i;
+} store_value;
+int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n);
 int store_step_id(store *s, sqlite3_stmt *st, int64_t *ret);
 void store_caches_clear(store *s);
 void store_check_rolled_back(store *s);
@@ -166,5 +191,7 @@ static inline int store_write_end(store *s, bool owned, int r) {
                 (void) store_rollback(s);
                 return r;
         }
-        return store_commit(s);
+        r = store_commit(s);
+        /* Held for a full disk: written with the next transaction. */
+        return r < 0 && s->held ? 0 : r;
 }

@@ -51,7 +51,8 @@ int store_read_begin(store *s, bool *ret_owned) {
                         r = sample_writer_flush_partial(s->samples);
                 if (r >= 0)
                         r = store_commit(s);
-                if (r < 0)
+                /* Held for a full disk: the read sees the file without it. */
+                if (r < 0 && !store_held(s, NULL, NULL, NULL, NULL))
                         return r;
         }
         r = store_sql_exec(s->db, "BEGIN");

@@ -347,7 +347,10 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         sqlite3_bind_int64(st, 7, i64(samples));
         sqlite3_bind_int64(st, 8, i64(gen_min));
         sqlite3_bind_blob(st, 9, data, (int) size, SQLITE_STATIC);
-        r = store_step_done(w->store, st);
+        r = store_step_kept(w->store, st, (store_value[]) {
+                        { .i = level }, { .i = i64(start_ns) }, { .i = i64(end_ns) }, { .i = i64(first_ns) },
+                        { .i = i64(last_ns) }, { .i = boot_id }, { .i = i64(samples) }, { .i = i64(gen_min) },
+                        { .blob = data, .size = size } }, 9);
         if (r < 0)
                 return r;
         *ret_id = sqlite3_last_insert_rowid(store_sqlite(w->store));
@@ -635,6 +638,10 @@ uint64_t sample_writer_frame_generation(const sample_writer *w, uint64_t *ret_st
 
 uint64_t sample_writer_pending(const sample_writer *w) {
         return w->acc[0].open ? w->acc[0].samples : 0;
+}
+
+uint64_t sample_writer_uncommitted(const sample_writer *w) {
+        return w->tx_written;
 }
 
 int sample_writer_before_commit(sample_writer *w) {

@@ -83,6 +83,8 @@ uint64_t sample_writer_frame_generation(const sample_writer *w, uint64_t *ret_st
 int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blocks);
 
 uint64_t sample_writer_pending(const sample_writer *w);
+/* Samples in blocks written since the last commit. */
+uint64_t sample_writer_uncommitted(const sample_writer *w);
 const sample_counters *sample_writer_counters(const sample_writer *w);
 /* Samples of batches that failed to commit, the last error, and since when. */
 uint64_t sample_writer_dropped(const sample_writer *w, int *ret_error, uint64_t *ret_since_ns);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "hashmap.h"
 #include "macro.h"
@@ -166,6 +167,233 @@ int store_step_id(store *s, sqlite3_stmt *st, int64_t *ret) {
         return r;
 }
 
+/* ---- held batches ----
+ *
+ * Every statement that writes in a batch is kept, with its values, until
+ * the batch commits: as SQL text (sqlite3_expanded_sql()), or for those
+ * that carry blobs in binary (store_step_kept(): printed as hex by
+ * sqlite3_expanded_sql(), they took a third of the ingest path's
+ * instructions). When the COMMIT
+ * itself fails (a full disk, an I/O error), the batch is rolled back in
+ * the file but held here: the caches, the dictionaries and the open
+ * periods go on as if it had committed, and the next transaction replays
+ * it before anything else. The file's rows are what they were when the
+ * batch began and this connection is their only writer, so the replay
+ * gives every row the id it had, rowids included. What is held is bounded
+ * by hold_max_bytes of kept statements: past it, or when a replay fails, the held
+ * batches are dropped the way one failed batch was before: rolled back,
+ * counted in dropped_samples, and the open periods read back from the
+ * file. */
+
+static void redo_reset(store *s) {
+        if (s->held)
+                (void) store_sql_exec(s->db, "PRAGMA cache_spill = ON");
+        s->redo_len = 0;
+        s->redo_over = false;
+        s->held = false;
+        s->held_since_ns = 0;
+        s->held_error = 0;
+        /* A hold may have grown it to hold_max_bytes: give that back. */
+        if (s->redo_alloc > 1024 * 1024) {
+                free(s->redo);
+                s->redo = NULL;
+                s->redo_alloc = 0;
+        }
+}
+
+/* The log's entries: REDO_SQL, then the statement's expanded text, NUL
+ * terminated; or REDO_VALUES, the statement's text, NUL terminated, a
+ * byte of count and its values (REDO_INT and 8 bytes, or REDO_BLOB, 4
+ * bytes of size and the bytes), in host byte order. */
+enum { REDO_SQL = 'S', REDO_VALUES = 'V', REDO_INT = 'i', REDO_BLOB = 'b' };
+
+/* Room for n more bytes of log, or false (and nothing more is kept). */
+static bool redo_reserve(store *s, size_t n) {
+        if (s->redo_over || s->hold_max_bytes == 0 || s->redo_len + n > s->hold_max_bytes ||
+            GREEDY_REALLOC(s->redo, s->redo_alloc, s->redo_len + n) < 0) {
+                s->redo_over = true;
+                return false;
+        }
+        return true;
+}
+
+static void redo_put(store *s, const void *p, size_t n) {
+        memcpy(s->redo + s->redo_len, p, n);
+        s->redo_len += n;
+}
+
+/* sqlite calls this as each statement starts running. */
+static int redo_trace(unsigned type, void *userdata, void *p, void *x) {
+        store *s = userdata;
+        sqlite3_stmt *st = p;
+        const char *sql = x;
+        char *text;
+        size_t n;
+
+        if (type != SQLITE_TRACE_STMT || !s->in_tx || s->replaying || s->redo_over || st == s->redo_kept)
+                return 0;
+        /* A trigger's start ("-- ..."), and statements that do not write
+         * (transaction control among them). */
+        if ((sql && sql[0] == '-' && sql[1] == '-') || sqlite3_stmt_readonly(st))
+                return 0;
+
+        text = sqlite3_expanded_sql(st);
+        n = text ? strlen(text) + 1 : 0;
+        if (!text)
+                s->redo_over = true;
+        else if (redo_reserve(s, 1 + n)) {
+                redo_put(s, &(char) { REDO_SQL }, 1);
+                redo_put(s, text, n);
+        }
+        sqlite3_free(text);
+        return 0;
+}
+
+int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n) {
+        int r;
+
+        if (s->in_tx && !s->replaying && !s->redo_over) {
+                const char *sql = sqlite3_sql(st);
+                size_t need = 1 + strlen(sql) + 1 + 1;
+
+                for (size_t i = 0; i < n; i++)
+                        need += v[i].blob ? 1 + 4 + v[i].size : 1 + 8;
+                if (n > UINT8_MAX)
+                        s->redo_over = true;
+                else if (redo_reserve(s, need)) {
+                        redo_put(s, &(char) { REDO_VALUES }, 1);
+                        redo_put(s, sql, strlen(sql) + 1);
+                        redo_put(s, &(uint8_t) { (uint8_t) n }, 1);
+                        for (size_t i = 0; i < n; i++)
+                                if (v[i].blob) {
+                                        uint32_t size = (uint32_t) v[i].size;
+
+                                        redo_put(s, &(char) { REDO_BLOB }, 1);
+                                        redo_put(s, &size, 4);
+                                        redo_put(s, v[i].blob, v[i].size);
+                                } else {
+                                        redo_put(s, &(char) { REDO_INT }, 1);
+                                        redo_put(s, &v[i].i, 8);
+                                }
+                }
+        }
+        s->redo_kept = st;
+        r = store_step_done(s, st);
+        s->redo_kept = NULL;
+        return r;
+}
+
+/* The COMMIT failed: keep the batch, unless it cannot be (see above). */
+static bool hold_batch(store *s, int cause) {
+        sqlite3_stmt *st = NULL;
+
+        if (s->redo_over)
+                return false;
+        if (!sqlite3_get_autocommit(s->db) &&
+            (store_get_stmt(s, STMT_ROLLBACK, &st) < 0 || store_step_done(s, st) < 0))
+                return false;
+        if (!s->held) {
+                struct timespec ts;
+
+                clock_gettime(CLOCK_REALTIME, &ts);
+                s->held_since_ns = (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+        }
+        s->held = true;
+        s->held_error = cause;
+        s->in_tx = false;
+        s->batch_error = 0;
+        /* Each try replays what is held into sqlite's page cache: a cache
+         * that spilled to the full disk would fail the try before its
+         * COMMIT, and drop it all. */
+        (void) store_sql_exec(s->db, "PRAGMA cache_spill = OFF");
+        return true;
+}
+
+/* One REDO_VALUES entry at p: prepared, bound and run. */
+static int replay_values(store *s, const uint8_t **p) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        const char *sql = (const char *) *p;
+        const uint8_t *q = *p + strlen(sql) + 1;
+        unsigned n = *q++;
+        int r;
+
+        r = store_sql_prepare(s->db, sql, &st);
+        for (unsigned i = 0; i < n; i++) {
+                int rc;
+
+                if (*q++ == REDO_BLOB) {
+                        uint32_t size;
+
+                        memcpy(&size, q, 4);
+                        rc = r < 0 ? SQLITE_OK : sqlite3_bind_blob(st, (int) i + 1, q + 4, (int) size, SQLITE_STATIC);
+                        q += 4 + size;
+                } else {
+                        int64_t v;
+
+                        memcpy(&v, q, 8);
+                        rc = r < 0 ? SQLITE_OK : sqlite3_bind_int64(st, (int) i + 1, v);
+                        q += 8;
+                }
+                if (rc != SQLITE_OK && r >= 0)
+                        r = -EINVAL;
+        }
+        *p = q;
+        if (r < 0)
+                return r;
+        return store_step_done(s, st);
+}
+
+static int redo_replay(store *s) {
+        const uint8_t *p = (const uint8_t *) s->redo, *end = p + s->redo_len;
+        int r = 0;
+
+        s->replaying = true;
+        while (r >= 0 && p < end) {
+                char tag = (char) *p++;
+
+                if (tag == REDO_SQL) {
+                        r = store_sql_exec(s->db, (const char *) p);
+                        p += strlen((const char *) p) + 1;
+                } else
+                        r = replay_values(s, &p);
+        }
+        s->replaying = false;
+        return r;
+}
+
+void store_set_hold_limit(store *s, uint64_t bytes) {
+        if (s)
+                s->hold_max_bytes = (size_t) MIN(bytes, (uint64_t) SIZE_MAX / 2);
+}
+
+bool store_held(const store *s, uint64_t *ret_samples, uint64_t *ret_bytes, uint64_t *ret_since_ns, int *ret_error) {
+        bool held = s && s->held;
+
+        if (ret_samples)
+                *ret_samples = held ? sample_writer_uncommitted(s->samples) : 0;
+        if (ret_bytes)
+                *ret_bytes = held ? s->redo_len : 0;
+        if (ret_since_ns)
+                *ret_since_ns = held ? s->held_since_ns : 0;
+        if (ret_error)
+                *ret_error = held ? s->held_error : 0;
+        return held;
+}
+
+int store_drop_held(store *s) {
+        int r;
+
+        if (!s || !s->held || s->in_tx)
+                return 0;
+        /* An empty transaction to roll back: the drop of a failed batch. */
+        r = store_sql_exec(s->db, "BEGIN");
+        if (r < 0)
+                return r;
+        s->in_tx = true;
+        s->batch_error = s->held_error;
+        return store_rollback(s);
+}
+
 void store_caches_clear(store *s) {
         hashmap_clear(s->string_cache);
         hashmap_clear(s->frame_cache);
@@ -190,6 +418,7 @@ void store_check_rolled_back(store *s) {
         if (s->in_tx && sqlite3_get_autocommit(s->db)) {
                 s->in_tx = false;
                 s->batch_error = 0;
+                redo_reset(s);
                 store_caches_clear(s);
                 reload_after_rollback(s, store_sql_errno(s->db, sqlite3_errcode(s->db)));
         }
@@ -560,6 +789,9 @@ int store_open(const char *path, store_mode mode, store **ret) {
                  * whichever commit crosses its threshold: a journal entry
                  * must not wait for one. store_checkpoint() does it. */
                 sqlite3_wal_hook(s->db, wal_hook, s);
+                s->hold_max_bytes = STORE_HOLD_MAX_DEFAULT;
+                if (sqlite3_trace_v2(s->db, SQLITE_TRACE_STMT, redo_trace, s) != SQLITE_OK)
+                        return -EIO;
                 r = schema_migrate(s->db);
                 if (r < 0)
                         return r;
@@ -603,7 +835,9 @@ store *store_free(store *s) {
                 return NULL;
 
         /* A clean stop writes the open bucket; the open minute and hour
-         * are read back from the buckets at the next open. */
+         * are read back from the buckets at the next open. Batches still
+         * held failed their last try: dropped, not tried again. */
+        (void) store_drop_held(s);
         if (s->samples && (s->in_tx || store_begin(s) >= 0)) {
                 if (sample_writer_flush_partial(s->samples) < 0)
                         (void) store_rollback(s);
@@ -622,6 +856,7 @@ store *store_free(store *s) {
         hashmap_free(s->string_cache);
         hashmap_free(s->frame_cache);
         free(s->keybuf);
+        free(s->redo);
         free(s->path);
         free(s);
         return NULL;
@@ -656,8 +891,23 @@ int store_begin(store *s) {
         r = store_step_done(s, st);
         if (r < 0)
                 return r;
-
         s->in_tx = true;
+
+        if (s->held) {
+                r = redo_replay(s);
+                if (r < 0) {
+                        /* Dropped, counted with the error of the commit
+                         * that failed; this transaction starts afresh. */
+                        s->batch_error = s->held_error;
+                        (void) store_rollback(s);
+                        r = store_get_stmt(s, STMT_BEGIN, &st);
+                        if (r >= 0)
+                                r = store_step_done(s, st);
+                        if (r < 0)
+                                return r;
+                        s->in_tx = true;
+                }
+        }
         return 0;
 }
 
@@ -673,6 +923,7 @@ int store_rollback(store *s) {
         cause = s->batch_error ?: store_sql_errno(s->db, sqlite3_errcode(s->db));
         s->in_tx = false;
         s->batch_error = 0;
+        redo_reset(s);
         store_caches_clear(s);
 
         r = 0;
@@ -703,8 +954,13 @@ int store_commit(store *s) {
                 r = sample_writer_before_commit(s->samples);
         if (r >= 0)
                 r = store_get_stmt(s, STMT_COMMIT, &st);
-        if (r >= 0)
+        if (r >= 0) {
                 r = store_step_done(s, st);
+                /* Everything was written but the file refused it: held
+                 * (see "held batches"). */
+                if (r < 0 && hold_batch(s, r))
+                        return r;
+        }
         if (r < 0) {
                 /* A failed COMMIT leaves the transaction open (e.g. busy);
                  * the batch is lost either way, and the caches must not
@@ -714,6 +970,7 @@ int store_commit(store *s) {
         }
 
         s->in_tx = false;
+        redo_reset(s);
         sample_writer_committed(s->samples);
         return 0;
 }

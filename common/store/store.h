@@ -111,6 +111,20 @@ uint64_t store_pending_samples(const store *s);
  * dropped (wall clock), 0 if never. */
 uint64_t store_dropped_samples(const store *s, int *ret_error, uint64_t *ret_since_ns);
 
+/* When a COMMIT fails (a full disk, an I/O error), store_commit() returns
+ * the error but the batch is held in memory, its ids valid, and written
+ * by the next transaction, which replays it first. A write outside a
+ * batch (store_add_module() etc.) held so returns success. Held batches
+ * are bounded by `bytes` of kept statements (default 16 MiB; 0: none is held,
+ * a failed batch is dropped at once); past that, or when a replay fails,
+ * they are dropped and counted in store_dropped_samples(). store_held():
+ * whether batches are held, their samples, their size, the wall-clock time
+ * of the first failed commit and the last commit's error.
+ * store_drop_held() drops them now (counted); store_free() does. */
+void store_set_hold_limit(store *s, uint64_t bytes);
+bool store_held(const store *s, uint64_t *ret_samples, uint64_t *ret_bytes, uint64_t *ret_since_ns, int *ret_error);
+int store_drop_held(store *s);
+
 /* Deletes blocks of samples that end by before_ns (whole buckets, minutes,
  * hours) and lost records older than it; returns the number of samples
  * deleted. Deletes at most a few thousand blocks a call: *ret_more (may be

@@ -97,6 +97,10 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "dropped_samples", s->dropped_samples);
         add_str(p, "dropped_reason", s->dropped_error < 0 ? strerror(-s->dropped_error) : "");
         add_u64(p, "dropped_since_ns", s->dropped_since_ns);
+        add_u64(p, "held_samples", s->held_samples);
+        add_u64(p, "held_bytes", s->held_bytes);
+        add_str(p, "held_reason", s->held_error < 0 ? strerror(-s->held_error) : "");
+        add_u64(p, "held_since_ns", s->held_since_ns);
         add_u64(p, "database_max_size", s->database_max_size);
         add_u64(p, "cap_removed_samples", s->cap_removed_samples);
         add_u64(p, "cap_removed_newest_ns", s->cap_removed_newest_ns);

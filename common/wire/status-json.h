@@ -53,6 +53,8 @@ typedef struct status_info {
         uint64_t pending_samples, bad_sample_blocks, dropped_samples;
         int dropped_error;              /* negative errno of the last drop, 0: none */
         uint64_t dropped_since_ns, database_max_size, cap_removed_samples, cap_removed_newest_ns;
+        uint64_t held_samples, held_bytes, held_since_ns;
+        int held_error;
         const char *db_path;
         /* kernel */
         const char *kernel_release, *kernel_build_id;

@@ -106,8 +106,10 @@ pass "database_max_size = 2M held for 60 s at 999 Hz (max $max bytes), newest sa
 
 # ---- 3. a full disk ----
 # The database on a 6 MiB tmpfs, filled up but for ~400 KiB by another file.
-# Sampling goes on, what cannot be stored is counted with the reason, and
-# once there is room again writing resumes by itself.
+# Sampling goes on; the batches the disk refuses are held in memory and
+# written once there is room again, nothing dropped. Then, with a hold of
+# 64 KiB, the disk stays full past it: what was held is dropped and counted
+# with the reason, and writing resumes by itself.
 MNT=$T/small
 mkdir -p "$MNT"
 if ! mount -t tmpfs -o size=6m,mode=0755 tmpfs "$MNT"; then
@@ -117,25 +119,53 @@ fi
 trap 'busy_stop; [ -n "${DPID:-}" ] && kill -KILL "$DPID" 2>/dev/null; wait 2>/dev/null; umount "$MNT" 2>/dev/null; rm -rf "$T"' EXIT
 sed -i "s|^database = .*|database = $MNT/perfsnapd.db|; s/^database_max_size = .*/database_max_size = unlimited/" "$CONF"
 DB=$MNT/perfsnapd.db
+fill() {
+        local avail
+        avail=$(df -B1 --output=avail "$MNT" | tail -1)
+        dd if=/dev/zero of="$MNT/filler" bs=4096 count=$(( (avail - 400 * 1024) / 4096 )) 2>/dev/null || true
+}
 start_daemon
-avail=$(df -B1 --output=avail "$MNT" | tail -1)
-dd if=/dev/zero of="$MNT/filler" bs=4096 count=$(( (avail - 400 * 1024) / 4096 )) 2>/dev/null
+fill
+busy_start 2
+WAIT_TIMEOUT=120 wait_field held_samples -gt 0
+reason=$(status_field held_reason); since=$(status_field held_since_ns)
+[ "$reason" = "No space left on device" ] || fail "held_reason is '$reason'"
+[ "$since" -gt 0 ] || fail "held_since_ns is '$since'"
+sleep 3
+check_alive "samples while the disk is full"
+h1=$(status_field held_samples); hb=$(status_field held_bytes)
+d1=$(status_field dropped_samples)
+echo "disk full: held_samples $h1 ($hb bytes kept, $reason), dropped_samples $d1"
+[ "$d1" = 0 ] || fail "$d1 samples dropped while the hold has room ($hb bytes held)"
+rm -f "$MNT/filler"
+WAIT_TIMEOUT=30 wait_field held_samples -eq 0
+d2=$(status_field dropped_samples)
+[ "$d2" = 0 ] || fail "$d2 samples dropped on the way out of the full disk"
+grep -q "samples held in memory are written" "$T/daemon.log" || fail "the log does not say the held samples were written"
+busy_stop
+pass "full disk: $h1 samples held ($hb bytes), written when there was room, 0 dropped"
+
+sed -i "s/^hold_max_size = .*/hold_max_size = 64K/" "$CONF"
+grep -q "^hold_max_size = 64K" "$CONF" || echo "hold_max_size = 64K" >> "$CONF"
+kill -HUP "$DPID"
+wait_until "the daemon reloads its configuration" grep -q "Reloaded" "$T/daemon.log"
+fill
 busy_start 2
 WAIT_TIMEOUT=120 wait_field dropped_samples -gt 0
 reason=$(status_field dropped_reason); since=$(status_field dropped_since_ns)
-echo "disk full: dropped_samples $FIELD ($reason) since $since"
+echo "disk full past the hold: dropped_samples $FIELD ($reason) since $since"
 [ "$reason" = "No space left on device" ] || fail "dropped_reason is '$reason'"
 [ "$since" -gt 0 ] || fail "dropped_since_ns is '$since'"
-d1=$FIELD
+d3=$FIELD
 sleep 2
-check_alive "samples while the disk is full"
+check_alive "samples while the disk is full past the hold"
 rm -f "$MNT/filler"
 s0=$(status_field stored_samples)
 WAIT_TIMEOUT=30 wait_field stored_samples -gt "$((s0 + 1000))"
-d2=$(status_field dropped_samples)
+d4=$(status_field dropped_samples)
 sleep 3
-d3=$(status_field dropped_samples)
-[ "$d2" = "$d3" ] || fail "samples are still dropped after the disk has room again: $d2 then $d3"
+d5=$(status_field dropped_samples)
+[ "$d4" = "$d5" ] || fail "samples are still dropped after the disk has room again: $d4 then $d5"
 busy_stop
 taken=$(status_field samples)
 stop_daemon
@@ -146,7 +176,7 @@ n_stored=$(echo "$line" | sed -n 's/.*Stopped: \([0-9]*\) samples stored.*/\1/p'
 n_dropped=$(echo "$line" | sed -n 's/.* \([0-9]*\) not stored.*/\1/p')
 read -r ok have meta <<< "$(check_db "$DB")" || fail "after the full disk: integrity '$ok', buckets $have, counters $meta"
 [ "$have" = "$n_stored" ] || fail "the log says $n_stored samples stored, the file holds $have"
-[ "$n_dropped" = "$d3" ] || fail "the log says $n_dropped not stored, status said $d3"
-[ "$n_dropped" -ge "$d1" ] || fail "fewer drops at the end ($n_dropped) than during the full disk ($d1)"
+[ "$n_dropped" = "$d5" ] || fail "the log says $n_dropped not stored, status said $d5"
+[ "$n_dropped" -ge "$d3" ] || fail "fewer drops at the end ($n_dropped) than during the full disk ($d3)"
 [ "$((n_stored + n_dropped))" -ge "$taken" ] || fail "$n_stored stored + $n_dropped dropped < $taken taken"
-pass "full disk: $n_dropped samples counted as not stored ($reason), writing resumed by itself, $n_stored stored = what the file holds, integrity ok"
+pass "full disk past hold_max_size = 64K: $n_dropped samples counted as not stored ($reason), writing resumed by itself, $n_stored stored = what the file holds, integrity ok"

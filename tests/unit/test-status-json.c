@@ -28,6 +28,7 @@ TEST(minimal_daemon) {
         status_info s = {
                 .version = "1.2", .pid = 77, .uptime_ns = 5, .cpus = 2, .frequency_hz = 99, .event = "cpu-clock",
                 .samples = 1000, .lost = 3, .lost_per_cpu = lost, .dropped_error = -ENOSPC,
+                .held_samples = 40, .held_bytes = 8192, .held_error = -ENOSPC,
                 .kernel_release = "6.1.0", .kernel_build_id = "ab", .kernel_text_addr = 0xffffffff81000000ULL,
                 .db_path = "/var/lib/perfsnapd/samples.db", .sqlite_memory_bytes = -1,
         };
@@ -39,7 +40,7 @@ TEST(minimal_daemon) {
         ASSERT_STREQ(keys, "version,protocol,pid,uptime_ns,cpus,frequency_hz,event,samples,lost,lost_per_cpu,"
                            "bad_records,ingest_cpu_ns,stack_cache_hits,invalid_user_frames,deferred_records,"
                            "ksymbol_records,commits,pending_samples,bad_sample_blocks,dropped_samples,dropped_reason,"
-                           "dropped_since_ns,database_max_size,cap_removed_samples,cap_removed_newest_ns,db_path,"
+                           "dropped_since_ns,held_samples,held_bytes,held_reason,held_since_ns,database_max_size,cap_removed_samples,cap_removed_newest_ns,db_path,"
                            "kernel_release,kernel_build_id,kernel_text_addr,kernel_symbols,clients,heap_bytes,"
                            "sqlite_memory_bytes,sqlite_allocations,ingest_buffer_bytes,ingest_cache_bytes,"
                            "store_cache_bytes,tasks_bytes,cache_dir,uevent_monitor");
@@ -47,6 +48,8 @@ TEST(minimal_daemon) {
                      "[3,0]");
         ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "kernel_text_addr")), "0xffffffff81000000");
         ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "dropped_reason")), strerror(ENOSPC));
+        ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "held_reason")), strerror(ENOSPC));
+        ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "held_samples")), 40);
         ASSERT_TRUE(json_object_object_get_ex(p, "cache_dir", &o));
         ASSERT_NULL(o);
         ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "sqlite_memory_bytes")), -1);
