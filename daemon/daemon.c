@@ -206,12 +206,17 @@ static void cap_step(daemon_ctx *d, uint64_t now) {
                          (unsigned long long) d->db_max_bytes, (unsigned long long) res.samples);
 }
 
-/* Runs in its own transactions: the ingest batch is committed first. */
+/* Runs in its own transactions: the ingest batch is committed first. Not
+ * while batches are held for a full disk (store_held()): the deletions
+ * would be held too, their pages pinned in memory, and counted before
+ * they are done. */
 static void on_housekeeping_timer(evutil_socket_t fd, short what, void *userdata) {
         daemon_ctx *d = userdata;
         uint64_t now = clock_ns(CLOCK_REALTIME);
 
         (void) ingest_commit(d->ingest);
+        if (store_held(d->store, NULL, NULL, NULL, NULL))
+                return;
         expire_step(d, now);
         cap_step(d, now);
 }

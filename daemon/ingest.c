@@ -57,6 +57,7 @@ struct ingest {
 
         bool in_transaction;    /* a batch is open across drains until ingest_commit() */
         uint64_t retry_at_ns, retry_delay_ns;   /* CLOCK_MONOTONIC; see INGEST_HELD_RETRY_MAX_NS */
+        uint64_t store_epoch;   /* store_epoch() the symbolizer's ids are of */
 
         ingest_stats stats;
 };
@@ -300,6 +301,14 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
  * database, so the caches that hold them must go too. */
 static void forget_batch_ids(ingest *in) {
         symbolizer_forget_ids(in->symbolizer);
+        in->store_epoch = store_epoch(in->store);
+}
+
+/* The store may drop ids on its own (held batches that could not be
+ * replayed, in store_begin()). */
+static void check_store_epoch(ingest *in) {
+        if (store_epoch(in->store) != in->store_epoch)
+                forget_batch_ids(in);
 }
 
 int ingest_commit(ingest *in) {
@@ -318,6 +327,7 @@ int ingest_commit(ingest *in) {
                 if (store_held(in->store, &samples, &bytes, NULL, NULL)) {
                         in->retry_delay_ns = MIN(MAX(2 * in->retry_delay_ns, NSEC_PER_SEC), INGEST_HELD_RETRY_MAX_NS);
                         in->retry_at_ns = clock_ns(CLOCK_MONOTONIC) + in->retry_delay_ns;
+                        check_store_epoch(in);
                         /* Its ids stay valid: the next batch writes it. */
                         log_warning_ratelimited("Failed to commit samples to the database: %s; holding %llu samples "
                                                 "(%llu KiB of writes) in memory until it succeeds.",
@@ -325,6 +335,7 @@ int ingest_commit(ingest *in) {
                                                 (unsigned long long) (bytes / 1024));
                         return r;
                 }
+                in->retry_delay_ns = in->retry_at_ns = 0;
                 forget_batch_ids(in);
                 return log_error_errno(r, "Failed to commit samples to the database: %m");
         }
@@ -460,6 +471,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
         if (!in->in_transaction) {
                 r = store_begin(in->store);
+                check_store_epoch(in);
                 if (r < 0)
                         return log_error_errno(r, "Failed to begin a database transaction: %m");
                 in->in_transaction = true;

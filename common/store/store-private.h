@@ -121,6 +121,7 @@ struct store {
         bool held;              /* a failed commit's batches are held in redo */
         uint64_t held_since_ns; /* CLOCK_REALTIME of the first failed commit */
         int held_error;         /* the last commit's error */
+        uint64_t epoch;         /* store_epoch() */
 
         uint8_t *keybuf;        /* scratch for frame_key() */
         size_t keybuf_size;
@@ -137,6 +138,9 @@ int store_sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
 int store_sql_int64(sqlite3 *db, const char *sql, int64_t *ret);
 int store_get_stmt(store *s, unsigned idx, sqlite3_stmt **ret);
 int store_step_done(store *s, sqlite3_stmt *st);
+/* store_commit() of a write's own transaction: never held (see
+ * store_write_begin()). */
+int store_commit_owned(store *s);
 /* store_step_done() of a write whose values are kept for a held batch
  * (store.c, "held batches") as given here, in binary, instead of as
  * expanded SQL text: for statements that carry blobs. v: its parameters
@@ -173,6 +177,11 @@ static inline int store_write_begin(store *s, bool *ret_owned) {
         *ret_owned = false;
         if (s->in_tx)
                 return 0;
+        /* Held batches are written by the next batch (store_commit()), not
+         * by a write of its own: one that failed would drop them, and ids
+         * it handed out could be handed out again after a drop. */
+        if (s->held)
+                return s->held_error;
 
         r = store_begin(s);
         if (r < 0)
@@ -191,7 +200,5 @@ static inline int store_write_end(store *s, bool owned, int r) {
                 (void) store_rollback(s);
                 return r;
         }
-        r = store_commit(s);
-        /* Held for a full disk: written with the next transaction. */
-        return r < 0 && s->held ? 0 : r;
+        return store_commit_owned(s);
 }

@@ -44,8 +44,9 @@ int store_read_begin(store *s, bool *ret_owned) {
                 }
                 return r;
         }
-        if (s->samples) {
-                /* The writer outside a batch: write its open bucket first. */
+        if (s->samples && !store_held(s, NULL, NULL, NULL, NULL)) {
+                /* The writer outside a batch: write its open bucket first
+                 * (not while batches are held: the next batch writes it). */
                 r = store_begin(s);
                 if (r >= 0)
                         r = sample_writer_flush_partial(s->samples);

@@ -209,11 +209,24 @@ enum { REDO_SQL = 'S', REDO_VALUES = 'V', REDO_INT = 'i', REDO_BLOB = 'b' };
 
 /* Room for n more bytes of log, or false (and nothing more is kept). */
 static bool redo_reserve(store *s, size_t n) {
-        if (s->redo_over || s->hold_max_bytes == 0 || s->redo_len + n > s->hold_max_bytes ||
-            GREEDY_REALLOC(s->redo, s->redo_alloc, s->redo_len + n) < 0) {
+        size_t want;
+        char *p;
+
+        if (s->redo_over || s->hold_max_bytes == 0 || s->redo_len + n > s->hold_max_bytes) {
                 s->redo_over = true;
                 return false;
         }
+        if (s->redo_len + n <= s->redo_alloc)
+                return true;
+        /* Doubling, but never past the limit. */
+        want = MIN(MAX(s->redo_len + n, MAX(s->redo_alloc * 2, (size_t) 4096)), s->hold_max_bytes);
+        p = realloc(s->redo, want);
+        if (!p) {
+                s->redo_over = true;
+                return false;
+        }
+        s->redo = p;
+        s->redo_alloc = want;
         return true;
 }
 
@@ -309,6 +322,15 @@ static bool hold_batch(store *s, int cause) {
         return true;
 }
 
+/* The file is what it was when the statement first ran, so one that
+ * fails a constraint now failed it then (and its caller handled that):
+ * skipped. Any other error ends the replay. */
+static int replay_step(store *s, int rc) {
+        if (rc == SQLITE_DONE || rc == SQLITE_ROW || rc == SQLITE_OK || (rc & 0xff) == SQLITE_CONSTRAINT)
+                return 0;
+        return store_sql_errno(s->db, rc);
+}
+
 /* One REDO_VALUES entry at p: prepared, bound and run. */
 static int replay_values(store *s, const uint8_t **p) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
@@ -340,7 +362,7 @@ static int replay_values(store *s, const uint8_t **p) {
         *p = q;
         if (r < 0)
                 return r;
-        return store_step_done(s, st);
+        return replay_step(s, sqlite3_step(st));
 }
 
 static int redo_replay(store *s) {
@@ -352,13 +374,17 @@ static int redo_replay(store *s) {
                 char tag = (char) *p++;
 
                 if (tag == REDO_SQL) {
-                        r = store_sql_exec(s->db, (const char *) p);
+                        r = replay_step(s, sqlite3_exec(s->db, (const char *) p, NULL, NULL, NULL));
                         p += strlen((const char *) p) + 1;
                 } else
                         r = replay_values(s, &p);
         }
         s->replaying = false;
         return r;
+}
+
+uint64_t store_epoch(const store *s) {
+        return s ? s->epoch : 0;
 }
 
 void store_set_hold_limit(store *s, uint64_t bytes) {
@@ -402,6 +428,7 @@ void store_caches_clear(store *s) {
 /* The open periods and the stack index may hold ids of the batch: read
  * them back as committed. */
 static void reload_after_rollback(store *s, int cause) {
+        s->epoch++;
         if (s->samples)
                 (void) sample_writer_reload(s->samples, cause);
         if (s->stacks)
@@ -936,7 +963,7 @@ int store_rollback(store *s) {
         return r;
 }
 
-int store_commit(store *s) {
+static int commit(store *s, bool may_hold) {
         sqlite3_stmt *st = NULL;
         int r;
 
@@ -958,7 +985,7 @@ int store_commit(store *s) {
                 r = store_step_done(s, st);
                 /* Everything was written but the file refused it: held
                  * (see "held batches"). */
-                if (r < 0 && hold_batch(s, r))
+                if (r < 0 && may_hold && hold_batch(s, r))
                         return r;
         }
         if (r < 0) {
@@ -973,6 +1000,14 @@ int store_commit(store *s) {
         redo_reset(s);
         sample_writer_committed(s->samples);
         return 0;
+}
+
+int store_commit(store *s) {
+        return commit(s, true);
+}
+
+int store_commit_owned(store *s) {
+        return commit(s, false);
 }
 
 /* ---- for the other files of the store (store-private.h) ---- */

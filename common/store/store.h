@@ -113,8 +113,10 @@ uint64_t store_dropped_samples(const store *s, int *ret_error, uint64_t *ret_sin
 
 /* When a COMMIT fails (a full disk, an I/O error), store_commit() returns
  * the error but the batch is held in memory, its ids valid, and written
- * by the next transaction, which replays it first. A write outside a
- * batch (store_add_module() etc.) held so returns success. Held batches
+ * by the next transaction, which replays it first. While batches are
+ * held, a write outside a batch (store_add_module() etc.) fails at once
+ * with the commit's error, and one whose own commit fails is dropped,
+ * not held: only store_begin() .. store_commit() batches are. Held batches
  * are bounded by `bytes` of kept statements (default 16 MiB; 0: none is held,
  * a failed batch is dropped at once); past that, or when a replay fails,
  * they are dropped and counted in store_dropped_samples(). store_held():
@@ -124,6 +126,10 @@ uint64_t store_dropped_samples(const store *s, int *ret_error, uint64_t *ret_sin
 void store_set_hold_limit(store *s, uint64_t bytes);
 bool store_held(const store *s, uint64_t *ret_samples, uint64_t *ret_bytes, uint64_t *ret_since_ns, int *ret_error);
 int store_drop_held(store *s);
+/* Counts the rollbacks that dropped ids (a failed batch, held batches
+ * dropped): whoever caches ids handed out in a batch must forget them
+ * when it changes. */
+uint64_t store_epoch(const store *s);
 
 /* Deletes blocks of samples that end by before_ns (whole buckets, minutes,
  * hours) and lost records older than it; returns the number of samples
