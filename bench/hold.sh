@@ -18,7 +18,16 @@ M=$T/db
 mkdir "$M"
 mount -t tmpfs -o size=64m,mode=0755 tmpfs "$M"
 DP= WP=
-trap '[ -n "$WP" ] && kill $WP 2>/dev/null; [ -n "$DP" ] && kill -KILL $DP 2>/dev/null; wait 2>/dev/null; umount "$M"; rm -rf "$T"' EXIT
+# Without errexit: a step that fails must not leave the daemon running.
+cleanup() {
+        set +e
+        [ -n "$WP" ] && kill "$WP" 2> /dev/null
+        [ -n "$DP" ] && kill -KILL "$DP" 2> /dev/null
+        wait 2> /dev/null
+        umount "$M"
+        rm -rf "$T"
+}
+trap cleanup EXIT
 cat > "$T/conf" <<EOF
 database = $M/perfsnapd.db
 cache_dir = $T/cache
