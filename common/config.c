@@ -43,6 +43,8 @@ void config_init(config *c) {
                 .snapshot_delay_ns = 2 * NSEC_PER_SEC,
                 .cache_max_size_bytes = 2ULL << 30,
                 .cache_max_age_ns = 30ULL * 24 * 3600 * NSEC_PER_SEC,
+                .symbols_max_size_bytes = 256ULL << 20,
+                .debug_root = strdup("/usr/lib/debug"),
         };
 }
 
@@ -53,6 +55,7 @@ void config_done(config *c) {
         free(c->group);
         free(c->root);
         free(c->cache_dir);
+        free(c->debug_root);
         *c = (config) {};
 }
 
@@ -65,7 +68,8 @@ int config_copy(const config *from, config *to) {
         n.group = strdup(from->group);
         n.root = strdup(from->root);
         n.cache_dir = strdup(from->cache_dir);
-        if (!n.event || !n.database || !n.socket || !n.group || !n.root || !n.cache_dir) {
+        n.debug_root = strdup(from->debug_root);
+        if (!n.event || !n.database || !n.socket || !n.group || !n.root || !n.cache_dir || !n.debug_root) {
                 config_done(&n);
                 return -ENOMEM;
         }
@@ -193,6 +197,22 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 if (v[0] != '/' && v[0] != '\0')
                         return *ret_why = "expected an absolute path, or nothing for no snapshots", -EINVAL;
                 return set_string(&c->cache_dir, v);
+        }
+        if (streq(key, "debug_root")) {
+                if (v[0] != '/' && v[0] != '\0')
+                        return *ret_why = "expected an absolute path, or nothing for none", -EINVAL;
+                return set_string(&c->debug_root, v);
+        }
+        if (streq(key, "symbols_max_size")) {
+                uint64_t bytes;
+                if (streq(v, "0") || streq(v, "unlimited")) {
+                        c->symbols_max_size_bytes = 0;
+                        return 0;
+                }
+                if (size_parse(v, &bytes) < 0 || bytes < (1ULL << 20))
+                        return *ret_why = "expected a size of at least 1M (e.g. 256M), or unlimited", -EINVAL;
+                c->symbols_max_size_bytes = bytes;
+                return 0;
         }
         if (streq(key, "snapshot_delay")) {
                 if (duration_parse(v, &ns) < 0 || ns < 100 * NSEC_PER_MSEC || ns > 3600 * NSEC_PER_SEC)
@@ -415,7 +435,7 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 
 char *config_format(const config *c) {
         char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
-        char client_timeout[32], hold_max[32];
+        char client_timeout[32], hold_max[32], sym_max[32];
         char *s;
 
         fmt_duration_key(c->client_timeout_ns, client_timeout, sizeof client_timeout);
@@ -440,6 +460,11 @@ char *config_format(const config *c) {
                 fmt_size_key(c->hold_max_size_bytes, hold_max, sizeof hold_max);
         else
                 strcpy(hold_max, "none");
+
+        if (c->symbols_max_size_bytes)
+                fmt_size_key(c->symbols_max_size_bytes, sym_max, sizeof sym_max);
+        else
+                strcpy(sym_max, "unlimited");
 
         if (c->rescan_interval_ns)
                 fmt_duration_key(c->rescan_interval_ns, rescan, sizeof rescan);
@@ -478,13 +503,15 @@ char *config_format(const config *c) {
                      "cache_dir = %s\n"
                      "snapshot_delay = %s\n"
                      "cache_max_size = %s\n"
-                     "cache_max_age = %s\n",
+                     "cache_max_age = %s\n"
+                     "symbols_max_size = %s\n"
+                     "debug_root = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
-                     max_age) < 0)
+                     max_age, sym_max, c->debug_root) < 0)
                 return NULL;
         return s;
 }

@@ -36,6 +36,8 @@ typedef struct config {
         uint64_t snapshot_delay_ns;     /* quiet time after a module change before a snapshot */
         uint64_t cache_max_size_bytes;  /* 0 = no limit */
         uint64_t cache_max_age_ns;      /* 0 = no limit */
+        uint64_t symbols_max_size_bytes; /* user function tables kept under cache_dir; 0 = no limit */
+        char *debug_root;               /* separate debug files: DEBUG_ROOT/.build-id/xx/rest.debug; "" = none */
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u

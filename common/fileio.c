@@ -158,3 +158,20 @@ int mkdir_parent(const char *path, mode_t mode) {
                 return negative_errno();
         return 0;
 }
+
+int write_full_fd(int fd, const void *data, size_t size) {
+        const char *p = data;
+
+        while (size > 0) {
+                ssize_t k = write(fd, p, size);
+
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                p += k;
+                size -= (size_t) k;
+        }
+        return 0;
+}

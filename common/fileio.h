@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-/* Reading whole files from /proc and /sys. */
+/* Reading whole files (from /proc and /sys too), and writing them. */
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -12,6 +12,9 @@
 int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_size);
 /* The same from an open file descriptor, read from where it is. */
 int read_full_fd(int fd, size_t max_bytes, char **ret, size_t *ret_size);
+
+/* Writes all of data to fd, again after EINTR and short writes. */
+int write_full_fd(int fd, const void *data, size_t size);
 
 /* Same, with the path relative to root ("/" or a test's synthetic root). */
 int read_full_file_at(const char *root, const char *relpath, size_t max_bytes, char **ret, size_t *ret_size);

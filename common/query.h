@@ -16,6 +16,9 @@ typedef struct query_params {
         const char *comm;       /* NULL = any; exact match */
         uint32_t top;           /* max rows; 0 = no limit (the server still caps it) */
         bool want_stacks;       /* also return whole stacks (folded output) */
+        /* Not on the wire: the cache directory whose function tables
+         * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
+        const char *symbols_dir;
 } query_params;
 
 #define QUERY_PARAMS_INIT { .pid = -1, .cpu = -1 }

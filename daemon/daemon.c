@@ -29,6 +29,7 @@
 #include "timeparse.h"
 #include "tracker.h"
 #include "uevent-monitor.h"
+#include "usymbols.h"
 #include "wire/protocol.h"
 #include "wire/status-json.h"
 #include "workqueue.h"
@@ -58,6 +59,7 @@ struct daemon_ctx {
         struct event **cpu_evs;
         tracker *tracker;
         uevent_monitor *uevents;
+        usymbols *usymbols;
         struct event *drain_timer, *commit_timer, *retention_timer, *watchdog_timer, *rescan_timer;
         struct event *sig_term, *sig_int, *sig_hup;
         server *server;
@@ -400,6 +402,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
         d->cfg.cache_max_size_bytes = n.cache_max_size_bytes;
         d->cfg.cache_max_age_ns = n.cache_max_age_ns;
         snapshotter_reconfigure(d->snapshotter, &d->cfg);
+        usymbols_reconfigure(d->usymbols, &d->cfg);
         config_done(&n);
         log_info("Reloaded %s.", d->config_path);
         (void) sd_notify(0, "READY=1");
@@ -415,6 +418,7 @@ static void status_fill(json_object *p, void *userdata) {
         _cleanup_free_ uint64_t *lost = calloc(MAX(d->n_cpus, (size_t) 1), sizeof(uint64_t));
         status_modules modules;
         status_uevents uevents;
+        status_symbols symbols;
         /* The heap in use, and how much of it sqlite's page caches hold (they
          * grow with the database up to cache_size per connection). */
         struct mallinfo2 mi = mallinfo2();
@@ -502,6 +506,24 @@ static void status_fill(json_object *p, void *userdata) {
                         .overruns = us->overruns,
                 };
                 s.uevents = &uevents;
+        }
+        if (d->usymbols) {
+                const usymbols_stats *us = usymbols_get_stats(d->usymbols);
+
+                symbols = (status_symbols) {
+                        .files_seen = us->seen,
+                        .written = us->extracted,
+                        .kept_already = us->kept_already,
+                        .no_symbols = us->no_symbols,
+                        .failed = us->failed,
+                        .dropped = us->dropped,
+                        .pruned = us->pruned,
+                        .tables = us->tables,
+                        .bytes = us->bytes,
+                        .last_ns = us->last_ns,
+                        .max_ns = us->max_ns,
+                };
+                s.symbols = &symbols;
         }
         status_json(&s, p);
 }
@@ -693,7 +715,13 @@ int daemon_start(daemon_ctx *d) {
                 server_set_cache_cbs(d->server, snapshotter_call, snapshotter_cache_info, d->snapshotter);
                 snapshotter_start(d->snapshotter, start_wall_ns);
         } else
-                log_notice("cache_dir is empty: no kcore snapshots are taken.");
+                log_notice("cache_dir is empty: no kcore snapshots are taken, no user function tables kept.");
+
+        r = usymbols_new(d->base, &d->cfg, &d->usymbols);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the user function tables: %m");
+        if (d->usymbols)
+                ingest_set_user_file_handler(d->ingest, usymbols_file_seen, d->usymbols);
 
         r = server_listen(d->server);
         if (r < 0)
@@ -752,6 +780,8 @@ daemon_ctx *daemon_free(daemon_ctx *d) {
         uevent_monitor_free(d->uevents);
         tracker_free(d->tracker);
         ingest_free(d->ingest);
+        /* After ingest, which announces files to it. */
+        usymbols_free(d->usymbols);
         /* The checkpoint thread and its connection go first: the
          * writer's is then the last, and its close checkpoints the whole
          * WAL and removes it. */

@@ -175,6 +175,10 @@ void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata)
         symbolizer_set_miss_handler(in->symbolizer, cb, userdata);
 }
 
+void ingest_set_user_file_handler(ingest *in, symbolizer_user_file_handler cb, void *userdata) {
+        symbolizer_set_user_file_handler(in->symbolizer, cb, userdata);
+}
+
 void ingest_set_record_handler(ingest *in, ingest_record_handler cb, void *userdata) {
         in->record_cb = cb;
         in->record_userdata = userdata;

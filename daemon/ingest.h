@@ -62,6 +62,8 @@ layout *ingest_layout(ingest *in);
  * drain pass. */
 typedef symbolizer_miss_handler ingest_miss_handler;
 void ingest_set_miss_handler(ingest *in, ingest_miss_handler cb, void *userdata);
+/* The symbolizer's user file handler (symbolizer.h). */
+void ingest_set_user_file_handler(ingest *in, symbolizer_user_file_handler cb, void *userdata);
 
 /* Called for PERF_RECORD_KSYMBOL, PERF_RECORD_BPF_EVENT and
  * PERF_RECORD_LOST, in time order with the samples, inside the drain's

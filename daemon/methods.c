@@ -58,6 +58,7 @@ static char **run_query(method_job *j) {
                 return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, why ?: "invalid parameters"));
         if (!j->store)
                 return no_database(j);
+        q.symbols_dir = j->cache_dir;
         r = store_query(j->store, &q, j->max_rows, j->max_stacks, &res);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "query failed: %s", strerror(-r));

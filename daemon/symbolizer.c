@@ -25,6 +25,9 @@
 /* The caches keyed by whole call chains hold keys of up to ~1 KiB: bound
  * them by bytes too, or a churning machine's stacks fill hundreds of MB. */
 #define CHAIN_CACHE_MAX_BYTES (4 * 1024 * 1024)
+/* Files announced to the user file handler, by file id; forgotten (and
+ * announced again, which the handler finds cheap) past this many. */
+#define UFILE_SEEN_MAX (64 * 1024)
 
 struct symbolizer {
         store *store;
@@ -35,6 +38,9 @@ struct symbolizer {
         symbolizer_miss_handler miss_cb;
         void *miss_userdata;
         bool miss_handled;      /* the handler ran in this pass */
+        symbolizer_user_file_handler file_cb;
+        void *file_userdata;
+        hashmap *ufile_seen;    /* file ids announced to file_cb */
 
         uint64_t layout_gen;    /* the generation the caches below were filled in */
         uint32_t epoch;         /* layout_epoch() of the sample being resolved */
@@ -78,6 +84,8 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         if (r >= 0)
                 r = hashmap_new(&s->ufile_cache);
         if (r >= 0)
+                r = hashmap_new(&s->ufile_seen);
+        if (r >= 0)
                 r = hashmap_new(&s->stack_cache);
         if (r >= 0)
                 r = hashmap_new(&s->path_cache);
@@ -96,6 +104,7 @@ symbolizer *symbolizer_free(symbolizer *s) {
                 return NULL;
         hashmap_free(s->kframe_cache);
         hashmap_free(s->ufile_cache);
+        hashmap_free(s->ufile_seen);
         hashmap_free(s->stack_cache);
         hashmap_free(s->path_cache);
         hashmap_free(s->maps_gen);
@@ -114,6 +123,11 @@ void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void
         s->miss_userdata = userdata;
 }
 
+void symbolizer_set_user_file_handler(symbolizer *s, symbolizer_user_file_handler cb, void *userdata) {
+        s->file_cb = cb;
+        s->file_userdata = userdata;
+}
+
 void symbolizer_new_pass(symbolizer *s) {
         s->miss_handled = false;
 }
@@ -124,6 +138,7 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 
 size_t symbolizer_cache_bytes(const symbolizer *s) {
         return hashmap_memory_bytes(s->kframe_cache) + hashmap_memory_bytes(s->ufile_cache) +
+               hashmap_memory_bytes(s->ufile_seen) +
                hashmap_memory_bytes(s->stack_cache) + hashmap_memory_bytes(s->path_cache) +
                hashmap_memory_bytes(s->maps_gen);
 }
@@ -239,6 +254,16 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         r = store_intern_frame(s->store, &f, ret);
         if (r < 0)
                 return r;
+        if (s->file_cb && f.build_id) {
+                int64_t unused;
+
+                if (hashmap_get_u64(s->ufile_seen, m.file_id, &unused) < 0) {
+                        if (hashmap_size(s->ufile_seen) >= UFILE_SEEN_MAX)
+                                hashmap_clear(s->ufile_seen);
+                        if (hashmap_put_u64(s->ufile_seen, m.file_id, 1) >= 0)
+                                s->file_cb(pid, m.path, f.build_id, s->file_userdata);
+                }
+        }
         if (hashmap_size(s->ufile_cache) >= UFILE_CACHE_MAX_ENTRIES)
                 hashmap_clear(s->ufile_cache);
         return hashmap_put_pair(s->ufile_cache, m.file_id, f.offset, *ret);

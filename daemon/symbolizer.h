@@ -40,6 +40,12 @@ void symbolizer_set_kernel_build_id(symbolizer *s, const char *build_id);
  * the layout; the address is then resolved again. */
 typedef void (*symbolizer_miss_handler)(void *userdata);
 void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void *userdata);
+/* Called the first time a sample lands in a mapped file with a build-id
+ * (per file of the task table; again after UFILE_SEEN_MAX files), from
+ * the draining loop: the handler queues the file's function table to be
+ * kept (daemon/usymbols.h). pid: a process that maps it now. */
+typedef void (*symbolizer_user_file_handler)(uint32_t pid, const char *path, const char *build_id, void *userdata);
+void symbolizer_set_user_file_handler(symbolizer *s, symbolizer_user_file_handler cb, void *userdata);
 /* A new drain pass: the miss handler may run again. */
 void symbolizer_new_pass(symbolizer *s);
 

@@ -233,7 +233,7 @@ static int make_dir_at(int dfd, const char *name, mode_t mode) {
 /* The cache root: made 0700 if missing, opened without following a link,
  * refused unless root's (or the caller's) and writable by nobody else
  * (check_fd_private()). */
-static int open_cache(const char *cache_dir, bool create) {
+int snapshot_cache_open(const char *cache_dir, bool create) {
         _cleanup_close_ int fd = -1;
         const char *why = NULL;
         int r;
@@ -337,7 +337,7 @@ int snapshot_list(const char *cache_dir, snapshot_info **ret, size_t *ret_n) {
 
         if (!top)
                 return -ENOMEM;
-        cfd = open_cache(cache_dir, false);
+        cfd = snapshot_cache_open(cache_dir, false);
         kfd = cfd >= 0 ? open_dir_at(cfd, SNAPSHOT_KCORE_DIR) : cfd;
         if (kfd == -ENOENT) {
                 *ret = NULL;
@@ -472,7 +472,7 @@ int snapshot_clean_tmp(const char *cache_dir) {
         struct dirent *de;
         int n = 0, r = 0;
 
-        cfd = open_cache(cache_dir, false);
+        cfd = snapshot_cache_open(cache_dir, false);
         tfd = cfd >= 0 ? open_dir_at(cfd, SNAPSHOT_TMP_DIR) : cfd;
         if (tfd < 0)
                 return tfd == -ENOENT ? 0 : tfd;
@@ -512,7 +512,7 @@ int snapshot_prune(const char *cache_dir, const snapshot_prune_limits *lim, snap
         uint64_t total = 0;
         int r;
 
-        cfd = open_cache(cache_dir, false);
+        cfd = snapshot_cache_open(cache_dir, false);
         if (cfd == -ENOENT)
                 return snapshot_prune_empty(ret_removed, ret_n_removed, ret_n_left, ret_size_left);
         if (cfd < 0)
@@ -667,18 +667,13 @@ static int find_reusable(int cfd, const char *cache_dir, const char *build_id, c
 static int write_file_at(int dfd, const char *name, const char *data, size_t len) {
         _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
 
+        int r;
+
         if (fd < 0)
                 return negative_errno();
-        while (len > 0) {
-                ssize_t k = write(fd, data, len);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                data += k;
-                len -= (size_t) k;
-        }
+        r = write_full_fd(fd, data, len);
+        if (r < 0)
+                return r;
         if (fchmod(fd, 0400) < 0 || fsync(fd) < 0)
                 return negative_errno();
         return 0;
@@ -807,7 +802,7 @@ static int take(const char *root, const char *cache_dir, unsigned max_attempts, 
         bdir = top ? path_join(top, build_id) : NULL;
         if (!bdir)
                 return -ENOMEM;
-        cfd = open_cache(cache_dir, true);
+        cfd = snapshot_cache_open(cache_dir, true);
         if (cfd < 0)
                 return cfd;
         tfd = make_dir_at(cfd, SNAPSHOT_TMP_DIR, 0700);

@@ -40,6 +40,13 @@ typedef struct snapshot_info {
 void snapshot_info_done(snapshot_info *s);
 void snapshot_infos_free(snapshot_info *v, size_t n);
 
+/* The cache root as a directory descriptor: made 0700 if missing (with
+ * create), opened without following a link, refused (-EPERM, said in a
+ * debug line) unless root's or the caller's and writable by nobody else.
+ * Everything below it is reached from it one name at a time, with
+ * O_NOFOLLOW. */
+int snapshot_cache_open(const char *cache_dir, bool create);
+
 /* The directory name for a wall-clock time, in local time. -EINVAL if the
  * time cannot be represented. */
 int snapshot_name_from_time(uint64_t wall_ns, char ret[static SNAPSHOT_NAME_LEN + 1]);

@@ -4,13 +4,17 @@
  * common/hashmap; eviction of exited entries and negative-cache
  * placeholders, oldest first, at the configured caps. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "elf/elfsyms.h"
 #include "fileio.h"
 #include "hashmap.h"
 #include "macro.h"
@@ -113,7 +117,16 @@ struct tasks {
         size_t n_maps_total;
         size_t max_processes, max_threads, max_maps_per_process, max_maps_total;
         uint64_t next_file_id;
+        /* Build-ids of files known from /proc/PID/maps (MMAP2 records
+         * carry their own), by "inode NUL path": an index in bids, whose
+         * entry is "" for a file without one or that could not be read. */
+        hashmap *proc_build_ids;
+        char (*bids)[BUILD_ID_HEX_MAX];
+        size_t n_bids, alloc_bids;
 };
+
+/* Forgotten (and read again as needed) past this many files. */
+#define PROC_BUILD_IDS_MAX 16384
 
 static const char *file_build_id(const file_ref *f) {
         return f->path + f->path_len + 1;
@@ -413,6 +426,54 @@ static int thread_touch(tasks *t, uint32_t pid, uint32_t tid, thread **ret) {
         return 0;
 }
 
+/* The build-id of the file a /proc/PID/maps line maps (its path, absolute,
+ * and the line for its inode), "" if unknown. The file is opened as the
+ * process sees it (ROOT/proc/PID/root/PATH), else as we do (ROOT/PATH),
+ * and only believed if its inode is the mapping's: a file replaced since
+ * is another file. A few syscalls per distinct file, then a lookup. */
+static const char *proc_file_build_id(tasks *t, uint32_t pid, const char *line, const char *path) {
+        char key[PATH_MAX_BYTES + 32], full[PATH_MAX_BYTES + 64];
+        const char *root = streq(t->root, "/") ? "" : t->root;
+        char hex[BUILD_ID_HEX_MAX] = "";
+        uint64_t ino;
+        int64_t idx;
+        size_t len;
+
+        if (path[0] != '/' || sscanf(line, "%*s %*s %*s %*s %" SCNu64, &ino) != 1 || ino == 0)
+                return "";
+        len = (size_t) snprintf(key, sizeof key, "%" PRIu64 "%c%s", ino, 0, path);
+        if (len >= sizeof key)
+                return "";
+        if (hashmap_get(t->proc_build_ids, key, len, &idx) >= 0)
+                return t->bids[idx];
+
+        for (int k = 0; k < 2 && !hex[0]; k++) {
+                _cleanup_close_ int fd = -1;
+                struct stat st;
+
+                if (k == 0)
+                        snprintf(full, sizeof full, "%s/proc/%" PRIu32 "/root%s", root, pid, path);
+                else
+                        snprintf(full, sizeof full, "%s%s", root, path);
+                fd = open(full, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+                if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t) st.st_ino != ino)
+                        continue;
+                if (elfsyms_build_id(fd, hex) < 0)
+                        hex[0] = 0;
+                break;          /* the right file: with or without a build-id */
+        }
+
+        if (t->n_bids >= PROC_BUILD_IDS_MAX) {
+                hashmap_clear(t->proc_build_ids);
+                t->n_bids = 0;
+        }
+        if (GREEDY_REALLOC(t->bids, t->alloc_bids, t->n_bids + 1) < 0 ||
+            hashmap_put(t->proc_build_ids, key, len, (int64_t) t->n_bids) < 0)
+                return "";
+        memcpy(t->bids[t->n_bids], hex, sizeof hex);
+        return t->bids[t->n_bids++];
+}
+
 /* Reads ROOT/proc/PID/maps. It shows the process as it is now, which
  * replaces whatever partial picture side-band records gave of a process
  * that existed before we started; only executable mappings are kept, like
@@ -434,12 +495,13 @@ static int process_load_maps(tasks *t, process *p) {
         for (char *line = buf, *e = buf + size; line < e;) {
                 char *nl = memchr(line, '\n', (size_t) (e - line));
                 uint64_t start, end, pgoff;
-                const char *path;
+                const char *path, *line_start;
                 file_ref *f;
                 bool exec;
 
                 if (nl)
                         *nl = 0;
+                line_start = line;
                 r = proc_maps_parse_line(line, &start, &end, &pgoff, &exec, &path);
                 line = nl ? nl + 1 : e;
                 /* Executable anonymous memory is JIT code: keep it under
@@ -451,7 +513,7 @@ static int process_load_maps(tasks *t, process *p) {
                 if (!exec || strlen(path) > PATH_MAX_BYTES)
                         continue;
 
-                r = file_intern(t, path, "", &f);
+                r = file_intern(t, path, proc_file_build_id(t, p->pid, line_start, path), &f);
                 if (r < 0)
                         goto fail;
                 r = maps_insert(t, p, start, end, pgoff, f);
@@ -544,7 +606,8 @@ int tasks_new(const char *root, tasks **ret) {
                         return -ENOMEM;
                 }
         }
-        if (hashmap_new(&t->processes) < 0 || hashmap_new(&t->threads) < 0 || hashmap_new(&t->files) < 0) {
+        if (hashmap_new(&t->processes) < 0 || hashmap_new(&t->threads) < 0 || hashmap_new(&t->files) < 0 ||
+            hashmap_new(&t->proc_build_ids) < 0) {
                 tasks_free(t);
                 return -ENOMEM;
         }
@@ -590,6 +653,8 @@ tasks *tasks_free(tasks *t) {
         hashmap_free(t->processes);
         hashmap_free(t->threads);
         hashmap_free(t->files);
+        hashmap_free(t->proc_build_ids);
+        free(t->bids);
         free(t->keybuf);
         free(t->root);
         free(t);

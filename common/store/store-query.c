@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "elf/symstore.h"
 #include "hashmap.h"
 #include "macro.h"
 #include "store/store-dict.h"
@@ -84,7 +85,22 @@ typedef struct query_ctx {
         hashmap *string_idx;    /* string id -> index in strings */
         char **strings;
         size_t n_strings, alloc_strings;
+
+        /* User frames named from the function tables of their build-ids
+         * (symstore.h), loaded once per query, at most
+         * STORE_QUERY_SYMBOL_BYTES of them. A name found there has the id
+         * -(1 + its index in unames). */
+        const char *symbols_dir;        /* NULL: user frames stay unnamed */
+        hashmap *tables_idx;    /* build-id string id -> index in tables, -1: none */
+        elfsyms **tables;
+        size_t n_tables, alloc_tables;
+        uint64_t table_bytes;
+        hashmap *uname_idx;     /* name -> index in unames */
+        char **unames;
+        size_t n_unames, alloc_unames;
 } query_ctx;
+
+#define STORE_QUERY_SYMBOL_BYTES ((uint64_t) 64 * 1024 * 1024)
 
 static void query_ctx_done(query_ctx *c) {
         dict_reader_free(c->nodes);
@@ -98,12 +114,20 @@ static void query_ctx_done(query_ctx *c) {
         for (size_t i = 0; i < c->n_strings; i++)
                 free(c->strings[i]);
         free(c->strings);
+        hashmap_free(c->tables_idx);
+        for (size_t i = 0; i < c->n_tables; i++)
+                elfsyms_free(c->tables[i]);
+        free(c->tables);
+        hashmap_free(c->uname_idx);
+        for (size_t i = 0; i < c->n_unames; i++)
+                free(c->unames[i]);
+        free(c->unames);
 }
 
-static int query_ctx_init(query_ctx *c, store *s) {
+static int query_ctx_init(query_ctx *c, store *s, const char *symbols_dir) {
         int r;
 
-        *c = (query_ctx) { .s = s };
+        *c = (query_ctx) { .s = s, .symbols_dir = symbols_dir && symbols_dir[0] ? symbols_dir : NULL };
 
         r = dict_reader_new(s->db, DICT_STACKS, STORE_QUERY_DICT_BYTES, &c->nodes);
         if (r < 0)
@@ -118,6 +142,12 @@ static int query_ctx_init(query_ctx *c, store *s) {
         if (r < 0)
                 return r;
         r = hashmap_new(&c->string_idx);
+        if (r < 0)
+                return r;
+        r = hashmap_new(&c->tables_idx);
+        if (r < 0)
+                return r;
+        r = hashmap_new(&c->uname_idx);
         if (r < 0)
                 return r;
 
@@ -147,6 +177,8 @@ static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
         return 0;
 }
 
+static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret);
+
 /* Returns an index into c->frames (stable; pointers are not). */
 static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
         int64_t idx, v[6];
@@ -165,6 +197,11 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
         r = dict_reader_get(c->frame_rows, frame_id, v);
         if (r < 0)
                 return r;
+        if (v[0] == FRAME_USER && v[2] == 0) {
+                r = ctx_user_symbol(c, v[5], u64(v[3]), &v[2]);
+                if (r < 0)
+                        return r;
+        }
         c->frames[c->n_frames] = (frame_info) {
                 .kind = (int) v[0],
                 .addr = u64(v[1]),
@@ -189,6 +226,12 @@ static int ctx_string(query_ctx *c, int64_t id, const char **ret) {
 
         if (id == 0) {
                 *ret = NULL;
+                return 0;
+        }
+        if (id < 0) {
+                if ((uint64_t) -(id + 1) >= c->n_unames)
+                        return -EBADMSG;
+                *ret = c->unames[-(id + 1)];
                 return 0;
         }
         if (hashmap_get_u64(c->string_idx, u64(id), &idx) >= 0) {
@@ -219,6 +262,77 @@ static int ctx_string(query_ctx *c, int64_t id, const char **ret) {
         }
         c->strings[c->n_strings++] = copy;
         *ret = copy;
+        return 0;
+}
+
+/* The function table of a build-id (by its string id), or NULL: none kept,
+ * unreadable, or the query's tables are at their bound. */
+static int ctx_table(query_ctx *c, int64_t build_id_id, const elfsyms **ret) {
+        const char *hex;
+        elfsyms *t = NULL;
+        int64_t idx;
+        int r;
+
+        *ret = NULL;
+        if (hashmap_get_u64(c->tables_idx, u64(build_id_id), &idx) >= 0) {
+                *ret = idx >= 0 ? c->tables[idx] : NULL;
+                return 0;
+        }
+        r = ctx_string(c, build_id_id, &hex);
+        if (r < 0)
+                return r;
+        idx = -1;
+        if (hex && c->table_bytes < STORE_QUERY_SYMBOL_BYTES &&
+            symstore_load(c->symbols_dir, hex, true, &t) >= 0) {
+                r = array_reserve_one((void **) &c->tables, &c->alloc_tables, c->n_tables, sizeof(elfsyms *));
+                if (r < 0) {
+                        elfsyms_free(t);
+                        return r;
+                }
+                c->table_bytes += t->n * sizeof(elfsym) + t->strings_size;
+                c->tables[c->n_tables] = t;
+                idx = (int64_t) c->n_tables++;
+                *ret = t;
+        }
+        return hashmap_put_u64(c->tables_idx, u64(build_id_id), idx);
+}
+
+/* The symbol id of a user frame in a file with a build-id: a name from
+ * its function table (a negative id, see query_ctx), or 0. */
+static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret) {
+        const elfsyms *t;
+        const elfsym *e;
+        const char *name;
+        int64_t idx;
+        char *copy;
+        int r;
+
+        *ret = 0;
+        if (!c->symbols_dir || build_id_id <= 0)
+                return 0;
+        r = ctx_table(c, build_id_id, &t);
+        if (r < 0 || !t)
+                return r;
+        e = elfsyms_lookup(t, offset);
+        if (!e)
+                return 0;
+        name = elfsyms_name(t, e);
+        if (hashmap_get(c->uname_idx, name, strlen(name), &idx) < 0) {
+                r = array_reserve_one((void **) &c->unames, &c->alloc_unames, c->n_unames, sizeof(char *));
+                if (r < 0)
+                        return r;
+                copy = strdup(name);
+                if (!copy)
+                        return -ENOMEM;
+                r = hashmap_put(c->uname_idx, copy, strlen(copy), (int64_t) c->n_unames);
+                if (r < 0) {
+                        free(copy);
+                        return r;
+                }
+                idx = (int64_t) c->n_unames;
+                c->unames[c->n_unames++] = copy;
+        }
+        *ret = -(idx + 1);
         return 0;
 }
 
@@ -305,21 +419,24 @@ static int group_cmp(const void *x, const void *y) {
         return 0;
 }
 
+/* By comm and frame names only. */
+static int stack_names_cmp(const void *x, const void *y) {
+        const query_stack *a = x, *b = y;
+        int d = strcmp(a->comm, b->comm);
+
+        for (size_t i = 0; d == 0 && i < a->n_frames && i < b->n_frames; i++)
+                d = strcmp(a->frames[i], b->frames[i]);
+        if (d != 0)
+                return d;
+        return a->n_frames < b->n_frames ? -1 : a->n_frames > b->n_frames;
+}
+
 static int stack_cmp(const void *x, const void *y) {
         const query_stack *a = x, *b = y;
-        int d;
 
         if (a->samples != b->samples)
                 return a->samples > b->samples ? -1 : 1;
-        d = strcmp(a->comm, b->comm);
-        if (d != 0)
-                return d;
-        for (size_t i = 0; i < a->n_frames && i < b->n_frames; i++) {
-                d = strcmp(a->frames[i], b->frames[i]);
-                if (d != 0)
-                        return d;
-        }
-        return a->n_frames < b->n_frames ? -1 : a->n_frames > b->n_frames;
+        return stack_names_cmp(a, b);
 }
 
 /* Filters shared by the statements of one query. Named parameters are
@@ -612,6 +729,11 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                 key.kind = v[0];
                                 key.symbol_id = v[2];
                                 key.module_id = v[4];
+                                if (key.kind == FRAME_USER && key.symbol_id == 0) {
+                                        r = ctx_user_symbol(c, v[5], u64(v[3]), &key.symbol_id);
+                                        if (r < 0)
+                                                return r;
+                                }
                                 key.addr = key.symbol_id != 0 ? 0 : u64(v[1]);
                         }
                         /* Names that read "[unknown]" are one string. */
@@ -790,6 +912,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
 }
 
 static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) {
+        size_t m = 0;
         int r;
 
         if (top->n == 0)
@@ -805,6 +928,18 @@ static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) 
                 res->n_stacks++;
         }
 
+        /* Stacks of other offsets in the same functions read the same once
+         * named: one line each. */
+        qsort(res->stacks, res->n_stacks, sizeof(query_stack), stack_names_cmp);
+        for (size_t i = 0; i < res->n_stacks; i++) {
+                if (m > 0 && stack_names_cmp(res->stacks + m - 1, res->stacks + i) == 0) {
+                        res->stacks[m - 1].samples += res->stacks[i].samples;
+                        query_stack_done(res->stacks + i);
+                        continue;
+                }
+                res->stacks[m++] = res->stacks[i];
+        }
+        res->n_stacks = m;
         qsort(res->stacks, res->n_stacks, sizeof(query_stack), stack_cmp);
         return 0;
 }
@@ -914,7 +1049,7 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
                         return r;
         }
 
-        r = query_ctx_init(&c, s);
+        r = query_ctx_init(&c, s, q->symbols_dir);
         if (r < 0)
                 return r;
 

@@ -129,6 +129,20 @@ void status_json(const status_info *s, json_object *p) {
                 add_u64(p, "uevents_malformed", s->uevents->malformed);
                 add_u64(p, "uevents_overruns", s->uevents->overruns);
         }
+        add_bool(p, "symbol_tables", s->symbols != NULL);
+        if (s->symbols) {
+                add_u64(p, "symbol_files_seen", s->symbols->files_seen);
+                add_u64(p, "symbol_tables_written", s->symbols->written);
+                add_u64(p, "symbol_tables_found_kept", s->symbols->kept_already);
+                add_u64(p, "symbol_tables_empty", s->symbols->no_symbols);
+                add_u64(p, "symbol_tables_failed", s->symbols->failed);
+                add_u64(p, "symbol_tables_dropped", s->symbols->dropped);
+                add_u64(p, "symbol_tables_pruned", s->symbols->pruned);
+                add_u64(p, "symbol_tables_kept", s->symbols->tables);
+                add_u64(p, "symbol_tables_bytes", s->symbols->bytes);
+                add_u64(p, "symbol_table_last_ns", s->symbols->last_ns);
+                add_u64(p, "symbol_table_max_ns", s->symbols->max_ns);
+        }
 }
 
 void status_stored_json(const status_stored *s, json_object *p) {

@@ -33,6 +33,12 @@ typedef struct status_snapshots {
         uint64_t layout_generation;
 } status_snapshots;
 
+/* Function tables of user-space files (daemon/usymbols.h). */
+typedef struct status_symbols {
+        uint64_t files_seen, written, kept_already, no_symbols, failed, dropped, pruned;
+        uint64_t tables, bytes, last_ns, max_ns;
+} status_symbols;
+
 typedef struct status_uevents {
         uint64_t received, accepted, forged, malformed, overruns;
 } status_uevents;
@@ -68,6 +74,7 @@ typedef struct status_info {
         const status_modules *modules;  /* NULL: no tracker */
         status_snapshots snapshots;
         const status_uevents *uevents;  /* NULL: no uevent monitor */
+        const status_symbols *symbols;  /* NULL: none kept (no cache_dir) */
 } status_info;
 
 /* Adds the fields to the reply parameters p. */

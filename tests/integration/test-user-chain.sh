@@ -14,7 +14,9 @@ require_root
 [ "$(uname -m)" = x86_64 ] || skip "forged-frame is x86-64 only"
 
 ADDR=0xffffffffc0a012f0
-setup_dir "frequency_hz = 999" "callchain_depth = 32"
+# No cache: no function tables, so user frames stay file offsets, which
+# is what the checks of frame identity below look at.
+setup_dir "frequency_hz = 999" "callchain_depth = 32" "cache_dir ="
 # perf first, with perfsnapd not running: on this host's kernel (6.18),
 # perf 6.1's script and report abort on the first MMAP2 record of a
 # perf.data recorded while perfsnapd samples ("assertion failed at

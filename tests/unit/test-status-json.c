@@ -43,7 +43,7 @@ TEST(minimal_daemon) {
                            "dropped_since_ns,held_samples,held_bytes,held_reason,held_since_ns,database_max_size,cap_removed_samples,cap_removed_newest_ns,db_path,"
                            "kernel_release,kernel_build_id,kernel_text_addr,kernel_symbols,clients,heap_bytes,"
                            "sqlite_memory_bytes,sqlite_allocations,ingest_buffer_bytes,ingest_cache_bytes,"
-                           "store_cache_bytes,tasks_bytes,cache_dir,uevent_monitor");
+                           "store_cache_bytes,tasks_bytes,cache_dir,uevent_monitor,symbol_tables");
         ASSERT_STREQ(json_object_to_json_string_ext(json_object_object_get(p, "lost_per_cpu"), JSON_C_TO_STRING_PLAIN),
                      "[3,0]");
         ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "kernel_text_addr")), "0xffffffff81000000");
@@ -59,9 +59,10 @@ TEST(minimal_daemon) {
 TEST(with_modules_cache_and_uevents) {
         status_modules m = { .loaded = 51, .unresolved_kernel_frames = 9 };
         status_uevents u = { .received = 4, .overruns = 1 };
+        status_symbols sy = { .written = 3, .bytes = 4096 };
         status_info s = {
                 .version = "1.2", .cpus = 1, .event = "cycles", .kernel_release = "6.1.0", .kernel_build_id = "",
-                .db_path = "db", .modules = &m, .uevents = &u,
+                .db_path = "db", .modules = &m, .uevents = &u, .symbols = &sy,
                 .snapshots = { .cache_dir = "/var/cache/perfsnapd", .created = 2, .pending = true,
                                .last_error = -EIO, .kcore_error = ENOENT, .layout_generation = 6 },
         };
@@ -76,7 +77,11 @@ TEST(with_modules_cache_and_uevents) {
                                      "snapshot_current,snapshot_last_duration_ns,snapshot_last_attempts,"
                                      "snapshot_last_error,snapshot_kcore_error,snapshot_linked_samples,"
                                      "layout_generation,uevent_monitor,uevents_received,uevents_accepted,"
-                                     "uevents_forged,uevents_malformed,uevents_overruns"));
+                                     "uevents_forged,uevents_malformed,uevents_overruns,symbol_tables,"
+                                     "symbol_files_seen,symbol_tables_written,symbol_tables_found_kept,"
+                                     "symbol_tables_empty,symbol_tables_failed,symbol_tables_dropped,"
+                                     "symbol_tables_pruned,symbol_tables_kept,symbol_tables_bytes,"
+                                     "symbol_table_last_ns,symbol_table_max_ns"));
         ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "modules_loaded")), 51);
         ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "unresolved_kernel_frames")), 9);
         ASSERT_TRUE(json_object_get_boolean(json_object_object_get(p, "snapshot_pending")));
@@ -85,6 +90,8 @@ TEST(with_modules_cache_and_uevents) {
         ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "snapshot_last_error")), strerror(EIO));
         ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "snapshot_kcore_error")), strerror(ENOENT));
         ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "uevents_overruns")), 1);
+        ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "symbol_tables_written")), 3);
+        ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "symbol_tables_bytes")), 4096);
         ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "dropped_reason")), "");
         json_object_put(p);
 }

@@ -927,8 +927,10 @@ TEST(query_in_parts_answers_like_one_pass) {
                         ASSERT_EQ(one->n_cpus, parts->n_cpus);
                         ASSERT_EQ(one->n_stacks, parts->n_stacks);
                         if (qs[i].want_stacks) {
-                                ASSERT_GE(one->n_stacks, 100u);
-                                ASSERT_TRUE(max_stacks == 0 || one->n_stacks == max_stacks);
+                                /* The top max_stacks stack ids, then those whose
+                                 * names read the same merged into one line. */
+                                ASSERT_GE(one->n_stacks, 50u);
+                                ASSERT_TRUE(max_stacks == 0 || one->n_stacks <= max_stacks);
                         }
                         for (size_t k = 0; k < one->n_stacks; k++) {
                                 const query_stack *a = one->stacks + k, *b = parts->stacks + k;

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* Function tables of user-space ELF files, by file offset: what names a
+ * user frame, which the store keys by (file, build-id, file offset).
+ *
+ * elfsyms_read() extracts one from a 64-bit executable or shared object
+ * (with libelf): the functions of its .symtab, else of its .dynsym, or of
+ * a separate debug file's .symtab, their addresses turned into file
+ * offsets through the executable PT_LOAD segments of the file itself.
+ * elfsyms_write() and elfsyms_load() keep a table in a small file of its
+ * own (below), so a frame stays named after its binary is deleted or
+ * upgraded. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernel/notes.h"      /* BUILD_ID_HEX_MAX */
+
+typedef enum elfsyms_source {
+        ELFSYMS_SYMTAB = 1,     /* the file's .symtab */
+        ELFSYMS_DYNSYM = 2,     /* the file's .dynsym (stripped files) */
+        ELFSYMS_DEBUG = 3,      /* the .symtab of a separate debug file */
+        ELFSYMS_NONE = 4,       /* no function symbols: a table without entries */
+} elfsyms_source;
+
+typedef struct elfsym {
+        uint64_t offset;        /* file offset of the function's start */
+        uint32_t size;          /* bytes (st_size, capped); 0: up to the next entry */
+        uint32_t name;          /* offset in strings */
+} elfsym;
+
+typedef struct elfsyms {
+        elfsym *v;              /* sorted by offset, no two with one offset */
+        size_t n;
+        char *strings;          /* NUL-terminated names */
+        size_t strings_size;
+        char build_id[BUILD_ID_HEX_MAX];        /* "" if the file has none */
+        elfsyms_source source;
+} elfsyms;
+
+elfsyms *elfsyms_free(elfsyms *s);
+
+/* The NT_GNU_BUILD_ID of the ELF file at fd, lowercase hex, from its
+ * PT_NOTE segments (where every linker puts it), with a few preads and no
+ * libelf: cheap enough for the draining loop. 0, -ENOENT if it has none,
+ * -EBADMSG if it is not a 64-bit ELF file or its headers do not fit. */
+int elfsyms_build_id(int fd, char ret_hex[static BUILD_ID_HEX_MAX]);
+
+/* Reads the function table of the ELF file at fd. want_build_id (NULL or
+ * "" for any): the file's build-id must be this one, else -ESTALE (another
+ * build of the file). debug_fd (-1 for none): a separate debug file whose
+ * .symtab is used instead of fd's, if its build-id is the file's (else
+ * -ESTALE). Only symbols of type STT_FUNC or STT_GNU_IFUNC inside an
+ * executable PT_LOAD segment are kept; when several share an offset, the
+ * global one, then the first by name. -EBADMSG for a file that is not a
+ * 64-bit ELF executable or shared object, or whose headers or tables do not
+ * fit in it; -EFBIG beyond ELFSYMS_MAX_SYMBOLS functions. */
+#define ELFSYMS_MAX_SYMBOLS (4u * 1024u * 1024u)
+int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret);
+
+/* The entry covering a file offset, or NULL. An entry of size 0 covers up
+ * to the next entry's start. */
+const elfsym *elfsyms_lookup(const elfsyms *s, uint64_t offset);
+static inline const char *elfsyms_name(const elfsyms *s, const elfsym *e) {
+        return s->strings + e->name;
+}
+
+/* The table as a file, little-endian:
+ *   "PSNSYMS1"   8 bytes of magic
+ *   u32 n, u32 strings_size, u32 source, u32 reserved (0)
+ *   char build_id[48]             hex, NUL-padded
+ *   n x { u64 offset, u32 size, u32 name }
+ *   strings_size bytes of names, the last one NUL
+ * elfsyms_encode() makes it in memory; elfsyms_decode() checks every count,
+ * offset and order and gives -EBADMSG for anything that is not a table it
+ * would have written. */
+#define ELFSYMS_FILE_MAX ((size_t) 512 * 1024 * 1024)
+int elfsyms_encode(const elfsyms *s, char **ret, size_t *ret_size);
+int elfsyms_decode(const void *data, size_t size, elfsyms **ret);

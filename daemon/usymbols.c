@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* User-space function tables kept by build-id (usymbols.h): the loop's
+ * side (which build-ids were announced, the queue bound, the counters) and
+ * the worker's (open, check, extract, write, prune). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "elf/elfsyms.h"
+#include "elf/symstore.h"
+#include "hashmap.h"
+#include "log.h"
+#include "macro.h"
+#include "timeparse.h"
+#include "usymbols.h"
+#include "workqueue.h"
+
+/* Build-ids announced, forgotten past this many (announcing one again
+ * costs the worker one faccessat()). */
+#define SEEN_MAX (64 * 1024)
+
+typedef enum job_result {
+        JOB_EXTRACTED,
+        JOB_KEPT_ALREADY,
+        JOB_FAILED,
+} job_result;
+
+typedef struct usym_job {
+        workqueue_item item;
+        uint32_t pid;
+        char build_id[BUILD_ID_HEX_MAX];
+        char *path;
+        char *debug_root;               /* copied: the configuration may change meanwhile */
+        uint64_t max_bytes;
+        /* results */
+        job_result result;
+        int error;
+        const char *failed_what;        /* "open", "read", "save", "prune" */
+        elfsyms_source source;
+        size_t n_symbols;
+        uint64_t duration_ns;
+        uint64_t pruned;
+        symstore_usage left;
+} usym_job;
+
+struct usymbols {
+        char *root, *cache_dir, *debug_root;
+        uint64_t max_bytes;
+        workqueue *queue;
+        unsigned pending;
+        hashmap *seen;                  /* build-id -> 1 */
+        usymbols_stats stats;
+};
+
+static void job_free(usym_job *j) {
+        if (!j)
+                return;
+        free(j->path);
+        free(j->debug_root);
+        free(j);
+}
+
+/* The file as pid sees it, else as the daemon does; never a
+ * non-regular file (a FIFO planted at the path would block). */
+static int open_binary(const char *root, uint32_t pid, const char *path) {
+        char buf[PATH_MAX * 2];
+        int fd;
+
+        snprintf(buf, sizeof buf, "%s/proc/%u/root%s", streq(root, "/") ? "" : root, pid, path);
+        fd = open(buf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0)
+                return fd;
+        snprintf(buf, sizeof buf, "%s%s", streq(root, "/") ? "" : root, path);
+        fd = open(buf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        return fd < 0 ? negative_errno() : fd;
+}
+
+static int open_debug_file(const char *debug_root, const char *build_id) {
+        char buf[PATH_MAX];
+
+        if (!debug_root || !debug_root[0] || strlen(build_id) < 3)
+                return -ENOENT;
+        snprintf(buf, sizeof buf, "%s/.build-id/%.2s/%s.debug", debug_root, build_id, build_id + 2);
+        return open(buf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+/* On the worker thread. */
+static void run_job(workqueue_item *item, void *userdata) {
+        usymbols *u = userdata;
+        usym_job *j = (usym_job *) item;
+        uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+        _cleanup_close_ int fd = -1, dfd = -1;
+        elfsyms *s = NULL;
+        int r;
+
+        if (symstore_has(u->cache_dir, j->build_id)) {
+                j->result = JOB_KEPT_ALREADY;
+                return;
+        }
+        j->result = JOB_FAILED;
+        fd = open_binary(u->root, j->pid, j->path);
+        if (fd < 0) {
+                j->error = fd;
+                j->failed_what = "open";
+                return;
+        }
+        dfd = open_debug_file(j->debug_root, j->build_id);
+        r = elfsyms_read(fd, j->build_id, dfd, &s);
+        if (r < 0 && dfd >= 0)
+                /* A debug file that does not fit: the binary's own tables. */
+                r = elfsyms_read(fd, j->build_id, -1, &s);
+        if (r < 0) {
+                j->error = r;
+                j->failed_what = "read";
+                return;
+        }
+        j->source = s->source;
+        j->n_symbols = s->n;
+        r = symstore_save(u->cache_dir, s);
+        elfsyms_free(s);
+        if (r == -EEXIST) {
+                j->result = JOB_KEPT_ALREADY;
+                return;
+        }
+        if (r < 0) {
+                j->error = r;
+                j->failed_what = "save";
+                return;
+        }
+        j->result = JOB_EXTRACTED;
+        j->duration_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+        r = symstore_prune(u->cache_dir, j->max_bytes, &j->left, &j->pruned);
+        if (r < 0) {
+                j->error = r;
+                j->failed_what = "prune";
+        }
+}
+
+static void drop_job(workqueue_item *item, void *userdata) {
+        job_free((usym_job *) item);
+}
+
+static const char *source_name(elfsyms_source s) {
+        switch (s) {
+        case ELFSYMS_SYMTAB: return ".symtab";
+        case ELFSYMS_DYNSYM: return ".dynsym";
+        case ELFSYMS_DEBUG: return "its debug file";
+        default: return "no function symbols";
+        }
+}
+
+/* On the loop. */
+static void job_done(workqueue_item *item, void *userdata) {
+        usymbols *u = userdata;
+        usym_job *j = (usym_job *) item;
+
+        u->pending--;
+        switch (j->result) {
+        case JOB_KEPT_ALREADY:
+                u->stats.kept_already++;
+                break;
+        case JOB_EXTRACTED:
+                u->stats.extracted++;
+                if (j->source == ELFSYMS_NONE)
+                        u->stats.no_symbols++;
+                u->stats.last_ns = j->duration_ns;
+                u->stats.max_ns = MAX(u->stats.max_ns, j->duration_ns);
+                u->stats.pruned += j->pruned;
+                if (!j->failed_what) {
+                        u->stats.tables = j->left.tables;
+                        u->stats.bytes = j->left.bytes;
+                }
+                log_debug("Kept %zu functions of %s (build-id %s, from %s) in %.1f ms.", j->n_symbols, j->path,
+                          j->build_id, source_name(j->source), (double) j->duration_ns / 1e6);
+                if (j->pruned > 0)
+                        log_info("Removed %llu function tables (least recently used) to stay within "
+                                 "symbols_max_size.", (unsigned long long) j->pruned);
+                if (j->failed_what)
+                        log_warning_errno(j->error, "Failed to prune the function tables in %s/%s: %m",
+                                          u->cache_dir, SYMSTORE_DIR);
+                break;
+        case JOB_FAILED:
+                u->stats.failed++;
+                u->stats.last_error = j->error;
+                log_debug_errno(j->error, "No function table for %s (build-id %s, pid %u): %s: %m", j->path,
+                                j->build_id, j->pid, j->failed_what);
+                break;
+        }
+        job_free(j);
+}
+
+void usymbols_file_seen(uint32_t pid, const char *path, const char *build_id, void *userdata) {
+        usymbols *u = userdata;
+        size_t len = strlen(build_id);
+        int64_t unused;
+        usym_job *j;
+
+        if (!u || len == 0 || len >= BUILD_ID_HEX_MAX)
+                return;
+        if (hashmap_get(u->seen, build_id, len, &unused) >= 0)
+                return;
+        if (u->pending >= USYMBOLS_MAX_PENDING) {
+                u->stats.dropped++;
+                return;
+        }
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return;
+        j->pid = pid;
+        memcpy(j->build_id, build_id, len + 1);
+        j->path = strdup(path);
+        j->debug_root = strdup(u->debug_root);
+        j->max_bytes = u->max_bytes;
+        if (!j->path || !j->debug_root) {
+                job_free(j);
+                return;
+        }
+        if (hashmap_size(u->seen) >= SEEN_MAX)
+                hashmap_clear(u->seen);
+        if (hashmap_put(u->seen, build_id, len, 1) < 0) {
+                job_free(j);
+                return;
+        }
+        u->stats.seen++;
+        u->pending++;
+        workqueue_submit(u->queue, &j->item);
+}
+
+void usymbols_reconfigure(usymbols *u, const config *c) {
+        char *d;
+
+        if (!u)
+                return;
+        u->max_bytes = c->symbols_max_size_bytes;
+        d = strdup(c->debug_root);
+        if (d) {
+                free(u->debug_root);
+                u->debug_root = d;
+        }
+}
+
+int usymbols_new(struct event_base *base, const config *c, usymbols **ret) {
+        usymbols *u;
+        int r;
+
+        *ret = NULL;
+        if (!c->cache_dir[0])
+                return 0;
+        u = calloc(1, sizeof *u);
+        if (!u)
+                return -ENOMEM;
+        u->root = strdup(c->root);
+        u->cache_dir = strdup(c->cache_dir);
+        u->debug_root = strdup(c->debug_root);
+        u->max_bytes = c->symbols_max_size_bytes;
+        r = u->root && u->cache_dir && u->debug_root ? hashmap_new(&u->seen) : -ENOMEM;
+        if (r >= 0)
+                r = workqueue_new(base, run_job, job_done, u, &u->queue);
+        if (r < 0) {
+                usymbols_free(u);
+                return r;
+        }
+        *ret = u;
+        return 0;
+}
+
+usymbols *usymbols_free(usymbols *u) {
+        if (!u)
+                return NULL;
+        workqueue_free(u->queue, drop_job);
+        hashmap_free(u->seen);
+        free(u->root);
+        free(u->cache_dir);
+        free(u->debug_root);
+        free(u);
+        return NULL;
+}
+
+const usymbols_stats *usymbols_get_stats(const usymbols *u) {
+        static const usymbols_stats none;
+
+        return u ? &u->stats : &none;
+}

@@ -1,0 +1,127 @@
+#!/bin/bash
+# User frames named by their functions (issue 16, first part): a program
+# with known function names (named-funcs, frame pointers on) runs under
+# the real daemon; its samples name named_leaf_gamma and the chain
+# named_outer_alpha -> named_middle_beta -> named_leaf_gamma in folded
+# output. Then the binary is deleted and a new daemon still names them,
+# from the function table it kept by build-id. A stripped copy is named
+# through its separate debug file in a build-id directory (debug_root).
+. "$(dirname "$0")/lib.sh"
+require_root
+command -v objcopy > /dev/null || skip "needs objcopy (binutils)"
+
+setup_dir "frequency_hz = 999" "callchain_depth = 32" "debug_root = /nonexistent-debug-root"
+BIN=$T/bin/named-funcs
+mkdir -p "$T/bin"
+cp "$NAMED_FUNCS" "$BIN"
+BUILD_ID=$(readelf -n "$BIN" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1)
+[ -n "$BUILD_ID" ] || skip "named-funcs was linked without a build-id"
+echo "named-funcs build-id $BUILD_ID"
+
+# run_program PATH: starts the daemon, runs PATH for 2 s as $P1 (from
+# $t0), waits until its samples are committed and a table was written.
+run_program() {
+        start_daemon
+        t0=$(now_ns)
+        "$1" 2 & P1=$!
+        wait $P1 || fail "$1 failed"
+        wait_committed "$(now_ns)"
+        poll_field symbol_tables_written -ge 1
+}
+
+# MMAP2 records carry build-ids only where the kernel has
+# PERF_RECORD_MISC_MMAP_BUILD_ID (5.12); without them no table is kept.
+run_program "$BIN"
+echo "status: symbol_files_seen $(status_field symbol_files_seen), written $FIELD," \
+        "failed $(status_field symbol_tables_failed), last $(status_field symbol_table_last_ns) ns"
+[ -f "$T/cache/.symbols/$BUILD_ID" ] || {
+        ls -la "$T/cache/.symbols" 2>&1; cat "$T/daemon.log"
+        fail "no function table for named-funcs ($BUILD_ID) in $T/cache/.symbols"
+}
+mode=$(stat -c %a "$T/cache/.symbols/$BUILD_ID")
+dmode=$(stat -c %a "$T/cache/.symbols")
+[ "$mode" = 400 ] && [ "$dmode" = 700 ] || fail "the table is mode $mode in a directory of mode $dmode, expected 400 in 700"
+pass "named-funcs' function table kept by build-id (mode $mode, directory $dmode)"
+
+# check_named FILE_PREFIX DESC [PROGRAM]: the table and folded queries of
+# pid $P1, a run of PROGRAM (named-funcs).
+check_named() {
+        "$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --format json > "$T/$1.json" ||
+                fail "query --format json failed ($2)"
+        "$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --format folded > "$T/$1.folded" ||
+                fail "query --format folded failed ($2)"
+        "$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --top 4
+        python3 - "$T/$1.json" "$T/$1.folded" "$2" "${3:-named-funcs}" <<'PY' || fail "named-funcs' frames are not named ($2, see above)"
+import json, sys
+rows = json.load(open(sys.argv[1]))["result"]["rows"]
+total = sum(r["samples"] for r in rows)
+user = [r for r in rows if not r["kernel"] and r["module"].endswith("/" + sys.argv[4])]
+leaf = sum(r["samples"] for r in user if r["symbol"] == "named_leaf_gamma")
+print(f"{sys.argv[3]}: {total} samples; leaf in {sys.argv[4]}: "
+      f"{[(r['symbol'], r['samples']) for r in sorted(user, key=lambda r: -r['samples'])[:4]]}")
+assert total >= 1000, f"expected >= 1000 samples (2 s at 999 Hz), got {total}"
+assert leaf >= total // 2, f"only {leaf} of {total} samples have named_leaf_gamma as their leaf"
+chain = "named_outer_alpha;named_middle_beta;named_leaf_gamma"
+n_chain = n_all = 0
+for line in open(sys.argv[2]):
+    head, _, count = line.rstrip("\n").rpartition(" ")
+    n_all += int(count)
+    if chain in head:
+        n_chain += int(count)
+print(f"folded: {n_chain} of {n_all} samples hold {chain}")
+if n_chain < n_all // 2: print(open(sys.argv[2]).read()[:3000])
+assert n_chain >= n_all // 2, f"only {n_chain} of {n_all} folded samples hold {chain}"
+PY
+}
+
+check_named live "binary present"
+pass "named-funcs' leaf and its callers named while the binary exists"
+
+# The binary deleted, the daemon restarted: still named, from the table.
+rm -f "$BIN"
+stop_daemon
+start_daemon
+check_named deleted "binary deleted, new daemon"
+pass "still named after the binary was deleted and the daemon restarted"
+
+# A process that was running before the daemon started: known from
+# /proc/PID/maps, which has no build-ids; the daemon reads the file's
+# (its inode checked against the mapping's) and names it the same way.
+stop_daemon
+"$NAMED_FUNCS" 6 & P1=$!
+sleep 0.5
+start_daemon
+t0=$(now_ns)
+wait $P1 || fail "named-funcs failed"
+wait_committed "$(now_ns)"
+check_named early "running before the daemon"
+pass "a process older than the daemon named (its build-id read from the file /proc/PID/maps names)"
+
+# A stripped copy (another build-id) with its debug file in a build-id
+# directory: named through debug_root.
+DBG=$T/debug
+stop_daemon
+cp "$NAMED_FUNCS" "$T/bin/stripped-funcs"
+# Another build-id than named-funcs' (whose table is kept already): one
+# byte of the note's payload changed in place.
+python3 - "$T/bin/stripped-funcs" "$BUILD_ID" <<'PY'
+import sys
+path, bid = sys.argv[1], bytes.fromhex(sys.argv[2])
+data = bytearray(open(path, "rb").read())
+i = data.find(bid)
+assert i > 0 and data.find(bid, i + 1) < 0, "the build-id is not in the file once"
+data[i] ^= 0xff
+open(path, "wb").write(data)
+PY
+SBID=$(readelf -n "$T/bin/stripped-funcs" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1)
+[ -n "$SBID" ] && [ "$SBID" != "$BUILD_ID" ] || fail "the copy's build-id is $SBID"
+mkdir -p "$DBG/.build-id/${SBID:0:2}"
+objcopy --only-keep-debug "$T/bin/stripped-funcs" "$DBG/.build-id/${SBID:0:2}/${SBID:2}.debug"
+objcopy --strip-all "$T/bin/stripped-funcs"
+readelf -S "$T/bin/stripped-funcs" | grep -q '\.symtab' && fail "the stripped copy still has a .symtab"
+sed -i "s|^debug_root = .*|debug_root = $DBG|" "$CONF"
+run_program "$T/bin/stripped-funcs"
+[ -f "$T/cache/.symbols/$SBID" ] || { cat "$T/daemon.log"; fail "no function table for the stripped copy ($SBID)"; }
+check_named stripped "stripped, debug file" stripped-funcs
+pass "a stripped binary named through DEBUG_ROOT/.build-id/${SBID:0:2}/${SBID:2}.debug"
+stop_daemon

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The user-space function tables: elfsyms_read() over a small executable
+ * built with symbols and its stripped copy (the fuzz corpus's tiny-exe.elf
+ * and tiny-stripped.elf: gcc -O1 -fno-inline of three functions, main,
+ * helper_two and the static helper_one), the table file format, and the
+ * store by build-id with its links refused and its least recently used
+ * tables pruned first. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elf/elfsyms.h"
+#include "elf/symstore.h"
+#include "fileio.h"
+#include "macro.h"
+#include "test.h"
+
+#define EXE USER_ELF_DIR "/tiny-exe.elf"
+#define STRIPPED USER_ELF_DIR "/tiny-stripped.elf"
+
+static int open_or_die(const char *path) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        ASSERT_TRUE(fd >= 0);
+        return fd;
+}
+
+static const elfsym *find_name(const elfsyms *s, const char *name) {
+        for (size_t i = 0; i < s->n; i++)
+                if (streq(elfsyms_name(s, s->v + i), name))
+                        return s->v + i;
+        return NULL;
+}
+
+TEST(read_symtab) {
+        _cleanup_close_ int fd = open_or_die(EXE);
+        elfsyms *s = NULL;
+        const elfsym *m, *h1, *h2;
+
+        ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
+        ASSERT_EQ(s->source, ELFSYMS_SYMTAB);
+        ASSERT_EQ(strlen(s->build_id), 40);
+        m = find_name(s, "main");
+        h1 = find_name(s, "helper_one");
+        h2 = find_name(s, "helper_two");
+        ASSERT_TRUE(m && h1 && h2);
+        ASSERT_GT(m->size, 0);
+        /* Every offset inside a function names it; the byte after does not
+         * name it (another function, or nothing). */
+        for (uint64_t o = m->offset; o < m->offset + m->size; o++)
+                ASSERT_TRUE(elfsyms_lookup(s, o) == m);
+        ASSERT_TRUE(elfsyms_lookup(s, m->offset + m->size) != m);
+        ASSERT_NULL(elfsyms_lookup(s, 0));
+        /* The offset is a file offset: the function's first bytes are
+         * there in the file (helper_one: x * 3 + 1, lea 0x1(%rdi,%rdi,2)). */
+        {
+                uint8_t code[4];
+
+                ASSERT_EQ(pread(fd, code, sizeof code, (off_t) h1->offset), (ssize_t) sizeof code);
+                ASSERT_EQ(code[0], 0x8d);       /* lea */
+        }
+        /* Sorted, one entry per offset. */
+        for (size_t i = 1; i < s->n; i++)
+                ASSERT_LT(s->v[i - 1].offset, s->v[i].offset);
+        elfsyms_free(s);
+}
+
+TEST(build_id_checked) {
+        _cleanup_close_ int fd = open_or_die(EXE);
+        char id[BUILD_ID_HEX_MAX];
+        elfsyms *s = NULL;
+
+        ASSERT_OK(elfsyms_build_id(fd, id));
+        ASSERT_OK(elfsyms_read(fd, id, -1, &s));
+        elfsyms_free(s);
+        s = NULL;
+        ASSERT_ERROR(elfsyms_read(fd, "00112233445566778899aabbccddeeff01234567", -1, &s), ESTALE);
+        ASSERT_NULL(s);
+}
+
+TEST(stripped_and_debug_file) {
+        _cleanup_close_ int exe = open_or_die(EXE), stripped = open_or_die(STRIPPED);
+        elfsyms *s = NULL;
+
+        /* A stripped PIE's .dynsym holds no function of its own. */
+        ASSERT_OK(elfsyms_read(stripped, NULL, -1, &s));
+        ASSERT_EQ(s->source, ELFSYMS_NONE);
+        ASSERT_EQ(s->n, 0);
+        elfsyms_free(s);
+        s = NULL;
+        /* The unstripped file stands in for its debug file (same build-id):
+         * the names come from it, the offsets from the stripped file. */
+        ASSERT_OK(elfsyms_read(stripped, NULL, exe, &s));
+        ASSERT_EQ(s->source, ELFSYMS_DEBUG);
+        ASSERT_TRUE(find_name(s, "helper_one") != NULL);
+        elfsyms_free(s);
+}
+
+TEST(not_elf) {
+        _cleanup_close_ int fd = open_or_die(USER_ELF_DIR "/garbage.bin");
+        _cleanup_close_ int c32 = open_or_die(USER_ELF_DIR "/class32.elf");
+        _cleanup_close_ int huge = open_or_die(USER_ELF_DIR "/symtab-size-huge.elf");
+        elfsyms *s = NULL;
+
+        ASSERT_ERROR(elfsyms_read(fd, NULL, -1, &s), EBADMSG);
+        ASSERT_ERROR(elfsyms_read(c32, NULL, -1, &s), EBADMSG);
+        ASSERT_ERROR(elfsyms_read(huge, NULL, -1, &s), EBADMSG);
+        ASSERT_NULL(s);
+}
+
+TEST(encode_decode) {
+        _cleanup_close_ int fd = open_or_die(EXE);
+        _cleanup_free_ char *enc = NULL;
+        elfsyms *s = NULL, *d = NULL;
+        size_t n;
+
+        ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
+        ASSERT_OK(elfsyms_encode(s, &enc, &n));
+        ASSERT_OK(elfsyms_decode(enc, n, &d));
+        ASSERT_EQ(d->n, s->n);
+        ASSERT_STREQ(d->build_id, s->build_id);
+        ASSERT_TRUE(memcmp(d->v, s->v, s->n * sizeof(elfsym)) == 0);
+        elfsyms_free(d);
+        /* Every damage is refused: a byte cut, an entry out of order, a
+         * name past the strings. */
+        ASSERT_ERROR(elfsyms_decode(enc, n - 1, &d), EBADMSG);
+        if (s->n >= 2) {
+                char tmp[8];
+
+                memcpy(tmp, enc + 88, 8);
+                memcpy(enc + 88, enc + 88 + 16, 8);
+                memcpy(enc + 88 + 16, tmp, 8);
+                ASSERT_ERROR(elfsyms_decode(enc, n, &d), EBADMSG);
+        }
+        elfsyms_free(s);
+}
+
+static char *make_dir(void) {
+        char *d = strdup("/tmp/test-elfsyms.XXXXXX");
+
+        ASSERT_TRUE(d && mkdtemp(d));
+        return d;
+}
+
+static void remove_dir(const char *d) {
+        char cmd[512];
+
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+        ASSERT_EQ(system(cmd), 0);
+}
+
+TEST(store_save_load_prune) {
+        _cleanup_close_ int fd = open_or_die(EXE);
+        _cleanup_free_ char *dir = make_dir();
+        char path[512];
+        elfsyms *s = NULL, *l = NULL, *t;
+        symstore_usage u;
+        uint64_t removed;
+        struct stat st;
+
+        ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
+        ASSERT_ERROR(symstore_load(dir, s->build_id, false, &l), ENOENT);
+        ASSERT_TRUE(!symstore_has(dir, s->build_id));
+        ASSERT_OK(symstore_save(dir, s));
+        ASSERT_ERROR(symstore_save(dir, s), EEXIST);
+        ASSERT_TRUE(symstore_has(dir, s->build_id));
+        snprintf(path, sizeof path, "%s/" SYMSTORE_DIR "/%s", dir, s->build_id);
+        ASSERT_OK(stat(path, &st) < 0 ? -errno : 0);
+        ASSERT_EQ(st.st_mode & 07777, 0400);
+        ASSERT_OK(symstore_load(dir, s->build_id, true, &l));
+        ASSERT_EQ(l->n, s->n);
+        elfsyms_free(l);
+
+        /* Three more tables (other build-ids), used in an order: the prune
+         * removes the least recently used first. */
+        t = s;
+        for (int i = 0; i < 3; i++) {
+                memset(t->build_id, '1' + i, 40);
+                ASSERT_OK(symstore_save(dir, t));
+                snprintf(path, sizeof path, "%s/" SYMSTORE_DIR "/%s", dir, t->build_id);
+                struct timespec ts[2] = { { .tv_sec = 1000 + i }, { .tv_sec = 1000 + i } };
+                ASSERT_OK(utimensat(AT_FDCWD, path, ts, 0) < 0 ? -errno : 0);
+        }
+        ASSERT_OK(symstore_prune(dir, 0, &u, &removed));
+        ASSERT_EQ(u.tables, 4);
+        ASSERT_EQ(removed, 0);
+        ASSERT_OK(symstore_prune(dir, u.bytes - 1, &u, &removed));
+        ASSERT_EQ(removed, 1);
+        ASSERT_EQ(u.tables, 3);
+        memset(t->build_id, '1', 40);   /* the oldest */
+        ASSERT_TRUE(!symstore_has(dir, t->build_id));
+        memset(t->build_id, '2', 40);
+        ASSERT_TRUE(symstore_has(dir, t->build_id));
+        elfsyms_free(s);
+        remove_dir(dir);
+}
+
+TEST(store_refuses_links) {
+        _cleanup_close_ int fd = open_or_die(EXE);
+        _cleanup_free_ char *dir = make_dir(), *other = make_dir();
+        char path[512], target[512];
+        elfsyms *s = NULL, *l = NULL;
+
+        ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
+        /* A table planted as a link to a table elsewhere is not read. */
+        snprintf(path, sizeof path, "%s/" SYMSTORE_DIR, dir);
+        ASSERT_EQ(mkdir(path, 0700), 0);
+        ASSERT_OK(symstore_save(other, s));
+        snprintf(target, sizeof target, "%s/" SYMSTORE_DIR "/%s", other, s->build_id);
+        snprintf(path, sizeof path, "%s/" SYMSTORE_DIR "/%s", dir, s->build_id);
+        ASSERT_EQ(symlink(target, path), 0);
+        ASSERT_ERROR(symstore_load(dir, s->build_id, false, &l), ELOOP);
+        remove_dir(dir);
+        free(dir);
+
+        /* .symbols itself a link: nothing is written through it. */
+        dir = make_dir();
+        snprintf(path, sizeof path, "%s/" SYMSTORE_DIR, dir);
+        snprintf(target, sizeof target, "%s/" SYMSTORE_DIR, other);
+        ASSERT_EQ(symlink(target, path), 0);
+        memset(s->build_id, '5', 40);
+        ASSERT_TRUE(symstore_save(dir, s) < 0);
+        snprintf(target, sizeof target, "%s/" SYMSTORE_DIR "/%s", other, s->build_id);
+        ASSERT_TRUE(access(target, F_OK) < 0);
+        elfsyms_free(s);
+        remove_dir(dir);
+        remove_dir(other);
+}
