@@ -45,6 +45,8 @@ void config_init(config *c) {
                 .cache_max_age_ns = 30ULL * 24 * 3600 * NSEC_PER_SEC,
                 .symbols_max_size_bytes = 256ULL << 20,
                 .debug_root = strdup("/usr/lib/debug"),
+                .debuginfod_urls = strdup(""),
+                .debuginfod_timeout_ns = 30 * NSEC_PER_SEC,
         };
 }
 
@@ -56,6 +58,7 @@ void config_done(config *c) {
         free(c->root);
         free(c->cache_dir);
         free(c->debug_root);
+        free(c->debuginfod_urls);
         *c = (config) {};
 }
 
@@ -69,7 +72,9 @@ int config_copy(const config *from, config *to) {
         n.root = strdup(from->root);
         n.cache_dir = strdup(from->cache_dir);
         n.debug_root = strdup(from->debug_root);
-        if (!n.event || !n.database || !n.socket || !n.group || !n.root || !n.cache_dir || !n.debug_root) {
+        n.debuginfod_urls = strdup(from->debuginfod_urls);
+        if (!n.event || !n.database || !n.socket || !n.group || !n.root || !n.cache_dir || !n.debug_root ||
+            !n.debuginfod_urls) {
                 config_done(&n);
                 return -ENOMEM;
         }
@@ -202,6 +207,18 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 if (v[0] != '/' && v[0] != '\0')
                         return *ret_why = "expected an absolute path, or nothing for none", -EINVAL;
                 return set_string(&c->debug_root, v);
+        }
+        if (streq(key, "debuginfod_urls")) {
+                for (const char *p = v; *p; p++)
+                        if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                                return *ret_why = "expected URLs separated by spaces", -EINVAL;
+                return set_string(&c->debuginfod_urls, v);
+        }
+        if (streq(key, "debuginfod_timeout")) {
+                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 3600 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 1s and 1h (e.g. 30s)", -EINVAL;
+                c->debuginfod_timeout_ns = ns - ns % NSEC_PER_SEC;
+                return 0;
         }
         if (streq(key, "symbols_max_size")) {
                 uint64_t bytes;
@@ -435,7 +452,7 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 
 char *config_format(const config *c) {
         char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
-        char client_timeout[32], hold_max[32], sym_max[32];
+        char client_timeout[32], hold_max[32], sym_max[32], dtimeout[32];
         char *s;
 
         fmt_duration_key(c->client_timeout_ns, client_timeout, sizeof client_timeout);
@@ -461,6 +478,7 @@ char *config_format(const config *c) {
         else
                 strcpy(hold_max, "none");
 
+        fmt_duration_key(c->debuginfod_timeout_ns, dtimeout, sizeof dtimeout);
         if (c->symbols_max_size_bytes)
                 fmt_size_key(c->symbols_max_size_bytes, sym_max, sizeof sym_max);
         else
@@ -505,13 +523,15 @@ char *config_format(const config *c) {
                      "cache_max_size = %s\n"
                      "cache_max_age = %s\n"
                      "symbols_max_size = %s\n"
-                     "debug_root = %s\n",
+                     "debug_root = %s\n"
+                     "debuginfod_urls = %s\n"
+                     "debuginfod_timeout = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
-                     max_age, sym_max, c->debug_root) < 0)
+                     max_age, sym_max, c->debug_root, c->debuginfod_urls, dtimeout) < 0)
                 return NULL;
         return s;
 }

@@ -38,6 +38,8 @@ typedef struct config {
         uint64_t cache_max_age_ns;      /* 0 = no limit */
         uint64_t symbols_max_size_bytes; /* user function tables kept under cache_dir; 0 = no limit */
         char *debug_root;               /* separate debug files: DEBUG_ROOT/.build-id/xx/rest.debug; "" = none */
+        char *debuginfod_urls;          /* space-separated; "" = off (no network access) */
+        uint64_t debuginfod_timeout_ns; /* per download */
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u

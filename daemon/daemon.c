@@ -359,9 +359,10 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
         if (strcmp(n.database, d->cfg.database) != 0 || strcmp(n.socket, d->cfg.socket) != 0 ||
             strcmp(n.root, d->cfg.root) != 0 || strcmp(n.event, d->cfg.event) != 0 ||
             n.ring_buffer_pages != d->cfg.ring_buffer_pages || n.callchain_depth != d->cfg.callchain_depth ||
-            !streq(n.cache_dir, d->cfg.cache_dir))
-                log_notice("database, socket, root, event, ring_buffer_pages, callchain_depth and cache_dir "
-                           "take effect at the next restart.");
+            !streq(n.cache_dir, d->cfg.cache_dir) || !streq(n.debuginfod_urls, d->cfg.debuginfod_urls) ||
+            n.debuginfod_timeout_ns != d->cfg.debuginfod_timeout_ns)
+                log_notice("database, socket, root, event, ring_buffer_pages, callchain_depth, cache_dir, "
+                           "debuginfod_urls and debuginfod_timeout take effect at the next restart.");
 
         log_set_max_level(n.log_level);
         if (n.frequency_hz != d->cfg.frequency_hz && d->events)
@@ -522,6 +523,8 @@ static void status_fill(json_object *p, void *userdata) {
                         .bytes = us->bytes,
                         .last_ns = us->last_ns,
                         .max_ns = us->max_ns,
+                        .debuginfod_found = us->debuginfod_found,
+                        .debuginfod_missed = us->debuginfod_missed,
                 };
                 s.symbols = &symbols;
         }

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "macro.h"
 #include "store/store.h"
+#include "usymbols.h"
 
 static void help(void) {
         printf("Usage: perfsnapd [OPTIONS]\n"
@@ -139,6 +140,12 @@ int main(int argc, char **argv) {
         }
 
         log_set_max_level(cfg.log_level);
+        /* Before any thread exists: libdebuginfod reads its environment. */
+        r = usymbols_setup_env(&cfg);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up debuginfod: %m");
+                goto finish;
+        }
 
         r = daemon_new(&cfg, config_path, &d);
         if (r < 0) {

@@ -3,6 +3,7 @@
  * side (which build-ids were announced, the queue bound, the counters) and
  * the worker's (open, check, extract, write, prune). */
 
+#include <elfutils/debuginfod.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ typedef struct usym_job {
         job_result result;
         int error;
         const char *failed_what;        /* "open", "read", "save", "prune" */
+        int debuginfod;                 /* 1: found there, -1: asked, not found, 0: not asked */
         elfsyms_source source;
         size_t n_symbols;
         uint64_t duration_ns;
@@ -51,6 +53,7 @@ struct usymbols {
         char *root, *cache_dir, *debug_root;
         uint64_t max_bytes;
         workqueue *queue;
+        debuginfod_client *debuginfod;  /* NULL: debuginfod_urls is empty; used on the worker only */
         unsigned pending;
         hashmap *seen;                  /* build-id -> 1 */
         usymbols_stats stats;
@@ -118,6 +121,18 @@ static void run_job(workqueue_item *item, void *userdata) {
                 j->failed_what = "read";
                 return;
         }
+        if (u->debuginfod && s->source != ELFSYMS_SYMTAB && s->source != ELFSYMS_DEBUG) {
+                _cleanup_close_ int rfd = debuginfod_find_debuginfo(u->debuginfod, (const unsigned char *) j->build_id,
+                                                                    0, NULL);
+                elfsyms *d = NULL;
+
+                j->debuginfod = -1;
+                if (rfd >= 0 && elfsyms_read(fd, j->build_id, rfd, &d) >= 0) {
+                        elfsyms_free(s);
+                        s = d;
+                        j->debuginfod = 1;
+                }
+        }
         j->source = s->source;
         j->n_symbols = s->n;
         r = symstore_save(u->cache_dir, s);
@@ -159,6 +174,10 @@ static void job_done(workqueue_item *item, void *userdata) {
         usym_job *j = (usym_job *) item;
 
         u->pending--;
+        if (j->debuginfod > 0)
+                u->stats.debuginfod_found++;
+        else if (j->debuginfod < 0)
+                u->stats.debuginfod_missed++;
         switch (j->result) {
         case JOB_KEPT_ALREADY:
                 u->stats.kept_already++;
@@ -258,6 +277,11 @@ int usymbols_new(struct event_base *base, const config *c, usymbols **ret) {
         u->debug_root = strdup(c->debug_root);
         u->max_bytes = c->symbols_max_size_bytes;
         r = u->root && u->cache_dir && u->debug_root ? hashmap_new(&u->seen) : -ENOMEM;
+        if (r >= 0 && c->debuginfod_urls[0]) {
+                u->debuginfod = debuginfod_begin();
+                if (!u->debuginfod)
+                        r = -ENOMEM;
+        }
         if (r >= 0)
                 r = workqueue_new(base, run_job, job_done, u, &u->queue);
         if (r < 0) {
@@ -272,12 +296,43 @@ usymbols *usymbols_free(usymbols *u) {
         if (!u)
                 return NULL;
         workqueue_free(u->queue, drop_job);
+        if (u->debuginfod)
+                debuginfod_end(u->debuginfod);
         hashmap_free(u->seen);
         free(u->root);
         free(u->cache_dir);
         free(u->debug_root);
         free(u);
         return NULL;
+}
+
+int usymbols_setup_env(const config *c) {
+        char buf[PATH_MAX + 32];
+        unsigned secs = (unsigned) (c->debuginfod_timeout_ns / 1000000000u);
+
+        /* Nothing from the caller's environment (Debian sets DEBUGINFOD_URLS
+         * in login shells): only what the configuration says. */
+        static const char *const vars[] = { DEBUGINFOD_URLS_ENV_VAR, DEBUGINFOD_PROGRESS_ENV_VAR,
+                                            DEBUGINFOD_VERBOSE_ENV_VAR, DEBUGINFOD_HEADERS_FILE_ENV_VAR };
+        for (size_t i = 0; i < ELEMENTSOF(vars); i++)
+                if (unsetenv(vars[i]) < 0)
+                        return negative_errno();
+        if (!c->debuginfod_urls[0] || !c->cache_dir[0])
+                return 0;
+        if (setenv(DEBUGINFOD_URLS_ENV_VAR, c->debuginfod_urls, 1) < 0)
+                return negative_errno();
+        snprintf(buf, sizeof buf, "%s/.debuginfod", c->cache_dir);
+        if (setenv(DEBUGINFOD_CACHE_PATH_ENV_VAR, buf, 1) < 0)
+                return negative_errno();
+        /* DEBUGINFOD_TIMEOUT: seconds without progress; MAXTIME: a whole
+         * download. */
+        snprintf(buf, sizeof buf, "%u", secs);
+        if (setenv(DEBUGINFOD_TIMEOUT_ENV_VAR, buf, 1) < 0)
+                return negative_errno();
+        snprintf(buf, sizeof buf, "%u", secs * 4);
+        if (setenv(DEBUGINFOD_MAXTIME_ENV_VAR, buf, 1) < 0)
+                return negative_errno();
+        return 0;
 }
 
 const usymbols_stats *usymbols_get_stats(const usymbols *u) {

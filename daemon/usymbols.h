@@ -13,7 +13,9 @@
  *      its build-id must be the one of the mapping (-ESTALE otherwise:
  *      replaced since);
  *   3. symbols from DEBUG_ROOT/.build-id/xx/rest.debug if there is one,
- *      else the file's .symtab, else its .dynsym;
+ *      else the file's .symtab; a file with neither asks the debuginfod
+ *      servers of debuginfod_urls (when set) for its debug file, else
+ *      keeps its .dynsym;
  *   4. written, then the least recently used tables removed past
  *      symbols_max_size.
  *
@@ -41,7 +43,15 @@ typedef struct usymbols_stats {
         uint64_t last_ns;               /* extraction time of the last table written */
         uint64_t max_ns;                /* the longest */
         int last_error;                 /* of the last failure, negative errno */
+        uint64_t debuginfod_found;      /* debug files debuginfod gave */
+        uint64_t debuginfod_missed;     /* asked, none given (not found, unreachable, timed out) */
 } usymbols_stats;
+
+/* Sets libdebuginfod's environment from c (DEBUGINFOD_URLS, or unsets it
+ * when debuginfod_urls is empty, so none from the caller's environment is
+ * used; its cache in CACHE/.debuginfod; the timeouts). Call before any
+ * thread starts: the library reads the environment. */
+int usymbols_setup_env(const config *c);
 
 /* NULL in *ret (and 0) when c->cache_dir is empty: nothing is kept. */
 int usymbols_new(struct event_base *base, const config *c, usymbols **ret);

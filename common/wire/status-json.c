@@ -142,6 +142,8 @@ void status_json(const status_info *s, json_object *p) {
                 add_u64(p, "symbol_tables_bytes", s->symbols->bytes);
                 add_u64(p, "symbol_table_last_ns", s->symbols->last_ns);
                 add_u64(p, "symbol_table_max_ns", s->symbols->max_ns);
+                add_u64(p, "symbol_debuginfod_found", s->symbols->debuginfod_found);
+                add_u64(p, "symbol_debuginfod_missed", s->symbols->debuginfod_missed);
         }
 }
 

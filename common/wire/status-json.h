@@ -37,6 +37,7 @@ typedef struct status_snapshots {
 typedef struct status_symbols {
         uint64_t files_seen, written, kept_already, no_symbols, failed, dropped, pruned;
         uint64_t tables, bytes, last_ns, max_ns;
+        uint64_t debuginfod_found, debuginfod_missed;
 } status_symbols;
 
 typedef struct status_uevents {

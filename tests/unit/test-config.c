@@ -31,7 +31,7 @@ TEST(shipped_config_equals_defaults) {
                         *nl++ = 0;
                 ASSERT_EQ(sscanf(line, "%63[a-z_]", key), 1);
                 char needle[80];
-                snprintf(needle, sizeof needle, "\n%s = ", key);
+                snprintf(needle, sizeof needle, "\n%s =", key);
                 if (!strstr(shipped, needle))
                         TEST_FAIL_("key %s is not documented in conf/perfsnapd.conf", key);
         }
