@@ -437,6 +437,7 @@ static void status_fill(json_object *p, void *userdata) {
                 .ingest_cpu_ns = st->cpu_ns,
                 .stack_cache_hits = sy->stack_cache_hits,
                 .invalid_user_frames = sy->invalid_user_frames,
+                .jit_frames = sy->jit_frames,
                 .deferred_records = st->deferred,
                 .ksymbol_records = d->events && perf_events_has_ksymbol(d->events),
                 .commits = st->commits,

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "perf/jitmaps.h"
 #include "fileio.h"
 #include "ingest.h"
 #include "log.h"
@@ -40,6 +41,7 @@ struct ingest {
         uint64_t snapshot_since_ns;
         tasks *tasks;
         symbolizer *symbolizer;
+        jitmaps *jit;
 
         ingest_record_handler record_cb;
         void *record_userdata;
@@ -80,6 +82,10 @@ int ingest_new(store *st, const char *root, ingest **ret) {
                 r = tasks_new(in->root, &in->tasks);
         if (r >= 0)
                 r = symbolizer_new(st, in->layout, in->tasks, &in->symbolizer);
+        if (r >= 0)
+                r = jitmaps_new(in->root, &in->jit);
+        if (r >= 0)
+                symbolizer_set_jitmaps(in->symbolizer, in->jit);
         if (r < 0) {
                 ingest_free(in);
                 return r;
@@ -92,6 +98,7 @@ ingest *ingest_free(ingest *in) {
         if (!in)
                 return NULL;
         symbolizer_free(in->symbolizer);
+        jitmaps_free(in->jit);
         layout_free(in->layout);
         tasks_free(in->tasks);
         free(in->arena);
@@ -256,8 +263,10 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                 return ingest_sample(in, &rec->sample, mono_to_wall_ns);
 
         case PERF_RECORD_COMM:
-                if (rec->comm.exec)
+                if (rec->comm.exec) {
                         symbolizer_maps_changed(in->symbolizer, rec->comm.pid);
+                        jitmaps_forget(in->jit, rec->comm.pid);
+                }
                 return tasks_comm(in->tasks, rec->comm.pid, rec->comm.tid, rec->comm.comm, rec->comm.exec);
 
         case PERF_RECORD_FORK:

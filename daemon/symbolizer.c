@@ -9,7 +9,9 @@
 
 #include "hashmap.h"
 #include "macro.h"
+#include "perf/jitmaps.h"
 #include "symbolizer.h"
+#include "timeparse.h"
 
 /* User addresses lie below, kernel ones above, on the 64-bit architectures
  * that split one address space (x86-64: user below 2^47, or 2^56 with
@@ -41,6 +43,7 @@ struct symbolizer {
         symbolizer_user_file_handler file_cb;
         void *file_userdata;
         hashmap *ufile_seen;    /* file ids announced to file_cb */
+        jitmaps *jit;
 
         uint64_t layout_gen;    /* the generation the caches below were filled in */
         uint32_t epoch;         /* layout_epoch() of the sample being resolved */
@@ -126,6 +129,10 @@ void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void
 void symbolizer_set_user_file_handler(symbolizer *s, symbolizer_user_file_handler cb, void *userdata) {
         s->file_cb = cb;
         s->file_userdata = userdata;
+}
+
+void symbolizer_set_jitmaps(symbolizer *s, jitmaps *j) {
+        s->jit = j;
 }
 
 void symbolizer_new_pass(symbolizer *s) {
@@ -244,8 +251,20 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
          * wherever ASLR put it: keyed by the file, its build-id and the
          * file offset, not by the process's address. Anonymous memory
          * ("", "[heap]", "//anon") has no such identity. */
-        if (!m.path || m.path[0] != '/')
+        if (!m.path || m.path[0] != '/' || m.path[1] == '/') {
+                /* JIT code: named from the process's map, if it has one. */
+                if (s->jit && m.path && (streq(m.path, "//anon") || strncmp(m.path, "[anon", 5) == 0)) {
+                        uint64_t start;
+                        const char *name = jitmaps_lookup(s->jit, pid, ip, clock_ns(CLOCK_MONOTONIC), &start);
+
+                        if (name) {
+                                f.symbol = name;
+                                f.offset = ip - start;
+                                s->stats.jit_frames++;
+                        }
+                }
                 return store_intern_frame(s->store, &f, ret);
+        }
         f.addr = f.offset;
 
         /* Two numbers instead of the frame's path and build-id. */

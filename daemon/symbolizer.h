@@ -25,6 +25,7 @@ typedef struct symbolizer_stats {
         uint64_t module_data_frames;    /* kernel frames in a module's data section (see layout_hit.data) */
         uint64_t invalid_user_frames;   /* user entries at kernel addresses, and those after them: dropped */
         uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
+        uint64_t jit_frames;            /* user frames named from a JIT map (perf/jitmaps.h) */
 } symbolizer_stats;
 
 /* The collaborators must outlive the symbolizer. */
@@ -46,6 +47,10 @@ void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void
  * kept (daemon/usymbols.h). pid: a process that maps it now. */
 typedef void (*symbolizer_user_file_handler)(uint32_t pid, const char *path, const char *build_id, void *userdata);
 void symbolizer_set_user_file_handler(symbolizer *s, symbolizer_user_file_handler cb, void *userdata);
+/* JIT maps that name frames in anonymous executable memory (NULL: none);
+ * owned by the caller. */
+typedef struct jitmaps jitmaps;
+void symbolizer_set_jitmaps(symbolizer *s, jitmaps *j);
 /* A new drain pass: the miss handler may run again. */
 void symbolizer_new_pass(symbolizer *s);
 

@@ -89,6 +89,7 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "ingest_cpu_ns", s->ingest_cpu_ns);
         add_u64(p, "stack_cache_hits", s->stack_cache_hits);
         add_u64(p, "invalid_user_frames", s->invalid_user_frames);
+        add_u64(p, "jit_frames", s->jit_frames);
         add_u64(p, "deferred_records", s->deferred_records);
         add_bool(p, "ksymbol_records", s->ksymbol_records);
         add_u64(p, "commits", s->commits);

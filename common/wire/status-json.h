@@ -53,7 +53,7 @@ typedef struct status_info {
         /* ingest */
         uint64_t samples, lost;
         const uint64_t *lost_per_cpu;   /* cpus of them */
-        uint64_t bad_records, ingest_cpu_ns, stack_cache_hits, invalid_user_frames, deferred_records;
+        uint64_t bad_records, ingest_cpu_ns, stack_cache_hits, invalid_user_frames, jit_frames, deferred_records;
         bool ksymbol_records;
         uint64_t commits;
         /* storage */

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* JIT symbol maps, /tmp/perf-PID.map: the text file a JIT compiler writes
+ * for perf (node --perf-basic-prof, Java agents, LuaJIT, ...), one line
+ * per compiled function, "START SIZE NAME" with START and SIZE in hex,
+ * appended as code is compiled. The ingest path names a user frame in
+ * anonymous executable memory from the map of its process, read while the
+ * process lives: the name is stored with the frame, since the map (and
+ * the process) may be gone when a query comes.
+ *
+ * A map is read from ROOT/proc/PID/root/tmp/perf-PID.map (the process's
+ * own /tmp: a container's, or a service's private one), else from
+ * ROOT/tmp/perf-PID.map, never through a symbolic link, and only if the
+ * file is a regular file owned by the process's owner (a map planted by
+ * another user is not read). It is read incrementally: a lookup that
+ * finds nothing reads what was appended since, at most once per
+ * JITMAPS_RECHECK_NS per process. Later lines win over earlier ones that
+ * overlap them (code moved or recompiled). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define JITMAPS_RECHECK_NS (1000ULL * 1000 * 1000)
+#define JITMAPS_MAX_PROCESSES 256               /* least recently used dropped */
+#define JITMAPS_MAX_ENTRIES (1024u * 1024u)     /* per process; the rest is ignored */
+#define JITMAPS_MAX_NAME 1024                   /* longer names are cut */
+
+typedef struct jitmaps jitmaps;
+
+typedef struct jitmaps_stats {
+        uint64_t reads;                 /* (re)reads of a map */
+        uint64_t entries;               /* lines taken, all processes */
+        uint64_t bad_lines;             /* lines that were not START SIZE NAME */
+        uint64_t refused;               /* maps not read: a link, not a regular file, another owner */
+        uint64_t hits, misses;          /* lookups */
+} jitmaps_stats;
+
+/* root: where proc/ and tmp/ are read ("/" or a test's tree). */
+int jitmaps_new(const char *root, jitmaps **ret);
+jitmaps *jitmaps_free(jitmaps *j);
+
+/* The name of the JIT function covering addr in pid, and its start in
+ * *ret_start; NULL if none (no map, or no line covers addr). now_ns: a
+ * monotonic time, for the re-read interval. Valid until the next call. */
+const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now_ns, uint64_t *ret_start);
+
+/* pid exec'd or exited: its map is another program's from now on. */
+void jitmaps_forget(jitmaps *j, uint32_t pid);
+
+/* Parses one line (without its '\n'): 0, or -EINVAL. *ret_name points
+ * into line, *ret_name_len its length (cut to JITMAPS_MAX_NAME). */
+int jitmaps_parse_line(const char *line, size_t len, uint64_t *ret_start, uint64_t *ret_size,
+                       const char **ret_name, size_t *ret_name_len);
+
+const jitmaps_stats *jitmaps_get_stats(const jitmaps *j);
+size_t jitmaps_memory_bytes(const jitmaps *j);

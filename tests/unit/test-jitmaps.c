@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* JIT maps (perf/jitmaps.h) over a synthetic root: ROOT/proc/PID (its
+ * owner is the process's) and ROOT/tmp/perf-PID.map in perf's format,
+ * appended to while read, overlapping lines, a planted link, another
+ * owner's file, bad lines. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "perf/jitmaps.h"
+#include "test.h"
+
+#define SEC 1000000000ULL
+
+typedef struct root {
+        char dir[64];
+} root;
+
+static void root_init(root *r, uint32_t pid) {
+        char p[256];
+
+        snprintf(r->dir, sizeof r->dir, "/tmp/test-jitmaps.XXXXXX");
+        ASSERT_TRUE(mkdtemp(r->dir));
+        snprintf(p, sizeof p, "%s/proc", r->dir);
+        ASSERT_EQ(mkdir(p, 0755), 0);
+        snprintf(p, sizeof p, "%s/proc/%u", r->dir, pid);
+        ASSERT_EQ(mkdir(p, 0755), 0);
+        snprintf(p, sizeof p, "%s/tmp", r->dir);
+        ASSERT_EQ(mkdir(p, 0755), 0);
+}
+
+static void root_done(root *r) {
+        char cmd[128];
+
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+        ASSERT_EQ(system(cmd), 0);
+}
+
+static void append(const root *r, uint32_t pid, const char *text) {
+        char p[256];
+        FILE *f;
+
+        snprintf(p, sizeof p, "%s/tmp/perf-%u.map", r->dir, pid);
+        f = fopen(p, "a");
+        ASSERT_TRUE(f != NULL);
+        fputs(text, f);
+        fclose(f);
+}
+
+TEST(parse_line) {
+        uint64_t start, size;
+        const char *name;
+        size_t len;
+        const char *l = "7f978b745b80 348 JS:*namedJsLeafGamma /tmp/w/spin.js:1:26";
+
+        ASSERT_OK(jitmaps_parse_line(l, strlen(l), &start, &size, &name, &len));
+        ASSERT_U64_EQ(start, 0x7f978b745b80ULL);
+        ASSERT_U64_EQ(size, 0x348);
+        ASSERT_EQ(len, strlen("JS:*namedJsLeafGamma /tmp/w/spin.js:1:26"));
+        ASSERT_TRUE(strncmp(name, "JS:*namedJsLeafGamma", 20) == 0);
+        l = "0x1000 0x20 name with spaces";
+        ASSERT_OK(jitmaps_parse_line(l, strlen(l), &start, &size, &name, &len));
+        ASSERT_U64_EQ(start, 0x1000);
+        static const char *const bad[] = { "", "1000", "1000 20", "1000 20 ", "zz 20 f", "1000 0 f",
+                                           "ffffffffffffffff 2 wrap", "10000000000000000 2 long", "1000  20 f" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_ERROR(jitmaps_parse_line(bad[i], strlen(bad[i]), &start, &size, &name, &len), EINVAL);
+}
+
+TEST(lookup_and_append) {
+        _cleanup_(root_done) root r;
+        jitmaps *j = NULL;
+        uint64_t start = 0;
+        const char *n;
+
+        root_init(&r, 42);
+        append(&r, 42, "1000 100 first\n2000 80 second\nbogus line\n3000 10 part");
+        ASSERT_OK(jitmaps_new(r.dir, &j));
+        n = jitmaps_lookup(j, 42, 0x1050, 1 * SEC, &start);
+        ASSERT_STREQ(n, "first");
+        ASSERT_U64_EQ(start, 0x1000);
+        ASSERT_STREQ(jitmaps_lookup(j, 42, 0x207f, 1 * SEC, &start), "second");
+        ASSERT_NULL(jitmaps_lookup(j, 42, 0x2080, 1 * SEC, &start));
+        ASSERT_EQ(jitmaps_get_stats(j)->bad_lines, 1);
+        /* The unfinished last line is not taken until it ends; nor is a
+         * new line before the re-read interval. */
+        append(&r, 42, "ial\n4000 10 later\n");
+        ASSERT_NULL(jitmaps_lookup(j, 42, 0x4004, 1 * SEC + 10, &start));
+        ASSERT_STREQ(jitmaps_lookup(j, 42, 0x4004, 2 * SEC + 10, &start), "later");
+        ASSERT_STREQ(jitmaps_lookup(j, 42, 0x3004, 2 * SEC + 10, &start), "partial");
+        /* A later line over an earlier one wins. */
+        append(&r, 42, "1040 20 recompiled\n");
+        ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 2 * SEC + 10, &start), "first");  /* found: no re-read */
+        ASSERT_NULL(jitmaps_lookup(j, 42, 0x9000, 4 * SEC, &start));                 /* a miss re-reads */
+        ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 4 * SEC, &start), "recompiled");
+        ASSERT_U64_EQ(start, 0x1040);
+        ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1010, 4 * SEC, &start), "first");
+        /* exec: forgotten, read anew. */
+        jitmaps_forget(j, 42);
+        ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 5 * SEC, &start), "recompiled");
+        /* No map, no process. */
+        ASSERT_NULL(jitmaps_lookup(j, 43, 0x1044, 5 * SEC, &start));
+        jitmaps_free(j);
+}
+
+TEST(refused) {
+        _cleanup_(root_done) root r;
+        char p[256], target[256];
+        jitmaps *j = NULL;
+        uint64_t start;
+
+        root_init(&r, 7);
+        /* A link planted at the map's path is not followed. */
+        snprintf(target, sizeof target, "%s/secret", r.dir);
+        FILE *f = fopen(target, "w");
+        ASSERT_TRUE(f);
+        fputs("1000 100 secret\n", f);
+        fclose(f);
+        snprintf(p, sizeof p, "%s/tmp/perf-7.map", r.dir);
+        ASSERT_EQ(symlink(target, p), 0);
+        ASSERT_OK(jitmaps_new(r.dir, &j));
+        ASSERT_NULL(jitmaps_lookup(j, 7, 0x1010, SEC, &start));
+        ASSERT_GE(jitmaps_get_stats(j)->refused, 1);
+        /* A map whose owner is not the process's is not read. */
+        ASSERT_EQ(unlink(p), 0);
+        append(&r, 7, "1000 100 planted\n");
+        jitmaps_forget(j, 7);
+        ASSERT_STREQ(jitmaps_lookup(j, 7, 0x1010, 3 * SEC, &start), "planted");
+        if (geteuid() == 0) {
+                ASSERT_EQ(chown(p, 12345, 12345), 0);
+                jitmaps_forget(j, 7);
+                ASSERT_NULL(jitmaps_lookup(j, 7, 0x1010, 5 * SEC, &start));
+        }
+        jitmaps_free(j);
+}
