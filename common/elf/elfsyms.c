@@ -16,6 +16,13 @@
 #include "macro.h"
 
 #define NAME_MAX_BYTES 4096     /* longer names (none seen in practice) are cut */
+/* Mangled names longer than this are kept mangled: the demangler recurses
+ * with the name's nesting, and the names come from any file a process
+ * maps. */
+#define DEMANGLE_MAX_INPUT 1024
+
+/* libstdc++'s demangler (the C++ ABI's); malloc'ed result or NULL. */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 #define HEADER_SIZE (8 + 4 * 4 + 48)
 #define ENTRY_SIZE 16
 
@@ -175,7 +182,17 @@ static void collector_done(collector *c) {
 }
 
 static int collector_add(collector *c, uint64_t offset, uint64_t size, const char *name, bool global) {
-        size_t len = strnlen(name, NAME_MAX_BYTES - 1);
+        _cleanup_free_ char *demangled = NULL;
+        size_t len;
+
+        if (name[0] == '_' && name[1] == 'Z' && strnlen(name, DEMANGLE_MAX_INPUT + 1) <= DEMANGLE_MAX_INPUT) {
+                int status;
+
+                demangled = __cxa_demangle(name, NULL, NULL, &status);
+                if (demangled && status == 0)
+                        name = demangled;
+        }
+        len = strnlen(name, NAME_MAX_BYTES - 1);
 
         if (c->n >= ELFSYMS_MAX_SYMBOLS)
                 return -EFBIG;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The user-space function tables: elfsyms_read() over a small executable
  * built with symbols and its stripped copy (the fuzz corpus's tiny-exe.elf
- * and tiny-stripped.elf: gcc -O1 -fno-inline of three functions, main,
- * helper_two and the static helper_one), the table file format, and the
+ * and tiny-stripped.elf: gcc -O1 -fno-inline of four functions, main,
+ * helper_two, the static helper_one and one whose symbol is the C++ name
+ * _ZN5outer5innerEi, given by an asm label), the table file format, and the
  * store by build-id with its links refused and its least recently used
  * tables pruned first. */
 
@@ -48,6 +49,9 @@ TEST(read_symtab) {
         h1 = find_name(s, "helper_one");
         h2 = find_name(s, "helper_two");
         ASSERT_TRUE(m && h1 && h2);
+        /* C++ names demangled. */
+        ASSERT_TRUE(find_name(s, "outer::inner(int)") != NULL);
+        ASSERT_NULL(find_name(s, "_ZN5outer5innerEi"));
         ASSERT_GT(m->size, 0);
         /* Every offset inside a function names it; the byte after does not
          * name it (another function, or nothing). */
