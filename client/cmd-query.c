@@ -167,6 +167,11 @@ static void help_query(void) {
                "      --pid PID        only samples of this process id\n"
                "      --comm NAME      only samples of tasks with this command name (exact)\n"
                "      --cpu N          only samples taken on CPU N\n"
+               "      --kernel-only    only kernel frames: rows by the innermost kernel frame,\n"
+               "                       stacks without their user part\n"
+               "      --user-only      only user frames: rows by the innermost user frame (time\n"
+               "                       in the kernel goes to the code that entered it), stacks\n"
+               "                       without their kernel part\n"
                "      --top N          at most N rows; 0 = as many as the daemon allows\n"
                "                       (default: %d for table, 0 for json and folded)\n"
                "      --format FORMAT  table (default), json or folded\n"
@@ -189,6 +194,8 @@ int cmd_query(int argc, char **argv) {
                 { "comm",   required_argument, NULL, ARG_COMM },
                 { "cpu",    required_argument, NULL, ARG_CPU },
                 { "top",    required_argument, NULL, ARG_TOP },
+                { "kernel-only", no_argument,  NULL, ARG_KERNEL_ONLY },
+                { "user-only", no_argument,    NULL, ARG_USER_ONLY },
                 { "format", required_argument, NULL, ARG_FORMAT },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "help",   no_argument,       NULL, 'h' },
@@ -227,6 +234,12 @@ int cmd_query(int argc, char **argv) {
                         if (!parse_int(optarg, 0, QUERY_CPU_MAX, &v))
                                 return print_error("invalid --cpu '%s': expected a CPU number from 0 to %d", optarg, QUERY_CPU_MAX);
                         q.cpu = (int32_t) v;
+                        break;
+                case ARG_KERNEL_ONLY:
+                case ARG_USER_ONLY:
+                        if (q.frames != QUERY_FRAMES_ALL)
+                                return print_error("--kernel-only and --user-only exclude each other");
+                        q.frames = c == ARG_KERNEL_ONLY ? QUERY_FRAMES_KERNEL : QUERY_FRAMES_USER;
                         break;
                 case ARG_TOP:
                         if (!parse_int(optarg, 0, UINT32_MAX, &v))

@@ -36,6 +36,8 @@ enum {
         ARG_LIMIT,
         ARG_MAX_SIZE,
         ARG_MAX_AGE,
+        ARG_KERNEL_ONLY,
+        ARG_USER_ONLY,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */

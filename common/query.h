@@ -16,6 +16,12 @@ typedef struct query_params {
         const char *comm;       /* NULL = any; exact match */
         uint32_t top;           /* max rows; 0 = no limit (the server still caps it) */
         bool want_stacks;       /* also return whole stacks (folded output) */
+        /* Which frames count: all; kernel frames only (a row is the
+         * innermost kernel frame, stacks lose their user part); user
+         * frames only (a row is the innermost user frame: kernel time
+         * goes to the user code that entered the kernel). A sample
+         * without such frames is a row "[unknown]". */
+        enum { QUERY_FRAMES_ALL = 0, QUERY_FRAMES_KERNEL, QUERY_FRAMES_USER } frames;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;

@@ -73,6 +73,7 @@ typedef struct row_acc {
 
 typedef struct query_ctx {
         store *s;
+        int frame_kinds;        /* query_params.frames */
         sqlite3_stmt *string_st;
         dict_reader *nodes, *frame_rows;
 
@@ -124,10 +125,14 @@ static void query_ctx_done(query_ctx *c) {
         free(c->unames);
 }
 
-static int query_ctx_init(query_ctx *c, store *s, const char *symbols_dir) {
+static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
         int r;
 
-        *c = (query_ctx) { .s = s, .symbols_dir = symbols_dir && symbols_dir[0] ? symbols_dir : NULL };
+        *c = (query_ctx) {
+                .s = s,
+                .frame_kinds = q->frames,
+                .symbols_dir = q->symbols_dir && q->symbols_dir[0] ? q->symbols_dir : NULL,
+        };
 
         r = dict_reader_new(s->db, DICT_STACKS, STORE_QUERY_DICT_BYTES, &c->nodes);
         if (r < 0)
@@ -570,8 +575,10 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 /* Without stacks, entries that know their leaf frame group
                  * by it: fewer groups, and no stack to resolve. The top bit
                  * keeps frame keys apart from stack ids. */
-                bool by_frame = !q->want_stacks && e->frame_id > 0;
+                bool by_frame = !q->want_stacks && q->frames == QUERY_FRAMES_ALL && e->frame_id > 0;
                 uint64_t k = by_frame ? (uint64_t) e->frame_id | GROUP_BY_FRAME : (uint64_t) e->stack_id;
+                /* With frames of one kind, the leaf is found from the stack. */
+                int64_t leaf = q->frames == QUERY_FRAMES_ALL ? e->frame_id : 0;
                 uint64_t h = group_hash((uint64_t) e->comm_id, k);
 
                 /* The part from the high bits, the slot from the low. */
@@ -581,7 +588,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 if (s->samples != 0) {
                         s->samples += e->count;
                         if (s->frame_id == 0)
-                                s->frame_id = e->frame_id;
+                                s->frame_id = leaf;
                         continue;
                 }
                 if (t->n + 1 > t->capacity / 4 * 3) {
@@ -593,7 +600,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 *s = (group) {
                         .comm_id = e->comm_id,
                         .key = k,
-                        .frame_id = e->frame_id,
+                        .frame_id = leaf,
                         .samples = e->count,
                 };
                 t->n++;
@@ -676,6 +683,46 @@ static int row_set_add(row_set *rs, const row_key *k, uint64_t samples) {
         return 0;
 }
 
+/* Whether a frame counts for the query (query_params.frames). */
+static int ctx_frame_counts(query_ctx *c, int64_t frame_id, bool *ret) {
+        size_t fi;
+        int r;
+
+        if (c->frame_kinds == QUERY_FRAMES_ALL) {
+                *ret = true;
+                return 0;
+        }
+        r = ctx_frame(c, frame_id, &fi);
+        if (r < 0)
+                return r;
+        *ret = c->frames[fi].kind == (c->frame_kinds == QUERY_FRAMES_KERNEL ? FRAME_KERNEL : FRAME_USER);
+        return 0;
+}
+
+/* The leaf frame of a stack: its innermost frame that counts for the
+ * query; 0 if none does. */
+static int ctx_leaf(query_ctx *c, int64_t stack_id, int64_t *ret) {
+        for (int64_t id = stack_id; id != 0;) {
+                node_info nd;
+                bool counts;
+                int r;
+
+                r = ctx_node(c, id, &nd);
+                if (r < 0)
+                        return r;
+                r = ctx_frame_counts(c, nd.frame, &counts);
+                if (r < 0)
+                        return r;
+                if (counts) {
+                        *ret = nd.frame;
+                        return 0;
+                }
+                id = nd.parent;
+        }
+        *ret = 0;
+        return 0;
+}
+
 /* Adds the groups' samples to the rows of their leaf frames. Leaf frames
  * of the groups that lack one are looked up in stack id order, then the
  * frames in frame id order, each once: every dictionary block is decoded
@@ -701,12 +748,9 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                 for (size_t i = 0; i < n_groups; i++)
                         leaf[i] = groups[i].frame_id;
                 for (size_t k = 0; k < m; k++) {
-                        node_info nd;
-
-                        r = ctx_node(c, order[k].key, &nd);
+                        r = ctx_leaf(c, order[k].key, &leaf[order[k].i]);
                         if (r < 0)
                                 return r;
-                        leaf[order[k].i] = nd.frame;
                 }
                 for (size_t i = 0; i < n_groups; i++)
                         order[i] = (order_item) { leaf[i], i };
@@ -892,12 +936,18 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                 const char *name;
                 size_t fi;
 
+                bool counts = true;
+
                 r = ctx_frame(c, frame_ids[n - 1 - i], &fi);
+                if (r >= 0)
+                        r = ctx_frame_counts(c, frame_ids[n - 1 - i], &counts);
+                if (r >= 0 && !counts)
+                        continue;
                 if (r >= 0)
                         r = ctx_folded(c, fi, &name);
                 if (r >= 0) {
-                        st.frames[i] = strdup(name);
-                        if (!st.frames[i])
+                        st.frames[st.n_frames] = strdup(name);
+                        if (!st.frames[st.n_frames])
                                 r = -ENOMEM;
                 }
                 if (r < 0) {
@@ -979,7 +1029,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         t.n = 0;
                         passes++;
                         r = sample_scan(s, q->since_ns, q->until_ns,
-                                        !q->want_stacks && q->pid < 0 ? SAMPLE_LEVEL_LEAF_HOUR : SAMPLE_LEVEL_HOUR,
+                                        !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL
+                                                ? SAMPLE_LEVEL_LEAF_HOUR : SAMPLE_LEVEL_HOUR,
                                         group_block, g);
                         if (r != -E2BIG)
                                 break;
@@ -1049,7 +1100,7 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
                         return r;
         }
 
-        r = query_ctx_init(&c, s, q->symbols_dir);
+        r = query_ctx_init(&c, s, q);
         if (r < 0)
                 return r;
 

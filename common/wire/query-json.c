@@ -117,6 +117,19 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                         goto fail;
                                 }
                                 q.want_stacks = json_object_get_boolean(val);
+                        } else if (strcmp(key, "frames") == 0) {
+                                const char *f = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
+
+                                if (strcmp(f, "all") == 0)
+                                        q.frames = QUERY_FRAMES_ALL;
+                                else if (strcmp(f, "kernel") == 0)
+                                        q.frames = QUERY_FRAMES_KERNEL;
+                                else if (strcmp(f, "user") == 0)
+                                        q.frames = QUERY_FRAMES_USER;
+                                else {
+                                        error = "frames: expected \"all\", \"kernel\" or \"user\"";
+                                        goto fail;
+                                }
                         } else {
                                 error = unknown_field_error(key);
                                 goto fail;
@@ -163,6 +176,9 @@ struct json_object *query_params_to_json(const query_params *q) {
         if (q->top > 0 && add(o, "top", json_object_new_int64(q->top)) < 0)
                 return NULL;
         if (q->want_stacks && add(o, "stacks", json_object_new_boolean(1)) < 0)
+                return NULL;
+        if (q->frames != QUERY_FRAMES_ALL &&
+            add(o, "frames", json_object_new_string(q->frames == QUERY_FRAMES_KERNEL ? "kernel" : "user")) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

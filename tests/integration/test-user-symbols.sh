@@ -77,6 +77,35 @@ PY
 check_named live "binary present"
 pass "named-funcs' leaf and its callers named while the binary exists"
 
+# --user-only: every row a user frame (or [unknown]); the kernel time of
+# named-funcs (timer interrupts, clock_gettime) goes to its own code.
+# --kernel-only: every row a kernel frame (or [unknown]).
+for only in user kernel; do
+        "$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --$only-only --format json > "$T/$only.json" ||
+                fail "query --$only-only failed"
+        "$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --$only-only --format folded > "$T/$only.folded" ||
+                fail "query --$only-only --format folded failed"
+done
+python3 - "$T/user.json" "$T/kernel.json" "$T/user.folded" "$T/live.json" <<'PY' || fail "--user-only / --kernel-only (see above)"
+import json, sys
+user, kernel, live = (json.load(open(sys.argv[i]))["result"]["rows"] for i in (1, 2, 4))
+tot = lambda rows: sum(r["samples"] for r in rows)
+wrong_u = [(r["symbol"], r["samples"]) for r in user if r["kernel"]]
+wrong_k = [(r["symbol"], r["samples"]) for r in kernel if not r["kernel"] and r["symbol"] != "[unknown]"]
+leaf = sum(r["samples"] for r in user if r["symbol"] == "named_leaf_gamma")
+live_leaf = sum(r["samples"] for r in live if r["symbol"] == "named_leaf_gamma")
+print(f"--user-only: {tot(user)} samples, named_leaf_gamma {leaf} (all frames: {live_leaf}), kernel rows {wrong_u}; "
+      f"--kernel-only: {tot(kernel)} samples, user rows {wrong_k}")
+assert tot(user) == tot(live) == tot(kernel), "totals differ"
+assert not wrong_u and not wrong_k
+assert leaf >= live_leaf, f"--user-only gave named_leaf_gamma {leaf} < {live_leaf}"
+for line in open(sys.argv[3]):
+    head = line.rpartition(" ")[0]
+    for f in head.split(";")[1:]:
+        assert not f.startswith(("asm_", "entry_SYSCALL", "__x64_sys", "irqentry")), f"kernel frame {f} in --user-only folded"
+PY
+pass "--user-only rows and stacks hold user frames only, --kernel-only rows kernel frames only"
+
 # The binary deleted, the daemon restarted: still named, from the table.
 rm -f "$BIN"
 stop_daemon

@@ -90,6 +90,8 @@ TEST(params_rejected) {
                 { "{\"top\":-1}",                              "top: " },
                 { "{\"top\":4294967296}",                      "top: " },
                 { "{\"stacks\":1}",                            "stacks: " },
+                { "{\"frames\":\"both\"}",                     "frames: " },
+                { "{\"frames\":1}",                            "frames: " },
                 { "{\"frobnicate\":1}",                        "frobnicate: unknown parameter" },
                 { "{\"top\":1,\"x\\u001b[2J\":1}",             "x?[2J: unknown parameter" },
         };
@@ -120,6 +122,8 @@ TEST(params_round_trip) {
                 QUERY_PARAMS_INIT,
                 { .since_ns = 1, .until_ns = INT64_MAX, .pid = 0, .cpu = 0, .comm = "kworker/0:1", .top = UINT32_MAX, .want_stacks = true },
                 { .since_ns = 1763733600000000000ull, .pid = -1, .cpu = 3, .top = 25 },
+                { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_KERNEL },
+                { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_USER, .want_stacks = true },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -143,6 +147,7 @@ TEST(params_round_trip) {
                         ASSERT_NULL(q.comm);
                 ASSERT_EQ(q.top, cases[i].top);
                 ASSERT_EQ(q.want_stacks, cases[i].want_stacks);
+                ASSERT_EQ(q.frames, cases[i].frames);
                 json_object_put(back);
                 json_object_put(o);
         }

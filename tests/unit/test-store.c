@@ -487,6 +487,36 @@ TEST(query_stacks) {
         ASSERT_EQ(r->n_stacks, 1);
         assert_frames(&r->stacks[0], want_abc, ELEMENTSOF(want_abc));
         query_result_free(r);
+
+        /* User frames only: sh's kernel time goes to the user frame that
+         * entered the kernel (libc); io's samples have none: [unknown].
+         * Stacks lose their kernel part. */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        q.frames = QUERY_FRAMES_USER;
+        r = run_query(s, &q, 0, 0);
+        static const char *const want_full_user[] = { "0x401000", "[libc.so.6]+0x1234" };
+        ASSERT_EQ(r->n_rows, 3);
+        assert_row(r, 0, "io", "[unknown]", "[unknown]", 4);
+        assert_row(r, 1, "sh", "/usr/lib/x86_64-linux-gnu/libc.so.6", "0x7f0000021234", 3);
+        assert_row(r, 2, "cp", "[unknown]", "[unknown]", 1);
+        ASSERT_STREQ(r->stacks[0].comm, "io");
+        ASSERT_EQ(r->stacks[0].n_frames, 0);
+        ASSERT_EQ(r->stacks[0].samples, 4);
+        ASSERT_STREQ(r->stacks[1].comm, "sh");
+        assert_frames(&r->stacks[1], want_full_user, ELEMENTSOF(want_full_user));
+        query_result_free(r);
+
+        /* Kernel frames only: the same leaves as before; stacks lose the
+         * user part. */
+        q.frames = QUERY_FRAMES_KERNEL;
+        r = run_query(s, &q, 0, 0);
+        static const char *const want_full_kernel[] = { "entry_SYSCALL_64", "0xffffffffc0001234", "do_sys_open" };
+        assert_row(r, 0, "io", MODULE_KERNEL, "memcpy", 3);
+        assert_row(r, 1, "sh", MODULE_KERNEL, "do_sys_open", 3);
+        ASSERT_STREQ(r->stacks[0].comm, "sh");
+        assert_frames(&r->stacks[0], want_full_kernel, ELEMENTSOF(want_full_kernel));
+        query_result_free(r);
 }
 
 TEST(stack_cache_follows_content_not_pointers) {
