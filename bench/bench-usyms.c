@@ -81,8 +81,16 @@ int main(int argc, char **argv) {
                                 break;
                 }
                 close(fd);
-                if (r < 0 || !s->build_id[0]) {
-                        fprintf(stderr, "%s: %s\n", argv[a], r < 0 ? strerror(-r) : "no build-id");
+                if (r < 0) {
+                        fprintf(stderr, "%s: %s\n", argv[a], strerror(-r));
+                        elfsyms_free(s);
+                        continue;
+                }
+                if (!s->build_id[0]) {
+                        /* Never kept (the daemon keys tables by build-id): the read alone. */
+                        printf("%-44s %10lld %9zu %8s %10s %8.2fms  (no build-id: not kept)\n", argv[a],
+                               (long long) size, s->n, s->source == ELFSYMS_SYMTAB ? ".symtab" : "other", "-",
+                               (double) median(t_read) / 1e6);
                         elfsyms_free(s);
                         continue;
                 }
