@@ -97,6 +97,12 @@ stop_daemon() {
         wait "$DPID"
         DRC=$?
         DPID=
+        # A sanitizer build's report (ASan, UBSan, LSan at exit) fails the
+        # test, whatever it checked.
+        if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$T/daemon.log" 2>/dev/null; then
+                grep -A20 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$T/daemon.log" | head -40
+                fail "a sanitizer reported an error in the daemon (above)"
+        fi
 }
 
 # ---- Bounded polling, instead of sleeps standing in for synchronization ----
