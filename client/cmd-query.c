@@ -169,6 +169,8 @@ static void help_query(void) {
                "      --cpu N          only samples taken on CPU N\n"
                "      --kernel-only    only kernel frames: rows by the innermost kernel frame,\n"
                "                       stacks without their user part\n"
+               "      --dso NAME       only rows of this module (path, file name, or kernel module\n"
+               "                       name) and stacks through it\n"
                "      --user-only      only user frames: rows by the innermost user frame (time\n"
                "                       in the kernel goes to the code that entered it), stacks\n"
                "                       without their kernel part\n"
@@ -196,6 +198,7 @@ int cmd_query(int argc, char **argv) {
                 { "top",    required_argument, NULL, ARG_TOP },
                 { "kernel-only", no_argument,  NULL, ARG_KERNEL_ONLY },
                 { "user-only", no_argument,    NULL, ARG_USER_ONLY },
+                { "dso",    required_argument, NULL, ARG_DSO },
                 { "format", required_argument, NULL, ARG_FORMAT },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "help",   no_argument,       NULL, 'h' },
@@ -234,6 +237,11 @@ int cmd_query(int argc, char **argv) {
                         if (!parse_int(optarg, 0, QUERY_CPU_MAX, &v))
                                 return print_error("invalid --cpu '%s': expected a CPU number from 0 to %d", optarg, QUERY_CPU_MAX);
                         q.cpu = (int32_t) v;
+                        break;
+                case ARG_DSO:
+                        if (strlen(optarg) < 1 || strlen(optarg) > QUERY_DSO_MAX)
+                                return print_error("invalid --dso '%s': expected a name or path of 1 to %d bytes", optarg, QUERY_DSO_MAX);
+                        q.dso = optarg;
                         break;
                 case ARG_KERNEL_ONLY:
                 case ARG_USER_ONLY:

@@ -38,6 +38,7 @@ enum {
         ARG_MAX_AGE,
         ARG_KERNEL_ONLY,
         ARG_USER_ONLY,
+        ARG_DSO,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */

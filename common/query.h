@@ -22,12 +22,18 @@ typedef struct query_params {
          * goes to the user code that entered the kernel). A sample
          * without such frames is a row "[unknown]". */
         enum { QUERY_FRAMES_ALL = 0, QUERY_FRAMES_KERNEL, QUERY_FRAMES_USER } frames;
+        /* NULL = any; else only rows whose module is this one (its path,
+         * the path's last component, or a kernel module's name without
+         * brackets), and only stacks with a frame in it. Percentages stay
+         * shares of all samples. */
+        const char *dso;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
 } query_params;
 
 #define QUERY_PARAMS_INIT { .pid = -1, .cpu = -1 }
+#define QUERY_DSO_MAX 4096
 
 /* One row of the report: samples whose leaf frame is (module, symbol) in comm. */
 typedef struct query_row {

@@ -74,6 +74,8 @@ typedef struct row_acc {
 typedef struct query_ctx {
         store *s;
         int frame_kinds;        /* query_params.frames */
+        const char *dso;        /* query_params.dso */
+        hashmap *dso_match;     /* module string id -> 1 if it is dso, 0 if not */
         sqlite3_stmt *string_st;
         dict_reader *nodes, *frame_rows;
 
@@ -116,6 +118,7 @@ static void query_ctx_done(query_ctx *c) {
                 free(c->strings[i]);
         free(c->strings);
         hashmap_free(c->tables_idx);
+        hashmap_free(c->dso_match);
         for (size_t i = 0; i < c->n_tables; i++)
                 elfsyms_free(c->tables[i]);
         free(c->tables);
@@ -131,6 +134,7 @@ static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
         *c = (query_ctx) {
                 .s = s,
                 .frame_kinds = q->frames,
+                .dso = q->dso,
                 .symbols_dir = q->symbols_dir && q->symbols_dir[0] ? q->symbols_dir : NULL,
         };
 
@@ -150,6 +154,9 @@ static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
         if (r < 0)
                 return r;
         r = hashmap_new(&c->tables_idx);
+        if (r < 0)
+                return r;
+        r = hashmap_new(&c->dso_match);
         if (r < 0)
                 return r;
         r = hashmap_new(&c->uname_idx);
@@ -699,6 +706,36 @@ static int ctx_frame_counts(query_ctx *c, int64_t frame_id, bool *ret) {
         return 0;
 }
 
+/* Whether a module (by string id) is the query's dso: its path, the
+ * path's last component, or "[NAME]" for NAME. True for any without a dso. */
+static int ctx_module_matches(query_ctx *c, int64_t module_id, bool *ret) {
+        const char *m, *base;
+        int64_t v;
+        int r;
+
+        if (!c->dso) {
+                *ret = true;
+                return 0;
+        }
+        if (hashmap_get_u64(c->dso_match, u64(module_id), &v) >= 0) {
+                *ret = v != 0;
+                return 0;
+        }
+        r = ctx_string(c, module_id, &m);
+        if (r < 0)
+                return r;
+        *ret = false;
+        if (m) {
+                size_t n = strlen(m), d = strlen(c->dso);
+
+                base = strrchr(m, '/');
+                base = base ? base + 1 : m;
+                *ret = streq(m, c->dso) || streq(base, c->dso) ||
+                       (n == d + 2 && m[0] == '[' && m[n - 1] == ']' && strncmp(m + 1, c->dso, d) == 0);
+        }
+        return hashmap_put_u64(c->dso_match, u64(module_id), *ret);
+}
+
 /* The leaf frame of a stack: its innermost frame that counts for the
  * query; 0 if none does. */
 static int ctx_leaf(query_ctx *c, int64_t stack_id, int64_t *ret) {
@@ -787,6 +824,15 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                 key.symbol_id = c->unknown_id;
                 }
                 key.comm_id = g->comm_id != 0 ? g->comm_id : c->unknown_id;
+                if (c->dso) {
+                        bool match;
+
+                        r = ctx_module_matches(c, key.kind != 0 ? key.module_id : 0, &match);
+                        if (r < 0)
+                                return r;
+                        if (!match)
+                                continue;
+                }
 
                 r = row_set_add(rs, &key, g->samples);
                 if (r < 0)
@@ -899,11 +945,13 @@ static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
         return 0;
 }
 
-/* Walks a stack from its leaf node up to the root. */
+/* Walks a stack from its leaf node up to the root. 1 (and nothing in
+ * *ret) for a stack without a frame in the query's dso. */
 static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         _cleanup_free_ int64_t *frame_ids = NULL;
         size_t n = 0, alloc = 0;
         query_stack st = { .samples = g->samples };
+        bool in_dso = !c->dso;
         int r;
 
         for (int64_t id = group_stack(g); id != 0;) {
@@ -943,6 +991,8 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                         r = ctx_frame_counts(c, frame_ids[n - 1 - i], &counts);
                 if (r >= 0 && !counts)
                         continue;
+                if (r >= 0 && !in_dso)
+                        r = ctx_module_matches(c, c->frames[fi].module_id, &in_dso);
                 if (r >= 0)
                         r = ctx_folded(c, fi, &name);
                 if (r >= 0) {
@@ -957,6 +1007,10 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                 st.n_frames++;
         }
 
+        if (!in_dso) {
+                query_stack_done(&st);
+                return 1;
+        }
         *ret = st;
         return 0;
 }
@@ -972,10 +1026,11 @@ static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) 
                 return -ENOMEM;
 
         for (size_t i = 0; i < top->n; i++) {
-                r = expand_stack(c, top->v + i, res->stacks + i);
+                r = expand_stack(c, top->v + i, res->stacks + res->n_stacks);
                 if (r < 0)
                         return r;       /* the caller frees what is in res */
-                res->n_stacks++;
+                if (r == 0)
+                        res->n_stacks++;
         }
 
         /* Stacks of other offsets in the same functions read the same once

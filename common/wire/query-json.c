@@ -117,6 +117,20 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                         goto fail;
                                 }
                                 q.want_stacks = json_object_get_boolean(val);
+                        } else if (strcmp(key, "dso") == 0) {
+                                int len;
+
+                                if (!json_object_is_type(val, json_type_string)) {
+                                        error = "dso: expected a string";
+                                        goto fail;
+                                }
+                                len = json_object_get_string_len(val);
+                                if (len < 1 || len > QUERY_DSO_MAX ||
+                                    strlen(json_object_get_string(val)) != (size_t) len) {
+                                        error = "dso: expected a name or path of 1 to 4096 bytes without NUL";
+                                        goto fail;
+                                }
+                                q.dso = json_object_get_string(val);
                         } else if (strcmp(key, "frames") == 0) {
                                 const char *f = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
 
@@ -176,6 +190,8 @@ struct json_object *query_params_to_json(const query_params *q) {
         if (q->top > 0 && add(o, "top", json_object_new_int64(q->top)) < 0)
                 return NULL;
         if (q->want_stacks && add(o, "stacks", json_object_new_boolean(1)) < 0)
+                return NULL;
+        if (q->dso && add(o, "dso", json_object_new_string(q->dso)) < 0)
                 return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&
             add(o, "frames", json_object_new_string(q->frames == QUERY_FRAMES_KERNEL ? "kernel" : "user")) < 0)

@@ -106,6 +106,23 @@ for line in open(sys.argv[3]):
 PY
 pass "--user-only rows and stacks hold user frames only, --kernel-only rows kernel frames only"
 
+# --dso: rows of that file only, by its name or its path.
+for d in named-funcs "$BIN"; do
+        "$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --dso "$d" --format json > "$T/dso.json" ||
+                fail "query --dso $d failed"
+        python3 - "$T/dso.json" "$T/live.json" "$d" <<'PY' || fail "--dso $d (see above)"
+import json, sys
+rows = json.load(open(sys.argv[1]))["result"]["rows"]
+live = [r for r in json.load(open(sys.argv[2]))["result"]["rows"] if r["module"].endswith("/named-funcs")]
+other = [(r["module"], r["symbol"]) for r in rows if not r["module"].endswith("/named-funcs")]
+print(f"--dso {sys.argv[3]}: {len(rows)} rows, {sum(r['samples'] for r in rows)} samples "
+      f"(named-funcs rows without it: {sum(r['samples'] for r in live)}); other modules: {other}")
+assert rows and not other
+assert sum(r["samples"] for r in rows) == sum(r["samples"] for r in live)
+PY
+done
+pass "--dso keeps the rows of that file, by name or path"
+
 # The binary deleted, the daemon restarted: still named, from the table.
 rm -f "$BIN"
 stop_daemon

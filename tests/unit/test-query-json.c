@@ -92,6 +92,8 @@ TEST(params_rejected) {
                 { "{\"stacks\":1}",                            "stacks: " },
                 { "{\"frames\":\"both\"}",                     "frames: " },
                 { "{\"frames\":1}",                            "frames: " },
+                { "{\"dso\":\"\"}",                            "dso: " },
+                { "{\"dso\":7}",                               "dso: " },
                 { "{\"frobnicate\":1}",                        "frobnicate: unknown parameter" },
                 { "{\"top\":1,\"x\\u001b[2J\":1}",             "x?[2J: unknown parameter" },
         };
@@ -123,7 +125,7 @@ TEST(params_round_trip) {
                 { .since_ns = 1, .until_ns = INT64_MAX, .pid = 0, .cpu = 0, .comm = "kworker/0:1", .top = UINT32_MAX, .want_stacks = true },
                 { .since_ns = 1763733600000000000ull, .pid = -1, .cpu = 3, .top = 25 },
                 { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_KERNEL },
-                { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_USER, .want_stacks = true },
+                { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_USER, .want_stacks = true, .dso = "libc.so.6" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -148,6 +150,10 @@ TEST(params_round_trip) {
                 ASSERT_EQ(q.top, cases[i].top);
                 ASSERT_EQ(q.want_stacks, cases[i].want_stacks);
                 ASSERT_EQ(q.frames, cases[i].frames);
+                if (cases[i].dso)
+                        ASSERT_STREQ(q.dso, cases[i].dso);
+                else
+                        ASSERT_NULL(q.dso);
                 json_object_put(back);
                 json_object_put(o);
         }

@@ -507,6 +507,29 @@ TEST(query_stacks) {
         assert_frames(&r->stacks[1], want_full_user, ELEMENTSOF(want_full_user));
         query_result_free(r);
 
+        /* One module: rows of [brd] only ("brd" names "[brd]"), stacks
+         * through it (abc in io and cp). */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        q.dso = "brd";
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_rows, 0);        /* brd is in the middle of abc, no leaf */
+        ASSERT_EQ(r->n_stacks, 2);
+        assert_frames(&r->stacks[0], want_abc, ELEMENTSOF(want_abc));
+        assert_frames(&r->stacks[1], want_abc, ELEMENTSOF(want_abc));
+        ASSERT_EQ(r->total_samples, 8);       /* still all samples */
+        query_result_free(r);
+        /* By the path's last component, for a user file: sh's stack. */
+        q.dso = "libc.so.6";
+        q.frames = QUERY_FRAMES_USER;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_rows, 1);
+        assert_row(r, 0, "sh", "/usr/lib/x86_64-linux-gnu/libc.so.6", "0x7f0000021234", 3);
+        ASSERT_EQ(r->n_stacks, 1);
+        assert_frames(&r->stacks[0], want_full_user, ELEMENTSOF(want_full_user));
+        query_result_free(r);
+        q.dso = NULL;
+
         /* Kernel frames only: the same leaves as before; stacks lose the
          * user part. */
         q.frames = QUERY_FRAMES_KERNEL;
