@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Whole-file reads for /proc and /sys (fileio.h). */
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,4 +177,34 @@ int write_full_fd(int fd, const void *data, size_t size) {
                 size -= (size_t) k;
         }
         return 0;
+}
+
+int open_regular_file(int rootfd, const char *path, bool no_symlinks, struct stat *ret_st) {
+        _cleanup_close_ int pfd = -1;
+        char self[64];
+        struct stat st;
+        int fd;
+
+        if (rootfd >= 0) {
+                struct open_how how = {
+                        .flags = O_PATH | O_CLOEXEC,
+                        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (no_symlinks ? RESOLVE_NO_SYMLINKS : 0),
+                };
+
+                pfd = (int) syscall(SYS_openat2, rootfd, path, &how, sizeof how);
+        } else
+                pfd = openat(AT_FDCWD, path, O_PATH | O_CLOEXEC | (no_symlinks ? O_NOFOLLOW : 0));
+        if (pfd < 0)
+                return negative_errno();
+        if (fstat(pfd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        snprintf(self, sizeof self, "/proc/self/fd/%d", pfd);
+        fd = open(self, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (ret_st)
+                *ret_st = st;
+        return fd;
 }

@@ -3,7 +3,9 @@
 
 /* Reading whole files (from /proc and /sys too), and writing them. */
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* Reads a whole file into a NUL-terminated buffer. Works on /proc and /sys
@@ -12,6 +14,18 @@
 int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_size);
 /* The same from an open file descriptor, read from where it is. */
 int read_full_fd(int fd, size_t max_bytes, char **ret, size_t *ret_size);
+
+/* Opens a file for reading only if it is a regular file, without opening
+ * anything else for real (no device, FIFO or terminal is ever opened:
+ * the path is first opened O_PATH, checked with fstat, then reopened
+ * through /proc/self/fd). With rootfd >= 0 the path is resolved as a
+ * process rooted at rootfd would (openat2 RESOLVE_IN_ROOT: absolute
+ * links and ".." stay inside it; no magic links), e.g. rootfd
+ * /proc/PID/root for a container's file; with AT_FDCWD as usual.
+ * no_symlinks: no symbolic link anywhere in the path. *ret_st (may be
+ * NULL) gets its stat. -EBADF... from the calls, -EINVAL for a file that
+ * is not regular. */
+int open_regular_file(int rootfd, const char *path, bool no_symlinks, struct stat *ret_st);
 
 /* Writes all of data to fd, again after EINTR and short writes. */
 int write_full_fd(int fd, const void *data, size_t size);

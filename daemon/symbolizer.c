@@ -44,6 +44,10 @@ struct symbolizer {
         void *file_userdata;
         hashmap *ufile_seen;    /* file ids announced to file_cb */
         jitmaps *jit;
+        /* The chain being resolved has a frame its process's JIT map does
+         * not name yet (the map is written as code is compiled): not
+         * cached, so a later sample of it looks again. */
+        bool jit_unnamed;
 
         uint64_t layout_gen;    /* the generation the caches below were filled in */
         uint32_t epoch;         /* layout_epoch() of the sample being resolved */
@@ -261,7 +265,8 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                                 f.symbol = name;
                                 f.offset = ip - start;
                                 s->stats.jit_frames++;
-                        }
+                        } else if (jitmaps_has_map(s->jit, pid))
+                                s->jit_unnamed = true;
                 }
                 return store_intern_frame(s->store, &f, ret);
         }
@@ -279,8 +284,8 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                 if (hashmap_get_u64(s->ufile_seen, m.file_id, &unused) < 0) {
                         if (hashmap_size(s->ufile_seen) >= UFILE_SEEN_MAX)
                                 hashmap_clear(s->ufile_seen);
-                        if (hashmap_put_u64(s->ufile_seen, m.file_id, 1) >= 0)
-                                s->file_cb(pid, m.path, f.build_id, s->file_userdata);
+                        if (s->file_cb(pid, m.path, f.build_id, s->file_userdata))
+                                (void) hashmap_put_u64(s->ufile_seen, m.file_id, 1);
                 }
         }
         if (hashmap_size(s->ufile_cache) >= UFILE_CACHE_MAX_ENTRIES)
@@ -325,6 +330,7 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
 
         if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0)
                 return -ENOMEM;
+        s->jit_unnamed = false;
 
         if (ps->nr == 0) {
                 r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(s, ps->ip, ps->time, &s->frame_ids[n])
@@ -402,7 +408,7 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
         if (hashmap_size(s->stack_cache) >= STACK_CACHE_MAX_ENTRIES ||
             hashmap_memory_bytes(s->stack_cache) >= CHAIN_CACHE_MAX_BYTES)
                 hashmap_clear(s->stack_cache);
-        if (s->layout_gen == gen_at_start) {
+        if (s->layout_gen == gen_at_start && !s->jit_unnamed) {
                 r = hashmap_put(s->stack_cache, s->key, key_len, stack);
                 if (r < 0)
                         return r;

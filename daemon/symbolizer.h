@@ -45,7 +45,9 @@ void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void
  * (per file of the task table; again after UFILE_SEEN_MAX files), from
  * the draining loop: the handler queues the file's function table to be
  * kept (daemon/usymbols.h). pid: a process that maps it now. */
-typedef void (*symbolizer_user_file_handler)(uint32_t pid, const char *path, const char *build_id, void *userdata);
+/* Returns false if it could not take the file (its queue is full): the
+ * file is announced again at its next sample. */
+typedef bool (*symbolizer_user_file_handler)(uint32_t pid, const char *path, const char *build_id, void *userdata);
 void symbolizer_set_user_file_handler(symbolizer *s, symbolizer_user_file_handler cb, void *userdata);
 /* JIT maps that name frames in anonymous executable memory (NULL: none);
  * owned by the caller. */

@@ -5,6 +5,7 @@
 
 #include <elfutils/debuginfod.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "elf/elfsyms.h"
 #include "elf/symstore.h"
+#include "fileio.h"
 #include "hashmap.h"
 #include "log.h"
 #include "macro.h"
@@ -54,6 +56,7 @@ struct usymbols {
         uint64_t max_bytes;
         workqueue *queue;
         debuginfod_client *debuginfod;  /* NULL: debuginfod_urls is empty; used on the worker only */
+        volatile sig_atomic_t stopping; /* a download in progress gives up */
         unsigned pending;
         hashmap *seen;                  /* build-id -> 1 */
         usymbols_stats stats;
@@ -67,28 +70,41 @@ static void job_free(usym_job *j) {
         free(j);
 }
 
-/* The file as pid sees it, else as the daemon does; never a
- * non-regular file (a FIFO planted at the path would block). */
+/* The file as pid sees it (resolved inside its root directory, so a
+ * container's absolute links stay in the container), else as the daemon
+ * does (inside ROOT); only a regular file is ever opened (no terminal,
+ * device or FIFO a user may have put at the path). The build-id check
+ * after it says whether it is the mapped file. */
 static int open_binary(const char *root, uint32_t pid, const char *path) {
-        char buf[PATH_MAX * 2];
-        int fd;
+        char buf[PATH_MAX];
+        int fd = -ENOENT;
 
-        snprintf(buf, sizeof buf, "%s/proc/%u/root%s", streq(root, "/") ? "" : root, pid, path);
-        fd = open(buf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd >= 0)
-                return fd;
-        snprintf(buf, sizeof buf, "%s%s", streq(root, "/") ? "" : root, path);
-        fd = open(buf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        return fd < 0 ? negative_errno() : fd;
+        for (int k = 0; k < 2 && fd < 0; k++) {
+                _cleanup_close_ int rfd = -1;
+
+                if (k == 0)
+                        snprintf(buf, sizeof buf, "%s/proc/%u/root", streq(root, "/") ? "" : root, pid);
+                else
+                        snprintf(buf, sizeof buf, "%s", root);
+                rfd = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (rfd < 0) {
+                        fd = negative_errno();
+                        continue;
+                }
+                fd = open_regular_file(rfd, path, false, NULL);
+        }
+        return fd;
 }
 
+/* Debug files are often links into /usr/lib/debug (the -dbgsym packages'
+ * layout): followed, but only to a regular file. */
 static int open_debug_file(const char *debug_root, const char *build_id) {
         char buf[PATH_MAX];
 
         if (!debug_root || !debug_root[0] || strlen(build_id) < 3)
                 return -ENOENT;
         snprintf(buf, sizeof buf, "%s/.build-id/%.2s/%s.debug", debug_root, build_id, build_id + 2);
-        return open(buf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        return open_regular_file(AT_FDCWD, buf, false, NULL);
 }
 
 /* On the worker thread. */
@@ -122,16 +138,23 @@ static void run_job(workqueue_item *item, void *userdata) {
                 return;
         }
         if (u->debuginfod && s->source != ELFSYMS_SYMTAB && s->source != ELFSYMS_DEBUG) {
+                _cleanup_free_ char *cached = NULL;
                 _cleanup_close_ int rfd = debuginfod_find_debuginfo(u->debuginfod, (const unsigned char *) j->build_id,
-                                                                    0, NULL);
+                                                                    0, &cached);
                 elfsyms *d = NULL;
 
                 j->debuginfod = -1;
-                if (rfd >= 0 && elfsyms_read(fd, j->build_id, rfd, &d) >= 0) {
+                /* Only a debug file with functions replaces the .dynsym's. */
+                if (rfd >= 0 && elfsyms_read(fd, j->build_id, rfd, &d) >= 0 && d->n > 0) {
                         elfsyms_free(s);
-                        s = d;
+                        s = TAKE_PTR(d);
                         j->debuginfod = 1;
                 }
+                elfsyms_free(d);
+                /* The table is what is kept: the download goes, so the
+                 * cache does not grow with every stripped binary sampled. */
+                if (cached)
+                        (void) unlink(cached);
         }
         j->source = s->source;
         j->n_symbols = s->n;
@@ -212,23 +235,23 @@ static void job_done(workqueue_item *item, void *userdata) {
         job_free(j);
 }
 
-void usymbols_file_seen(uint32_t pid, const char *path, const char *build_id, void *userdata) {
+bool usymbols_file_seen(uint32_t pid, const char *path, const char *build_id, void *userdata) {
         usymbols *u = userdata;
         size_t len = strlen(build_id);
         int64_t unused;
         usym_job *j;
 
         if (!u || len == 0 || len >= BUILD_ID_HEX_MAX)
-                return;
+                return true;
         if (hashmap_get(u->seen, build_id, len, &unused) >= 0)
-                return;
+                return true;
         if (u->pending >= USYMBOLS_MAX_PENDING) {
                 u->stats.dropped++;
-                return;
+                return false;
         }
         j = calloc(1, sizeof *j);
         if (!j)
-                return;
+                return false;
         j->pid = pid;
         memcpy(j->build_id, build_id, len + 1);
         j->path = strdup(path);
@@ -236,17 +259,18 @@ void usymbols_file_seen(uint32_t pid, const char *path, const char *build_id, vo
         j->max_bytes = u->max_bytes;
         if (!j->path || !j->debug_root) {
                 job_free(j);
-                return;
+                return false;
         }
         if (hashmap_size(u->seen) >= SEEN_MAX)
                 hashmap_clear(u->seen);
         if (hashmap_put(u->seen, build_id, len, 1) < 0) {
                 job_free(j);
-                return;
+                return false;
         }
         u->stats.seen++;
         u->pending++;
         workqueue_submit(u->queue, &j->item);
+        return true;
 }
 
 void usymbols_reconfigure(usymbols *u, const config *c) {
@@ -260,6 +284,16 @@ void usymbols_reconfigure(usymbols *u, const config *c) {
                 free(u->debug_root);
                 u->debug_root = d;
         }
+}
+
+/* libdebuginfod calls it as a download progresses: non-zero gives up,
+ * so a stop does not wait for a download. */
+static int download_progress(debuginfod_client *c, long done, long total) {
+        const usymbols *u = debuginfod_get_user_data(c);
+
+        (void) done;
+        (void) total;
+        return u->stopping ? 1 : 0;
 }
 
 int usymbols_new(struct event_base *base, const config *c, usymbols **ret) {
@@ -281,6 +315,10 @@ int usymbols_new(struct event_base *base, const config *c, usymbols **ret) {
                 u->debuginfod = debuginfod_begin();
                 if (!u->debuginfod)
                         r = -ENOMEM;
+                else {
+                        debuginfod_set_user_data(u->debuginfod, u);
+                        debuginfod_set_progressfn(u->debuginfod, download_progress);
+                }
         }
         if (r >= 0)
                 r = workqueue_new(base, run_job, job_done, u, &u->queue);
@@ -295,6 +333,7 @@ int usymbols_new(struct event_base *base, const config *c, usymbols **ret) {
 usymbols *usymbols_free(usymbols *u) {
         if (!u)
                 return NULL;
+        u->stopping = 1;
         workqueue_free(u->queue, drop_job);
         if (u->debuginfod)
                 debuginfod_end(u->debuginfod);
@@ -331,6 +370,10 @@ int usymbols_setup_env(const config *c) {
                 return negative_errno();
         snprintf(buf, sizeof buf, "%u", secs * 4);
         if (setenv(DEBUGINFOD_MAXTIME_ENV_VAR, buf, 1) < 0)
+                return negative_errno();
+        /* Larger debug files are not downloaded (the table of one is
+         * what is kept; the download is removed after it is read). */
+        if (setenv(DEBUGINFOD_MAXSIZE_ENV_VAR, "536870912", 1) < 0)
                 return negative_errno();
         return 0;
 }

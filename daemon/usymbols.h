@@ -23,6 +23,7 @@
  * and announced again the next time a sample lands in it. */
 
 #include <event2/event.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -59,6 +60,7 @@ usymbols *usymbols_free(usymbols *u);
 void usymbols_reconfigure(usymbols *u, const config *c);
 
 /* From the loop: a sample landed in PATH (build-id, lowercase hex) of pid. */
-void usymbols_file_seen(uint32_t pid, const char *path, const char *build_id, void *userdata);
+/* false if the queue is full (counted as dropped): announce it again. */
+bool usymbols_file_seen(uint32_t pid, const char *path, const char *build_id, void *userdata);
 
 const usymbols_stats *usymbols_get_stats(const usymbols *u);

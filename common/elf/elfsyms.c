@@ -63,9 +63,11 @@ static int open_elf(int fd, Elf **ret, uint64_t *ret_size) {
         if (l < 0)
                 return negative_errno();
         if ((size_t) l < sizeof ident || (uint64_t) st.st_size < sizeof(Elf64_Ehdr) ||
-            memcmp(ident, ELFMAG, SELFMAG) != 0 || ident[EI_CLASS] != ELFCLASS64)
+            memcmp(ident, ELFMAG, SELFMAG) != 0 || ident[EI_CLASS] != ELFCLASS64 || ident[EI_DATA] != ELFDATA2LSB)
                 return -EBADMSG;
-        elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        /* ELF_C_READ: libelf preads what it needs. A mapping of a file
+         * whose owner truncates it under us would be a SIGBUS. */
+        elf = elf_begin(fd, ELF_C_READ, NULL);
         if (!elf)
                 return -EBADMSG;
         if (elf_kind(elf) != ELF_K_ELF) {
@@ -196,7 +198,7 @@ static int collector_add(collector *c, uint64_t offset, uint64_t size, const cha
 
         if (c->n >= ELFSYMS_MAX_SYMBOLS)
                 return -EFBIG;
-        if (c->strings_size + len + 1 > UINT32_MAX)
+        if (c->strings_size + len + 1 > ELFSYMS_MAX_STRINGS)
                 return -EFBIG;
         if (GREEDY_REALLOC(c->v, c->alloc, c->n + 1) < 0 ||
             GREEDY_REALLOC(c->global, c->global_alloc, c->n + 1) < 0 ||
@@ -234,6 +236,17 @@ static int collect(Elf *elf, uint64_t file_size, Elf64_Word type, const segment 
                         continue;
                 if (sh.sh_entsize != sizeof(Elf64_Sym) || !range_fits(sh.sh_offset, sh.sh_size, file_size))
                         return -EBADMSG;
+                {
+                        /* The names' section: its size bounds what
+                         * elf_strptr() reads into memory. */
+                        Elf_Scn *strs = elf_getscn(elf, sh.sh_link);
+                        GElf_Shdr ssh;
+
+                        if (!strs || !gelf_getshdr(strs, &ssh) || !range_fits(ssh.sh_offset, ssh.sh_size, file_size))
+                                return -EBADMSG;
+                        if (sh.sh_size > ELFSYMS_MAX_SECTION || ssh.sh_size > ELFSYMS_MAX_SECTION)
+                                return -EFBIG;
+                }
                 d = elf_getdata(scn, NULL);
                 if (!d)
                         return -EBADMSG;

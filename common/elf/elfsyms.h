@@ -55,9 +55,16 @@ int elfsyms_build_id(int fd, char ret_hex[static BUILD_ID_HEX_MAX]);
  * -ESTALE). Only symbols of type STT_FUNC or STT_GNU_IFUNC inside an
  * executable PT_LOAD segment are kept; when several share an offset, the
  * global one, then the first by name. -EBADMSG for a file that is not a
- * 64-bit ELF executable or shared object, or whose headers or tables do not
- * fit in it; -EFBIG beyond ELFSYMS_MAX_SYMBOLS functions. */
-#define ELFSYMS_MAX_SYMBOLS (4u * 1024u * 1024u)
+ * 64-bit little-endian ELF executable or shared object, or whose headers
+ * or tables do not fit in it; -EFBIG beyond ELFSYMS_MAX_SYMBOLS functions,
+ * ELFSYMS_MAX_STRINGS bytes of names or sections of ELFSYMS_MAX_SECTION.
+ * The file is read with pread, never mapped: a file its owner truncates
+ * meanwhile gives an error, not a SIGBUS. */
+#define ELFSYMS_MAX_SYMBOLS (1024u * 1024u)
+/* Bytes of names a table may hold; a symbol table section (or its string
+ * table) larger than ELFSYMS_MAX_SECTION is not read (-EFBIG). */
+#define ELFSYMS_MAX_STRINGS ((size_t) 32 * 1024 * 1024)
+#define ELFSYMS_MAX_SECTION ((uint64_t) 256 * 1024 * 1024)
 int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret);
 
 /* The entry covering a file offset, or NULL. An entry of size 0 covers up
@@ -76,6 +83,6 @@ static inline const char *elfsyms_name(const elfsyms *s, const elfsym *e) {
  * elfsyms_encode() makes it in memory; elfsyms_decode() checks every count,
  * offset and order and gives -EBADMSG for anything that is not a table it
  * would have written. */
-#define ELFSYMS_FILE_MAX ((size_t) 512 * 1024 * 1024)
+#define ELFSYMS_FILE_MAX ((size_t) 64 * 1024 * 1024)
 int elfsyms_encode(const elfsyms *s, char **ret, size_t *ret_size);
 int elfsyms_decode(const void *data, size_t size, elfsyms **ret);

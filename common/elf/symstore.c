@@ -65,7 +65,9 @@ int symstore_save(const char *cache_dir, const elfsyms *s) {
         if (fd < 0)
                 return negative_errno();
         r = write_full_fd(fd, data, size);
-        if (r >= 0 && fchmod(fd, 0400) < 0)
+        /* On disk before it has its name: a table torn by a crash would
+         * count as kept for ever. */
+        if (r >= 0 && (fchmod(fd, 0400) < 0 || fsync(fd) < 0))
                 r = negative_errno();
         if (r >= 0 && renameat(dfd, tmp, dfd, s->build_id) < 0)
                 r = negative_errno();

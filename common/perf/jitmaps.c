@@ -11,11 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "hashmap.h"
 #include "macro.h"
 #include "perf/jitmaps.h"
 
-#define READ_MAX_BYTES (16u * 1024u * 1024u)    /* per re-read */
+#define READ_MAX_BYTES (1024u * 1024u)          /* per re-read */
+#define READ_BUDGET_BYTES (4u * 1024u * 1024u)  /* per second, all processes */
 #define OVERLAP_SCAN 16                         /* earlier entries looked at for a later overlapping one */
 
 typedef struct jit_entry {
@@ -27,6 +29,8 @@ typedef struct jit_entry {
 typedef struct jit_proc {
         uint32_t pid;
         bool absent;            /* no readable map at the last look */
+        bool skipping;          /* inside a line longer than a read: up to its end */
+        uint32_t seq;           /* lines taken so far */
         uint64_t pos;           /* bytes of the file taken */
         uint64_t checked_ns;
         uint64_t used;          /* j->clock at the last lookup */
@@ -40,12 +44,15 @@ struct jitmaps {
         char *root;
         hashmap *procs;         /* pid -> jit_proc * */
         uint64_t clock;
+        uint64_t names_bytes;   /* all processes' */
+        uint64_t budget_start_ns, budget_bytes;
         jitmaps_stats stats;
 };
 
-static void proc_free(jit_proc *p) {
+static void proc_free(jitmaps *j, jit_proc *p) {
         if (!p)
                 return;
+        j->names_bytes -= p->names_size;
         free(p->v);
         free(p->names);
         free(p);
@@ -71,7 +78,7 @@ jitmaps *jitmaps_free(jitmaps *j) {
         if (!j)
                 return NULL;
         for (size_t i = 0; j->procs && hashmap_iterate(j->procs, &i, &v);)
-                proc_free(HASHMAP_TO_PTR(v));
+                proc_free(j, HASHMAP_TO_PTR(v));
         hashmap_free(j->procs);
         free(j->root);
         free(j);
@@ -82,7 +89,7 @@ void jitmaps_forget(jitmaps *j, uint32_t pid) {
         int64_t v;
 
         if (j && hashmap_remove_u64(j->procs, pid, &v) >= 0)
-                proc_free(HASHMAP_TO_PTR(v));
+                proc_free(j, HASHMAP_TO_PTR(v));
 }
 
 static const char *parse_hex(const char *p, const char *e, uint64_t *ret) {
@@ -141,32 +148,73 @@ static int entry_cmp(const void *x, const void *y) {
         return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* Opens the map as the process sees it, else in ROOT/tmp; only a regular
- * file (not a link) of the process's owner. */
+/* The real uid and the innermost pid namespace's pid of a process, from
+ * ROOT/proc/PID/status ("Uid:" and "NSpid:"). */
+static int read_status(const char *root, uint32_t pid, uint32_t *ret_uid, uint32_t *ret_nspid) {
+        _cleanup_free_ char *text = NULL;
+        char rel[64];
+        const char *p;
+        bool uid = false;
+        int r;
+
+        snprintf(rel, sizeof rel, "proc/%" PRIu32 "/status", pid);
+        r = read_full_file_at(root, rel, 64 * 1024, &text, NULL);
+        if (r < 0)
+                return r;
+        *ret_nspid = pid;
+        for (p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+                if (strncmp(p, "Uid:", 4) == 0)
+                        uid = sscanf(p + 4, "%" SCNu32, ret_uid) == 1;
+                else if (strncmp(p, "NSpid:", 6) == 0) {
+                        /* The last number: the pid in the process's own namespace. */
+                        const char *e = strchr(p, '\n') ?: p + strlen(p), *q = e;
+
+                        while (q > p + 6 && (q[-1] < '0' || q[-1] > '9'))
+                                q--;
+                        while (q > p + 6 && q[-1] >= '0' && q[-1] <= '9')
+                                q--;
+                        if (sscanf(q, "%" SCNu32, ret_nspid) != 1)
+                                *ret_nspid = pid;
+                }
+        }
+        return uid ? 0 : -EBADMSG;
+}
+
+/* Opens the map as the process sees it (its /tmp, its pid), else, for a
+ * process in the daemon's pid namespace, ROOT/tmp/perf-PID.map: a regular
+ * file (never a link, anywhere in the path; never a device or FIFO), with
+ * one name, owned by the process's real uid. */
 static int open_map(jitmaps *j, uint32_t pid) {
         const char *root = streq(j->root, "/") ? "" : j->root;
         char path[PATH_MAX];
-        struct stat pst, st;
+        uint32_t uid, nspid;
+        int r;
 
-        snprintf(path, sizeof path, "%s/proc/%" PRIu32, root, pid);
-        if (stat(path, &pst) < 0)
-                return negative_errno();
+        r = read_status(j->root, pid, &uid, &nspid);
+        if (r < 0)
+                return r;
         for (int k = 0; k < 2; k++) {
+                _cleanup_close_ int rfd = -1;
+                struct stat st;
                 int fd;
 
+                if (k == 1 && nspid != pid)
+                        break;          /* ROOT/tmp has the host's pids' maps */
                 if (k == 0)
-                        snprintf(path, sizeof path, "%s/proc/%" PRIu32 "/root/tmp/perf-%" PRIu32 ".map", root, pid, pid);
+                        snprintf(path, sizeof path, "%s/proc/%" PRIu32 "/root", root, pid);
                 else
-                        snprintf(path, sizeof path, "%s/tmp/perf-%" PRIu32 ".map", root, pid);
-                fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-                if (fd < 0) {
-                        if (errno == ELOOP)
-                                j->stats.refused++;
+                        snprintf(path, sizeof path, "%s", j->root);
+                rfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (rfd < 0)
                         continue;
-                }
-                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != pst.st_uid) {
+                snprintf(path, sizeof path, "/tmp/perf-%" PRIu32 ".map", k == 0 ? nspid : pid);
+                fd = open_regular_file(rfd, path, true, &st);
+                if (fd == -ENOENT)
+                        continue;
+                if (fd < 0 || st.st_uid != uid || st.st_nlink != 1) {
                         j->stats.refused++;
-                        close(fd);
+                        if (fd >= 0)
+                                close(fd);
                         continue;
                 }
                 return fd;
@@ -174,26 +222,39 @@ static int open_map(jitmaps *j, uint32_t pid) {
         return -ENOENT;
 }
 
-/* Reads what was appended to pid's map since p->pos. */
-static void proc_read(jitmaps *j, jit_proc *p) {
+/* Reads what was appended to pid's map since p->pos: at most
+ * READ_MAX_BYTES and what is left of the second's READ_BUDGET_BYTES for
+ * all processes, so the draining loop never reads much at once. New
+ * entries are sorted and merged in, not the whole table sorted again. */
+static void proc_read(jitmaps *j, jit_proc *p, uint64_t now_ns) {
         _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
+        _cleanup_free_ jit_entry *merged = NULL;
         struct stat st;
-        size_t want, have = 0, added = 0;
+        size_t want, have = 0, first_new = p->n, off = 0;
         ssize_t l;
 
+        if (now_ns - j->budget_start_ns >= NSEC_PER_SEC) {
+                j->budget_start_ns = now_ns;
+                j->budget_bytes = READ_BUDGET_BYTES;
+        }
+        if (j->budget_bytes == 0)
+                return;
         fd = open_map(j, p->pid);
         p->absent = fd < 0;
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
         if ((uint64_t) st.st_size < p->pos) {
                 /* Truncated or written anew: start over. */
+                j->names_bytes -= p->names_size;
                 p->n = p->names_size = 0;
                 p->pos = 0;
+                p->skipping = false;
+                first_new = 0;
         }
         if ((uint64_t) st.st_size == p->pos)
                 return;
-        want = (size_t) MIN((uint64_t) st.st_size - p->pos, (uint64_t) READ_MAX_BYTES);
+        want = (size_t) MIN((uint64_t) st.st_size - p->pos, (uint64_t) MIN(READ_MAX_BYTES, j->budget_bytes));
         buf = malloc(want);
         if (!buf)
                 return;
@@ -203,40 +264,61 @@ static void proc_read(jitmaps *j, jit_proc *p) {
                         break;
                 have += (size_t) l;
         }
+        j->budget_bytes -= MIN(j->budget_bytes, have);
         j->stats.reads++;
 
-        for (size_t off = 0; off < have;) {
+        while (off < have) {
                 const char *line = buf + off, *nl = memchr(line, '\n', have - off), *name;
                 uint64_t start, size;
                 size_t len, name_len;
 
-                if (!nl)
-                        break;          /* a line being written: next time */
+                if (!nl) {
+                        /* A line being written (next time), or one longer
+                         * than a whole read: skipped to its end. */
+                        if (off == 0 && have == READ_MAX_BYTES) {
+                                p->pos += have;
+                                p->skipping = true;
+                                j->stats.bad_lines++;
+                        }
+                        break;
+                }
                 len = (size_t) (nl - line);
                 off += len + 1;
                 p->pos += len + 1;
+                if (p->skipping) {
+                        p->skipping = false;
+                        continue;
+                }
                 if (jitmaps_parse_line(line, len, &start, &size, &name, &name_len) < 0) {
                         j->stats.bad_lines++;
                         continue;
                 }
-                if (p->n >= JITMAPS_MAX_ENTRIES || p->names_size + name_len + 1 > UINT32_MAX)
+                if (p->n >= JITMAPS_MAX_ENTRIES || j->names_bytes + name_len + 1 > JITMAPS_MAX_NAME_BYTES)
                         continue;
                 if (GREEDY_REALLOC(p->v, p->alloc, p->n + 1) < 0 ||
                     GREEDY_REALLOC(p->names, p->names_alloc, p->names_size + name_len + 1) < 0)
                         break;
                 memcpy(p->names + p->names_size, name, name_len);
                 p->names[p->names_size + name_len] = 0;
-                p->v[p->n] = (jit_entry) { start, size, (uint32_t) p->n, (uint32_t) p->names_size };
+                p->v[p->n] = (jit_entry) { start, size, p->seq++, (uint32_t) p->names_size };
                 p->names_size += name_len + 1;
+                j->names_bytes += name_len + 1;
                 p->n++;
-                added++;
         }
-        if (added > 0) {
-                /* seq (the line's ordinal in the file) keeps the file's
-                 * order through the sort. */
+        if (p->n == first_new)
+                return;
+        j->stats.entries += p->n - first_new;
+        qsort(p->v + first_new, p->n - first_new, sizeof *p->v, entry_cmp);
+        if (first_new == 0)
+                return;
+        merged = malloc(p->n * sizeof *merged);
+        if (!merged) {
                 qsort(p->v, p->n, sizeof *p->v, entry_cmp);
-                j->stats.entries += added;
+                return;
         }
+        for (size_t a = 0, b = first_new, k = 0; k < p->n; k++)
+                merged[k] = b >= p->n || (a < first_new && entry_cmp(p->v + a, p->v + b) <= 0) ? p->v[a++] : p->v[b++];
+        memcpy(p->v, merged, p->n * sizeof *merged);
 }
 
 static const jit_entry *proc_find(const jit_proc *p, uint64_t addr) {
@@ -274,7 +356,7 @@ static void evict_one(jitmaps *j) {
         }
         if (oldest) {
                 (void) hashmap_remove_u64(j->procs, oldest->pid, NULL);
-                proc_free(oldest);
+                proc_free(j, oldest);
         }
 }
 
@@ -295,10 +377,10 @@ const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now
                         return NULL;
                 p->pid = pid;
                 if (hashmap_put_u64(j->procs, pid, HASHMAP_PTR(p)) < 0) {
-                        proc_free(p);
+                        proc_free(j, p);
                         return NULL;
                 }
-                proc_read(j, p);
+                proc_read(j, p, now_ns);
                 p->checked_ns = now_ns;
         }
         p->used = ++j->clock;
@@ -306,7 +388,7 @@ const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now
         e = proc_find(p, addr);
         if (!e && now_ns - p->checked_ns >= JITMAPS_RECHECK_NS) {
                 p->checked_ns = now_ns;
-                proc_read(j, p);
+                proc_read(j, p, now_ns);
                 e = proc_find(p, addr);
         }
         if (!e) {
@@ -316,6 +398,14 @@ const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now
         j->stats.hits++;
         *ret_start = e->start;
         return p->names + e->name;
+}
+
+bool jitmaps_has_map(const jitmaps *j, uint32_t pid) {
+        int64_t v;
+
+        if (!j || hashmap_get_u64(j->procs, pid, &v) < 0)
+                return false;
+        return !((const jit_proc *) HASHMAP_TO_PTR(v))->absent;
 }
 
 const jitmaps_stats *jitmaps_get_stats(const jitmaps *j) {

@@ -7,25 +7,32 @@
  * appended as code is compiled. The ingest path names a user frame in
  * anonymous executable memory from the map of its process, read while the
  * process lives: the name is stored with the frame, since the map (and
- * the process) may be gone when a query comes.
+ * the process) may be gone when a query comes. This runs on the draining
+ * loop: a re-read takes at most 1 MiB, and all of them together at most
+ * 4 MiB a second.
  *
- * A map is read from ROOT/proc/PID/root/tmp/perf-PID.map (the process's
- * own /tmp: a container's, or a service's private one), else from
- * ROOT/tmp/perf-PID.map, never through a symbolic link, and only if the
- * file is a regular file owned by the process's owner (a map planted by
- * another user is not read). It is read incrementally: a lookup that
+ * A map is read from /tmp/perf-NSPID.map inside ROOT/proc/PID/root (the
+ * process's own /tmp and its pid in its own pid namespace: a container's
+ * or a service's private /tmp), else, for a process of the daemon's pid
+ * namespace, from ROOT/tmp/perf-PID.map; never through a symbolic link
+ * anywhere in the path, and only if the file is a regular file with one
+ * name owned by the process's real uid (a map planted by another user, or
+ * a root file mounted over the path, is not read). It is read incrementally: a lookup that
  * finds nothing reads what was appended since, at most once per
- * JITMAPS_RECHECK_NS per process. Later lines win over earlier ones that
+ * JITMAPS_RECHECK_NS per process (a call chain with a frame its map does
+ * not name yet is not cached by the symbolizer, so its next sample looks
+ * again). Later lines win over earlier ones that
  * overlap them (code moved or recompiled). */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define JITMAPS_RECHECK_NS (1000ULL * 1000 * 1000)
+#define JITMAPS_RECHECK_NS (100ULL * 1000 * 1000)
 #define JITMAPS_MAX_PROCESSES 256               /* least recently used dropped */
 #define JITMAPS_MAX_ENTRIES (1024u * 1024u)     /* per process; the rest is ignored */
 #define JITMAPS_MAX_NAME 1024                   /* longer names are cut */
+#define JITMAPS_MAX_NAME_BYTES (64u * 1024u * 1024u)    /* all processes' names */
 
 typedef struct jitmaps jitmaps;
 
@@ -45,6 +52,9 @@ jitmaps *jitmaps_free(jitmaps *j);
  * *ret_start; NULL if none (no map, or no line covers addr). now_ns: a
  * monotonic time, for the re-read interval. Valid until the next call. */
 const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now_ns, uint64_t *ret_start);
+
+/* Whether pid had a readable map at the last look (after a lookup). */
+bool jitmaps_has_map(const jitmaps *j, uint32_t pid);
 
 /* pid exec'd or exited: its map is another program's from now on. */
 void jitmaps_forget(jitmaps *j, uint32_t pid);

@@ -432,31 +432,36 @@ static int thread_touch(tasks *t, uint32_t pid, uint32_t tid, thread **ret) {
  * and only believed if its inode is the mapping's: a file replaced since
  * is another file. A few syscalls per distinct file, then a lookup. */
 static const char *proc_file_build_id(tasks *t, uint32_t pid, const char *line, const char *path) {
-        char key[PATH_MAX_BYTES + 32], full[PATH_MAX_BYTES + 64];
-        const char *root = streq(t->root, "/") ? "" : t->root;
+        char key[PATH_MAX_BYTES + 48], dir[PATH_MAX_BYTES];
         char hex[BUILD_ID_HEX_MAX] = "";
+        unsigned maj, min;
         uint64_t ino;
         int64_t idx;
         size_t len;
 
-        if (path[0] != '/' || sscanf(line, "%*s %*s %*s %*s %" SCNu64, &ino) != 1 || ino == 0)
+        if (path[0] != '/' || sscanf(line, "%*s %*s %*s %x:%x %" SCNu64, &maj, &min, &ino) != 3 || ino == 0)
                 return "";
-        len = (size_t) snprintf(key, sizeof key, "%" PRIu64 "%c%s", ino, 0, path);
+        /* The device in the key too: another file system's inode numbers
+         * (a container's tmpfs) are other files. */
+        len = (size_t) snprintf(key, sizeof key, "%x:%x:%" PRIu64 "%c%s", maj, min, ino, 0, path);
         if (len >= sizeof key)
                 return "";
         if (hashmap_get(t->proc_build_ids, key, len, &idx) >= 0)
                 return t->bids[idx];
 
         for (int k = 0; k < 2 && !hex[0]; k++) {
-                _cleanup_close_ int fd = -1;
+                _cleanup_close_ int rfd = -1, fd = -1;
                 struct stat st;
 
                 if (k == 0)
-                        snprintf(full, sizeof full, "%s/proc/%" PRIu32 "/root%s", root, pid, path);
+                        snprintf(dir, sizeof dir, "%s/proc/%" PRIu32 "/root", streq(t->root, "/") ? "" : t->root, pid);
                 else
-                        snprintf(full, sizeof full, "%s%s", root, path);
-                fd = open(full, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-                if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t) st.st_ino != ino)
+                        snprintf(dir, sizeof dir, "%s", t->root);
+                rfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (rfd < 0)
+                        continue;
+                fd = open_regular_file(rfd, path, false, &st);
+                if (fd < 0 || (uint64_t) st.st_ino != ino)
                         continue;
                 if (elfsyms_build_id(fd, hex) < 0)
                         hex[0] = 0;

@@ -22,6 +22,22 @@ typedef struct root {
         char dir[64];
 } root;
 
+/* ROOT/proc/PID/status with our uid and the pid's namespace pid. */
+static void write_status(const root *r, uint32_t pid, uint32_t nspid) {
+        char p[256];
+        FILE *f;
+
+        snprintf(p, sizeof p, "%s/proc/%u/status", r->dir, pid);
+        f = fopen(p, "w");
+        ASSERT_TRUE(f != NULL);
+        fprintf(f, "Name:\tnode\nUid:\t%u\t%u\t%u\t%u\n", getuid(), getuid(), getuid(), getuid());
+        if (nspid != pid)
+                fprintf(f, "NSpid:\t%u\t%u\n", pid, nspid);
+        else
+                fprintf(f, "NSpid:\t%u\n", pid);
+        fclose(f);
+}
+
 static void root_init(root *r, uint32_t pid) {
         char p[256];
 
@@ -33,6 +49,7 @@ static void root_init(root *r, uint32_t pid) {
         ASSERT_EQ(mkdir(p, 0755), 0);
         snprintf(p, sizeof p, "%s/tmp", r->dir);
         ASSERT_EQ(mkdir(p, 0755), 0);
+        write_status(r, pid, pid);
 }
 
 static void root_done(root *r) {
@@ -132,10 +149,51 @@ TEST(refused) {
         append(&r, 7, "1000 100 planted\n");
         jitmaps_forget(j, 7);
         ASSERT_STREQ(jitmaps_lookup(j, 7, 0x1010, 3 * SEC, &start), "planted");
+        /* A second name (a hard link made by someone else): not read. */
+        snprintf(target, sizeof target, "%s/tmp/other-name", r.dir);
+        ASSERT_EQ(link(p, target), 0);
+        jitmaps_forget(j, 7);
+        ASSERT_NULL(jitmaps_lookup(j, 7, 0x1010, 5 * SEC, &start));
+        ASSERT_EQ(unlink(target), 0);
         if (geteuid() == 0) {
                 ASSERT_EQ(chown(p, 12345, 12345), 0);
                 jitmaps_forget(j, 7);
-                ASSERT_NULL(jitmaps_lookup(j, 7, 0x1010, 5 * SEC, &start));
+                ASSERT_NULL(jitmaps_lookup(j, 7, 0x1010, 7 * SEC, &start));
+                ASSERT_EQ(chown(p, getuid(), getgid()), 0);
         }
+        /* A process in another pid namespace (NSpid 1): the host's
+         * /tmp/perf-7.map is another process's map, not read. */
+        write_status(&r, 7, 1);
+        jitmaps_forget(j, 7);
+        ASSERT_NULL(jitmaps_lookup(j, 7, 0x1010, 9 * SEC, &start));
+        write_status(&r, 7, 7);
+        jitmaps_forget(j, 7);
+        ASSERT_STREQ(jitmaps_lookup(j, 7, 0x1010, 11 * SEC, &start), "planted");
+        jitmaps_free(j);
+}
+
+TEST(long_line_skipped) {
+        _cleanup_(root_done) root r;
+        _cleanup_free_ char *big = malloc(1536 * 1024 + 1);
+        jitmaps *j = NULL;
+        uint64_t start;
+
+        ASSERT_TRUE(big != NULL);
+        memset(big, 'x', 1536 * 1024);
+        big[1536 * 1024] = 0;
+        root_init(&r, 9);
+        append(&r, 9, "1000 10 before\n");
+        append(&r, 9, big);
+        append(&r, 9, "\n2000 10 after\n");
+        ASSERT_OK(jitmaps_new(r.dir, &j));
+        /* The first read takes the first line and stops in the long one. */
+        ASSERT_STREQ(jitmaps_lookup(j, 9, 0x1004, SEC, &start), "before");
+        ASSERT_NULL(jitmaps_lookup(j, 9, 0x2004, SEC, &start));
+        /* Re-reads (one a second, 1 MiB each) skip to its end, then find
+         * the line after it. */
+        for (uint64_t t = 2; t < 6 && !jitmaps_lookup(j, 9, 0x2004, t * SEC, &start); t++)
+                ;
+        ASSERT_STREQ(jitmaps_lookup(j, 9, 0x2004, 6 * SEC, &start), "after");
+        ASSERT_EQ(jitmaps_get_stats(j)->bad_lines, 1);
         jitmaps_free(j);
 }
