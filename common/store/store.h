@@ -163,7 +163,11 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  *   user frame with a mapping  "[basename]+0x<offset>"  e.g. "[libc.so.6]+0x2a1b4"
  *                              (offset is the file offset, see frame.offset)
  *   anything else              "0x<addr>"               e.g. "0xffffffffc0a01234"
- * A stack of a sample without frames has n_frames 0.
+ * A stack of a sample without frames has n_frames 0. User frames in a
+ * file with a kept function table are named by their function; stacks
+ * whose names then read the same are merged into one (after the
+ * max_stacks most frequent stack ids were chosen, so a function spread
+ * over many offsets can rank lower than its merged total).
  *
  * Memory: a query counts the window's distinct (comm, stack or leaf
  * frame) groups in a table of at most store_set_query_group_slots() slots

@@ -132,13 +132,25 @@ TEST(encode_decode) {
         /* Every damage is refused: a byte cut, an entry out of order, a
          * name past the strings. */
         ASSERT_ERROR(elfsyms_decode(enc, n - 1, &d), EBADMSG);
-        if (s->n >= 2) {
-                char tmp[8];
+        ASSERT_GE(s->n, 2);
+        {
+                /* The first two entries' offsets swapped (entries start at
+                 * byte 72: 8 of magic, 16 of counts, 48 of build-id). */
+                char tmp[8], name[4];
 
-                memcpy(tmp, enc + 88, 8);
-                memcpy(enc + 88, enc + 88 + 16, 8);
-                memcpy(enc + 88 + 16, tmp, 8);
+                memcpy(tmp, enc + 72, 8);
+                memcpy(enc + 72, enc + 72 + 16, 8);
+                memcpy(enc + 72 + 16, tmp, 8);
                 ASSERT_ERROR(elfsyms_decode(enc, n, &d), EBADMSG);
+                memcpy(enc + 72 + 16, enc + 72, 8);
+                memcpy(enc + 72, tmp, 8);
+                ASSERT_OK(elfsyms_decode(enc, n, &d));
+                elfsyms_free(d);
+                /* The first entry's name offset past the strings. */
+                memcpy(name, enc + 72 + 12, 4);
+                memcpy(enc + 72 + 12, "\xff\xff\xff\x00", 4);
+                ASSERT_ERROR(elfsyms_decode(enc, n, &d), EBADMSG);
+                memcpy(enc + 72 + 12, name, 4);
         }
         elfsyms_free(s);
 }
