@@ -39,7 +39,7 @@ typedef struct query_params {
 typedef struct query_row {
         char *comm;
         char *module;           /* "[kernel.kallsyms]", "[brd]", a user mapping path, or "[unknown]" */
-        char *symbol;           /* kernel symbol, or "0x<addr>" for an unsymbolized frame */
+        char *symbol;           /* symbol, "FILE+0x<offset>" for an unnamed user frame in a file, else "0x<addr>" */
         bool kernel;            /* leaf frame is a kernel frame */
         uint64_t samples;
 } query_row;

@@ -359,6 +359,17 @@ static int ctx_comm(query_ctx *c, int64_t comm_id, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+/* A mapped file's path (not "//anon", "[vdso]" and the like). */
+static bool is_file(const char *module) {
+        return module && module[0] == '/' && module[1] != '/';
+}
+
+static const char *file_base(const char *path) {
+        const char *b = strrchr(path, '/');
+
+        return b ? b + 1 : path;
+}
+
 /* The name of a frame in a folded stack; see store.h. */
 static int ctx_folded(query_ctx *c, size_t fi, const char **ret) {
         frame_info *f = c->frames + fi;
@@ -381,10 +392,8 @@ static int ctx_folded(query_ctx *c, size_t fi, const char **ret) {
 
         if (symbol)
                 name = strdup(symbol);
-        else if (f->kind == FRAME_USER && module) {
-                const char *base = strrchr(module, '/');
-                base = base ? base + 1 : module;
-                r = asprintf(&name, "[%s]+0x%" PRIx64, base, f->offset);
+        else if (f->kind == FRAME_USER && is_file(module)) {
+                r = asprintf(&name, "%s+0x%" PRIx64, file_base(module), f->offset);
                 if (r < 0)
                         name = NULL;
         } else {
@@ -816,6 +825,16 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                                 return r;
                                 }
                                 key.addr = key.symbol_id != 0 ? 0 : u64(v[1]);
+                                /* A user frame in a file: by its offset in it. */
+                                if (key.kind == FRAME_USER && key.symbol_id == 0) {
+                                        const char *mod;
+
+                                        r = ctx_string(c, key.module_id, &mod);
+                                        if (r < 0)
+                                                return r;
+                                        if (is_file(mod))
+                                                key.addr = u64(v[3]);
+                                }
                         }
                         /* Names that read "[unknown]" are one string. */
                         if (key.module_id == 0)
@@ -891,7 +910,12 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                         row->symbol = strdup(symbol);
                 else if (k->kind == 0)
                         row->symbol = strdup("[unknown]");      /* a sample without frames */
-                else if (asprintf(&row->symbol, "0x%" PRIx64, k->addr) < 0)
+                else if (k->kind == FRAME_USER && is_file(module)) {
+                        /* libc.so.6+0x2a1b4: the offset in the file, named
+                         * by it, so another tool can name it later. */
+                        if (asprintf(&row->symbol, "%s+0x%" PRIx64, file_base(module), k->addr) < 0)
+                                row->symbol = NULL;
+                } else if (asprintf(&row->symbol, "0x%" PRIx64, k->addr) < 0)
                         row->symbol = NULL;
                 row->kernel = k->kind == FRAME_KERNEL;
                 row->samples = rs->slots[i].samples;

@@ -154,13 +154,15 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  * store_query(): q->top rows (0 = all), capped at max_rows (0 = no cap);
  * with q->want_stacks also the max_stacks (0 = all) most frequent
  * (comm, stack) pairs. Rows: see query_row. A leaf frame without symbol
- * reports symbol "0x<addr>" and its module or "[unknown]"; a sample with no
+ * reports symbol "FILE+0x<offset>" for a user frame in a mapped file (FILE
+ * the last component of its path, the offset in it), else "0x<addr>", and
+ * its module or "[unknown]"; a sample with no
  * frames reports module and symbol "[unknown]" (kernel = false). Unknown
  * comm reads "[unknown]".
  *
  * Frame names in stacks (folded output):
  *   frame with a symbol        "symbol"                 e.g. "brd_submit_bio"
- *   user frame with a mapping  "[basename]+0x<offset>"  e.g. "[libc.so.6]+0x2a1b4"
+ *   user frame in a file       "basename+0x<offset>"    e.g. "libc.so.6+0x2a1b4"
  *                              (offset is the file offset, see frame.offset)
  *   anything else              "0x<addr>"               e.g. "0xffffffffc0a01234"
  * A stack of a sample without frames has n_frames 0. User frames in a

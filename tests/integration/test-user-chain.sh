@@ -94,7 +94,9 @@ for path in sys.argv[1:3]:
     assert rows, f"no user rows in forged-frame for {path}"
     tops.append(rows[0]["symbol"])
 assert tops[0] == tops[1], f"the two processes' hottest user frames differ: {tops}"
-assert int(tops[0], 16) < size, f"{tops[0]} is no offset in forged-frame ({size} bytes)"
+# An unnamed frame in a file reads FILE+0x<offset in it>.
+assert tops[0].startswith("forged-frame+0x"), f"{tops[0]} is not forged-frame+0x<offset>"
+assert int(tops[0].rpartition("+0x")[2], 16) < size, f"{tops[0]} is no offset in forged-frame ({size} bytes)"
 PY
 pass "forged-frame's hottest code is the same frame ($(python3 -c 'import json,sys; r=[x for x in json.load(open(sys.argv[1]))["result"]["rows"] if not x["kernel"]]; r.sort(key=lambda x:-x["samples"]); print(r[0]["symbol"])' "$T/q.$P1.json"), a file offset) in both processes"
 

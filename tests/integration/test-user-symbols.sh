@@ -135,11 +135,13 @@ wait_committed "$(now_ns)"
         fail "query of dd failed"
 "$PERFSNAPCTL" query --since @$((t1 / 1000000000)) --pid $DDP --user-only --top 5
 python3 - "$T/dd.json" <<'PY' || fail "dd's top user rows hold raw offsets (see above)"
-import json, sys
+import json, re, sys
 rows = json.load(open(sys.argv[1]))["result"]["rows"]
 total = json.load(open(sys.argv[1]))["result"]["total"]
-raw = [(r["module"], r["symbol"], r["samples"]) for r in rows if r["symbol"].startswith("0x")]
-named = sum(r["samples"] for r in rows if not r["symbol"].startswith(("0x", "[")))
+# Unnamed: "0x<addr>", or "FILE+0x<offset>" for a frame in a file.
+unnamed = lambda sym: re.fullmatch(r"([^ ]*\+)?0x[0-9a-f]+", sym) is not None
+raw = [(r["module"], r["symbol"], r["samples"]) for r in rows if unnamed(r["symbol"])]
+named = sum(r["samples"] for r in rows if not unnamed(r["symbol"]) and not r["symbol"].startswith("["))
 # dd itself is stripped (its own frames need coreutils' debug file): its
 # few samples in its own code may stay offsets; no row of 5 % or more may.
 big_raw = [x for x in raw if x[2] * 20 >= total]

@@ -102,7 +102,7 @@ static void assert_stored_frames(fixture *f, int64_t stack, const char *const *w
 
 TEST(kernel_and_user_frames_are_named) {
         const uint64_t chain[] = { CTX_K, KADDR, CTX_U, APP_A + 0x10, APP_A + 0x2345 };
-        const char *const want[] = { "[app]+0x2345", "[app]+0x10", "do_one_initcall" };
+        const char *const want[] = { "app+0x2345", "app+0x10", "do_one_initcall" };
         fixture f = {};
         int64_t stack;
 
