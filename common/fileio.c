@@ -192,6 +192,15 @@ int open_regular_file(int rootfd, const char *path, bool no_symlinks, struct sta
                 };
 
                 pfd = (int) syscall(SYS_openat2, rootfd, path, &how, sizeof how);
+                if (pfd < 0 && (errno == ENOSYS || errno == EPERM)) {
+                        /* No openat2 (before Linux 5.6, or a seccomp filter
+                         * that does not know it, as systemd's returns
+                         * ENOSYS): resolved from rootfd as usual, so an
+                         * absolute link leads to our root, not rootfd. */
+                        while (*path == '/')
+                                path++;
+                        pfd = openat(rootfd, *path ? path : ".", O_PATH | O_CLOEXEC | (no_symlinks ? O_NOFOLLOW : 0));
+                }
         } else
                 pfd = openat(AT_FDCWD, path, O_PATH | O_CLOEXEC | (no_symlinks ? O_NOFOLLOW : 0));
         if (pfd < 0)

@@ -21,7 +21,10 @@ int read_full_fd(int fd, size_t max_bytes, char **ret, size_t *ret_size);
  * through /proc/self/fd). With rootfd >= 0 the path is resolved as a
  * process rooted at rootfd would (openat2 RESOLVE_IN_ROOT: absolute
  * links and ".." stay inside it; no magic links), e.g. rootfd
- * /proc/PID/root for a container's file; with AT_FDCWD as usual.
+ * /proc/PID/root for a container's file; with AT_FDCWD as usual. Without
+ * openat2 (ENOSYS or EPERM: an old kernel, or a seccomp filter such as
+ * systemd's that does not know it) it is resolved from rootfd as usual,
+ * where an absolute link leads to our own root.
  * no_symlinks: no symbolic link anywhere in the path. *ret_st (may be
  * NULL) gets its stat. -EBADF... from the calls, -EINVAL for a file that
  * is not regular. */

@@ -526,6 +526,8 @@ static void status_fill(json_object *p, void *userdata) {
                         .max_ns = us->max_ns,
                         .debuginfod_found = us->debuginfod_found,
                         .debuginfod_missed = us->debuginfod_missed,
+                        .last_error = us->last_error,
+                        .last_failed_what = us->last_failed_what,
                 };
                 s.symbols = &symbols;
         }

@@ -228,6 +228,7 @@ static void job_done(workqueue_item *item, void *userdata) {
         case JOB_FAILED:
                 u->stats.failed++;
                 u->stats.last_error = j->error;
+                u->stats.last_failed_what = j->failed_what;
                 log_debug_errno(j->error, "No function table for %s (build-id %s, pid %u): %s: %m", j->path,
                                 j->build_id, j->pid, j->failed_what);
                 break;

@@ -44,6 +44,7 @@ typedef struct usymbols_stats {
         uint64_t last_ns;               /* extraction time of the last table written */
         uint64_t max_ns;                /* the longest */
         int last_error;                 /* of the last failure, negative errno */
+        const char *last_failed_what;   /* "open", "read" or "save" of it; NULL: none */
         uint64_t debuginfod_found;      /* debug files debuginfod gave */
         uint64_t debuginfod_missed;     /* asked, none given (not found, unreachable, timed out) */
 } usymbols_stats;

@@ -145,6 +145,14 @@ void status_json(const status_info *s, json_object *p) {
                 add_u64(p, "symbol_table_max_ns", s->symbols->max_ns);
                 add_u64(p, "symbol_debuginfod_found", s->symbols->debuginfod_found);
                 add_u64(p, "symbol_debuginfod_missed", s->symbols->debuginfod_missed);
+                {
+                        char why[160] = "";
+
+                        if (s->symbols->last_error)
+                                snprintf(why, sizeof why, "%s: %s", s->symbols->last_failed_what ?: "?",
+                                         strerror(-s->symbols->last_error));
+                        add_str(p, "symbol_tables_last_failure", why);
+                }
         }
 }
 

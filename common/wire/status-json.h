@@ -38,6 +38,8 @@ typedef struct status_symbols {
         uint64_t files_seen, written, kept_already, no_symbols, failed, dropped, pruned;
         uint64_t tables, bytes, last_ns, max_ns;
         uint64_t debuginfod_found, debuginfod_missed;
+        int last_error;                 /* negative errno, 0: none */
+        const char *last_failed_what;   /* what failed then ("open", "read", "save") */
 } status_symbols;
 
 typedef struct status_uevents {

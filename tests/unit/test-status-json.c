@@ -82,7 +82,7 @@ TEST(with_modules_cache_and_uevents) {
                                      "symbol_tables_empty,symbol_tables_failed,symbol_tables_dropped,"
                                      "symbol_tables_pruned,symbol_tables_kept,symbol_tables_bytes,"
                                      "symbol_table_last_ns,symbol_table_max_ns,symbol_debuginfod_found,"
-                                     "symbol_debuginfod_missed"));
+                                     "symbol_debuginfod_missed,symbol_tables_last_failure"));
         ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "modules_loaded")), 51);
         ASSERT_EQ(json_object_get_int64(json_object_object_get(p, "unresolved_kernel_frames")), 9);
         ASSERT_TRUE(json_object_get_boolean(json_object_object_get(p, "snapshot_pending")));
