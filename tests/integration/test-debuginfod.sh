@@ -11,6 +11,9 @@ command -v debuginfod > /dev/null || skip "needs debuginfod (Debian package debu
 command -v objcopy > /dev/null || skip "needs objcopy (binutils)"
 
 setup_dir "frequency_hz = 999" "callchain_depth = 32" "debug_root ="
+# In the sanitizer build, whole malloc stacks, so that tests/lsan.supp can
+# tell libdebuginfod's leak from ours (ignored by other builds).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 mkdir -p "$T/srv" "$T/bin"
 
 # make_pair N: $T/srv/funcs-N (unstripped, served) and $T/bin/funcs-N (its
