@@ -5,8 +5,9 @@
 
 #include <elfutils/debuginfod.h>
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,10 +108,17 @@ static int open_debug_file(const char *debug_root, const char *build_id) {
         return open_regular_file(AT_FDCWD, buf, false, NULL);
 }
 
-/* On the worker thread. */
+static void run_job_inner(usymbols *u, usym_job *j);
+
+/* On the worker thread. A big file's symbols pass through this thread's
+ * malloc arena (cc1: megabytes of names): given back to the system after
+ * each file, or they would stay in the daemon's resident size. */
 static void run_job(workqueue_item *item, void *userdata) {
-        usymbols *u = userdata;
-        usym_job *j = (usym_job *) item;
+        run_job_inner(userdata, (usym_job *) item);
+        malloc_trim(0);
+}
+
+static void run_job_inner(usymbols *u, usym_job *j) {
         uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
         _cleanup_close_ int fd = -1, dfd = -1;
         elfsyms *s = NULL;
