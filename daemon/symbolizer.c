@@ -246,6 +246,7 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         if (tasks_find_mapping(s->tasks, pid, ip, &m) < 0) {
                 if (return_address && tasks_n_mappings(s->tasks, pid) > 0)
                         return 1;
+                s->stats.user_frames_unknown++;
                 return store_intern_frame(s->store, &f, ret);
         }
         f.module = m.path;
@@ -268,9 +269,15 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                         } else if (jitmaps_has_map(s->jit, pid))
                                 s->jit_unnamed = true;
                 }
+                if (!f.symbol)
+                        s->stats.user_frames_unknown++;
                 return store_intern_frame(s->store, &f, ret);
         }
         f.addr = f.offset;
+        if (f.build_id)
+                s->stats.user_frames_build_id++;
+        else
+                s->stats.user_frames_no_build_id++;
 
         /* Two numbers instead of the frame's path and build-id. */
         if (hashmap_get_pair(s->ufile_cache, m.file_id, f.offset, ret) >= 0)

@@ -26,6 +26,12 @@ typedef struct symbolizer_stats {
         uint64_t invalid_user_frames;   /* user entries at kernel addresses, and those after them: dropped */
         uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
         uint64_t jit_frames;            /* user frames named from a JIT map (perf/jitmaps.h) */
+        /* How the other user frames can be shown, counted as jit_frames
+         * (when a call chain is first resolved): in a file with a build-id
+         * (named by function where its table is kept), in a file without
+         * one (FILE+0xOFFSET), elsewhere (anonymous memory, no mapping:
+         * 0xADDR). */
+        uint64_t user_frames_build_id, user_frames_no_build_id, user_frames_unknown;
 } symbolizer_stats;
 
 /* The collaborators must outlive the symbolizer. */

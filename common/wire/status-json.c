@@ -90,6 +90,9 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "stack_cache_hits", s->stack_cache_hits);
         add_u64(p, "invalid_user_frames", s->invalid_user_frames);
         add_u64(p, "jit_frames", s->jit_frames);
+        add_u64(p, "user_frames_build_id", s->user_frames_build_id);
+        add_u64(p, "user_frames_no_build_id", s->user_frames_no_build_id);
+        add_u64(p, "user_frames_unknown", s->user_frames_unknown);
         add_u64(p, "deferred_records", s->deferred_records);
         add_bool(p, "ksymbol_records", s->ksymbol_records);
         add_u64(p, "commits", s->commits);

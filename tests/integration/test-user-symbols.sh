@@ -42,6 +42,10 @@ mode=$(stat -c %a "$T/cache/.symbols/$BUILD_ID")
 dmode=$(stat -c %a "$T/cache/.symbols")
 [ "$mode" = 400 ] && [ "$dmode" = 700 ] || fail "the table is mode $mode in a directory of mode $dmode, expected 400 in 700"
 pass "named-funcs' function table kept by build-id (mode $mode, directory $dmode)"
+ub=$(status_field user_frames_build_id); un=$(status_field user_frames_no_build_id); uu=$(status_field user_frames_unknown)
+echo "status: user frames in files with a build-id $ub, without $un, unknown $uu"
+[ "${ub:-0}" -ge 3 ] || fail "user_frames_build_id is '$ub': named-funcs' three functions were resolved"
+pass "status counts user frames by how they can be named ($ub with a build-id, $un without, $uu unknown)"
 
 # check_named FILE_PREFIX DESC [PROGRAM]: the table and folded queries of
 # pid $P1, a run of PROGRAM (named-funcs).
