@@ -6,13 +6,13 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "elf/elfsyms.h"
+#include "elf/elfutil.h"
 #include "macro.h"
 
 #define NAME_MAX_BYTES 4096     /* longer names (none seen in practice) are cut */
@@ -38,13 +38,6 @@ elfsyms *elfsyms_free(elfsyms *s) {
 DEFINE_TRIVIAL_CLEANUP_FUNC(elfsyms *, elfsyms_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Elf *, elf_end);
 
-static pthread_once_t libelf_once = PTHREAD_ONCE_INIT;
-static bool libelf_ok;
-
-static void libelf_init(void) {
-        libelf_ok = elf_version(EV_CURRENT) != EV_NONE;
-}
-
 /* A 64-bit ELF file of at least its header: libelf is given nothing else. */
 static int open_elf(int fd, Elf **ret, uint64_t *ret_size) {
         uint8_t ident[EI_NIDENT];
@@ -52,8 +45,7 @@ static int open_elf(int fd, Elf **ret, uint64_t *ret_size) {
         ssize_t l;
         Elf *elf;
 
-        pthread_once(&libelf_once, libelf_init);
-        if (!libelf_ok)
+        if (!elf_library_ready())
                 return -ENOSYS;
         if (fstat(fd, &st) < 0)
                 return negative_errno();
@@ -79,10 +71,6 @@ static int open_elf(int fd, Elf **ret, uint64_t *ret_size) {
         return 0;
 }
 
-static bool range_fits(uint64_t offset, uint64_t size, uint64_t limit) {
-        return offset <= limit && size <= limit - offset;
-}
-
 /* The build-id from the note sections, else from the PT_NOTE segments. */
 static int find_build_id(Elf *elf, uint64_t file_size, char ret[static BUILD_ID_HEX_MAX]) {
         size_t phnum;
@@ -96,7 +84,7 @@ static int find_build_id(Elf *elf, uint64_t file_size, char ret[static BUILD_ID_
                         return -EBADMSG;
                 if (sh.sh_type != SHT_NOTE)
                         continue;
-                if (!range_fits(sh.sh_offset, sh.sh_size, file_size))
+                if (!elf_range_fits(sh.sh_offset, sh.sh_size, file_size))
                         return -EBADMSG;
                 d = elf_getdata(scn, NULL);
                 if (!d)
@@ -115,7 +103,7 @@ static int find_build_id(Elf *elf, uint64_t file_size, char ret[static BUILD_ID_
                         return -EBADMSG;
                 if (ph.p_type != PT_NOTE)
                         continue;
-                if (!range_fits(ph.p_offset, ph.p_filesz, file_size))
+                if (!elf_range_fits(ph.p_offset, ph.p_filesz, file_size))
                         return -EBADMSG;
                 d = elf_getdata_rawchunk(elf, (int64_t) ph.p_offset, ph.p_filesz, ELF_T_NHDR);
                 if (!d)
@@ -234,7 +222,7 @@ static int collect(Elf *elf, uint64_t file_size, Elf64_Word type, const segment 
                         return -EBADMSG;
                 if (sh.sh_type != type)
                         continue;
-                if (sh.sh_entsize != sizeof(Elf64_Sym) || !range_fits(sh.sh_offset, sh.sh_size, file_size))
+                if (sh.sh_entsize != sizeof(Elf64_Sym) || !elf_range_fits(sh.sh_offset, sh.sh_size, file_size))
                         return -EBADMSG;
                 {
                         /* The names' section: its size bounds what
@@ -242,7 +230,7 @@ static int collect(Elf *elf, uint64_t file_size, Elf64_Word type, const segment 
                         Elf_Scn *strs = elf_getscn(elf, sh.sh_link);
                         GElf_Shdr ssh;
 
-                        if (!strs || !gelf_getshdr(strs, &ssh) || !range_fits(ssh.sh_offset, ssh.sh_size, file_size))
+                        if (!strs || !gelf_getshdr(strs, &ssh) || !elf_range_fits(ssh.sh_offset, ssh.sh_size, file_size))
                                 return -EBADMSG;
                         if (sh.sh_size > ELFSYMS_MAX_SECTION || ssh.sh_size > ELFSYMS_MAX_SECTION)
                                 return -EFBIG;
@@ -340,7 +328,7 @@ static int read_segments(Elf *elf, uint64_t file_size, segment **ret, size_t *re
                         return -EBADMSG;
                 if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_filesz == 0)
                         continue;
-                if (!range_fits(ph.p_offset, ph.p_filesz, file_size) || ph.p_vaddr + ph.p_filesz < ph.p_vaddr)
+                if (!elf_range_fits(ph.p_offset, ph.p_filesz, file_size) || ph.p_vaddr + ph.p_filesz < ph.p_vaddr)
                         return -EBADMSG;
                 if (GREEDY_REALLOC(v, alloc, n + 1) < 0)
                         return -ENOMEM;

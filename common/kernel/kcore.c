@@ -4,13 +4,13 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "elf/elfutil.h"
 #include "kernel/kallsyms.h"
 #include "kernel/kcore.h"
 #include "kernel/modules.h"
@@ -315,12 +315,6 @@ static int plan_pieces(const Elf64_Phdr *phdrs, size_t n_phdrs,
         return 0;
 }
 
-static pthread_once_t libelf_once = PTHREAD_ONCE_INIT;
-static bool libelf_ready;
-
-static void libelf_init(void) {
-        libelf_ready = elf_version(EV_CURRENT) != EV_NONE;
-}
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(Elf *, elf_end)
 
@@ -432,8 +426,7 @@ int kcore_copy(int src_fd, int dst_fd, const kcore_want *want, kcore_copy_info *
                 offset += pieces[i].len;
         }
 
-        pthread_once(&libelf_once, libelf_init);
-        if (!libelf_ready)
+        if (!elf_library_ready())
                 return -ENOTSUP;
 
         if (ftruncate(dst_fd, 0) < 0)

@@ -5,13 +5,13 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "elf/elfutil.h"
 #include "fileio.h"
 #include "kernel/modules.h"
 #include "kernel/notes.h"
@@ -494,12 +494,6 @@ void module_symbols_free(module_symbol *s, size_t n) {
         free(s);
 }
 
-static pthread_once_t libelf_once = PTHREAD_ONCE_INIT;
-static bool libelf_ready;
-
-static void libelf_init(void) {
-        libelf_ready = elf_version(EV_CURRENT) != EV_NONE;
-}
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(Elf *, elf_end)
 
@@ -559,11 +553,6 @@ typedef struct symbols_buf {
 
 static void symbols_buf_done(symbols_buf *b) {
         module_symbols_free(b->v, b->n);
-}
-
-/* Whether [offset, offset + size) lies within [0, limit). */
-static bool range_fits(uint64_t offset, uint64_t size, uint64_t limit) {
-        return offset <= limit && size <= limit - offset;
 }
 
 /* Refuses what libelf would misread or we do not handle: compressed
@@ -679,7 +668,7 @@ static int elf_collect_symbols(Elf *elf, const elf_section_info *info, size_t sh
                         continue;
                 /* A symbol that does not lie within its section is not one
                  * we can place. */
-                if (!range_fits(sym.st_value, sym.st_size, info[shndx].size))
+                if (!elf_range_fits(sym.st_value, sym.st_size, info[shndx].size))
                         continue;
                 k = info[shndx].sec;
                 if (__builtin_add_overflow(secs[k].addr, sym.st_value, &addr))
@@ -723,7 +712,7 @@ int module_elf_apply(const char *path, const char *expected_build_id,
         if (!path || (n > 0 && !secs) || (ret_syms && !ret_nsyms))
                 return -EINVAL;
 
-        if (pthread_once(&libelf_once, libelf_init) != 0 || !libelf_ready)
+        if (!elf_library_ready())
                 return -ENOTSUP;
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -755,7 +744,7 @@ int module_elf_apply(const char *path, const char *expected_build_id,
         if (shnum == 0 || (ehdr.e_shnum != 0 && shnum != ehdr.e_shnum) ||
             ehdr.e_shentsize != sizeof(Elf64_Shdr) ||
             shnum > file_size / sizeof(Elf64_Shdr) ||
-            !range_fits(ehdr.e_shoff, shnum * sizeof(Elf64_Shdr), file_size))
+            !elf_range_fits(ehdr.e_shoff, shnum * sizeof(Elf64_Shdr), file_size))
                 return -EBADMSG;
 
         if (expected_build_id && *expected_build_id) {
@@ -794,7 +783,7 @@ int module_elf_apply(const char *path, const char *expected_build_id,
 
                 if (idx >= shnum || !gelf_getshdr(scn, &shdr))
                         return -EBADMSG;
-                if (shdr.sh_type != SHT_NOBITS && !range_fits(shdr.sh_offset, shdr.sh_size, file_size))
+                if (shdr.sh_type != SHT_NOBITS && !elf_range_fits(shdr.sh_offset, shdr.sh_size, file_size))
                         return -EBADMSG;
                 info[idx].size = shdr.sh_size;
                 name = elf_strptr(elf, shstrndx, shdr.sh_name);
