@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Whole-file reads for /proc and /sys (fileio.h). */
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -177,6 +179,18 @@ int write_full_fd(int fd, const void *data, size_t size) {
                 size -= (size_t) k;
         }
         return 0;
+}
+
+int open_root_dir(const char *root, uint32_t pid) {
+        char path[PATH_MAX];
+        int fd;
+
+        if (pid > 0)
+                snprintf(path, sizeof path, "%s/proc/%" PRIu32 "/root", streq(root, "/") ? "" : root, pid);
+        else
+                snprintf(path, sizeof path, "%s", root);
+        fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? negative_errno() : fd;
 }
 
 int open_regular_file(int rootfd, const char *path, bool no_symlinks, struct stat *ret_st) {

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -14,6 +15,12 @@
 int read_full_file(const char *path, size_t max_bytes, char **ret, size_t *ret_size);
 /* The same from an open file descriptor, read from where it is. */
 int read_full_fd(int fd, size_t max_bytes, char **ret, size_t *ret_size);
+
+/* The directory a process's paths are resolved in, for open_regular_file():
+ * ROOT/proc/PID/root (its own root directory: a container's; following it
+ * takes ptrace access to the process), or ROOT itself for pid 0. An O_PATH
+ * descriptor, or -errno. */
+int open_root_dir(const char *root, uint32_t pid);
 
 /* Opens a file for reading only if it is a regular file, without opening
  * anything else for real (no device, FIFO or terminal is ever opened:

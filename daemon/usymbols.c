@@ -77,22 +77,12 @@ static void job_free(usym_job *j) {
  * device or FIFO a user may have put at the path). The build-id check
  * after it says whether it is the mapped file. */
 static int open_binary(const char *root, uint32_t pid, const char *path) {
-        char buf[PATH_MAX];
         int fd = -ENOENT;
 
         for (int k = 0; k < 2 && fd < 0; k++) {
-                _cleanup_close_ int rfd = -1;
+                _cleanup_close_ int rfd = open_root_dir(root, k == 0 ? pid : 0);
 
-                if (k == 0)
-                        snprintf(buf, sizeof buf, "%s/proc/%u/root", streq(root, "/") ? "" : root, pid);
-                else
-                        snprintf(buf, sizeof buf, "%s", root);
-                rfd = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (rfd < 0) {
-                        fd = negative_errno();
-                        continue;
-                }
-                fd = open_regular_file(rfd, path, false, NULL);
+                fd = rfd < 0 ? rfd : open_regular_file(rfd, path, false, NULL);
         }
         return fd;
 }

@@ -3,7 +3,6 @@
  * by address. */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,8 +184,7 @@ static int read_status(const char *root, uint32_t pid, uint32_t *ret_uid, uint32
  * file (never a link, anywhere in the path; never a device or FIFO), with
  * one name, owned by the process's real uid. */
 static int open_map(jitmaps *j, uint32_t pid) {
-        const char *root = streq(j->root, "/") ? "" : j->root;
-        char path[PATH_MAX];
+        char path[64];
         uint32_t uid, nspid;
         int r;
 
@@ -200,11 +198,7 @@ static int open_map(jitmaps *j, uint32_t pid) {
 
                 if (k == 1 && nspid != pid)
                         break;          /* ROOT/tmp has the host's pids' maps */
-                if (k == 0)
-                        snprintf(path, sizeof path, "%s/proc/%" PRIu32 "/root", root, pid);
-                else
-                        snprintf(path, sizeof path, "%s", j->root);
-                rfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                rfd = open_root_dir(j->root, k == 0 ? pid : 0);
                 if (rfd < 0)
                         continue;
                 snprintf(path, sizeof path, "/tmp/perf-%" PRIu32 ".map", k == 0 ? nspid : pid);

@@ -4,7 +4,6 @@
  * common/hashmap; eviction of exited entries and negative-cache
  * placeholders, oldest first, at the configured caps. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -432,7 +431,7 @@ static int thread_touch(tasks *t, uint32_t pid, uint32_t tid, thread **ret) {
  * and only believed if its inode is the mapping's: a file replaced since
  * is another file. A few syscalls per distinct file, then a lookup. */
 static const char *proc_file_build_id(tasks *t, uint32_t pid, const char *line, const char *path) {
-        char key[PATH_MAX_BYTES + 48], dir[PATH_MAX_BYTES];
+        char key[PATH_MAX_BYTES + 48];
         char hex[BUILD_ID_HEX_MAX] = "";
         unsigned maj, min;
         uint64_t ino;
@@ -453,11 +452,7 @@ static const char *proc_file_build_id(tasks *t, uint32_t pid, const char *line, 
                 _cleanup_close_ int rfd = -1, fd = -1;
                 struct stat st;
 
-                if (k == 0)
-                        snprintf(dir, sizeof dir, "%s/proc/%" PRIu32 "/root", streq(t->root, "/") ? "" : t->root, pid);
-                else
-                        snprintf(dir, sizeof dir, "%s", t->root);
-                rfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                rfd = open_root_dir(t->root, k == 0 ? pid : 0);
                 if (rfd < 0)
                         continue;
                 fd = open_regular_file(rfd, path, false, &st);
