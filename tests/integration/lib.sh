@@ -48,6 +48,26 @@ mkmod() {
 # modules_file LINE...: writes $R/proc/modules
 modules_file() { printf '%s\n' "$@" > "$R/proc/modules"; }
 
+# build_id_of FILE: the GNU build-id of an ELF file (hex), empty if none.
+build_id_of() {
+        readelf -n "$1" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1
+}
+
+# change_build_id FILE MASK: XORs the first byte of FILE's build-id with
+# MASK, in place: the copy of a binary becomes another build. Fails the
+# test unless the build-id is in the file exactly once.
+change_build_id() {
+        python3 - "$1" "$(build_id_of "$1")" "$2" <<'PY' || fail "cannot change the build-id of $1"
+import sys
+path, bid, mask = sys.argv[1], bytes.fromhex(sys.argv[2]), int(sys.argv[3], 0)
+data = bytearray(open(path, "rb").read())
+i = data.find(bid)
+assert bid and i > 0 and data.find(bid, i + 1) < 0, "the build-id is not in the file once"
+data[i] ^= mask
+open(path, "wb").write(data)
+PY
+}
+
 # Creates $T with a configuration; extra "key = value" lines as arguments.
 setup_dir() {
         T=$(mktemp -d /tmp/perfsnapd-it.XXXXXX)

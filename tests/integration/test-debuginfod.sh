@@ -20,25 +20,15 @@ mkdir -p "$T/srv" "$T/bin"
 # stripped copy), with a build-id of their own; prints the build-id.
 make_pair() {
         cp "$NAMED_FUNCS" "$T/srv/funcs-$1"
-        python3 - "$T/srv/funcs-$1" "$1" <<'PY'
-import re, subprocess, sys
-path, n = sys.argv[1], int(sys.argv[2])
-out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
-bid = bytes.fromhex(re.search(r"Build ID: ([0-9a-f]+)", out).group(1))
-data = bytearray(open(path, "rb").read())
-i = data.find(bid)
-assert i > 0 and data.find(bid, i + 1) < 0, "the build-id is not in the file once"
-data[i] ^= 0x40 + n
-open(path, "wb").write(data)
-PY
+        change_build_id "$T/srv/funcs-$1" $((0x40 + $1))
         cp "$T/srv/funcs-$1" "$T/bin/funcs-$1"
         objcopy --strip-all "$T/bin/funcs-$1"
-        readelf -n "$T/bin/funcs-$1" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1
+        build_id_of "$T/bin/funcs-$1"
 }
 
 B1=$(make_pair 1)
 B2=$(make_pair 2)
-[ -n "$B1" ] && [ -n "$B2" ] && [ "$B1" != "$B2" ] || fail "build-ids '$B1' '$B2'"
+[[ $B1 =~ ^[0-9a-f]{40}$ && $B2 =~ ^[0-9a-f]{40}$ && $B1 != "$B2" ]] || fail "build-ids '$B1' '$B2'"
 
 PORT=$((20000 + RANDOM % 20000))
 debuginfod -F -p $PORT -d "$T/debuginfod.sqlite" -t 0 -g 0 -vv "$T/srv" > "$T/debuginfod.log" 2>&1 &

@@ -14,7 +14,7 @@ setup_dir "frequency_hz = 999" "callchain_depth = 32" "debug_root = /nonexistent
 BIN=$T/bin/named-funcs
 mkdir -p "$T/bin"
 cp "$NAMED_FUNCS" "$BIN"
-BUILD_ID=$(readelf -n "$BIN" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1)
+BUILD_ID=$(build_id_of "$BIN")
 [ -n "$BUILD_ID" ] || skip "named-funcs was linked without a build-id"
 echo "named-funcs build-id $BUILD_ID"
 
@@ -182,16 +182,8 @@ stop_daemon
 cp "$NAMED_FUNCS" "$T/bin/stripped-funcs"
 # Another build-id than named-funcs' (whose table is kept already): one
 # byte of the note's payload changed in place.
-python3 - "$T/bin/stripped-funcs" "$BUILD_ID" <<'PY'
-import sys
-path, bid = sys.argv[1], bytes.fromhex(sys.argv[2])
-data = bytearray(open(path, "rb").read())
-i = data.find(bid)
-assert i > 0 and data.find(bid, i + 1) < 0, "the build-id is not in the file once"
-data[i] ^= 0xff
-open(path, "wb").write(data)
-PY
-SBID=$(readelf -n "$T/bin/stripped-funcs" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1)
+change_build_id "$T/bin/stripped-funcs" 0xff
+SBID=$(build_id_of "$T/bin/stripped-funcs")
 [ -n "$SBID" ] && [ "$SBID" != "$BUILD_ID" ] || fail "the copy's build-id is $SBID"
 mkdir -p "$DBG/.build-id/${SBID:0:2}"
 objcopy --only-keep-debug "$T/bin/stripped-funcs" "$DBG/.build-id/${SBID:0:2}/${SBID:2}.debug"
