@@ -406,14 +406,3 @@ const jitmaps_stats *jitmaps_get_stats(const jitmaps *j) {
         return &j->stats;
 }
 
-size_t jitmaps_memory_bytes(const jitmaps *j) {
-        size_t n = hashmap_memory_bytes(j->procs);
-        int64_t v;
-
-        for (size_t i = 0; hashmap_iterate(j->procs, &i, &v);) {
-                const jit_proc *p = HASHMAP_TO_PTR(v);
-
-                n += sizeof *p + p->alloc * sizeof(jit_entry) + p->names_alloc;
-        }
-        return n;
-}
