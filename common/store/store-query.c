@@ -718,7 +718,7 @@ static int ctx_frame_counts(query_ctx *c, int64_t frame_id, bool *ret) {
 /* Whether a module (by string id) is the query's dso: its path, the
  * path's last component, or "[NAME]" for NAME. True for any without a dso. */
 static int ctx_module_matches(query_ctx *c, int64_t module_id, bool *ret) {
-        const char *m, *base;
+        const char *m;
         int64_t v;
         int r;
 
@@ -737,9 +737,7 @@ static int ctx_module_matches(query_ctx *c, int64_t module_id, bool *ret) {
         if (m) {
                 size_t n = strlen(m), d = strlen(c->dso);
 
-                base = strrchr(m, '/');
-                base = base ? base + 1 : m;
-                *ret = streq(m, c->dso) || streq(base, c->dso) ||
+                *ret = streq(m, c->dso) || streq(file_base(m), c->dso) ||
                        (n == d + 2 && m[0] == '[' && m[n - 1] == ']' && strncmp(m + 1, c->dso, d) == 0);
         }
         return hashmap_put_u64(c->dso_match, u64(module_id), *ret);
