@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Function tables of user-space ELF files (elfsyms.h): extracted with
- * libelf, kept as a small file by build-id. */
+ * libelf and libdw, kept as a small file by build-id. */
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <endian.h>
 #include <errno.h>
 #include <gelf.h>
@@ -13,6 +15,7 @@
 
 #include "elf/elfsyms.h"
 #include "elf/elfutil.h"
+#include "hashmap.h"
 #include "macro.h"
 
 #define NAME_MAX_BYTES 4096     /* longer names (none seen in practice) are cut */
@@ -25,10 +28,19 @@
 char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 #define HEADER_SIZE (8 + 4 * 4 + 48)
 #define ENTRY_SIZE 16
+/* DIEs nested deeper than this (none in what compilers write) are not
+ * visited: the walk recurses once a level. */
+#define DWARF_MAX_DEPTH 128
+/* Ranges a DIE may give (a function split into hot and cold parts has
+ * two; the code of an inlined function in a loop a few). */
+#define DWARF_MAX_RANGES 4096
+/* A chain of inlined functions longer than this is cut at a name. */
+#define CHAIN_MAX 4096
 
 elfsyms *elfsyms_free(elfsyms *s) {
         if (s) {
                 free(s->v);
+                free(s->inl);
                 free(s->strings);
                 free(s);
         }
@@ -156,51 +168,106 @@ typedef struct segment {
         uint64_t vaddr, offset, size;
 } segment;
 
+/* Where a name comes from, in the order a name is preferred when several
+ * start at one offset. */
+enum {
+        RANK_GLOBAL,    /* an ELF symbol of binding STB_GLOBAL or STB_WEAK */
+        RANK_LOCAL,     /* an STB_LOCAL one */
+        RANK_DWARF,     /* a DW_TAG_subprogram */
+};
+
+/* Code of an inlined function: file bytes [lo, hi), depth levels of
+ * inlining deep, named by its chain (an offset in the strings). */
+typedef struct inl_piece {
+        uint64_t lo, hi;
+        uint32_t depth, name;
+} inl_piece;
+
 typedef struct collector {
         elfsym *v;
         size_t n, alloc;
+        uint8_t *rank;          /* per entry */
+        size_t rank_alloc;
+        size_t n_dwarf;
+        inl_piece *inl;
+        size_t n_inl, inl_alloc;
         char *strings;
         size_t strings_size, strings_alloc;
-        uint8_t *global;        /* per entry: 1 for STB_GLOBAL/STB_WEAK */
-        size_t global_alloc;
+        hashmap *names;         /* name -> its offset in strings */
 } collector;
 
 static void collector_done(collector *c) {
         free(c->v);
+        free(c->rank);
+        free(c->inl);
         free(c->strings);
-        free(c->global);
+        hashmap_free(c->names);
 }
 
-static int collector_add(collector *c, uint64_t offset, uint64_t size, const char *name, bool global) {
-        _cleanup_free_ char *demangled = NULL;
-        size_t len;
-
+/* name, or its demangled form (in *ret_free) if it is a C++ ABI name. */
+static const char *demangle(const char *name, char **ret_free) {
+        *ret_free = NULL;
         if (name[0] == '_' && name[1] == 'Z' && strnlen(name, DEMANGLE_MAX_INPUT + 1) <= DEMANGLE_MAX_INPUT) {
                 int status;
 
-                demangled = __cxa_demangle(name, NULL, NULL, &status);
-                if (demangled && status == 0)
-                        name = demangled;
+                *ret_free = __cxa_demangle(name, NULL, NULL, &status);
+                if (*ret_free && status == 0)
+                        return *ret_free;
         }
-        len = strnlen(name, NAME_MAX_BYTES - 1);
+        return name;
+}
 
-        if (c->n >= ELFSYMS_MAX_SYMBOLS)
-                return -EFBIG;
+/* The offset of name (demangled if it is a C++ ABI name) in the strings,
+ * added once. */
+static int collector_string(collector *c, const char *name, uint32_t *ret) {
+        _cleanup_free_ char *demangled = NULL;
+        int64_t off;
+        size_t len;
+        int r;
+
+        name = demangle(name, &demangled);
+        len = strnlen(name, NAME_MAX_BYTES - 1);
+        if (!c->names) {
+                r = hashmap_new(&c->names);
+                if (r < 0)
+                        return r;
+        }
+        if (hashmap_get(c->names, name, len, &off) >= 0) {
+                *ret = (uint32_t) off;
+                return 0;
+        }
         if (c->strings_size + len + 1 > ELFSYMS_MAX_STRINGS)
                 return -EFBIG;
-        if (GREEDY_REALLOC(c->v, c->alloc, c->n + 1) < 0 ||
-            GREEDY_REALLOC(c->global, c->global_alloc, c->n + 1) < 0 ||
-            GREEDY_REALLOC(c->strings, c->strings_alloc, c->strings_size + len + 1) < 0)
+        if (GREEDY_REALLOC(c->strings, c->strings_alloc, c->strings_size + len + 1) < 0)
                 return -ENOMEM;
         memcpy(c->strings + c->strings_size, name, len);
         c->strings[c->strings_size + len] = 0;
+        r = hashmap_put(c->names, name, len, (int64_t) c->strings_size);
+        if (r < 0)
+                return r;
+        *ret = (uint32_t) c->strings_size;
+        c->strings_size += len + 1;
+        return 0;
+}
+
+static int collector_add(collector *c, uint64_t offset, uint64_t size, const char *name, int rank) {
+        uint32_t name_off;
+        int r;
+
+        if (c->n >= ELFSYMS_MAX_SYMBOLS)
+                return -EFBIG;
+        r = collector_string(c, name, &name_off);
+        if (r < 0)
+                return r;
+        if (GREEDY_REALLOC(c->v, c->alloc, c->n + 1) < 0 ||
+            GREEDY_REALLOC(c->rank, c->rank_alloc, c->n + 1) < 0)
+                return -ENOMEM;
         c->v[c->n] = (elfsym) {
                 .offset = offset,
                 .size = (uint32_t) MIN(size, (uint64_t) UINT32_MAX),
-                .name = (uint32_t) c->strings_size,
+                .name = name_off,
         };
-        c->global[c->n] = global;
-        c->strings_size += len + 1;
+        c->rank[c->n] = (uint8_t) rank;
         c->n++;
         return 0;
 }
@@ -258,7 +325,7 @@ static int collect(Elf *elf, uint64_t file_size, Elf64_Word type, const segment 
                                 if (sym.st_value < sg->vaddr || sym.st_value - sg->vaddr >= sg->size)
                                         continue;
                                 r = collector_add(c, sg->offset + (sym.st_value - sg->vaddr), sym.st_size, name,
-                                                  GELF_ST_BIND(sym.st_info) != STB_LOCAL);
+                                                  GELF_ST_BIND(sym.st_info) != STB_LOCAL ? RANK_GLOBAL : RANK_LOCAL);
                                 if (r < 0)
                                         return r;
                                 break;
@@ -269,11 +336,11 @@ static int collect(Elf *elf, uint64_t file_size, Elf64_Word type, const segment 
         return 0;
 }
 
-/* Entries sorted with their binding: a global name before a local alias
- * at the same offset, then by name. */
+/* Entries sorted with their rank: at one offset, a global ELF name
+ * before a local alias, an ELF name before a DWARF one, then by name. */
 typedef struct sort_item {
         elfsym e;
-        bool global;
+        uint8_t rank;
         const char *strings;
 } sort_item;
 
@@ -282,26 +349,112 @@ static int item_cmp(const void *x, const void *y) {
 
         if (a->e.offset != b->e.offset)
                 return a->e.offset < b->e.offset ? -1 : 1;
-        if (a->global != b->global)
-                return a->global ? -1 : 1;
+        if (a->rank != b->rank)
+                return a->rank < b->rank ? -1 : 1;
         return strcmp(a->strings + a->e.name, b->strings + b->e.name);
+}
+
+static int piece_cmp(const void *x, const void *y) {
+        const inl_piece *a = x, *b = y;
+
+        if (a->lo != b->lo)
+                return a->lo < b->lo ? -1 : 1;
+        if (a->depth != b->depth)
+                return a->depth < b->depth ? -1 : 1;
+        return a->hi > b->hi ? -1 : a->hi < b->hi;
+}
+
+static int u64_cmp(const void *x, const void *y) {
+        uint64_t a = *(const uint64_t *) x, b = *(const uint64_t *) y;
+
+        return a < b ? -1 : a > b;
+}
+
+/* The inlined pieces made into entries that do not overlap: each stretch
+ * of code is named by the deepest piece that covers it (the pieces of one
+ * function nest; where a file's do not, by the last one that started and
+ * covers it). Adjacent stretches of one name are joined. */
+static int flatten_inlined(collector *c, elfsym **ret, size_t *ret_n) {
+        _cleanup_free_ uint64_t *points = NULL;
+        _cleanup_free_ size_t *stack = NULL;
+        _cleanup_free_ elfsym *out = NULL;
+        size_t n_points = 0, depth = 0, next = 0, n = 0, alloc = 0;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (c->n_inl == 0)
+                return 0;
+        qsort(c->inl, c->n_inl, sizeof(inl_piece), piece_cmp);
+        points = malloc(2 * c->n_inl * sizeof(uint64_t));
+        stack = malloc(c->n_inl * sizeof(size_t));
+        if (!points || !stack)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_inl; i++) {
+                points[n_points++] = c->inl[i].lo;
+                points[n_points++] = c->inl[i].hi;
+        }
+        qsort(points, n_points, sizeof(uint64_t), u64_cmp);
+        {
+                size_t u = 0;
+
+                for (size_t i = 0; i < n_points; i++)
+                        if (u == 0 || points[i] != points[u - 1])
+                                points[u++] = points[i];
+                n_points = u;
+        }
+
+        for (size_t i = 0; i < n_points; i++) {
+                uint64_t p = points[i], end;
+                const inl_piece *top;
+
+                while (depth > 0 && c->inl[stack[depth - 1]].hi <= p)
+                        depth--;
+                while (next < c->n_inl && c->inl[next].lo <= p) {
+                        if (c->inl[next].hi > p)
+                                stack[depth++] = next;
+                        next++;
+                }
+                if (depth == 0 || i + 1 == n_points)
+                        continue;
+                top = c->inl + stack[depth - 1];
+                end = MIN(points[i + 1], top->hi);
+                if (n > 0 && out[n - 1].name == top->name && out[n - 1].offset + out[n - 1].size == p &&
+                    (uint64_t) out[n - 1].size + (end - p) <= UINT32_MAX) {
+                        out[n - 1].size += (uint32_t) (end - p);
+                        continue;
+                }
+                if (end - p > UINT32_MAX)
+                        continue;
+                if (GREEDY_REALLOC(out, alloc, n + 1) < 0)
+                        return -ENOMEM;
+                out[n++] = (elfsym) { .offset = p, .size = (uint32_t) (end - p), .name = top->name };
+        }
+        *ret = TAKE_PTR(out);
+        *ret_n = n;
+        return 0;
 }
 
 static int finish(collector *c, elfsyms *s) {
         _cleanup_free_ sort_item *items = NULL;
         size_t m = 0;
+        int r;
 
         if (c->n > 0) {
                 items = calloc(c->n, sizeof *items);
                 if (!items)
                         return -ENOMEM;
                 for (size_t i = 0; i < c->n; i++)
-                        items[i] = (sort_item) { c->v[i], c->global[i], c->strings };
+                        items[i] = (sort_item) { c->v[i], c->rank[i], c->strings };
                 qsort(items, c->n, sizeof *items, item_cmp);
                 for (size_t i = 0; i < c->n; i++)
-                        if (m == 0 || items[i].e.offset != c->v[m - 1].offset)
+                        if (m == 0 || items[i].e.offset != c->v[m - 1].offset) {
                                 c->v[m++] = items[i].e;
+                                s->n_dwarf += items[i].rank == RANK_DWARF;
+                        }
         }
+        r = flatten_inlined(c, &s->inl, &s->n_inl);
+        if (r < 0)
+                return r;
         s->v = TAKE_PTR(c->v);
         s->n = m;
         s->strings = TAKE_PTR(c->strings);
@@ -339,6 +492,304 @@ static int read_segments(Elf *elf, uint64_t file_size, segment **ret, size_t *re
         return 0;
 }
 
+/* The file offset of vaddr in an executable segment; the bytes of that
+ * segment after it in *ret_room. */
+static bool file_offset(const segment *segs, size_t n_segs, uint64_t vaddr, uint64_t *ret, uint64_t *ret_room) {
+        for (size_t k = 0; k < n_segs; k++)
+                if (vaddr >= segs[k].vaddr && vaddr - segs[k].vaddr < segs[k].size) {
+                        *ret = segs[k].offset + (vaddr - segs[k].vaddr);
+                        *ret_room = segs[k].size - (vaddr - segs[k].vaddr);
+                        return true;
+                }
+        return false;
+}
+
+/* The section called name, or NULL. */
+static Elf_Scn *section_by_name(Elf *elf, const char *name, GElf_Shdr *ret) {
+        size_t shstrndx;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return NULL;
+        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+                const char *n;
+
+                if (!gelf_getshdr(scn, ret))
+                        return NULL;
+                n = elf_strptr(elf, shstrndx, ret->sh_name);
+                if (n && streq(n, name))
+                        return scn;
+        }
+        return NULL;
+}
+
+/* The bytes of a DWARF section as libdw holds them. */
+typedef struct span {
+        const char *start;
+        size_t size;
+} span;
+
+#define DWARF_MAX_SPANS 64
+
+typedef struct dwarf_walk {
+        collector *c;
+        const segment *segs;
+        size_t n_segs;
+        /* Where libdw's strings may point: a name is used only if its NUL
+         * is inside one of them (libdw does not check that a string
+         * section ends in one). */
+        span spans[DWARF_MAX_SPANS];
+        size_t n_spans;
+        char chain[CHAIN_MAX];  /* the inlined functions around, outermost first */
+        size_t chain_len;
+        bool inl_full;          /* no more inlined pieces: at a bound */
+} dwarf_walk;
+
+/* The debug sections' data, once libdw has read them. */
+static void find_spans(dwarf_walk *w, Elf *elf) {
+        size_t shstrndx;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return;
+        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn && w->n_spans < DWARF_MAX_SPANS; scn = elf_nextscn(elf, scn)) {
+                GElf_Shdr sh;
+                const char *n;
+                Elf_Data *d;
+
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+                        continue;
+                n = elf_strptr(elf, shstrndx, sh.sh_name);
+                if (!n || (strncmp(n, ".debug_", 7) != 0 && strncmp(n, ".zdebug_", 8) != 0))
+                        continue;
+                d = elf_getdata(scn, NULL);
+                if (d && d->d_buf && d->d_size > 0)
+                        w->spans[w->n_spans++] = (span) { d->d_buf, d->d_size };
+        }
+}
+
+/* s, if it is a NUL-terminated string inside a debug section. */
+static const char *checked_string(const dwarf_walk *w, const char *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < w->n_spans; i++) {
+                const span *sp = w->spans + i;
+
+                if ((uintptr_t) s >= (uintptr_t) sp->start && (uintptr_t) s < (uintptr_t) sp->start + sp->size)
+                        return memchr(s, 0, sp->size - (size_t) (s - sp->start)) ? s : NULL;
+        }
+        return NULL;
+}
+
+/* A function's name as the symbol tables give it: its linkage name
+ * (demangled when it is added), else its name; through
+ * DW_AT_abstract_origin and DW_AT_specification. */
+static const char *die_name(const dwarf_walk *w, Dwarf_Die *die) {
+        Dwarf_Attribute a;
+        const char *n = NULL;
+
+        if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) || dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+                n = checked_string(w, dwarf_formstring(&a));
+        if (!n && dwarf_attr_integrate(die, DW_AT_name, &a))
+                n = checked_string(w, dwarf_formstring(&a));
+        return n && *n ? n : NULL;
+}
+
+/* Calls add() for each of the DIE's code ranges in an executable segment,
+ * as file offsets. */
+static int die_ranges(dwarf_walk *w, Dwarf_Die *die, int (*add)(dwarf_walk *w, uint64_t lo, uint64_t hi, void *arg),
+                      void *arg) {
+        Dwarf_Addr base, start, end;
+        ptrdiff_t off = 0;
+
+        for (unsigned k = 0; k < DWARF_MAX_RANGES; k++) {
+                uint64_t lo, room;
+                int r;
+
+                off = dwarf_ranges(die, off, &base, &start, &end);
+                if (off <= 0)
+                        break;
+                if (start == 0 || end <= start || !file_offset(w->segs, w->n_segs, start, &lo, &room))
+                        continue;
+                r = add(w, lo, lo + MIN(end - start, room), arg);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int add_function(dwarf_walk *w, uint64_t lo, uint64_t hi, void *arg) {
+        return collector_add(w->c, lo, hi - lo, arg, RANK_DWARF);
+}
+
+static int add_inlined(dwarf_walk *w, uint64_t lo, uint64_t hi, void *arg) {
+        collector *c = w->c;
+
+        if (w->inl_full)
+                return 0;
+        if (c->n_inl >= ELFSYMS_MAX_SYMBOLS) {
+                w->inl_full = true;
+                return 0;
+        }
+        if (GREEDY_REALLOC(c->inl, c->inl_alloc, c->n_inl + 1) < 0)
+                return -ENOMEM;
+        c->inl[c->n_inl++] = (inl_piece) { .lo = lo, .hi = hi, .depth = *(uint32_t *) arg, .name = 0 };
+        return 0;
+}
+
+static int walk_children(dwarf_walk *w, Dwarf_Die *parent, unsigned level, uint32_t inl_depth);
+
+/* An inlined function's code: named by the chain so far and its own
+ * name, then what is inlined into it. */
+static int walk_inlined(dwarf_walk *w, Dwarf_Die *die, unsigned level, uint32_t inl_depth) {
+        _cleanup_free_ char *demangled = NULL;
+        const char *name = demangle(die_name(w, die) ?: "[inlined]", &demangled);
+        size_t saved = w->chain_len, first = w->c->n_inl, len = strnlen(name, NAME_MAX_BYTES - 1);
+        uint32_t name_off, depth = inl_depth + 1;
+        int r;
+
+        if (w->chain_len + 1 + len < sizeof w->chain) {
+                if (w->chain_len > 0)
+                        w->chain[w->chain_len++] = ';';
+                memcpy(w->chain + w->chain_len, name, len);
+                w->chain_len += len;
+        }
+        w->chain[w->chain_len] = 0;
+        r = die_ranges(w, die, add_inlined, &depth);
+        if (r >= 0 && w->c->n_inl > first) {
+                r = collector_string(w->c, w->chain, &name_off);
+                if (r == -EFBIG) {
+                        w->inl_full = true;
+                        w->c->n_inl = first;
+                        r = 0;
+                } else
+                        for (size_t i = first; r >= 0 && i < w->c->n_inl; i++)
+                                w->c->inl[i].name = name_off;
+        }
+        if (r >= 0)
+                r = walk_children(w, die, level + 1, depth);
+        w->chain_len = saved;
+        w->chain[saved] = 0;
+        return r;
+}
+
+static int walk_children(dwarf_walk *w, Dwarf_Die *parent, unsigned level, uint32_t inl_depth) {
+        Dwarf_Die die;
+        int r = 0;
+
+        if (level >= DWARF_MAX_DEPTH || dwarf_child(parent, &die) != 0)
+                return 0;
+        do {
+                switch (dwarf_tag(&die)) {
+                case DW_TAG_subprogram: {
+                        const char *name = die_name(w, &die);
+                        size_t saved = w->chain_len;
+
+                        if (name) {
+                                r = die_ranges(w, &die, add_function, (void *) name);
+                                if (r < 0)
+                                        return r;
+                        }
+                        /* What is inlined into it is named apart from it. */
+                        w->chain_len = 0;
+                        w->chain[0] = 0;
+                        r = walk_children(w, &die, level + 1, 0);
+                        w->chain_len = saved;
+                        w->chain[saved] = 0;
+                        break;
+                }
+                case DW_TAG_inlined_subroutine:
+                        r = walk_inlined(w, &die, level, inl_depth);
+                        break;
+                case DW_TAG_lexical_block:
+                case DW_TAG_namespace:
+                case DW_TAG_module:
+                case DW_TAG_class_type:
+                case DW_TAG_structure_type:
+                        r = walk_children(w, &die, level + 1, inl_depth);
+                        break;
+                default:
+                        break;
+                }
+                if (r < 0)
+                        return r;
+        } while (dwarf_siblingof(&die, &die) == 0);
+        return 0;
+}
+
+/* The functions and inlined code DWARF describes, if elf has a
+ * .debug_info of at most ELFSYMS_MAX_DWARF bytes. Best effort: what an
+ * error or a bound stops leaves what was collected before it. */
+static int collect_dwarf(Elf *elf, uint64_t file_size, const segment *segs, size_t n_segs, collector *c) {
+        Elf_Scn *scn;
+        GElf_Shdr sh;
+        uint64_t size;
+        Dwarf *dw;
+        Dwarf_Off off = 0, next;
+        size_t hsize;
+        dwarf_walk *w;
+        int r = 0;
+
+        scn = section_by_name(elf, ".debug_info", &sh);
+        if (!scn || sh.sh_type == SHT_NOBITS || !elf_range_fits(sh.sh_offset, sh.sh_size, file_size))
+                return 0;
+        size = sh.sh_size;
+        if (sh.sh_flags & SHF_COMPRESSED) {
+                GElf_Chdr ch;
+
+                if (!gelf_getchdr(scn, &ch))
+                        return 0;
+                size = ch.ch_size;
+        }
+        if (size > ELFSYMS_MAX_DWARF)
+                return 0;
+        w = calloc(1, sizeof *w);
+        if (!w)
+                return -ENOMEM;
+        *w = (dwarf_walk) { .c = c, .segs = segs, .n_segs = n_segs };
+        dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+        if (dw) {
+                find_spans(w, elf);
+                while (r >= 0 && dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+                        Dwarf_Die cu;
+
+                        if (dwarf_offdie(dw, off + hsize, &cu))
+                                r = walk_children(w, &cu, 0, 0);
+                        off = next;
+                }
+                dwarf_end(dw);
+        }
+        free(w);
+        /* A bound met: the table keeps what it has. */
+        return r == -EFBIG ? 0 : r;
+}
+
+int elfsyms_debuglink(int fd, char ret[static 256]) {
+        _cleanup_(elf_endp) Elf *elf = NULL;
+        Elf_Scn *scn;
+        GElf_Shdr sh;
+        Elf_Data *d;
+        uint64_t size;
+        size_t len;
+        int r;
+
+        r = open_elf(fd, &elf, &size);
+        if (r < 0)
+                return r;
+        scn = section_by_name(elf, ".gnu_debuglink", &sh);
+        if (!scn)
+                return -ENOENT;
+        if (sh.sh_type != SHT_PROGBITS || !elf_range_fits(sh.sh_offset, sh.sh_size, size) || sh.sh_size > 4096)
+                return -EBADMSG;
+        d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf)
+                return -EBADMSG;
+        len = strnlen(d->d_buf, d->d_size);
+        if (len == 0 || len >= d->d_size || len > 255 || memchr(d->d_buf, '/', len) ||
+            streq(d->d_buf, ".") || streq(d->d_buf, ".."))
+                return -EBADMSG;
+        memcpy(ret, d->d_buf, len + 1);
+        return 0;
+}
+
 int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret) {
         _cleanup_(elf_endp) Elf *elf = NULL, *dbg = NULL;
         _cleanup_(elfsyms_freep) elfsyms *s = NULL;
@@ -346,7 +797,7 @@ int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret)
         _cleanup_(collector_done) collector c = {};
         uint64_t size, dbg_size = 0;
         GElf_Ehdr eh;
-        size_t n_segs;
+        size_t n_segs, n_elf;
         int r;
 
         r = open_elf(fd, &elf, &size);
@@ -385,6 +836,10 @@ int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret)
                 if (r < 0)
                         return r;
                 s->source = ELFSYMS_DEBUG;
+                n_elf = c.n;
+                r = collect_dwarf(dbg, dbg_size, segs, n_segs, &c);
+                if (r < 0)
+                        return r;
         } else {
                 r = collect(elf, size, SHT_SYMTAB, segs, n_segs, &c);
                 if (r < 0)
@@ -396,9 +851,13 @@ int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret)
                                 return r;
                         s->source = ELFSYMS_DYNSYM;
                 }
+                n_elf = c.n;
+                r = collect_dwarf(elf, size, segs, n_segs, &c);
+                if (r < 0)
+                        return r;
         }
-        if (c.n == 0)
-                s->source = ELFSYMS_NONE;
+        if (n_elf == 0)
+                s->source = c.n > 0 ? ELFSYMS_DWARF : ELFSYMS_NONE;
         r = finish(&c, s);
         if (r < 0)
                 return r;
@@ -406,19 +865,33 @@ int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret)
         return 0;
 }
 
-const elfsym *elfsyms_lookup(const elfsyms *s, uint64_t offset) {
-        size_t lo = 0, hi = s->n;
-        const elfsym *e;
+/* The number of entries starting at or before offset. */
+static size_t upper_bound(const elfsym *v, size_t n, uint64_t offset) {
+        size_t lo = 0, hi = n;
 
-        /* The last entry starting at or before offset. */
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
 
-                if (s->v[mid].offset <= offset)
+                if (v[mid].offset <= offset)
                         lo = mid + 1;
                 else
                         hi = mid;
         }
+        return lo;
+}
+
+const char *elfsyms_inlined(const elfsyms *s, uint64_t offset) {
+        size_t i = upper_bound(s->inl, s->n_inl, offset);
+
+        if (i == 0 || offset - s->inl[i - 1].offset >= s->inl[i - 1].size)
+                return NULL;
+        return s->strings + s->inl[i - 1].name;
+}
+
+const elfsym *elfsyms_lookup(const elfsyms *s, uint64_t offset) {
+        size_t lo = upper_bound(s->v, s->n, offset);
+        const elfsym *e;
+
         if (lo == 0)
                 return NULL;
         e = s->v + lo - 1;
@@ -459,24 +932,28 @@ int elfsyms_encode(const elfsyms *s, char **ret, size_t *ret_size) {
         size_t size;
         char *p, *buf;
 
-        if (s->n > ELFSYMS_MAX_SYMBOLS || s->strings_size == 0 || s->strings_size > UINT32_MAX)
+        if (s->n > ELFSYMS_MAX_SYMBOLS || s->n_inl > ELFSYMS_MAX_SYMBOLS || s->strings_size == 0 ||
+            s->strings_size > UINT32_MAX)
                 return -EINVAL;
-        size = HEADER_SIZE + s->n * ENTRY_SIZE + s->strings_size;
+        size = HEADER_SIZE + (s->n + s->n_inl) * ENTRY_SIZE + s->strings_size;
         if (size > ELFSYMS_FILE_MAX)
                 return -EFBIG;
         buf = calloc(1, size);
         if (!buf)
                 return -ENOMEM;
-        memcpy(buf, "PSNSYMS1", 8);
+        memcpy(buf, "PSNSYMS2", 8);
         put32(buf + 8, (uint32_t) s->n);
         put32(buf + 12, (uint32_t) s->strings_size);
         put32(buf + 16, s->source);
+        put32(buf + 20, (uint32_t) s->n_inl);
         memcpy(buf + 24, s->build_id, strnlen(s->build_id, BUILD_ID_HEX_MAX - 1));
         p = buf + HEADER_SIZE;
-        for (size_t i = 0; i < s->n; i++, p += ENTRY_SIZE) {
-                put64(p, s->v[i].offset);
-                put32(p + 8, s->v[i].size);
-                put32(p + 12, s->v[i].name);
+        for (size_t i = 0; i < s->n + s->n_inl; i++, p += ENTRY_SIZE) {
+                const elfsym *e = i < s->n ? s->v + i : s->inl + (i - s->n);
+
+                put64(p, e->offset);
+                put32(p + 8, e->size);
+                put32(p + 12, e->name);
         }
         memcpy(p, s->strings, s->strings_size);
         *ret = buf;
@@ -487,16 +964,21 @@ int elfsyms_encode(const elfsyms *s, char **ret, size_t *ret_size) {
 int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
         _cleanup_(elfsyms_freep) elfsyms *s = NULL;
         const char *d = data, *p;
-        uint32_t n, ssize, source;
+        uint32_t n, n_inl, ssize, source;
+        bool v1;
 
-        if (size < HEADER_SIZE || size > ELFSYMS_FILE_MAX || memcmp(d, "PSNSYMS1", 8) != 0)
+        if (size < HEADER_SIZE || size > ELFSYMS_FILE_MAX)
+                return -EBADMSG;
+        v1 = memcmp(d, "PSNSYMS1", 8) == 0;
+        if (!v1 && memcmp(d, "PSNSYMS2", 8) != 0)
                 return -EBADMSG;
         n = get32(d + 8);
         ssize = get32(d + 12);
         source = get32(d + 16);
-        if (n > ELFSYMS_MAX_SYMBOLS || ssize == 0 || get32(d + 20) != 0 ||
-            source < ELFSYMS_SYMTAB || source > ELFSYMS_NONE ||
-            (uint64_t) HEADER_SIZE + (uint64_t) n * ENTRY_SIZE + ssize != size)
+        n_inl = get32(d + 20);  /* reserved, 0, in the first version */
+        if (n > ELFSYMS_MAX_SYMBOLS || n_inl > ELFSYMS_MAX_SYMBOLS || ssize == 0 || (v1 && n_inl != 0) ||
+            source < ELFSYMS_SYMTAB || source > (v1 ? ELFSYMS_NONE : ELFSYMS_DWARF) ||
+            (uint64_t) HEADER_SIZE + ((uint64_t) n + n_inl) * ENTRY_SIZE + ssize != size)
                 return -EBADMSG;
         /* The build-id: lowercase hex, NUL-padded. */
         for (size_t i = 0; i < 48; i++) {
@@ -507,7 +989,7 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
                 if (ch == 0 && i < 47 && d[24 + i + 1] != 0)
                         return -EBADMSG;
         }
-        p = d + HEADER_SIZE + (size_t) n * ENTRY_SIZE;
+        p = d + HEADER_SIZE + ((size_t) n + n_inl) * ENTRY_SIZE;
         if (p[ssize - 1] != 0)
                 return -EBADMSG;
 
@@ -518,7 +1000,8 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
         s->source = (elfsyms_source) source;
         s->strings = malloc(ssize);
         s->v = calloc(MAX(n, 1u), sizeof(elfsym));
-        if (!s->strings || !s->v)
+        s->inl = calloc(MAX(n_inl, 1u), sizeof(elfsym));
+        if (!s->strings || !s->v || !s->inl)
                 return -ENOMEM;
         memcpy(s->strings, p, ssize);
         s->strings_size = ssize;
@@ -531,6 +1014,16 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
                 s->v[i] = e;
         }
         s->n = n;
+        for (size_t i = 0; i < n_inl; i++, p += ENTRY_SIZE) {
+                elfsym e = { get64(p), get32(p + 8), get32(p + 12) };
+
+                /* Sorted, of a size, none overlapping the one before. */
+                if (e.name >= ssize || e.size == 0 || e.offset + e.size < e.offset ||
+                    (i > 0 && e.offset < s->inl[i - 1].offset + s->inl[i - 1].size))
+                        return -EBADMSG;
+                s->inl[i] = e;
+        }
+        s->n_inl = n_inl;
         *ret = TAKE_PTR(s);
         return 0;
 }

@@ -5,7 +5,9 @@
  * helper_two, the static helper_one and one whose symbol is the C++ name
  * _ZN5outer5innerEi, given by an asm label), the table file format, and the
  * store by build-id with its links refused and its least recently used
- * tables pruned first. */
+ * tables pruned first. DWARF: named-funcs built with it (DWARF_FUNCS), a
+ * copy without .symtab (DWARF_ONLY) and a stripped one with a
+ * .gnu_debuglink (DEBUGLINKED), made by the build. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -152,6 +154,131 @@ TEST(encode_decode) {
                 ASSERT_ERROR(elfsyms_decode(enc, n, &d), EBADMSG);
                 memcpy(enc + 72 + 12, name, 4);
         }
+        elfsyms_free(s);
+}
+
+/* Every offset of named_leaf_gamma: the inlined code is named by its chain
+ * (delta, and epsilon inside it), nothing outside gamma is. */
+TEST(dwarf_inlined) {
+        _cleanup_close_ int fd = open_or_die(DWARF_FUNCS);
+        _cleanup_free_ char *enc = NULL;
+        elfsyms *s = NULL, *d = NULL;
+        const elfsym *g;
+        size_t n, in_delta = 0, in_eps = 0, size;
+
+        ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
+        ASSERT_EQ(s->source, ELFSYMS_SYMTAB);
+        g = find_name(s, "named_leaf_gamma");
+        ASSERT_TRUE(g != NULL);
+        ASSERT_GT(g->size, 0);
+        ASSERT_GT(s->n_inl, 0);
+        for (uint64_t o = g->offset; o < g->offset + g->size; o++) {
+                const char *c = elfsyms_inlined(s, o);
+
+                if (!c)
+                        continue;
+                if (streq(c, "named_inlined_delta"))
+                        in_delta++;
+                else if (streq(c, "named_inlined_delta;named_inlined_epsilon"))
+                        in_eps++;
+                else
+                        ASSERT_STREQ(c, "(another chain)");
+        }
+        ASSERT_GT(in_delta, 0);
+        ASSERT_GT(in_eps, 8);
+        for (size_t i = 0; i < s->n_inl; i++) {
+                ASSERT_TRUE(elfsyms_lookup(s, s->inl[i].offset) == g);
+                ASSERT_TRUE(i == 0 || s->inl[i - 1].offset + s->inl[i - 1].size <= s->inl[i].offset);
+        }
+        ASSERT_NULL(elfsyms_inlined(s, g->offset + g->size));
+        ASSERT_NULL(elfsyms_inlined(s, 0));
+
+        /* Kept in the file, read back the same; a piece overlapping the
+         * one before is refused. */
+        ASSERT_OK(elfsyms_encode(s, &enc, &size));
+        ASSERT_OK(elfsyms_decode(enc, size, &d));
+        ASSERT_EQ(d->n_inl, s->n_inl);
+        ASSERT_TRUE(memcmp(d->inl, s->inl, s->n_inl * sizeof(elfsym)) == 0);
+        ASSERT_STREQ(elfsyms_inlined(d, s->inl[0].offset), elfsyms_inlined(s, s->inl[0].offset));
+        elfsyms_free(d);
+        d = NULL;
+        if (s->n_inl >= 2) {
+                char *p = enc + 72 + s->n * 16 + 16 + 8;        /* the second piece's size */
+                char saved[4];
+
+                memcpy(saved, p, 4);
+                memcpy(p, "\0\0\0\0", 4);
+                ASSERT_ERROR(elfsyms_decode(enc, size, &d), EBADMSG);
+                memcpy(p, saved, 4);
+                p -= 8;                 /* the second piece's offset: inside the first */
+                memcpy(p, enc + 72 + s->n * 16, 8);
+                ASSERT_ERROR(elfsyms_decode(enc, size, &d), EBADMSG);
+        }
+        n = s->n;
+        ASSERT_GT(n, 0);
+        elfsyms_free(s);
+}
+
+/* Without .symtab (and without functions of its own in .dynsym), DWARF
+ * names the functions, at the offsets the symbol table gave. */
+TEST(dwarf_only) {
+        _cleanup_close_ int fd = open_or_die(DWARF_ONLY), full = open_or_die(DWARF_FUNCS);
+        elfsyms *s = NULL, *f = NULL;
+        static const char *const names[] = { "main", "named_outer_alpha", "named_middle_beta", "named_leaf_gamma" };
+
+        ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
+        ASSERT_OK(elfsyms_read(full, NULL, -1, &f));
+        ASSERT_EQ(s->source, ELFSYMS_DWARF);
+        ASSERT_EQ(s->n_dwarf, s->n);
+        ASSERT_EQ(f->n_dwarf, 0);       /* every DWARF function has its ELF symbol there */
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                const elfsym *a = find_name(s, names[i]), *b = find_name(f, names[i]);
+
+                ASSERT_TRUE(a && b);
+                ASSERT_EQ(a->offset, b->offset);
+                ASSERT_EQ(a->size, b->size);
+        }
+        ASSERT_EQ(s->n_inl, f->n_inl);
+        elfsyms_free(s);
+        elfsyms_free(f);
+}
+
+TEST(debuglink) {
+        _cleanup_close_ int linked = open_or_die(DEBUGLINKED), plain = open_or_die(DWARF_FUNCS);
+        _cleanup_close_ int garbage = open_or_die(USER_ELF_DIR "/garbage.bin");
+        char name[256];
+        elfsyms *s = NULL;
+
+        ASSERT_OK(elfsyms_debuglink(linked, name));
+        ASSERT_STREQ(name, "dwarf-funcs");
+        ASSERT_ERROR(elfsyms_debuglink(plain, name), ENOENT);
+        ASSERT_ERROR(elfsyms_debuglink(garbage, name), EBADMSG);
+        /* The stripped file with the file it links to as its debug file. */
+        ASSERT_OK(elfsyms_read(linked, NULL, plain, &s));
+        ASSERT_EQ(s->source, ELFSYMS_DEBUG);
+        ASSERT_TRUE(find_name(s, "named_leaf_gamma") != NULL);
+        ASSERT_GT(s->n_inl, 0);
+        elfsyms_free(s);
+}
+
+/* A table of the first version (no inlined pieces) is read; one that
+ * claims pieces is not. */
+TEST(decode_version_1) {
+        _cleanup_close_ int fd = open_or_die(EXE);
+        _cleanup_free_ char *enc = NULL;
+        elfsyms *s = NULL, *d = NULL;
+        size_t n;
+
+        ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
+        ASSERT_EQ(s->n_inl, 0);
+        ASSERT_OK(elfsyms_encode(s, &enc, &n));
+        memcpy(enc, "PSNSYMS1", 8);
+        ASSERT_OK(elfsyms_decode(enc, n, &d));
+        ASSERT_EQ(d->n, s->n);
+        elfsyms_free(d);
+        d = NULL;
+        enc[20] = 1;
+        ASSERT_ERROR(elfsyms_decode(enc, n, &d), EBADMSG);
         elfsyms_free(s);
 }
 
