@@ -46,7 +46,7 @@ typedef struct usym_job {
         const char *failed_what;        /* "open", "read", "save", "prune" */
         int debuginfod;                 /* 1: found there, -1: asked, not found, 0: not asked */
         elfsyms_source source;
-        size_t n_symbols;
+        size_t n_symbols, n_inlined;
         uint64_t duration_ns;
         uint64_t pruned;
         symstore_usage left;
@@ -98,6 +98,32 @@ static int open_debug_file(const char *debug_root, const char *build_id) {
         return open_regular_file(AT_FDCWD, buf, false, NULL);
 }
 
+/* The file a .gnu_debuglink of the binary at fd names: beside the binary
+ * or in its .debug/ directory (as pid sees them, else as the daemon
+ * does), else at the binary's path under debug_root (gdb's order). The
+ * build-id check in elfsyms_read() says whether it is the binary's. */
+static int open_debuglink(const char *root, uint32_t pid, const char *path, const char *debug_root, int fd) {
+        char name[256], buf[PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        int dir_len, dfd;
+
+        if (!slash || elfsyms_debuglink(fd, name) < 0)
+                return -ENOENT;
+        dir_len = (int) (slash - path);
+        if (!streq(name, slash + 1)) {
+                snprintf(buf, sizeof buf, "%.*s/%s", dir_len, path, name);
+                dfd = open_binary(root, pid, buf);
+                if (dfd >= 0)
+                        return dfd;
+        }
+        snprintf(buf, sizeof buf, "%.*s/.debug/%s", dir_len, path, name);
+        dfd = open_binary(root, pid, buf);
+        if (dfd >= 0 || !debug_root || !debug_root[0])
+                return dfd;
+        snprintf(buf, sizeof buf, "%s%.*s/%s", debug_root, dir_len, path, name);
+        return open_regular_file(AT_FDCWD, buf, false, NULL);
+}
+
 static void run_job_inner(usymbols *u, usym_job *j);
 
 /* On the worker thread. A big file's symbols pass through this thread's
@@ -126,6 +152,8 @@ static void run_job_inner(usymbols *u, usym_job *j) {
                 return;
         }
         dfd = open_debug_file(j->debug_root, j->build_id);
+        if (dfd < 0)
+                dfd = open_debuglink(u->root, j->pid, j->path, j->debug_root, fd);
         r = elfsyms_read(fd, j->build_id, dfd, &s);
         if (r < 0 && dfd >= 0)
                 /* A debug file that does not fit: the binary's own tables. */
@@ -135,7 +163,7 @@ static void run_job_inner(usymbols *u, usym_job *j) {
                 j->failed_what = "read";
                 return;
         }
-        if (u->debuginfod && s->source != ELFSYMS_SYMTAB && s->source != ELFSYMS_DEBUG) {
+        if (u->debuginfod && s->source != ELFSYMS_SYMTAB && s->source != ELFSYMS_DEBUG && s->source != ELFSYMS_DWARF) {
                 _cleanup_free_ char *cached = NULL;
                 _cleanup_close_ int rfd = debuginfod_find_debuginfo(u->debuginfod, (const unsigned char *) j->build_id,
                                                                     0, &cached);
@@ -156,6 +184,7 @@ static void run_job_inner(usymbols *u, usym_job *j) {
         }
         j->source = s->source;
         j->n_symbols = s->n;
+        j->n_inlined = s->n_inl;
         r = symstore_save(u->cache_dir, s);
         elfsyms_free(s);
         if (r == -EEXIST) {
@@ -185,6 +214,7 @@ static const char *source_name(elfsyms_source s) {
         case ELFSYMS_SYMTAB: return ".symtab";
         case ELFSYMS_DYNSYM: return ".dynsym";
         case ELFSYMS_DEBUG: return "its debug file";
+        case ELFSYMS_DWARF: return "DWARF";
         default: return "no function symbols";
         }
 }
@@ -214,8 +244,9 @@ static void job_done(workqueue_item *item, void *userdata) {
                         u->stats.tables = j->left.tables;
                         u->stats.bytes = j->left.bytes;
                 }
-                log_debug("Kept %zu functions of %s (build-id %s, from %s) in %.1f ms.", j->n_symbols, j->path,
-                          j->build_id, source_name(j->source), (double) j->duration_ns / 1e6);
+                log_debug("Kept %zu functions and %zu pieces of inlined code of %s (build-id %s, from %s) in %.1f ms.",
+                          j->n_symbols, j->n_inlined, j->path, j->build_id, source_name(j->source),
+                          (double) j->duration_ns / 1e6);
                 if (j->pruned > 0)
                         log_info("Removed %llu function tables (least recently used) to stay within "
                                  "symbols_max_size.", (unsigned long long) j->pruned);
