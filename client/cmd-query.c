@@ -23,6 +23,8 @@
  * module paths of user mappings can be long. */
 #define COMM_COLUMN_MAX 16
 #define MODULE_COLUMN_MAX 40
+/* With --inline, the symbol column is followed by another. */
+#define SYMBOL_COLUMN_MAX 48
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
 
@@ -90,6 +92,7 @@ static size_t count_digits(uint64_t v) {
 static void print_table(const query_params *q, uint64_t now_ns, const query_result *r) {
         char a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX], d[DURATION_FORMAT_MAX];
         size_t comm_w = strlen("Command"), module_w = strlen("Module"), samples_w = strlen("Samples");
+        size_t symbol_w = strlen("Symbol");
         uint64_t from = q->since_ns ? q->since_ns : r->first_ns;
         uint64_t to = q->until_ns ? q->until_ns : now_ns;
 
@@ -109,15 +112,22 @@ static void print_table(const query_params *q, uint64_t now_ns, const query_resu
                 comm_w = MAX(comm_w, strlen(r->rows[i].comm));
                 module_w = MAX(module_w, strlen(r->rows[i].module));
                 samples_w = MAX(samples_w, count_digits(r->rows[i].samples));
+                symbol_w = MAX(symbol_w, strlen(r->rows[i].symbol));
         }
         comm_w = MIN(comm_w, (size_t) COMM_COLUMN_MAX);
         module_w = MIN(module_w, (size_t) MODULE_COLUMN_MAX);
+        symbol_w = MIN(symbol_w, (size_t) SYMBOL_COLUMN_MAX);
 
         printf("# Overhead  %*s  ", (int) samples_w, "Samples");
         put_column("Command", comm_w, false);
         fputs("  ", stdout);
         put_column("Module", module_w, false);
-        fputs("  Symbol\n", stdout);
+        if (q->inlined) {
+                fputs("  ", stdout);
+                put_column("Symbol", symbol_w + 4, false);      /* the rows' "[k] " is in it */
+                fputs("  Inlined\n", stdout);
+        } else
+                fputs("  Symbol\n", stdout);
 
         for (size_t i = 0; i < r->n_rows; i++) {
                 const query_row *row = &r->rows[i];
@@ -128,7 +138,24 @@ static void print_table(const query_params *q, uint64_t now_ns, const query_resu
                 fputs("  ", stdout);
                 put_column(row->module, module_w, true);
                 fputs(row->kernel ? "  [k] " : "  [.] ", stdout);
-                put_sanitized(stdout, row->symbol, SIZE_MAX);
+                if (!q->inlined) {
+                        put_sanitized(stdout, row->symbol, SIZE_MAX);
+                        fputc('\n', stdout);
+                        continue;
+                }
+                put_column(row->symbol, symbol_w, false);
+                /* The chain outermost first: "outer > inner". */
+                fputs("  ", stdout);
+                for (const char *p = row->inlined ?: "-"; *p;) {
+                        size_t len = strcspn(p, ";");
+
+                        put_sanitized(stdout, p, len);
+                        p += len;
+                        if (*p) {
+                                fputs(" > ", stdout);
+                                p++;
+                        }
+                }
                 fputc('\n', stdout);
         }
 }
@@ -174,6 +201,9 @@ static void help_query(void) {
                "      --user-only      only user frames: rows by the innermost user frame (time\n"
                "                       in the kernel goes to the code that entered it), stacks\n"
                "                       without their kernel part\n"
+               "      --inline         also the functions inlined where a user frame is (from\n"
+               "                       its file's DWARF): a column of the table, frames of their\n"
+               "                       own in folded stacks\n"
                "      --top N          at most N rows; 0 = as many as the daemon allows\n"
                "                       (default: %d for table, 0 for json and folded)\n"
                "      --format FORMAT  table (default), json or folded\n"
@@ -199,6 +229,7 @@ int cmd_query(int argc, char **argv) {
                 { "kernel-only", no_argument,  NULL, ARG_KERNEL_ONLY },
                 { "user-only", no_argument,    NULL, ARG_USER_ONLY },
                 { "dso",    required_argument, NULL, ARG_DSO },
+                { "inline", no_argument,       NULL, ARG_INLINE },
                 { "format", required_argument, NULL, ARG_FORMAT },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "help",   no_argument,       NULL, 'h' },
@@ -242,6 +273,9 @@ int cmd_query(int argc, char **argv) {
                         if (strlen(optarg) < 1 || strlen(optarg) > QUERY_DSO_MAX)
                                 return print_error("invalid --dso '%s': expected a name or path of 1 to %d bytes", optarg, QUERY_DSO_MAX);
                         q.dso = optarg;
+                        break;
+                case ARG_INLINE:
+                        q.inlined = true;
                         break;
                 case ARG_KERNEL_ONLY:
                 case ARG_USER_ONLY:

@@ -39,6 +39,7 @@ enum {
         ARG_KERNEL_ONLY,
         ARG_USER_ONLY,
         ARG_DSO,
+        ARG_INLINE,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */

@@ -11,6 +11,7 @@ void query_rows_free(query_row *rows, size_t n) {
                 free(rows[i].comm);
                 free(rows[i].module);
                 free(rows[i].symbol);
+                free(rows[i].inlined);
         }
 }
 

@@ -27,6 +27,10 @@ typedef struct query_params {
          * brackets), and only stacks with a frame in it. Percentages stay
          * shares of all samples. */
         const char *dso;
+        /* Also name the functions inlined where a user frame is (from the
+         * DWARF of its file): a row's inlined chain, and frames of their
+         * own in stacks. */
+        bool inlined;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
@@ -40,6 +44,7 @@ typedef struct query_row {
         char *comm;
         char *module;           /* "[kernel.kallsyms]", "[brd]", a user mapping path, or "[unknown]" */
         char *symbol;           /* symbol, "FILE+0x<offset>" for an unnamed user frame in a file, else "0x<addr>" */
+        char *inlined;          /* NULL, or (query_params.inlined) the functions inlined there: "outer;inner" */
         bool kernel;            /* leaf frame is a kernel frame */
         uint64_t samples;
 } query_row;

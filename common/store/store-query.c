@@ -55,6 +55,7 @@ typedef struct frame_info {
         int kind;
         uint64_t addr, offset;
         int64_t symbol_id, module_id;
+        int64_t inline_id;      /* the chain of inlined functions (query_params.inlined), or 0 */
         char *folded;           /* name in folded stacks, made on first use */
 } frame_info;
 
@@ -62,7 +63,7 @@ typedef struct frame_info {
  * identified by its symbol whatever the offset; an unsymbolized one by its
  * address. */
 typedef struct row_key {
-        int64_t comm_id, kind, module_id, symbol_id;
+        int64_t comm_id, kind, module_id, symbol_id, inline_id;
         uint64_t addr;
 } row_key;
 
@@ -74,6 +75,7 @@ typedef struct row_acc {
 typedef struct query_ctx {
         store *s;
         int frame_kinds;        /* query_params.frames */
+        bool inlined;           /* query_params.inlined */
         const char *dso;        /* query_params.dso */
         hashmap *dso_match;     /* module string id -> 1 if it is dso, 0 if not */
         sqlite3_stmt *string_st;
@@ -134,6 +136,7 @@ static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
         *c = (query_ctx) {
                 .s = s,
                 .frame_kinds = q->frames,
+                .inlined = q->inlined,
                 .dso = q->dso,
                 .symbols_dir = q->symbols_dir && q->symbols_dir[0] ? q->symbols_dir : NULL,
         };
@@ -189,7 +192,7 @@ static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
         return 0;
 }
 
-static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret);
+static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline);
 
 /* Returns an index into c->frames (stable; pointers are not). */
 static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
@@ -209,8 +212,9 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
         r = dict_reader_get(c->frame_rows, frame_id, v);
         if (r < 0)
                 return r;
+        int64_t inline_id = 0;
         if (v[0] == FRAME_USER && v[2] == 0) {
-                r = ctx_user_symbol(c, v[5], u64(v[3]), &v[2]);
+                r = ctx_user_symbol(c, v[5], u64(v[3]), &v[2], &inline_id);
                 if (r < 0)
                         return r;
         }
@@ -220,6 +224,7 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
                 .offset = u64(v[3]),
                 .symbol_id = v[2],
                 .module_id = v[4],
+                .inline_id = inline_id,
         };
 
         r = hashmap_put_u64(c->frame_idx, u64(frame_id), (int64_t) c->n_frames);
@@ -301,7 +306,7 @@ static int ctx_table(query_ctx *c, int64_t build_id_id, const elfsyms **ret) {
                         elfsyms_free(t);
                         return r;
                 }
-                c->table_bytes += t->n * sizeof(elfsym) + t->strings_size;
+                c->table_bytes += (t->n + t->n_inl) * sizeof(elfsym) + t->strings_size;
                 c->tables[c->n_tables] = t;
                 idx = (int64_t) c->n_tables++;
                 *ret = t;
@@ -309,26 +314,12 @@ static int ctx_table(query_ctx *c, int64_t build_id_id, const elfsyms **ret) {
         return hashmap_put_u64(c->tables_idx, u64(build_id_id), idx);
 }
 
-/* The symbol id of a user frame in a file with a build-id: a name from
- * its function table (a negative id, see query_ctx), or 0. */
-static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret) {
-        const elfsyms *t;
-        const elfsym *e;
-        const char *name;
+/* The id of a name from a function table (see query_ctx). */
+static int ctx_uname(query_ctx *c, const char *name, int64_t *ret) {
         int64_t idx;
         char *copy;
         int r;
 
-        *ret = 0;
-        if (!c->symbols_dir || build_id_id <= 0)
-                return 0;
-        r = ctx_table(c, build_id_id, &t);
-        if (r < 0 || !t)
-                return r;
-        e = elfsyms_lookup(t, offset);
-        if (!e)
-                return 0;
-        name = elfsyms_name(t, e);
         if (hashmap_get(c->uname_idx, name, strlen(name), &idx) < 0) {
                 r = array_reserve_one((void **) &c->unames, &c->alloc_unames, c->n_unames, sizeof(char *));
                 if (r < 0)
@@ -346,6 +337,33 @@ static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, i
         }
         *ret = -(idx + 1);
         return 0;
+}
+
+/* The symbol id of a user frame in a file with a build-id: a name from
+ * its function table (a negative id, see query_ctx), or 0; and when the
+ * query wants them, the id of the chain of functions inlined at the
+ * offset, or 0. */
+static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline) {
+        const elfsyms *t;
+        const elfsym *e;
+        const char *chain;
+        int r;
+
+        *ret = 0;
+        *ret_inline = 0;
+        if (!c->symbols_dir || build_id_id <= 0)
+                return 0;
+        r = ctx_table(c, build_id_id, &t);
+        if (r < 0 || !t)
+                return r;
+        e = elfsyms_lookup(t, offset);
+        if (!e)
+                return 0;
+        r = ctx_uname(c, elfsyms_name(t, e), ret);
+        if (r < 0 || !c->inlined)
+                return r;
+        chain = elfsyms_inlined(t, offset);
+        return chain ? ctx_uname(c, chain, ret_inline) : 0;
 }
 
 static int ctx_comm(query_ctx *c, int64_t comm_id, char **ret) {
@@ -818,7 +836,7 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                 key.symbol_id = v[2];
                                 key.module_id = v[4];
                                 if (key.kind == FRAME_USER && key.symbol_id == 0) {
-                                        r = ctx_user_symbol(c, v[5], u64(v[3]), &key.symbol_id);
+                                        r = ctx_user_symbol(c, v[5], u64(v[3]), &key.symbol_id, &key.inline_id);
                                         if (r < 0)
                                                 return r;
                                 }
@@ -915,6 +933,18 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                                 row->symbol = NULL;
                 } else if (asprintf(&row->symbol, "0x%" PRIx64, k->addr) < 0)
                         row->symbol = NULL;
+                if (k->inline_id != 0) {
+                        const char *chain;
+
+                        r = ctx_string(c, k->inline_id, &chain);
+                        if (r < 0)
+                                goto fail;
+                        row->inlined = strdup(chain);
+                        if (!row->inlined) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                }
                 row->kernel = k->kind == FRAME_KERNEL;
                 row->samples = rs->slots[i].samples;
                 if (!row->module || !row->symbol) {
@@ -967,12 +997,26 @@ static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
         return 0;
 }
 
+/* Adds a frame of name[0..len) to st. */
+static int stack_push(query_stack *st, size_t *alloc, const char *name, size_t len) {
+        int r = array_reserve_one((void **) &st->frames, alloc, st->n_frames, sizeof(char *));
+
+        if (r < 0)
+                return r;
+        st->frames[st->n_frames] = strndup(name, len);
+        if (!st->frames[st->n_frames])
+                return -ENOMEM;
+        st->n_frames++;
+        return 0;
+}
+
 /* Walks a stack from its leaf node up to the root. 1 (and nothing in
  * *ret) for a stack without a frame in the query's dso. */
 static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         _cleanup_free_ int64_t *frame_ids = NULL;
         size_t n = 0, alloc = 0;
         query_stack st = { .samples = g->samples };
+        size_t frames_alloc = 0;
         bool in_dso = !c->dso;
         int r;
 
@@ -999,6 +1043,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                         query_stack_done(&st);
                         return -ENOMEM;
                 }
+                frames_alloc = n;
         }
 
         /* frame_ids is leaf first; the result is outermost caller first. */
@@ -1017,16 +1062,25 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                         r = ctx_module_matches(c, c->frames[fi].module_id, &in_dso);
                 if (r >= 0)
                         r = ctx_folded(c, fi, &name);
-                if (r >= 0) {
-                        st.frames[st.n_frames] = strdup(name);
-                        if (!st.frames[st.n_frames])
-                                r = -ENOMEM;
+                if (r >= 0)
+                        r = stack_push(&st, &frames_alloc, name, strlen(name));
+                if (r >= 0 && c->frames[fi].inline_id != 0) {
+                        /* The functions inlined there are frames of their
+                         * own, after the one they are in, outermost first. */
+                        const char *chain;
+
+                        r = ctx_string(c, c->frames[fi].inline_id, &chain);
+                        for (const char *p = chain; r >= 0 && p && *p;) {
+                                size_t len = strcspn(p, ";");
+
+                                r = stack_push(&st, &frames_alloc, p, len);
+                                p += len + (p[len] == ';');
+                        }
                 }
                 if (r < 0) {
                         query_stack_done(&st);
                         return r;
                 }
-                st.n_frames++;
         }
 
         if (!in_dso) {

@@ -117,6 +117,12 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                         goto fail;
                                 }
                                 q.want_stacks = json_object_get_boolean(val);
+                        } else if (strcmp(key, "inline") == 0) {
+                                if (!json_object_is_type(val, json_type_boolean)) {
+                                        error = "inline: expected a boolean";
+                                        goto fail;
+                                }
+                                q.inlined = json_object_get_boolean(val);
                         } else if (strcmp(key, "dso") == 0) {
                                 int len;
 
@@ -193,6 +199,8 @@ struct json_object *query_params_to_json(const query_params *q) {
                 return NULL;
         if (q->dso && add(o, "dso", json_object_new_string(q->dso)) < 0)
                 return NULL;
+        if (q->inlined && add(o, "inline", json_object_new_boolean(1)) < 0)
+                return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&
             add(o, "frames", json_object_new_string(q->frames == QUERY_FRAMES_KERNEL ? "kernel" : "user")) < 0)
                 return NULL;
@@ -206,6 +214,7 @@ static struct json_object *row_to_json(const query_row *row) {
             add(o, "comm", json_object_new_string(row->comm ? row->comm : "")) < 0 ||
             add(o, "module", json_object_new_string(row->module ? row->module : "")) < 0 ||
             add(o, "symbol", json_object_new_string(row->symbol ? row->symbol : "")) < 0 ||
+            (row->inlined && add(o, "inlined", json_object_new_string(row->inlined)) < 0) ||
             add(o, "kernel", json_object_new_boolean(row->kernel)) < 0 ||
             add(o, "samples", json_object_new_uint64(row->samples)) < 0)
                 return NULL;
@@ -308,6 +317,8 @@ static int row_from_json(struct json_object *o, query_row *row) {
             (r = dup_string(o, "module", &row->module)) < 0 ||
             (r = dup_string(o, "symbol", &row->symbol)) < 0 ||
             (r = get_u64(o, "samples", true, UINT64_MAX, &row->samples)) < 0)
+                return r;
+        if (json_object_object_get_ex(o, "inlined", &k) && (r = dup_string(o, "inlined", &row->inlined)) < 0)
                 return r;
         if (!json_object_object_get_ex(o, "kernel", &k) || !json_object_is_type(k, json_type_boolean))
                 return -EBADMSG;
@@ -423,6 +434,10 @@ static void render_row(proto_buf *b, const query_row *row) {
         proto_buf_add_json_string(b, row->module ?: "");
         proto_buf_add_str(b, ",\"symbol\":");
         proto_buf_add_json_string(b, row->symbol ?: "");
+        if (row->inlined) {
+                proto_buf_add_str(b, ",\"inlined\":");
+                proto_buf_add_json_string(b, row->inlined);
+        }
         proto_buf_add_str(b, row->kernel ? ",\"kernel\":true,\"samples\":" : ",\"kernel\":false,\"samples\":");
         proto_buf_add_u64(b, row->samples);
         proto_buf_add_str(b, "}");
