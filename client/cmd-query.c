@@ -107,6 +107,16 @@ static void print_table(const query_params *q, uint64_t now_ns, const query_resu
                 printf("# no samples in this time range\n");
                 return;
         }
+        {
+                uint64_t user = r->user_named + r->user_by_offset + r->user_unknown;
+
+                if (user > 0)
+                        printf("# User frames (%" PRIu64 " samples with one as the row): %.1f%% named, %.1f%% by offset "
+                               "in their file, %.1f%% unknown\n",
+                               user, 100.0 * (double) r->user_named / (double) user,
+                               100.0 * (double) r->user_by_offset / (double) user,
+                               100.0 * (double) r->user_unknown / (double) user);
+        }
 
         for (size_t i = 0; i < r->n_rows; i++) {
                 comm_w = MAX(comm_w, strlen(r->rows[i].comm));

@@ -62,6 +62,11 @@ typedef struct query_result {
         uint64_t first_ns, last_ns; /* time of first and last matching sample, 0 if none */
         uint32_t n_cpus;        /* distinct CPUs among matching samples */
         uint64_t lost;          /* PERF_RECORD_LOST counts in the window (for the CPU filter if set) */
+        /* Samples of all rows (not only those shown) whose leaf is a user
+         * frame: named (a function table's or a JIT map's name), by
+         * offset in a file ("FILE+0x<offset>"), or unknown (an address
+         * outside any file). */
+        uint64_t user_named, user_by_offset, user_unknown;
         query_row *rows;        /* sorted by samples descending, then comm, module, symbol */
         size_t n_rows;
         query_stack *stacks;    /* only when want_stacks; sorted by samples descending */

@@ -892,10 +892,29 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
 
         if (rs->n == 0)
                 return 0;
-        /* The rows, packed to the front of the table. */
-        for (size_t i = 0; i < rs->capacity; i++)
-                if (rs->slots[i].samples != 0)
-                        rs->slots[n++] = rs->slots[i];
+        /* The rows, packed to the front of the table; how their user
+         * leaves are named, over all of them. */
+        for (size_t i = 0; i < rs->capacity; i++) {
+                const row_acc *a = rs->slots + i;
+                const char *module;
+
+                if (a->samples == 0)
+                        continue;
+                rs->slots[n++] = *a;
+                if (a->key.kind != FRAME_USER)
+                        continue;
+                if (a->key.symbol_id != 0) {
+                        res->user_named += a->samples;
+                        continue;
+                }
+                r = ctx_string(c, a->key.module_id, &module);
+                if (r < 0)
+                        return r;
+                if (is_file(module))
+                        res->user_by_offset += a->samples;
+                else
+                        res->user_unknown += a->samples;
+        }
         qsort(rs->slots, n, sizeof(row_acc), row_acc_cmp);
         if (limit > 0 && n > limit)
                 for (n = limit; n < rs->n && rs->slots[n].samples == rs->slots[limit - 1].samples;)

@@ -252,6 +252,9 @@ static struct json_object *result_header_to_json(const query_result *r, bool sta
             add(o, "last_ns", json_object_new_uint64(r->last_ns)) < 0 ||
             add(o, "cpus", json_object_new_uint64(r->n_cpus)) < 0 ||
             add(o, "lost", json_object_new_uint64(r->lost)) < 0 ||
+            add(o, "user_named", json_object_new_uint64(r->user_named)) < 0 ||
+            add(o, "user_by_offset", json_object_new_uint64(r->user_by_offset)) < 0 ||
+            add(o, "user_unknown", json_object_new_uint64(r->user_unknown)) < 0 ||
             add(o, "rows", json_object_new_array()) < 0)
                 return NULL;
         if (stacks && add(o, "stacks", json_object_new_array()) < 0)
@@ -374,7 +377,10 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
             (k = get_u64(obj, "first_ns", false, UINT64_MAX, &r->first_ns)) < 0 ||
             (k = get_u64(obj, "last_ns", false, UINT64_MAX, &r->last_ns)) < 0 ||
             (k = get_u64(obj, "cpus", false, UINT32_MAX, &cpus)) < 0 ||
-            (k = get_u64(obj, "lost", false, UINT64_MAX, &r->lost)) < 0)
+            (k = get_u64(obj, "lost", false, UINT64_MAX, &r->lost)) < 0 ||
+            (k = get_u64(obj, "user_named", false, UINT64_MAX, &r->user_named)) < 0 ||
+            (k = get_u64(obj, "user_by_offset", false, UINT64_MAX, &r->user_by_offset)) < 0 ||
+            (k = get_u64(obj, "user_unknown", false, UINT64_MAX, &r->user_unknown)) < 0)
                 return k;
         r->n_cpus = (uint32_t) cpus;
 
@@ -465,6 +471,9 @@ static void render_header(proto_buf *b, const query_result *r) {
                 { ",\"last_ns\":", r->last_ns },
                 { ",\"cpus\":", r->n_cpus },
                 { ",\"lost\":", r->lost },
+                { ",\"user_named\":", r->user_named },
+                { ",\"user_by_offset\":", r->user_by_offset },
+                { ",\"user_unknown\":", r->user_unknown },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(f); i++) {

@@ -5,7 +5,11 @@
 # named_outer_alpha -> named_middle_beta -> named_leaf_gamma in folded
 # output. Then the binary is deleted and a new daemon still names them,
 # from the function table it kept by build-id. A stripped copy is named
-# through its separate debug file in a build-id directory (debug_root).
+# through its separate debug file in a build-id directory (debug_root),
+# another through its .gnu_debuglink, a copy without .symtab by its DWARF,
+# and the functions DWARF says are inlined into named_leaf_gamma show with
+# --inline. A copy that exists only in a private mount namespace is read
+# through /proc/PID/root.
 . "$(dirname "$0")/lib.sh"
 require_root
 command -v objcopy > /dev/null || skip "needs objcopy (binutils)"
@@ -81,6 +85,37 @@ PY
 check_named live "binary present"
 pass "named-funcs' leaf and its callers named while the binary exists"
 
+# --inline: named_inlined_delta and named_inlined_epsilon (always_inline,
+# in named_leaf_gamma) from DWARF: a row's "inlined", frames of their own
+# in folded stacks; without --inline, no "inlined" at all.
+"$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --inline --format json > "$T/inl.json" ||
+        fail "query --inline failed"
+"$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --inline --format folded > "$T/inl.folded" ||
+        fail "query --inline --format folded failed"
+"$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --inline --top 4
+python3 - "$T/inl.json" "$T/inl.folded" "$T/live.json" <<'PY' || fail "--inline (see above)"
+import json, sys
+rows = json.load(open(sys.argv[1]))["result"]["rows"]
+live = json.load(open(sys.argv[3]))["result"]["rows"]
+gamma = [r for r in rows if r["symbol"] == "named_leaf_gamma"]
+g_all = sum(r["samples"] for r in gamma)
+g_eps = sum(r["samples"] for r in gamma if r.get("inlined") == "named_inlined_delta;named_inlined_epsilon")
+g_delta = sum(r["samples"] for r in gamma if r.get("inlined") == "named_inlined_delta")
+live_gamma = sum(r["samples"] for r in live if r["symbol"] == "named_leaf_gamma")
+odd = [(r["symbol"], r.get("inlined")) for r in rows if r.get("inlined") and r["symbol"] != "named_leaf_gamma"]
+print(f"--inline: named_leaf_gamma {g_all} samples (without --inline {live_gamma}): "
+      f"in epsilon (in delta) {g_eps}, in delta only {g_delta}; inlined elsewhere: {odd}")
+assert g_all == live_gamma, "--inline changed named_leaf_gamma's samples"
+assert g_eps * 4 >= g_all, f"only {g_eps} of {g_all} samples in the inlined epsilon"
+assert not odd
+assert not any("inlined" in r for r in live), "a row has 'inlined' without --inline"
+chain = "named_middle_beta;named_leaf_gamma;named_inlined_delta;named_inlined_epsilon"
+n = sum(int(l.rpartition(" ")[2]) for l in open(sys.argv[2]) if chain in l.rpartition(" ")[0])
+print(f"--inline folded: {n} samples hold ...;{chain}")
+assert n * 4 >= g_all, f"only {n} folded samples hold {chain}"
+PY
+pass "--inline names the functions inlined into named_leaf_gamma (rows and folded)"
+
 # --user-only: every row a user frame (or [unknown]); the kernel time of
 # named-funcs (timer interrupts, clock_gettime) goes to its own code.
 # --kernel-only: every row a kernel frame (or [unknown]).
@@ -100,6 +135,13 @@ leaf = sum(r["samples"] for r in user if r["symbol"] == "named_leaf_gamma")
 live_leaf = sum(r["samples"] for r in live if r["symbol"] == "named_leaf_gamma")
 print(f"--user-only: {tot(user)} samples, named_leaf_gamma {leaf} (all frames: {live_leaf}), kernel rows {wrong_u}; "
       f"--kernel-only: {tot(kernel)} samples, user rows {wrong_k}")
+res = json.load(open(sys.argv[1]))["result"]
+named, by_off, unk = res["user_named"], res["user_by_offset"], res["user_unknown"]
+no_user = sum(r["samples"] for r in user if r["symbol"] == "[unknown]" and r["module"] == "[unknown]")
+print(f"--user-only: user leaves named {named}, by offset {by_off}, unknown {unk}; samples without user frames {no_user}")
+assert named >= leaf and named + by_off + unk + no_user == res["total"], "the user-frame counts do not add up"
+assert named * 10 >= res["total"] * 9, f"only {named} of {res['total']} user leaves named"
+
 assert tot(user) == tot(live) == tot(kernel), "totals differ"
 assert not wrong_u and not wrong_k
 assert leaf >= live_leaf, f"--user-only gave named_leaf_gamma {leaf} < {live_leaf}"
@@ -195,3 +237,59 @@ run_program "$T/bin/stripped-funcs"
 check_named stripped "stripped, debug file" stripped-funcs
 pass "a stripped binary named through DEBUG_ROOT/.build-id/${SBID:0:2}/${SBID:2}.debug"
 stop_daemon
+
+# variant NAME MASK: a copy of named-funcs at $T/bin/NAME with a build-id
+# of its own ($VBID).
+variant() {
+        cp "$NAMED_FUNCS" "$T/bin/$1"
+        change_build_id "$T/bin/$1" "$2"
+        VBID=$(build_id_of "$T/bin/$1")
+        [ -n "$VBID" ] && [ ! -e "$T/cache/.symbols/$VBID" ] || fail "the copy $1 has build-id '$VBID', not a new one"
+}
+
+# .gnu_debuglink: a stripped copy whose debug file is in .debug/ beside it
+# (nothing in DEBUG_ROOT's build-id directory).
+variant linked-funcs 0xfe
+objcopy --only-keep-debug "$T/bin/linked-funcs" "$T/bin/linked-funcs.debug"
+objcopy --strip-all --add-gnu-debuglink="$T/bin/linked-funcs.debug" "$T/bin/linked-funcs"
+mkdir -p "$T/bin/.debug"
+mv "$T/bin/linked-funcs.debug" "$T/bin/.debug/"
+[ ! -e "$DBG/.build-id/${VBID:0:2}/${VBID:2}.debug" ] || fail "a build-id debug file exists for linked-funcs"
+run_program "$T/bin/linked-funcs"
+check_named linked "stripped, .gnu_debuglink" linked-funcs
+pass "a stripped binary named through its .gnu_debuglink (.debug/linked-funcs.debug beside it)"
+stop_daemon
+
+# DWARF only: no .symtab, and the .dynsym names none of its functions.
+variant dwarf-funcs 0xfd
+objcopy --strip-all --keep-section='.debug_*' "$T/bin/dwarf-funcs"
+readelf -S "$T/bin/dwarf-funcs" | grep -q '\.symtab' && fail "dwarf-funcs still has a .symtab"
+readelf -S "$T/bin/dwarf-funcs" | grep -q '\.debug_info' || fail "dwarf-funcs has no .debug_info"
+run_program "$T/bin/dwarf-funcs"
+check_named dwarf "no .symtab, DWARF" dwarf-funcs
+pass "a binary without .symtab named by its DWARF"
+stop_daemon
+
+# Another mount namespace: the binary exists only on a tmpfs mounted in
+# the process's own namespace (unshare -m, private propagation); the
+# daemon reads it through /proc/PID/root.
+if unshare -m true 2> /dev/null; then
+        variant ns-funcs 0xfc
+        mkdir -p "$T/ns"
+        start_daemon
+        t0=$(now_ns)
+        unshare -m --propagation private sh -c \
+                "mount -t tmpfs tmpfs '$T/ns' && cp '$T/bin/ns-funcs' '$T/ns/ns-funcs' && exec '$T/ns/ns-funcs' 2" & P1=$!
+        sleep 0.5
+        [ -e "$T/ns/ns-funcs" ] && fail "$T/ns/ns-funcs is visible outside the process's mount namespace"
+        rm -f "$T/bin/ns-funcs"
+        wait $P1 || fail "ns-funcs in its mount namespace failed"
+        wait_committed "$(now_ns)"
+        poll_field symbol_tables_written -ge 1
+        [ -f "$T/cache/.symbols/$VBID" ] || { cat "$T/daemon.log"; fail "no function table for ns-funcs ($VBID)"; }
+        check_named ns "only in another mount namespace" ns-funcs
+        pass "a binary that exists only in the process's mount namespace named (read through /proc/PID/root)"
+        stop_daemon
+else
+        echo "SKIP: unshare -m is refused here; the mount namespace case is not checked"
+fi
