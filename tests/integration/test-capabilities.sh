@@ -7,7 +7,7 @@ require_root
 command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
 setpriv --bounding-set=-all,+perfmon -- true 2>/dev/null || skip "setpriv does not know CAP_PERFMON here"
 UNIT="$(dirname "$0")/../../systemd/perfsnapd.service.in"
-grep -q '^CapabilityBoundingSet=CAP_PERFMON CAP_SYSLOG CAP_SYS_RAWIO CAP_SYS_ADMIN$' "$UNIT" || fail "the unit's capability set is not the one tested here"
+grep -q '^CapabilityBoundingSet=CAP_PERFMON CAP_SYSLOG CAP_SYS_RAWIO CAP_SYS_ADMIN CAP_SYS_PTRACE$' "$UNIT" || fail "the unit's capability set is not the one tested here"
 # CAP_SYS_ADMIN in the unit is for Debian's perf_event_paranoid=3 (tested in
 # the VM tier); at 2 and below, CAP_PERFMON + CAP_SYSLOG must be enough.
 [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ] || skip "perf_event_paranoid > 2 here: CAP_SYS_ADMIN is needed (see the VM tier)"
