@@ -9,7 +9,10 @@
  * (elfsyms_read(), with the file in the page cache: the worker's first
  * sight), its size written, the table loaded back from the cache (a
  * query's first use in that query) and lookups of random offsets inside
- * the table's range. Each timing is the median of 5 runs. */
+ * the table's range (a function, and with --inline the inlined chain).
+ * The read includes DWARF (functions and inlined code) where the file has
+ * it; "inlined" counts the pieces of inlined code kept. Each timing is
+ * the median of 5 runs. */
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -54,8 +57,8 @@ int main(int argc, char **argv) {
                 perror("mkdtemp");
                 return 1;
         }
-        printf("%-44s %10s %9s %8s %10s %10s %10s %10s\n", "file", "bytes", "functions", "source", "build-id",
-               "read", "load", "lookup");
+        printf("%-44s %10s %9s %8s %8s %10s %10s %10s %10s %10s\n", "file", "bytes", "functions", "inlined", "source",
+               "build-id", "read", "load", "lookup", "+inline");
         for (int a = 1; a < argc; a++) {
                 uint64_t t_id[RUNS], t_read[RUNS], t_load[RUNS], t0, sink = 0;
                 char hex[BUILD_ID_HEX_MAX];
@@ -106,32 +109,36 @@ int main(int argc, char **argv) {
                         r = symstore_load(dir, s->build_id, false, &l);
                         t_load[i] = now_ns() - t0;
                 }
-                t0 = now_ns();
-                if (s->n > 0) {
+                uint64_t t_lookup = 0, t_both = 0;
+                for (int with_inline = 0; with_inline < 2 && s->n > 0; with_inline++) {
                         uint64_t lo = s->v[0].offset, span = s->v[s->n - 1].offset - lo + 1, x = 88172645463325252u;
 
+                        t0 = now_ns();
                         for (int i = 0; i < LOOKUPS; i++) {
                                 const elfsym *e;
 
                                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                                 e = elfsyms_lookup(l, lo + x % span);
                                 sink += e ? e->name : 0;
+                                if (with_inline)
+                                        sink += (uintptr_t) elfsyms_inlined(l, lo + x % span);
                         }
+                        *(with_inline ? &t_both : &t_lookup) = now_ns() - t0;
                 }
                 {
                         char *enc;
                         size_t n;
-                        static const char *const src[] = { "", ".symtab", ".dynsym", "debug", "none" };
-                        uint64_t t_lookup = now_ns() - t0;
+                        static const char *const src[] = { "", ".symtab", ".dynsym", "debug", "none", "DWARF" };
 
                         if (elfsyms_encode(s, &enc, &n) < 0)
                                 n = 0;
                         else
                                 free(enc);
-                        printf("%-44s %10lld %9zu %8s %8.1fus %8.2fms %8.2fms %8.1fns  (table %zu bytes)%s\n", argv[a],
-                               (long long) size, s->n, src[s->source], (double) median(t_id) / 1e3,
+                        printf("%-44s %10lld %9zu %8zu %8s %8.1fus %8.2fms %8.2fms %8.1fns %8.1fns  (table %zu bytes)%s\n",
+                               argv[a], (long long) size, s->n, s->n_inl, src[s->source], (double) median(t_id) / 1e3,
                                (double) median(t_read) / 1e6, (double) median(t_load) / 1e6,
-                               s->n > 0 ? (double) t_lookup / LOOKUPS : 0.0, n, sink == 1 ? " " : "");
+                               s->n > 0 ? (double) t_lookup / LOOKUPS : 0.0, s->n > 0 ? (double) t_both / LOOKUPS : 0.0,
+                               n, sink == 1 ? " " : "");
                 }
                 elfsyms_free(s);
                 elfsyms_free(l);

@@ -41,6 +41,7 @@ elfsyms *elfsyms_free(elfsyms *s) {
         if (s) {
                 free(s->v);
                 free(s->inl);
+                free(s->index);
                 free(s->strings);
                 free(s);
         }
@@ -434,6 +435,8 @@ static int flatten_inlined(collector *c, elfsym **ret, size_t *ret_n) {
         return 0;
 }
 
+static int build_index(elfsyms *s);
+
 static int finish(collector *c, elfsyms *s) {
         _cleanup_free_ sort_item *items = NULL;
         size_t m = 0;
@@ -457,6 +460,9 @@ static int finish(collector *c, elfsyms *s) {
                 return r;
         s->v = TAKE_PTR(c->v);
         s->n = m;
+        r = build_index(s);
+        if (r < 0)
+                return r;
         s->strings = TAKE_PTR(c->strings);
         s->strings_size = c->strings_size;
         if (!s->strings) {
@@ -880,6 +886,35 @@ static size_t upper_bound(const elfsym *v, size_t n, uint64_t offset) {
         return lo;
 }
 
+/* Tables with fewer entries are searched whole. */
+#define INDEX_MIN_ENTRIES 64
+
+/* Pages of 4 KiB or more, at most one per entry: 4 bytes an entry. */
+static int build_index(elfsyms *s) {
+        uint64_t range;
+        size_t k = 0;
+
+        if (s->n < INDEX_MIN_ENTRIES)
+                return 0;
+        s->base = s->v[0].offset;
+        range = s->v[s->n - 1].offset - s->base;
+        s->shift = 12;
+        while (s->shift < 63 && (range >> s->shift) + 1 > s->n)
+                s->shift++;
+        s->n_index = (size_t) (range >> s->shift) + 1;
+        s->index = malloc((s->n_index + 1) * sizeof(uint32_t));
+        if (!s->index)
+                return -ENOMEM;
+        for (size_t p = 0; p <= s->n_index; p++) {
+                uint64_t start = s->base + ((uint64_t) p << s->shift);
+
+                while (k < s->n && s->v[k].offset < start)
+                        k++;
+                s->index[p] = (uint32_t) k;
+        }
+        return 0;
+}
+
 const char *elfsyms_inlined(const elfsyms *s, uint64_t offset) {
         size_t i = upper_bound(s->inl, s->n_inl, offset);
 
@@ -889,8 +924,22 @@ const char *elfsyms_inlined(const elfsyms *s, uint64_t offset) {
 }
 
 const elfsym *elfsyms_lookup(const elfsyms *s, uint64_t offset) {
-        size_t lo = upper_bound(s->v, s->n, offset);
         const elfsym *e;
+        size_t lo;
+
+        if (!s->index)
+                lo = upper_bound(s->v, s->n, offset);
+        else if (offset < s->base)
+                lo = 0;
+        else if ((offset - s->base) >> s->shift >= s->n_index)
+                lo = s->n;
+        else {
+                /* Those starting before the page, and those in it up to
+                 * offset. */
+                size_t p = (size_t) ((offset - s->base) >> s->shift), first = s->index[p];
+
+                lo = first + upper_bound(s->v + first, s->index[p + 1] - first, offset);
+        }
 
         if (lo == 0)
                 return NULL;
@@ -1024,6 +1073,8 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
                 s->inl[i] = e;
         }
         s->n_inl = n_inl;
+        if (build_index(s) < 0)
+                return -ENOMEM;
         *ret = TAKE_PTR(s);
         return 0;
 }

@@ -47,6 +47,14 @@ typedef struct elfsyms {
         char build_id[BUILD_ID_HEX_MAX];        /* "" if the file has none */
         elfsyms_source source;
         size_t n_dwarf;         /* entries of v named by DWARF only (not kept in the file) */
+        /* Lookup index, made by elfsyms_read() and elfsyms_decode() (not
+         * kept in the file): index[p] is the number of entries of v that
+         * start before base + (p << shift), for p in [0, n_index]. NULL
+         * for a small table. */
+        uint32_t *index;
+        size_t n_index;
+        unsigned shift;
+        uint64_t base;
 } elfsyms;
 
 elfsyms *elfsyms_free(elfsyms *s);

@@ -282,6 +282,53 @@ TEST(decode_version_1) {
         elfsyms_free(s);
 }
 
+/* A large table (made as a file, so decoded as a query loads it) looked
+ * up through its index gives what a linear scan gives, at every kind of
+ * offset: before, inside and between entries, past the end. */
+TEST(index_lookup) {
+        enum { N = 5000 };
+        elfsyms *t = calloc(1, sizeof *t), *d = NULL;
+        _cleanup_free_ char *enc = NULL;
+        uint64_t x = 88172645463325252u, off = 0x1000;
+        size_t size;
+
+        ASSERT_TRUE(t);
+        t->v = calloc(N, sizeof(elfsym));
+        t->strings = strdup("f");
+        ASSERT_TRUE(t->v && t->strings);
+        t->strings_size = 2;
+        t->source = ELFSYMS_SYMTAB;
+        for (size_t i = 0; i < N; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                /* Gaps from 1 byte to 64 KiB, sizes 0 (to the next) or shorter than the gap. */
+                off += 1 + x % (i % 50 == 0 ? 65536 : 300);
+                t->v[i] = (elfsym) { .offset = off, .size = (uint32_t) ((x >> 20) % 3 == 0 ? 0 : 1 + (x >> 24) % 200) };
+        }
+        t->n = N;
+        ASSERT_OK(elfsyms_encode(t, &enc, &size));
+        ASSERT_OK(elfsyms_decode(enc, size, &d));
+        ASSERT_TRUE(d->index != NULL);
+        ASSERT_LE(d->n_index, (size_t) N);
+        size_t i = 0;
+        for (uint64_t o = 0; o < off + 10000; o += 1 + o % 7) {
+                const elfsym *want = NULL;
+
+                /* The last entry starting at or before o (o only grows),
+                 * and whether it covers o. */
+                while (i < t->n && t->v[i].offset <= o)
+                        i++;
+                if (i > 0) {
+                        const elfsym *e = t->v + i - 1;
+
+                        if (e->size != 0 ? o - e->offset < e->size : (i < t->n || o - e->offset < 4096))
+                                want = d->v + (e - t->v);
+                }
+                ASSERT_TRUE(elfsyms_lookup(d, o) == want);
+        }
+        elfsyms_free(d);
+        elfsyms_free(t);
+}
+
 static char *make_dir(void) {
         char *d = strdup("/tmp/test-elfsyms.XXXXXX");
 
