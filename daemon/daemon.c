@@ -609,7 +609,7 @@ int daemon_start(daemon_ctx *d) {
         r = store_checkpointer_new(d->cfg.database, &d->checkpointer);
         if (r < 0)
                 return log_error_errno(r, "Failed to open the database %s for checkpoints: %m", d->cfg.database);
-        r = workqueue_new(d->base, run_checkpoint, checkpoint_done, d, &d->checkpoints);
+        r = workqueue_new(d->base, "psd-checkpoint", run_checkpoint, checkpoint_done, d, &d->checkpoints);
         if (r < 0)
                 return log_error_errno(r, "Failed to start the checkpoint thread: %m");
 

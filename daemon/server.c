@@ -694,9 +694,9 @@ int server_new(struct event_base *base, const config *c, server_status_cb status
                 return r;
         }
 
-        r = workqueue_new(base, run_job, job_done, s, &s->queue);
+        r = workqueue_new(base, "psd-query", run_job, job_done, s, &s->queue);
         if (r >= 0)
-                r = workqueue_new(base, run_job, job_done, s, &s->status_queue);
+                r = workqueue_new(base, "psd-status", run_job, job_done, s, &s->status_queue);
         if (r < 0) {
                 server_free(s);
                 return r;

@@ -485,7 +485,7 @@ int snapshotter_new(struct event_base *base, const config *c, store *st, ingest 
                 snapshotter_free(s);
                 return -ENOMEM;
         }
-        r = workqueue_new(base, run_job, job_done, s, &s->queue);
+        r = workqueue_new(base, "psd-snapshot", run_job, job_done, s, &s->queue);
         if (r < 0) {
                 snapshotter_free(s);
                 return r;

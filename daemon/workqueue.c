@@ -92,7 +92,8 @@ void workqueue_submit(workqueue *q, workqueue_item *item) {
         pthread_mutex_unlock(&q->lock);
 }
 
-int workqueue_new(struct event_base *base, workqueue_fn run, workqueue_fn done, void *userdata, workqueue **ret) {
+int workqueue_new(struct event_base *base, const char *name, workqueue_fn run, workqueue_fn done, void *userdata,
+                  workqueue **ret) {
         workqueue *q;
         int r;
 
@@ -121,6 +122,7 @@ int workqueue_new(struct event_base *base, workqueue_fn run, workqueue_fn done, 
                 return -r;
         }
         q->thread_started = true;
+        (void) pthread_setname_np(q->thread, name);
         *ret = q;
         return 0;
 }

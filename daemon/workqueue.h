@@ -18,7 +18,10 @@ typedef struct workqueue_item {
 typedef void (*workqueue_fn)(workqueue_item *item, void *userdata);
 
 /* run is called on the worker thread, done on the loop; done owns the item. */
-int workqueue_new(struct event_base *base, workqueue_fn run, workqueue_fn done, void *userdata, workqueue **ret);
+/* name: the thread's name (at most 15 bytes), as ps -L and
+ * /proc/PID/task/TID/comm show it. */
+int workqueue_new(struct event_base *base, const char *name, workqueue_fn run, workqueue_fn done, void *userdata,
+                  workqueue **ret);
 
 /* Stops the thread after the item it is running. Items never run, or run
  * but not yet handed to done, are passed to drop (which owns them). */
