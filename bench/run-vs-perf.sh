@@ -9,8 +9,12 @@
 # SECONDS (default 25), stops both, then runs `perf report` on perf's
 # file. Prints the CPU each side spent, the ratios the targets are stated
 # in, and the database's bytes per sample after perfsnapd's clean stop
-# (every file: main, WAL, shm). Needs root and perf. With KEEP_DB=PATH
-# the database is copied there after the stop.
+# (every file: main, WAL, shm), and the daemon's CPU by thread (the
+# draining loop, the function-table worker psd-symbols, the others).
+# Needs root and perf. With KEEP_DB=PATH the database is copied there
+# after the stop. With CACHE_DIR=PATH the daemon's cache directory is PATH
+# (kept between runs: the function tables of an earlier run are there, as
+# for a daemon that has run a while) instead of an empty one.
 set -u
 B=$(readlink -f "${1:?usage: run-vs-perf.sh BUILD_DIR [SECONDS] [FREQ] [WORKLOAD]}")
 SECS=${2:-25}
@@ -24,7 +28,7 @@ T=$(mktemp -d /tmp/perfsnapd-bench.XXXXXX)
 trap 'kill $WL 2>/dev/null; [ -n "${DPID:-}" ] && kill -KILL $DPID 2>/dev/null; rm -rf "$T"' EXIT
 cat > "$T/conf" <<CONF
 database = $T/db
-cache_dir = $T/cache
+cache_dir = ${CACHE_DIR:-$T/cache}
 socket = $T/sock
 frequency_hz = $FREQ
 callchain_depth = 127
@@ -34,11 +38,15 @@ export PERFSNAPD_SOCKET=$T/sock
 # CPU time of all threads of a live process, in seconds with ns precision
 # (/proc/PID/task/*/schedstat: first field is time on a CPU in ns).
 cpu_of() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.4f", s / 1e9 }'; }
+# threads_of PID: "TID NAME NS" for each thread (the workers are named
+# psd-*; the draining loop has the daemon's name).
+threads_of() { for t in /proc/"$1"/task/*; do echo "${t##*/} $(cat "$t/comm") $(cut -d' ' -f1 "$t/schedstat")"; done; }
 
 "$B/daemon/perfsnapd" --config "$T/conf" > "$T/daemon.log" 2>&1 &
 DPID=$!
 for _ in $(seq 100); do "$B/client/perfsnapctl" status >/dev/null 2>&1 && break; sleep 0.1; done
 d_start=$(cpu_of $DPID)
+threads_of $DPID > "$T/threads.start"
 
 # perf record's whole CPU time, its exit-time build-id collection included
 # (its child is `sleep`, which costs nothing).
@@ -53,6 +61,7 @@ sleep 0.5
 
 "$B/client/perfsnapctl" status --format json > "$T/status.json"
 d_end=$(cpu_of $DPID)
+threads_of $DPID > "$T/threads.end"
 rss_kb=$(awk '/VmHWM/ { print $2 }' /proc/$DPID/status)
 kill -TERM $DPID; wait $DPID; DPID=
 db_bytes=$(du -b "$T"/db* | awk '{ s += $1 } END { print s }')
@@ -69,6 +78,7 @@ rep=$( { time perf report -i "$T/perf.data" --no-children --sort comm,dso,sym --
 rep_cpu=$(echo "$rep" | awk '{ printf "%.3f", $1 + $2 }')
 perf_samples=$(perf script -i "$T/perf.data" -F period 2>/dev/null | wc -l)
 
+THREADS_START=$T/threads.start THREADS_END=$T/threads.end \
 python3 - "$T/status.json" "$d_start" "$d_end" "$rec_cpu" "$rep_cpu" "$rss_kb" "$SECS" "$FREQ" "$perf_samples" "$(stat -c %s "$T/perf.data")" "$db_bytes" "$stored" "$nodes" "$WORKLOAD" "$tables" <<'PY'
 import json, sys
 st = json.load(open(sys.argv[1])); st = st.get("parameters", st)
@@ -79,6 +89,14 @@ perf_total = rec + rep
 print(f"workload: {workload}, {secs} s, {freq} Hz, {st['cpus']} CPUs, event {st['event']}")
 print(f"perfsnapd: {samples} samples stored, {lost} lost, daemon CPU {d:.3f} s "
       f"({1e6 * d / max(samples, 1):.2f} us/sample), peak RSS {int(rss_kb) / 1024:.1f} MiB, database {int(dbbytes) / 1e6:.1f} MB")
+import os
+def threads(path):
+    return {l.split()[0]: (l.split()[1], int(l.split()[2])) for l in open(path) if len(l.split()) == 3}
+t0, t1 = threads(os.environ["THREADS_START"]), threads(os.environ["THREADS_END"])
+by = {}
+for tid, (name, ns) in t1.items():
+    by[name] = by.get(name, 0) + ns - t0.get(tid, (name, 0))[1]
+print("daemon CPU by thread: " + ", ".join(f"{n} {v / 1e9:.3f} s" for n, v in sorted(by.items(), key=lambda x: -x[1])))
 n_nodes, n_frames = nodes.split()
 print(f"database after the clean stop: {int(stored)} samples in {int(dbbytes)} bytes = {int(dbbytes) / max(int(stored), 1):.2f} bytes/sample "
       f"({n_nodes} stack nodes, {n_frames} frames)")
