@@ -7,7 +7,9 @@
 # and a kcore snapshot) while a client loops over query, modules, events,
 # ksyms, status and cache list. Prints a table each minute: the daemon's
 # VmRSS and VmHWM, fds, database bytes (file + WAL), snapshot cache bytes,
-# module loads and unloads tracked, client calls made and failed.
+# module loads and unloads tracked, client calls made and failed, and where
+# the memory is by status: malloc's heap in use (heap_bytes), sqlite's,
+# and the bounded caches (ingest, store, tasks) together.
 # Environment: BUILD_DIR, MINUTES (default 20).
 set -u
 MIN=${MINUTES:-20}
@@ -27,6 +29,8 @@ cache=$(sed -n 's/^cache_dir = //p' "$conf"); cache=${cache:-/var/cache/perfsnap
 echo "kernel $(uname -r), $(nproc) CPUs; perfsnapd pid $PID; database $db; cache $cache"
 END=$(( $(date +%s) + MIN * 60 ))
 status_field() { perfsnapctl status --format json | sed -n "s/^ *\"$1\": *\([0-9]*\).*/\1/p"; }
+# A number even when the call fails.
+status_num() { v=$(status_field "$1"); echo "${v:-0}"; }
 
 ( while [ "$(date +%s)" -lt "$END" ]; do
         for m in brd null_blk dummy veth; do
@@ -48,7 +52,7 @@ CH=$!
 CL=$!
 
 count() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
-printf '%4s %9s %9s %4s %5s %11s %11s %6s %6s %6s %6s\n' min rss_kb hwm_kb fds fdmax db_bytes cache_bytes added removd calls failed
+printf '%4s %9s %9s %4s %5s %11s %11s %6s %6s %6s %6s %8s %8s %8s\n' min rss_kb hwm_kb fds fdmax db_bytes cache_bytes added removd calls failed heap_kb sqlite_kb cache_kb
 : > $D/table
 for m in $(seq 1 "$MIN"); do
         sleep $(( END - (MIN - m) * 60 - $(date +%s) )) 2>/dev/null
@@ -66,8 +70,10 @@ for m in $(seq 1 "$MIN"); do
         done
         dbb=$(( $(stat -c %s "$db") + $( [ -f "$db-wal" ] && stat -c %s "$db-wal" || echo 0) ))
         cb=$(du -sb "$cache" | cut -f1)
-        printf '%4d %9d %9d %4d %5d %11d %11d %6s %6s %6d %6d\n' "$m" "$rss" "$hwm" "$fds" "$fdmax" "$dbb" "$cb" \
-                "$(status_field modules_added)" "$(status_field modules_removed)" "$(count $D/calls)" "$(count $D/calls.fail)" | tee -a $D/table
+        caches=$(( $(status_num ingest_cache_bytes) + $(status_num store_cache_bytes) + $(status_num tasks_bytes) ))
+        printf '%4d %9d %9d %4d %5d %11d %11d %6s %6s %6d %6d %8d %8d %8d\n' "$m" "$rss" "$hwm" "$fds" "$fdmax" "$dbb" "$cb" \
+                "$(status_field modules_added)" "$(status_field modules_removed)" "$(count $D/calls)" "$(count $D/calls.fail)" \
+                $(( $(status_num heap_bytes) / 1024 )) $(( $(status_num sqlite_memory_bytes) / 1024 )) $(( caches / 1024 )) | tee -a $D/table
 done
 # The loops end by themselves at END; a step still running then (a slow
 # rmmod or query) is not waited for.
@@ -79,13 +85,16 @@ perfsnapctl cache list | tail -3
 # The verdict over the last third against the middle third.
 python3 - $D/table "$(count $D/calls.fail)" <<'PY'
 import sys
-rows = [list(map(int, l.split()[:7])) for l in open(sys.argv[1])]
+rows = [list(map(int, l.split()[:7] + l.split()[11:14])) for l in open(sys.argv[1])]
 n = len(rows) // 3
 mid, last = rows[n:2 * n], rows[2 * n:]
 def check(cond, what):
     print(("PASS: " if cond else "FAIL: ") + what)
 rb, rl = max(r[1] for r in mid), max(r[1] for r in last)
 check(rl <= rb * 1.10, "RSS: max %d kB in the last third vs %d kB in the middle third (%+.1f %%)" % (rl, rb, 100.0 * (rl - rb) / rb))
+for i, what in ((7, "malloc heap in use"), (8, "sqlite memory"), (9, "bounded caches")):
+    a, b = max(r[i] for r in mid), max(r[i] for r in last)
+    print("INFO: %s: max %d kB in the last third vs %d kB in the middle third (%+.1f %%)" % (what, b, a, 100.0 * (b - a) / max(a, 1)))
 fm, fl = [r[3] for r in mid], [r[3] for r in last]
 check(max(fl) <= max(fm) + 1, "fds: floor %d..%d in the last third vs %d..%d in the middle third (most seen %d)" % (min(fl), max(fl), min(fm), max(fm), max(r[4] for r in rows)))
 dbm = sum(r[5] for r in mid) / len(mid)
