@@ -209,7 +209,7 @@ size_t ingest_buffer_bytes(const ingest *in) {
 }
 
 size_t ingest_cache_bytes(const ingest *in) {
-        return symbolizer_cache_bytes(in->symbolizer) + store_cache_bytes(in->store);
+        return symbolizer_cache_bytes(in->symbolizer) + store_cache_bytes(in->store) + jitmaps_memory_bytes(in->jit);
 }
 
 size_t ingest_tasks_bytes(const ingest *in) {

@@ -57,6 +57,21 @@ static void proc_free(jitmaps *j, jit_proc *p) {
         free(p);
 }
 
+size_t jitmaps_memory_bytes(const jitmaps *j) {
+        size_t state = 0, bytes;
+        int64_t v;
+
+        if (!j)
+                return 0;
+        bytes = sizeof *j + hashmap_memory_bytes(j->procs);
+        while (hashmap_iterate(j->procs, &state, &v)) {
+                const jit_proc *p = HASHMAP_TO_PTR(v);
+
+                bytes += sizeof *p + p->alloc * sizeof(jit_entry) + p->names_alloc;
+        }
+        return bytes;
+}
+
 int jitmaps_new(const char *root, jitmaps **ret) {
         jitmaps *j = calloc(1, sizeof *j);
 

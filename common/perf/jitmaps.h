@@ -65,3 +65,5 @@ int jitmaps_parse_line(const char *line, size_t len, uint64_t *ret_start, uint64
                        const char **ret_name, size_t *ret_name_len);
 
 const jitmaps_stats *jitmaps_get_stats(const jitmaps *j);
+/* Bytes the maps take (entries, names, the table of processes). */
+size_t jitmaps_memory_bytes(const jitmaps *j);

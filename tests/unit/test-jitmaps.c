@@ -118,9 +118,16 @@ TEST(lookup_and_append) {
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 4 * SEC, &start), "recompiled");
         ASSERT_U64_EQ(start, 0x1040);
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1010, 4 * SEC, &start), "first");
+        /* What it holds is counted (the names at least), and given back
+         * when the process is forgotten. */
+        size_t held = jitmaps_memory_bytes(j), empty;
+        ASSERT_GE(held, strlen("first second partial later recompiled") + 1);
         /* exec: forgotten, read anew. */
         jitmaps_forget(j, 42);
+        empty = jitmaps_memory_bytes(j);
+        ASSERT_LT(empty, held);
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 5 * SEC, &start), "recompiled");
+        ASSERT_GT(jitmaps_memory_bytes(j), empty);
         /* No map, no process. */
         ASSERT_NULL(jitmaps_lookup(j, 43, 0x1044, 5 * SEC, &start));
         jitmaps_free(j);
