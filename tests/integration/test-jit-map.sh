@@ -13,7 +13,8 @@ JS=$(dirname "$(readlink -f "$0")")/jit-spin.js
 setup_dir "frequency_hz = 999" "callchain_depth = 64"
 start_daemon
 t0=$(now_ns)
-(cd /tmp && exec "$NODE" --perf-basic-prof "$JS" 2000 > /dev/null) & P1=$!
+# In $T: node writes an isolate-*-v8.log into its working directory.
+(cd "$T" && exec "$NODE" --perf-basic-prof "$JS" 2000 > /dev/null) & P1=$!
 wait $P1 || fail "node failed"
 wait_committed "$(now_ns)"
 [ -f /tmp/perf-$P1.map ] || skip "node --perf-basic-prof wrote no /tmp/perf-$P1.map"
