@@ -27,6 +27,7 @@
 /* libstdc++'s demangler (the C++ ABI's); malloc'ed result or NULL. */
 char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 #define HEADER_SIZE (8 + 4 * 4 + 48)
+#define ELFSYMS_MAX_OFFSET (UINT64_C(1) << 62)
 #define ENTRY_SIZE 16
 /* DIEs nested deeper than this (none in what compilers write) are not
  * visited: the walk recurses once a level. */
@@ -34,8 +35,12 @@ char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 /* Ranges a DIE may give (a function split into hot and cold parts has
  * two; the code of an inlined function in a loop a few). */
 #define DWARF_MAX_RANGES 4096
-/* A chain of inlined functions longer than this is cut at a name. */
+/* A chain of inlined functions longer than this is cut. */
 #define CHAIN_MAX 4096
+/* DIEs visited and ranges read, in all, per file: a file made to cost more
+ * (a range list thousands long shared by every DIE) keeps what was read
+ * before. libpython3.11's DWARF takes about 10 % of it. */
+#define DWARF_MAX_STEPS (16u * 1024u * 1024u)
 
 elfsyms *elfsyms_free(elfsyms *s) {
         if (s) {
@@ -458,6 +463,14 @@ static int finish(collector *c, elfsyms *s) {
         r = flatten_inlined(c, &s->inl, &s->n_inl);
         if (r < 0)
                 return r;
+        /* Nested pieces can flatten into more entries than were read: a
+         * table that would not fit its file keeps its functions only. */
+        if (s->n_inl > ELFSYMS_MAX_SYMBOLS ||
+            HEADER_SIZE + (m + s->n_inl) * ENTRY_SIZE + c->strings_size > ELFSYMS_FILE_MAX) {
+                free(s->inl);
+                s->inl = NULL;
+                s->n_inl = 0;
+        }
         s->v = TAKE_PTR(c->v);
         s->n = m;
         r = build_index(s);
@@ -548,6 +561,7 @@ typedef struct dwarf_walk {
         char chain[CHAIN_MAX];  /* the inlined functions around, outermost first */
         size_t chain_len;
         bool inl_full;          /* no more inlined pieces: at a bound */
+        uint64_t budget;        /* steps left (DWARF_MAX_STEPS) */
 } dwarf_walk;
 
 /* The debug sections' data, once libdw has read them. */
@@ -610,6 +624,9 @@ static int die_ranges(dwarf_walk *w, Dwarf_Die *die, int (*add)(dwarf_walk *w, u
                 uint64_t lo, room;
                 int r;
 
+                if (w->budget == 0)
+                        return -EFBIG;
+                w->budget--;
                 off = dwarf_ranges(die, off, &base, &start, &end);
                 if (off <= 0)
                         break;
@@ -631,7 +648,9 @@ static int add_inlined(dwarf_walk *w, uint64_t lo, uint64_t hi, void *arg) {
 
         if (w->inl_full)
                 return 0;
-        if (c->n_inl >= ELFSYMS_MAX_SYMBOLS) {
+        /* Half the table's bound: nested pieces can flatten into twice
+         * as many entries. */
+        if (c->n_inl >= ELFSYMS_MAX_SYMBOLS / 2) {
                 w->inl_full = true;
                 return 0;
         }
@@ -652,14 +671,17 @@ static int walk_inlined(dwarf_walk *w, Dwarf_Die *die, unsigned level, uint32_t 
         uint32_t name_off, depth = inl_depth + 1;
         int r;
 
-        if (w->chain_len + 1 + len < sizeof w->chain) {
+        if (w->chain_len + 2 < sizeof w->chain) {
+                /* What fits of the name (the chain stays what it says,
+                 * cut at its end). */
                 if (w->chain_len > 0)
                         w->chain[w->chain_len++] = ';';
+                len = MIN(len, sizeof w->chain - 1 - w->chain_len);
                 memcpy(w->chain + w->chain_len, name, len);
                 w->chain_len += len;
         }
         w->chain[w->chain_len] = 0;
-        r = die_ranges(w, die, add_inlined, &depth);
+        r = w->inl_full ? 0 : die_ranges(w, die, add_inlined, &depth);
         if (r >= 0 && w->c->n_inl > first) {
                 r = collector_string(w->c, w->chain, &name_off);
                 if (r == -EFBIG) {
@@ -684,6 +706,9 @@ static int walk_children(dwarf_walk *w, Dwarf_Die *parent, unsigned level, uint3
         if (level >= DWARF_MAX_DEPTH || dwarf_child(parent, &die) != 0)
                 return 0;
         do {
+                if (w->budget == 0)
+                        return -EFBIG;
+                w->budget--;
                 switch (dwarf_tag(&die)) {
                 case DW_TAG_subprogram: {
                         const char *name = die_name(w, &die);
@@ -724,33 +749,63 @@ static int walk_children(dwarf_walk *w, Dwarf_Die *parent, unsigned level, uint3
 /* The functions and inlined code DWARF describes, if elf has a
  * .debug_info of at most ELFSYMS_MAX_DWARF bytes. Best effort: what an
  * error or a bound stops leaves what was collected before it. */
+/* Whether libdw may read elf's DWARF: there is a .debug_info; every debug
+ * section, which libdw reads into memory (decompressed), fits in the file
+ * and in ELFSYMS_MAX_DWARF bytes in all; and nothing would make libdw open
+ * another file (.gnu_debugaltlink: dwz's shared file, by a path this file
+ * names, opened as it is) or read data whose size is not checked first
+ * (.zdebug_*, GNU's old compression). */
+static bool dwarf_readable(Elf *elf, uint64_t file_size) {
+        size_t shstrndx;
+        uint64_t total = 0;
+        bool info = false;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return false;
+        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+                GElf_Shdr sh;
+                const char *n;
+                uint64_t size;
+
+                if (!gelf_getshdr(scn, &sh))
+                        return false;
+                n = elf_strptr(elf, shstrndx, sh.sh_name);
+                if (!n)
+                        continue;
+                if (streq(n, ".gnu_debugaltlink") || strncmp(n, ".zdebug", 7) == 0)
+                        return false;
+                if (strncmp(n, ".debug_", 7) != 0 || sh.sh_type == SHT_NOBITS)
+                        continue;
+                if (!elf_range_fits(sh.sh_offset, sh.sh_size, file_size))
+                        return false;
+                size = sh.sh_size;
+                if (sh.sh_flags & SHF_COMPRESSED) {
+                        GElf_Chdr ch;
+
+                        if (!gelf_getchdr(scn, &ch))
+                                return false;
+                        size = ch.ch_size;
+                }
+                if (size > ELFSYMS_MAX_DWARF || (total += size) > ELFSYMS_MAX_DWARF)
+                        return false;
+                info = info || streq(n, ".debug_info");
+        }
+        return info;
+}
+
 static int collect_dwarf(Elf *elf, uint64_t file_size, const segment *segs, size_t n_segs, collector *c) {
-        Elf_Scn *scn;
-        GElf_Shdr sh;
-        uint64_t size;
         Dwarf *dw;
         Dwarf_Off off = 0, next;
         size_t hsize;
         dwarf_walk *w;
         int r = 0;
 
-        scn = section_by_name(elf, ".debug_info", &sh);
-        if (!scn || sh.sh_type == SHT_NOBITS || !elf_range_fits(sh.sh_offset, sh.sh_size, file_size))
-                return 0;
-        size = sh.sh_size;
-        if (sh.sh_flags & SHF_COMPRESSED) {
-                GElf_Chdr ch;
-
-                if (!gelf_getchdr(scn, &ch))
-                        return 0;
-                size = ch.ch_size;
-        }
-        if (size > ELFSYMS_MAX_DWARF)
+        if (!dwarf_readable(elf, file_size))
                 return 0;
         w = calloc(1, sizeof *w);
         if (!w)
                 return -ENOMEM;
-        *w = (dwarf_walk) { .c = c, .segs = segs, .n_segs = n_segs };
+        *w = (dwarf_walk) { .c = c, .segs = segs, .n_segs = n_segs, .budget = DWARF_MAX_STEPS };
         dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
         if (dw) {
                 find_spans(w, elf);
@@ -1058,7 +1113,9 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
         for (size_t i = 0; i < n; i++, p += ENTRY_SIZE) {
                 elfsym e = { get64(p), get32(p + 8), get32(p + 12) };
 
-                if (e.name >= ssize || (i > 0 && e.offset <= s->v[i - 1].offset))
+                /* File offsets: far below 2^62 (so the index's pages
+                 * never wrap). */
+                if (e.name >= ssize || e.offset >= ELFSYMS_MAX_OFFSET || (i > 0 && e.offset <= s->v[i - 1].offset))
                         return -EBADMSG;
                 s->v[i] = e;
         }
@@ -1067,7 +1124,7 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
                 elfsym e = { get64(p), get32(p + 8), get32(p + 12) };
 
                 /* Sorted, of a size, none overlapping the one before. */
-                if (e.name >= ssize || e.size == 0 || e.offset + e.size < e.offset ||
+                if (e.name >= ssize || e.size == 0 || e.offset >= ELFSYMS_MAX_OFFSET ||
                     (i > 0 && e.offset < s->inl[i - 1].offset + s->inl[i - 1].size))
                         return -EBADMSG;
                 s->inl[i] = e;

@@ -77,9 +77,11 @@ int elfsyms_debuglink(int fd, char ret[static 256]);
  * build of the file). debug_fd (-1 for none): a separate debug file whose
  * .symtab and DWARF are used instead of fd's, if its build-id is the
  * file's (else -ESTALE). DWARF is read when the file used has a
- * .debug_info of at most ELFSYMS_MAX_DWARF bytes; what it cannot give
- * (an error in it, or beyond ELFSYMS_MAX_SYMBOLS inlined pieces) leaves
- * the ELF symbols as they are. Only symbols of type STT_FUNC or STT_GNU_IFUNC inside an
+ * .debug_info, its debug sections take at most ELFSYMS_MAX_DWARF bytes,
+ * and it has no .gnu_debugaltlink (dwz) or .zdebug_* sections; what it
+ * cannot give (an error in it, a bound on the work, beyond
+ * ELFSYMS_MAX_SYMBOLS inlined pieces) leaves the ELF symbols as they
+ * are. Only symbols of type STT_FUNC or STT_GNU_IFUNC inside an
  * executable PT_LOAD segment are kept; when several share an offset, the
  * global one, then the first by name. -EBADMSG for a file that is not a
  * 64-bit little-endian ELF executable or shared object, or whose headers
@@ -92,8 +94,9 @@ int elfsyms_debuglink(int fd, char ret[static 256]);
  * table) larger than ELFSYMS_MAX_SECTION is not read (-EFBIG). */
 #define ELFSYMS_MAX_STRINGS ((size_t) 32 * 1024 * 1024)
 #define ELFSYMS_MAX_SECTION ((uint64_t) 256 * 1024 * 1024)
-/* libdw holds the DWARF sections in memory while they are read. */
-#define ELFSYMS_MAX_DWARF ((uint64_t) 128 * 1024 * 1024)
+/* libdw holds the debug sections in memory while they are read: at most
+ * this many bytes of them in all (decompressed). */
+#define ELFSYMS_MAX_DWARF ((uint64_t) 64 * 1024 * 1024)
 int elfsyms_read(int fd, const char *want_build_id, int debug_fd, elfsyms **ret);
 
 /* The entry covering a file offset, or NULL. An entry of size 0 covers up

@@ -10,7 +10,10 @@
  * or a wrong entry size); named-funcs built with DWARF and inlined
  * functions (dwarf-inline.elf), without .symtab (dwarf-only.elf), with its
  * .debug_info, .debug_abbrev or .debug_str garbled or cut; a stripped copy
- * with a .gnu_debuglink, and one whose link names a path; table files. */
+ * with a .gnu_debuglink, and one whose link names a path; DWARF made to
+ * cost: a .gnu_debugaltlink to a FIFO, a range list thousands long shared
+ * by every DIE (zlib-compressed), an abstract-origin cycle, a sibling
+ * pointing back; table files. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -158,13 +158,14 @@ TEST(encode_decode) {
 }
 
 /* Every offset of named_leaf_gamma: the inlined code is named by its chain
- * (delta, and epsilon inside it), nothing outside gamma is. */
+ * (delta, and epsilon inside it); the only other inlined code is
+ * named_inlined_eta's in named_caller_theta. */
 TEST(dwarf_inlined) {
         _cleanup_close_ int fd = open_or_die(DWARF_FUNCS);
         _cleanup_free_ char *enc = NULL;
         elfsyms *s = NULL, *d = NULL;
-        const elfsym *g;
-        size_t n, in_delta = 0, in_eps = 0, size;
+        const elfsym *g, *theta;
+        size_t n, in_delta = 0, in_eps = 0, in_eta = 0, size;
 
         ASSERT_OK(elfsyms_read(fd, NULL, -1, &s));
         ASSERT_EQ(s->source, ELFSYMS_SYMTAB);
@@ -186,10 +187,19 @@ TEST(dwarf_inlined) {
         }
         ASSERT_GT(in_delta, 0);
         ASSERT_GT(in_eps, 8);
+        theta = find_name(s, "named_caller_theta");
+        ASSERT_TRUE(theta != NULL);
         for (size_t i = 0; i < s->n_inl; i++) {
-                ASSERT_TRUE(elfsyms_lookup(s, s->inl[i].offset) == g);
+                const elfsym *in = elfsyms_lookup(s, s->inl[i].offset);
+
+                ASSERT_TRUE(in == g || in == theta);
+                if (in == theta) {
+                        ASSERT_STREQ(elfsyms_name(s, s->inl + i), "named_inlined_eta");
+                        in_eta += s->inl[i].size;
+                }
                 ASSERT_TRUE(i == 0 || s->inl[i - 1].offset + s->inl[i - 1].size <= s->inl[i].offset);
         }
+        ASSERT_GT(in_eta, 0);
         ASSERT_NULL(elfsyms_inlined(s, g->offset + g->size));
         ASSERT_NULL(elfsyms_inlined(s, 0));
 
