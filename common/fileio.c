@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -193,6 +195,30 @@ int open_root_dir(const char *root, uint32_t pid) {
         return fd < 0 ? negative_errno() : fd;
 }
 
+#ifndef CONFIGFS_MAGIC
+#define CONFIGFS_MAGIC 0x62656570
+#endif
+
+/* A kernel interface dressed as files, where reading may do something
+ * (/proc/kmsg consumes the kernel log): never a binary, debug file or JIT
+ * map. A process can mount its own procfs where a mapped file's path
+ * leads. */
+static bool pseudo_fs(int fd) {
+        static const unsigned long types[] = {
+                PROC_SUPER_MAGIC, SYSFS_MAGIC, DEBUGFS_MAGIC, TRACEFS_MAGIC, SECURITYFS_MAGIC,
+                CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, BPF_FS_MAGIC, CONFIGFS_MAGIC, PSTOREFS_MAGIC,
+                EFIVARFS_MAGIC, DEVPTS_SUPER_MAGIC,
+        };
+        struct statfs sfs;
+
+        if (fstatfs(fd, &sfs) < 0)
+                return true;
+        for (size_t i = 0; i < ELEMENTSOF(types); i++)
+                if ((unsigned long) sfs.f_type == types[i])
+                        return true;
+        return false;
+}
+
 int open_regular_file(int rootfd, const char *path, bool no_symlinks, struct stat *ret_st) {
         _cleanup_close_ int pfd = -1;
         char self[64];
@@ -221,7 +247,7 @@ int open_regular_file(int rootfd, const char *path, bool no_symlinks, struct sta
                 return negative_errno();
         if (fstat(pfd, &st) < 0)
                 return negative_errno();
-        if (!S_ISREG(st.st_mode))
+        if (!S_ISREG(st.st_mode) || pseudo_fs(pfd))
                 return -EINVAL;
         snprintf(self, sizeof self, "/proc/self/fd/%d", pfd);
         fd = open(self, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);

@@ -34,7 +34,9 @@ int open_root_dir(const char *root, uint32_t pid);
  * where an absolute link leads to our own root.
  * no_symlinks: no symbolic link anywhere in the path. *ret_st (may be
  * NULL) gets its stat. -EBADF... from the calls, -EINVAL for a file that
- * is not regular. */
+ * is not regular or is on a kernel pseudo filesystem (procfs, sysfs,
+ * debugfs, tracefs, cgroupfs and the like, where a read can have effects:
+ * /proc/kmsg). */
 int open_regular_file(int rootfd, const char *path, bool no_symlinks, struct stat *ret_st);
 
 /* Writes all of data to fd, again after EINTR and short writes. */

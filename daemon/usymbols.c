@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "elf/elfsyms.h"
@@ -92,11 +93,30 @@ static int open_binary(const char *root, uint32_t pid, const char *path) {
  * layout): followed, but only to a regular file. */
 static int open_debug_file(const char *debug_root, const char *build_id) {
         char buf[PATH_MAX];
+        int l;
 
         if (!debug_root || !debug_root[0] || strlen(build_id) < 3)
                 return -ENOENT;
-        snprintf(buf, sizeof buf, "%s/.build-id/%.2s/%s.debug", debug_root, build_id, build_id + 2);
+        l = snprintf(buf, sizeof buf, "%s/.build-id/%.2s/%s.debug", debug_root, build_id, build_id + 2);
+        if (l < 0 || (size_t) l >= sizeof buf)
+                return -ENAMETOOLONG;
         return open_regular_file(AT_FDCWD, buf, false, NULL);
+}
+
+/* A debug file a .gnu_debuglink led to, at fd: read only if it is the
+ * binary's owner's, or anyone may read it. The name comes from the binary,
+ * and a link beside it could lead to a file its owner may not read (the
+ * build-id check alone would still parse it, as root). */
+static int debuglink_allowed(int fd, const struct stat *bin) {
+        struct stat st;
+
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0 || (st.st_uid != bin->st_uid && !(st.st_mode & S_IROTH))) {
+                close(fd);
+                return -EPERM;
+        }
+        return fd;
 }
 
 /* The file a .gnu_debuglink of the binary at fd names: beside the binary
@@ -106,23 +126,28 @@ static int open_debug_file(const char *debug_root, const char *build_id) {
 static int open_debuglink(const char *root, uint32_t pid, const char *path, const char *debug_root, int fd) {
         char name[256], buf[PATH_MAX];
         const char *slash = strrchr(path, '/');
-        int dir_len, dfd;
+        struct stat bin;
+        int dir_len, dfd = -ENOENT;
 
-        if (!slash || elfsyms_debuglink(fd, name) < 0)
+        if (!slash || fstat(fd, &bin) < 0 || elfsyms_debuglink(fd, name) < 0)
                 return -ENOENT;
         dir_len = (int) (slash - path);
-        if (!streq(name, slash + 1)) {
-                snprintf(buf, sizeof buf, "%.*s/%s", dir_len, path, name);
-                dfd = open_binary(root, pid, buf);
-                if (dfd >= 0)
-                        return dfd;
+        for (int k = 0; k < 3 && dfd < 0; k++) {
+                int l;
+
+                if (k == 0 && streq(name, slash + 1))
+                        continue;       /* the binary itself */
+                if (k == 2 && (!debug_root || !debug_root[0]))
+                        break;
+                l = k == 0 ? snprintf(buf, sizeof buf, "%.*s/%s", dir_len, path, name)
+                  : k == 1 ? snprintf(buf, sizeof buf, "%.*s/.debug/%s", dir_len, path, name)
+                           : snprintf(buf, sizeof buf, "%s%.*s/%s", debug_root, dir_len, path, name);
+                if (l < 0 || (size_t) l >= sizeof buf)
+                        continue;       /* cut: another path */
+                dfd = debuglink_allowed(k < 2 ? open_binary(root, pid, buf)
+                                              : open_regular_file(AT_FDCWD, buf, false, NULL), &bin);
         }
-        snprintf(buf, sizeof buf, "%.*s/.debug/%s", dir_len, path, name);
-        dfd = open_binary(root, pid, buf);
-        if (dfd >= 0 || !debug_root || !debug_root[0])
-                return dfd;
-        snprintf(buf, sizeof buf, "%s%.*s/%s", debug_root, dir_len, path, name);
-        return open_regular_file(AT_FDCWD, buf, false, NULL);
+        return dfd;
 }
 
 static void run_job_inner(usymbols *u, usym_job *j);

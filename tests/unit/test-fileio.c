@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "fileio.h"
@@ -56,4 +58,34 @@ TEST(path_join_roots) {
         ASSERT_STREQ(b, "/tmp/root/proc/kallsyms");
         ASSERT_STREQ(c, "/tmp/root/sys/kernel/notes");
         ASSERT_STREQ(d, "/proc/modules");
+}
+
+/* open_regular_file() opens regular files on real filesystems only: not
+ * a directory or a FIFO, nor the regular-looking files of procfs or sysfs
+ * (reading /proc/kmsg consumes the kernel log). */
+TEST(open_regular_file_refuses) {
+        char dir[] = "/tmp/test-fileio.XXXXXX", p[64], q[64];
+        struct stat st;
+        int fd;
+
+        ASSERT_TRUE(mkdtemp(dir) != NULL);
+        snprintf(p, sizeof p, "%s/file", dir);
+        snprintf(q, sizeof q, "%s/fifo", dir);
+        fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        ASSERT_TRUE(fd >= 0);
+        close(fd);
+        ASSERT_EQ(mkfifo(q, 0600), 0);
+
+        fd = open_regular_file(AT_FDCWD, p, false, &st);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_TRUE(S_ISREG(st.st_mode));
+        close(fd);
+        ASSERT_ERROR(open_regular_file(AT_FDCWD, q, false, NULL), EINVAL);
+        ASSERT_ERROR(open_regular_file(AT_FDCWD, dir, false, NULL), EINVAL);
+        ASSERT_ERROR(open_regular_file(AT_FDCWD, "/proc/self/status", false, NULL), EINVAL);
+        ASSERT_ERROR(open_regular_file(AT_FDCWD, "/proc/kallsyms", false, NULL), EINVAL);
+        ASSERT_ERROR(open_regular_file(AT_FDCWD, "/sys/kernel/notes", false, NULL), EINVAL);
+        unlink(p);
+        unlink(q);
+        rmdir(dir);
 }
