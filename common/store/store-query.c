@@ -56,6 +56,7 @@ typedef struct frame_info {
         uint64_t addr, offset;
         int64_t symbol_id, module_id;
         int64_t inline_id;      /* the chain of inlined functions (query_params.inlined), or 0 */
+        int64_t inline_caller_id;       /* the same one byte before: for the frame as a return address */
         char *folded;           /* name in folded stacks, made on first use */
 } frame_info;
 
@@ -192,7 +193,8 @@ static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
         return 0;
 }
 
-static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline);
+static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline,
+                           int64_t *ret_inline_caller);
 
 /* Returns an index into c->frames (stable; pointers are not). */
 static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
@@ -212,9 +214,9 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
         r = dict_reader_get(c->frame_rows, frame_id, v);
         if (r < 0)
                 return r;
-        int64_t inline_id = 0;
+        int64_t inline_id = 0, inline_caller_id = 0;
         if (v[0] == FRAME_USER && v[2] == 0) {
-                r = ctx_user_symbol(c, v[5], u64(v[3]), &v[2], &inline_id);
+                r = ctx_user_symbol(c, v[5], u64(v[3]), &v[2], &inline_id, &inline_caller_id);
                 if (r < 0)
                         return r;
         }
@@ -225,6 +227,7 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
                 .symbol_id = v[2],
                 .module_id = v[4],
                 .inline_id = inline_id,
+                .inline_caller_id = inline_caller_id,
         };
 
         r = hashmap_put_u64(c->frame_idx, u64(frame_id), (int64_t) c->n_frames);
@@ -341,9 +344,12 @@ static int ctx_uname(query_ctx *c, const char *name, int64_t *ret) {
 
 /* The symbol id of a user frame in a file with a build-id: a name from
  * its function table (a negative id, see query_ctx), or 0; and when the
- * query wants them, the id of the chain of functions inlined at the
- * offset, or 0. */
-static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline) {
+ * query wants them, the ids of the chain of functions inlined at the
+ * offset and at the byte before it (where the call is when the offset is
+ * a return address: the instruction after an inlined call can be outside
+ * the inlined code), or 0. ret_inline_caller may be NULL. */
+static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline,
+                           int64_t *ret_inline_caller) {
         const elfsyms *t;
         const elfsym *e;
         const char *chain;
@@ -351,6 +357,8 @@ static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, i
 
         *ret = 0;
         *ret_inline = 0;
+        if (ret_inline_caller)
+                *ret_inline_caller = 0;
         if (!c->symbols_dir || build_id_id <= 0)
                 return 0;
         r = ctx_table(c, build_id_id, &t);
@@ -363,7 +371,11 @@ static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, i
         if (r < 0 || !c->inlined)
                 return r;
         chain = elfsyms_inlined(t, offset);
-        return chain ? ctx_uname(c, chain, ret_inline) : 0;
+        r = chain ? ctx_uname(c, chain, ret_inline) : 0;
+        if (r < 0 || !ret_inline_caller || offset == 0)
+                return r;
+        chain = elfsyms_inlined(t, offset - 1);
+        return chain ? ctx_uname(c, chain, ret_inline_caller) : 0;
 }
 
 static int ctx_comm(query_ctx *c, int64_t comm_id, char **ret) {
@@ -679,7 +691,8 @@ static void row_set_clear(row_set *rs) {
 static row_acc *row_slot(row_set *rs, const row_key *k) {
         size_t mask = rs->capacity - 1;
         uint64_t h = group_hash((uint64_t) k->comm_id ^ (uint64_t) k->kind << 56,
-                                group_hash((uint64_t) k->module_id, (uint64_t) k->symbol_id) ^ k->addr);
+                                group_hash((uint64_t) k->module_id, (uint64_t) k->symbol_id) ^ k->addr ^
+                                        (uint64_t) k->inline_id * 0x9e3779b97f4a7c15u);
 
         for (size_t j = h & mask;; j = (j + 1) & mask) {
                 row_acc *a = rs->slots + j;
@@ -836,7 +849,7 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                 key.symbol_id = v[2];
                                 key.module_id = v[4];
                                 if (key.kind == FRAME_USER && key.symbol_id == 0) {
-                                        r = ctx_user_symbol(c, v[5], u64(v[3]), &key.symbol_id, &key.inline_id);
+                                        r = ctx_user_symbol(c, v[5], u64(v[3]), &key.symbol_id, &key.inline_id, NULL);
                                         if (r < 0)
                                                 return r;
                                 }
@@ -1065,6 +1078,22 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                 frames_alloc = n;
         }
 
+        /* With inlined functions: the innermost user frame is where the
+         * thread was (the sampled or the interrupted user IP); the others
+         * are return addresses. */
+        size_t exact = SIZE_MAX;
+        for (size_t k = 0; c->inlined && k < n && exact == SIZE_MAX; k++) {
+                size_t fi;
+
+                r = ctx_frame(c, frame_ids[k], &fi);
+                if (r < 0) {
+                        query_stack_done(&st);
+                        return r;
+                }
+                if (c->frames[fi].kind == FRAME_USER)
+                        exact = k;
+        }
+
         /* frame_ids is leaf first; the result is outermost caller first. */
         for (size_t i = 0; i < n; i++) {
                 const char *name;
@@ -1083,12 +1112,15 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                         r = ctx_folded(c, fi, &name);
                 if (r >= 0)
                         r = stack_push(&st, &frames_alloc, name, strlen(name));
-                if (r >= 0 && c->frames[fi].inline_id != 0) {
+                int64_t inline_id = 0;
+                if (r >= 0)
+                        inline_id = n - 1 - i == exact ? c->frames[fi].inline_id : c->frames[fi].inline_caller_id;
+                if (r >= 0 && inline_id != 0) {
                         /* The functions inlined there are frames of their
                          * own, after the one they are in, outermost first. */
                         const char *chain;
 
-                        r = ctx_string(c, c->frames[fi].inline_id, &chain);
+                        r = ctx_string(c, inline_id, &chain);
                         for (const char *p = chain; r >= 0 && p && *p;) {
                                 size_t len = strcspn(p, ";");
 

@@ -3,12 +3,16 @@
  * the tests of user-space symbols: main -> named_outer_alpha ->
  * named_middle_beta -> named_leaf_gamma, into which named_inlined_delta
  * and, in it, named_inlined_epsilon are inlined (always_inline; DWARF
- * describes their code). Built with frame pointers, so the kernel can walk
- * the chain, and without optimization, so each function has its own frame
- * (a leaf without one hides its caller). */
+ * describes their code). With "inlined-call" after SECONDS: main ->
+ * named_caller_theta, into which named_inlined_eta is inlined, which calls
+ * named_callee_zeta (the return address is just past eta's inlined code).
+ * Built with frame pointers, so the kernel can walk the chain, and
+ * without optimization, so each function has its own frame (a leaf
+ * without one hides its caller). */
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static volatile unsigned long sink;
@@ -50,13 +54,35 @@ static __attribute__((noinline)) void named_outer_alpha(double seconds) {
         sink++;
 }
 
+static __attribute__((noinline)) void named_callee_zeta(unsigned long n) {
+        for (unsigned long i = 0; i < n; i++)
+                sink += i * 5 + (sink >> 2);
+}
+
+static inline __attribute__((always_inline)) void named_inlined_eta(unsigned long n) {
+        named_callee_zeta(n);
+}
+
+/* Optimized, so the instruction after the call is the loop's, outside
+ * eta's inlined code (at -O0 a nop of eta's follows the call). */
+static __attribute__((noinline, optimize("O1", "no-omit-frame-pointer"))) void named_caller_theta(double seconds) {
+        double end = now() + seconds;
+
+        while (now() < end)
+                named_inlined_eta(200000);
+        sink++;
+}
+
 int main(int argc, char **argv) {
         double seconds = argc > 1 ? atof(argv[1]) : 2;
 
-        if (seconds <= 0 || seconds > 600) {
-                fprintf(stderr, "usage: named-funcs [SECONDS]\n");
+        if (seconds <= 0 || seconds > 600 || (argc > 2 && strcmp(argv[2], "inlined-call") != 0)) {
+                fprintf(stderr, "usage: named-funcs [SECONDS [inlined-call]]\n");
                 return 2;
         }
-        named_outer_alpha(seconds);
+        if (argc > 2)
+                named_caller_theta(seconds);
+        else
+                named_outer_alpha(seconds);
         return 0;
 }

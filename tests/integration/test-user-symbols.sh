@@ -116,6 +116,27 @@ assert n * 4 >= g_all, f"only {n} folded samples hold {chain}"
 PY
 pass "--inline names the functions inlined into named_leaf_gamma (rows and folded)"
 
+# A call made from inlined code: the caller frame's return address is the
+# instruction after the call, outside named_inlined_eta's code; its chain
+# is looked up at the call (the byte before), as for any return address.
+t2=$(now_ns)
+"$BIN" 2 inlined-call & P2=$!
+wait $P2 || fail "named-funcs 2 inlined-call failed"
+wait_committed "$(now_ns)"
+"$PERFSNAPCTL" query --since @$((t2 / 1000000000)) --pid $P2 --inline --format folded > "$T/inl2.folded" ||
+        fail "query --inline --format folded of the inlined call failed"
+python3 - "$T/inl2.folded" <<'PY' || fail "the inlined call's frame (see above)"
+import sys
+lines = [l.rstrip("\n").rpartition(" ") for l in open(sys.argv[1])]
+total = sum(int(c) for _, _, c in lines)
+want = "named_caller_theta;named_inlined_eta;named_callee_zeta"
+n = sum(int(c) for h, _, c in lines if want in h)
+print(f"inlined call: {n} of {total} folded samples hold {want}")
+if n * 2 < total: print(open(sys.argv[1]).read()[:2000])
+assert total >= 1000 and n * 2 >= total
+PY
+pass "a call from inlined code shows the inlined function between caller and callee"
+
 # --user-only: every row a user frame (or [unknown]); the kernel time of
 # named-funcs (timer interrupts, clock_gettime) goes to its own code.
 # --kernel-only: every row a kernel frame (or [unknown]).
@@ -258,6 +279,27 @@ mv "$T/bin/linked-funcs.debug" "$T/bin/.debug/"
 run_program "$T/bin/linked-funcs"
 check_named linked "stripped, .gnu_debuglink" linked-funcs
 pass "a stripped binary named through its .gnu_debuglink (.debug/linked-funcs.debug beside it)"
+stop_daemon
+
+# The same with a binary of another owner (nobody) and a debug file only
+# root may read: not used (a .gnu_debuglink is the binary's to name, and
+# must not make root read a file its owner may not).
+variant private-funcs 0xfb
+objcopy --only-keep-debug "$T/bin/private-funcs" "$T/bin/private-funcs.debug"
+objcopy --strip-all --add-gnu-debuglink="$T/bin/private-funcs.debug" "$T/bin/private-funcs"
+mv "$T/bin/private-funcs.debug" "$T/bin/.debug/"
+chmod 600 "$T/bin/.debug/private-funcs.debug"
+chown nobody "$T/bin/private-funcs"
+run_program "$T/bin/private-funcs"
+"$PERFSNAPCTL" query --since @$((t0 / 1000000000)) --pid $P1 --format json > "$T/private.json" || fail "query failed"
+python3 - "$T/private.json" <<'PY' || fail "a root-only debug file named another owner's binary (see above)"
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["result"]["rows"] if r["module"].endswith("/private-funcs")]
+named = [(r["symbol"], r["samples"]) for r in rows if r["symbol"].startswith("named_")]
+print(f"private-funcs rows: {[(r['symbol'], r['samples']) for r in rows][:4]}")
+assert rows and not named
+PY
+pass "a debug file only root may read is not used for another owner's binary"
 stop_daemon
 
 # DWARF only: no .symtab, and the .dynsym names none of its functions.
