@@ -260,6 +260,15 @@ if [ "$BOOT" = 1 ]; then
         perf report -i $D/perf.data --stdio --sort sym --kallsyms="$REF" > $D/report-ref.txt 2>>$D/report.err
         nref=$(grep -c 'brd_' $D/report-ref.txt)
         check "perf report --kallsyms=<perf's own snapshot>/kallsyms names brd_* ($nref lines)" [ "$nref" -gt 0 ]
+        if [ "$nref" = 0 ]; then
+                # Seen once (CI at fe3c848, 2026-11-25): the samples were
+                # there as hex, yet neither snapshot named them. What perf
+                # was given and said, for the next time.
+                echo "  perf's snapshot: $REF; its modules: $(grep '^brd ' "$(dirname "$REF")/modules" 2>/dev/null);" \
+                     "brd_ lines in it: $(grep -c '\[brd\]' "$REF" 2>/dev/null)"
+                echo "  perf report said: $(tail -5 $D/report.err | tr '\n' ';')"
+                perf report -i $D/perf.data --stdio --sort dso,sym --kallsyms="$REF" -v 2>&1 | grep -iE 'brd|kallsyms|modules|kcore' | head -12 | sed 's/^/  /'
+        fi
         # Only where perf's own snapshot shows brd's samples does their
         # absence in the plain report mean anything.
         check "plain perf report cannot name brd's functions ($nplain brd_ lines; $nref with perf's snapshot)" \
