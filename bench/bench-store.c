@@ -94,11 +94,6 @@ static struct {
 static uint64_t lib_base[N_PROCS][N_LIBS];
 static call_path paths[N_PATHS];
 
-static int cmp_u64(const void *a, const void *b) {
-        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-        return x < y ? -1 : x > y;
-}
-
 /* Functions from the fixture's text symbols, each with its extent up to
  * the next text symbol (at most 4 KiB): every tenth is one of brd's, the
  * rest are spread over vmlinux (the fixture has the sections of brd only,
@@ -128,12 +123,12 @@ static int load_functions(const char *kallsyms_path) {
                 return r;
         if (t.n_core < N_FUNCS || t.n_mods == 0)
                 return -ENODATA;
-        qsort(t.all, t.n_all, sizeof t.all[0], cmp_u64);
+        sort_u64(t.all, t.n_all);
 
         for (unsigned i = 0; i < N_FUNCS; i++) {
                 bool module = i % 10 == 9;
                 uint64_t a = module ? t.mods[i / 10 % t.n_mods] : t.core[(size_t) i * (t.n_core / N_FUNCS)];
-                uint64_t *p = bsearch(&a, t.all, t.n_all, sizeof t.all[0], cmp_u64);
+                uint64_t *p = bsearch(&a, t.all, t.n_all, sizeof t.all[0], u64_cmp);
                 size_t k = p ? (size_t) (p - t.all) : 0;
 
                 /* Equal addresses (aliases) are one function. */

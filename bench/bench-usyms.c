@@ -32,17 +32,11 @@ static uint64_t now_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-
-        return x < y ? -1 : x > y;
-}
-
 #define RUNS 5
 #define LOOKUPS 1000000
 
 static uint64_t median(uint64_t *v) {
-        qsort(v, RUNS, sizeof *v, cmp_u64);
+        sort_u64(v, RUNS);
         return v[RUNS / 2];
 }
 

@@ -136,6 +136,17 @@ static inline int greedy_realloc(void **p, size_t *alloc, size_t need, size_t si
 }
 #define GREEDY_REALLOC(p, alloc, need) greedy_realloc((void **) &(p), &(alloc), (need), sizeof *(p))
 
+static inline int u64_cmp(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* Sorts v[0..n) ascending. */
+static inline void sort_u64(uint64_t *v, size_t n) {
+        qsort(v, n, sizeof *v, u64_cmp);
+}
+
 /* Makes room for one more element after n (doubling). */
 static inline int array_reserve_one(void **p, size_t *alloc, size_t n, size_t elem) {
         return n < SIZE_MAX ? greedy_realloc(p, alloc, n + 1, elem) : -ENOMEM;

@@ -201,7 +201,7 @@ static void run_job_inner(usymbols *u, usym_job *j) {
                 j->failed_what = "read";
                 return;
         }
-        if (u->debuginfod && s->source != ELFSYMS_SYMTAB && s->source != ELFSYMS_DEBUG && s->source != ELFSYMS_DWARF) {
+        if (u->debuginfod && (s->source == ELFSYMS_DYNSYM || s->source == ELFSYMS_NONE)) {
                 _cleanup_free_ char *cached = NULL;
                 _cleanup_close_ int rfd = debuginfod_find_debuginfo(u->debuginfod, (const unsigned char *) j->build_id,
                                                                     0, &cached);

@@ -194,7 +194,6 @@ typedef struct collector {
         size_t n, alloc;
         uint8_t *rank;          /* per entry */
         size_t rank_alloc;
-        size_t n_dwarf;
         inl_piece *inl;
         size_t n_inl, inl_alloc;
         char *strings;
@@ -370,12 +369,6 @@ static int piece_cmp(const void *x, const void *y) {
         return a->hi > b->hi ? -1 : a->hi < b->hi;
 }
 
-static int u64_cmp(const void *x, const void *y) {
-        uint64_t a = *(const uint64_t *) x, b = *(const uint64_t *) y;
-
-        return a < b ? -1 : a > b;
-}
-
 /* The inlined pieces made into entries that do not overlap: each stretch
  * of code is named by the deepest piece that covers it (the pieces of one
  * function nest; where a file's do not, by the last one that started and
@@ -399,7 +392,7 @@ static int flatten_inlined(collector *c, elfsym **ret, size_t *ret_n) {
                 points[n_points++] = c->inl[i].lo;
                 points[n_points++] = c->inl[i].hi;
         }
-        qsort(points, n_points, sizeof(uint64_t), u64_cmp);
+        sort_u64(points, n_points);
         {
                 size_t u = 0;
 
@@ -564,7 +557,8 @@ typedef struct dwarf_walk {
         uint64_t budget;        /* steps left (DWARF_MAX_STEPS) */
 } dwarf_walk;
 
-/* The debug sections' data, once libdw has read them. */
+/* The debug sections' data, once libdw has read them (dwarf_readable()
+ * let no .zdebug_* section through). */
 static void find_spans(dwarf_walk *w, Elf *elf) {
         size_t shstrndx;
 
@@ -578,7 +572,7 @@ static void find_spans(dwarf_walk *w, Elf *elf) {
                 if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
                         continue;
                 n = elf_strptr(elf, shstrndx, sh.sh_name);
-                if (!n || (strncmp(n, ".debug_", 7) != 0 && strncmp(n, ".zdebug_", 8) != 0))
+                if (!n || strncmp(n, ".debug_", 7) != 0)
                         continue;
                 d = elf_getdata(scn, NULL);
                 if (d && d->d_buf && d->d_size > 0)
@@ -746,9 +740,6 @@ static int walk_children(dwarf_walk *w, Dwarf_Die *parent, unsigned level, uint3
         return 0;
 }
 
-/* The functions and inlined code DWARF describes, if elf has a
- * .debug_info of at most ELFSYMS_MAX_DWARF bytes. Best effort: what an
- * error or a bound stops leaves what was collected before it. */
 /* Whether libdw may read elf's DWARF: there is a .debug_info; every debug
  * section, which libdw reads into memory (decompressed), fits in the file
  * and in ELFSYMS_MAX_DWARF bytes in all; and nothing would make libdw open
@@ -793,6 +784,9 @@ static bool dwarf_readable(Elf *elf, uint64_t file_size) {
         return info;
 }
 
+/* The functions and inlined code DWARF describes, if libdw may read it
+ * (dwarf_readable()). Best effort: what an error or a bound stops leaves
+ * what was collected before it. */
 static int collect_dwarf(Elf *elf, uint64_t file_size, const segment *segs, size_t n_segs, collector *c) {
         Dwarf *dw;
         Dwarf_Off off = 0, next;

@@ -127,11 +127,6 @@ const kallsyms *layout_kernel_syms(const layout *l) {
         return l->kernel;
 }
 
-static int u64_cmp(const void *a, const void *b) {
-        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-        return x < y ? -1 : x > y;
-}
-
 static int rebuild_bounds(layout *l) {
         size_t need = (l->n_mods + l->n_ksyms) * 2 + 1, n = 0;
         uint64_t *b;
@@ -152,7 +147,7 @@ static int rebuild_bounds(layout *l) {
                 if (l->ksyms[i]->unregistered_ns != LAYOUT_TIME_MAX)
                         b[n++] = l->ksyms[i]->unregistered_ns;
         }
-        qsort(b, n, sizeof *b, u64_cmp);
+        sort_u64(b, n);
         l->n_bounds = n;
         return 0;
 }
