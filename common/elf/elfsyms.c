@@ -39,7 +39,8 @@ char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 #define CHAIN_MAX 4096
 /* DIEs visited and ranges read, in all, per file: a file made to cost more
  * (a range list thousands long shared by every DIE) keeps what was read
- * before. libpython3.11's DWARF takes about 10 % of it. */
+ * before. libpython3.11's DWARF has 677,489 DIEs (readelf --debug-dump=info),
+ * about 4 % of it. */
 #define DWARF_MAX_STEPS (16u * 1024u * 1024u)
 
 elfsyms *elfsyms_free(elfsyms *s) {
