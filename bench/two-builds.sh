@@ -9,7 +9,10 @@
 # prints, for each: samples stored (its stop message), CPU from
 # /proc/PID/task/*/schedstat over the workload, CPU per sample, peak RSS
 # (VmHWM) and the database's size after the stop. Both see the same
-# machine, so their difference is the builds'. Needs root.
+# machine, so their difference is the builds'. CONF_A and CONF_B, if
+# set, are configuration lines added to A's or B's file (e.g.
+# CONF_B='drain_interval = 1s'), to compare settings with one build given
+# twice. Needs root.
 set -u
 A=$(readlink -f "${1:?usage: two-builds.sh BUILD_A BUILD_B [SECONDS] [WORKLOAD] [FREQ]}")
 B=$(readlink -f "${2:?usage: two-builds.sh BUILD_A BUILD_B [SECONDS] [WORKLOAD] [FREQ]}")
@@ -30,6 +33,8 @@ frequency_hz = $FREQ
 callchain_depth = 127
 CONF
 done
+printf '%b\n' "${CONF_A:-}" >> "$T/a.conf"
+printf '%b\n' "${CONF_B:-}" >> "$T/b.conf"
 cpu_of() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.4f", s / 1e9 }'; }
 "$A/daemon/perfsnapd" --config "$T/a.conf" > "$T/a.log" 2>&1 & PA=$!
 "$B/daemon/perfsnapd" --config "$T/b.conf" > "$T/b.log" 2>&1 & PB=$!

@@ -22,7 +22,7 @@ void config_init(config *c) {
                 .event = strdup("cpu-clock"),
                 .callchain_depth = 64,
                 .ring_buffer_pages = 128,
-                .drain_interval_ns = 250 * NSEC_PER_MSEC,
+                .drain_interval_ns = 1 * NSEC_PER_SEC,
                 .commit_interval_ns = 1 * NSEC_PER_SEC,
                 .database = strdup("/var/lib/perfsnapd/perfsnapd.db"),
                 .socket = strdup("/run/perfsnapd/perfsnapd.sock"),

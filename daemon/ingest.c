@@ -53,6 +53,11 @@ struct ingest {
         size_t arena_len, arena_alloc, carry_alloc;
         pending *pend;
         size_t n_pend, pend_alloc;
+        /* the merge's other array, and where each source's run begins */
+        pending *merged;
+        size_t merged_alloc;
+        size_t *runs;
+        size_t runs_alloc;
 
         uint64_t lost_per_cpu[MAX_CPUS];
         size_t n_lost_cpus;
@@ -104,6 +109,8 @@ ingest *ingest_free(ingest *in) {
         free(in->arena);
         free(in->carry);
         free(in->pend);
+        free(in->merged);
+        free(in->runs);
         free(in->root);
         free(in);
         return NULL;
@@ -205,6 +212,7 @@ const symbolizer_stats *ingest_symbolizer_stats(const ingest *in) {
 
 size_t ingest_buffer_bytes(const ingest *in) {
         return in->arena_alloc + in->carry_alloc + in->pend_alloc * sizeof *in->pend +
+               in->merged_alloc * sizeof *in->merged + in->runs_alloc * sizeof *in->runs +
                symbolizer_buffer_bytes(in->symbolizer);
 }
 
@@ -263,10 +271,8 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                 return ingest_sample(in, &rec->sample, mono_to_wall_ns);
 
         case PERF_RECORD_COMM:
-                if (rec->comm.exec) {
-                        symbolizer_maps_changed(in->symbolizer, rec->comm.pid);
+                if (rec->comm.exec)
                         jitmaps_forget(in->jit, rec->comm.pid);
-                }
                 return tasks_comm(in->tasks, rec->comm.pid, rec->comm.tid, rec->comm.comm, rec->comm.exec);
 
         case PERF_RECORD_FORK:
@@ -277,7 +283,6 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
                                   (uint64_t) ((int64_t) rec->task.time + mono_to_wall_ns));
 
         case PERF_RECORD_MMAP2:
-                symbolizer_maps_changed(in->symbolizer, rec->mmap2.pid);
                 if (rec->mmap2.build_id_size > 0)
                         build_id_to_hex(rec->mmap2.build_id, MIN(rec->mmap2.build_id_size, BUILD_ID_MAX_BYTES), bid);
                 return tasks_mmap(in->tasks, rec->mmap2.pid, rec->mmap2.addr, rec->mmap2.len, rec->mmap2.pgoff,
@@ -401,6 +406,52 @@ static int pending_cmp(const void *a, const void *b) {
         return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* Merges in->pend, made of the runs that begin at in->runs[0..n_runs)
+ * (the records kept by the last drain, then each CPU's), into time
+ * order. Each run is in time order, as a CPU's ring buffer writes them:
+ * merging adjacent runs pairwise is O(n log runs), against the sort's
+ * O(n log n) calls through a comparison pointer. Ties keep arrival
+ * order (the left run first), which is what the sort by (time, seq)
+ * gives. A run that is not in order is sorted whole. */
+static int merge_runs(ingest *in, size_t n_runs) {
+        size_t n = in->n_pend;
+
+        for (size_t k = 0; k < n_runs; k++) {
+                size_t end = k + 1 < n_runs ? in->runs[k + 1] : n;
+
+                for (size_t i = in->runs[k] + 1; i < end; i++)
+                        if (in->pend[i].time < in->pend[i - 1].time) {
+                                qsort(in->pend, n, sizeof *in->pend, pending_cmp);
+                                return 0;
+                        }
+        }
+        if (n_runs <= 1)
+                return 0;
+        if (GREEDY_REALLOC(in->merged, in->merged_alloc, n) < 0)
+                return -ENOMEM;
+
+        while (n_runs > 1) {
+                size_t out = 0;
+
+                for (size_t k = 0; k < n_runs; k += 2) {
+                        size_t a = in->runs[k], a_end = k + 1 < n_runs ? in->runs[k + 1] : n;
+                        size_t b = a_end, b_end = k + 2 < n_runs ? in->runs[k + 2] : n;
+                        size_t o = a;
+
+                        while (a < a_end && b < b_end)
+                                in->merged[o++] = in->pend[b].time < in->pend[a].time ? in->pend[b++] : in->pend[a++];
+                        memcpy(in->merged + o, in->pend + a, (a_end - a) * sizeof *in->pend);
+                        o += a_end - a;
+                        memcpy(in->merged + o, in->pend + b, (b_end - b) * sizeof *in->pend);
+                        in->runs[out++] = in->runs[k];
+                }
+                SWAP(in->pend, in->merged);
+                SWAP(in->pend_alloc, in->merged_alloc);
+                n_runs = out;
+        }
+        return 0;
+}
+
 /* Moves the records from index first on to the front of the other
  * arena, in their merged order, for the next drain. */
 static int keep_for_next_drain(ingest *in, size_t first) {
@@ -459,8 +510,12 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
         /* Records kept by the previous drain stay at the front. */
         symbolizer_new_pass(in->symbolizer);
+        if (GREEDY_REALLOC(in->runs, in->runs_alloc, n + 1) < 0)
+                return log_oom();
+        in->runs[0] = 0;
 
         for (size_t i = 0; i < n; i++) {
+                in->runs[i + 1] = in->n_pend;
                 r = ringbuf_drain(bufs[i], collect_record, in);
                 if (r == -EBADMSG)
                         log_warning_ratelimited("Ring buffer of CPU %u held a malformed record; skipped to its head.", cpus[i]);
@@ -472,7 +527,9 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
                 goto done;
 
         /* Each CPU's records are in time order; merge them. */
-        qsort(in->pend, in->n_pend, sizeof *in->pend, pending_cmp);
+        r = merge_runs(in, n + 1);
+        if (r < 0)
+                return log_oom();
 
         /* Keep what is stamped after the horizon, but not a time that cannot
          * be real (far ahead of it): that would wait forever. */

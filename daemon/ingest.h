@@ -102,7 +102,7 @@ int ingest_commit_now(ingest *in);
 int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns);
 
 const ingest_stats *ingest_get_stats(const ingest *in);
-/* The symbolizer's counters (frames by kind, stack cache hits). */
+/* The symbolizer's counters (frames by kind, stacks found in its cache). */
 const symbolizer_stats *ingest_symbolizer_stats(const ingest *in);
 /* Bytes allocated for the merge buffers (their high-water mark). */
 size_t ingest_buffer_bytes(const ingest *in);

@@ -20,13 +20,14 @@
 /* Not a perf context marker (those are -1..-4095): the rest of a user
  * call chain that went astray, dropped. */
 #define CONTEXT_INVALID_USER UINT64_C(1)
-#define STACK_CACHE_MAX_ENTRIES (256 * 1024)
+/* Resolved frame ids of a whole chain -> stack id. */
+#define PATH_CACHE_MAX_ENTRIES (256 * 1024)
 /* User frames by (file, offset): the hot ones of a busy machine fit; the
  * table (40 bytes a slot, at most 70% full) stays ~2.5 MiB. */
 #define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
-/* The caches keyed by whole call chains hold keys of up to ~1 KiB: bound
- * them by bytes too, or a churning machine's stacks fill hundreds of MB. */
-#define CHAIN_CACHE_MAX_BYTES (4 * 1024 * 1024)
+/* The path cache's keys are up to ~1 KiB: bound it by bytes too, or a
+ * churning machine's stacks fill hundreds of MB. */
+#define PATH_CACHE_MAX_BYTES (4 * 1024 * 1024)
 /* Files announced to the user file handler, by file id; forgotten (and
  * announced again, which the handler finds cheap) past this many. */
 #define UFILE_SEEN_MAX (64 * 1024)
@@ -44,10 +45,6 @@ struct symbolizer {
         void *file_userdata;
         hashmap *ufile_seen;    /* file ids announced to file_cb */
         jitmaps *jit;
-        /* The chain being resolved has a frame its process's JIT map does
-         * not name yet (the map is written as code is compiled): not
-         * cached, so a later sample of it looks again. */
-        bool jit_unnamed;
 
         uint64_t layout_gen;    /* the generation the caches below were filled in */
         uint32_t epoch;         /* layout_epoch() of the sample being resolved */
@@ -59,18 +56,16 @@ struct symbolizer {
         /* (file id of the tasks table, file offset) -> interned frame id
          * of a user frame in a file */
         hashmap *ufile_cache;
-        /* The stack cache, in two levels. (pid, maps generation of pid,
-         * raw call chain) -> leaf stack id: a repeated call chain costs
-         * one lookup instead of one per frame; */
-        hashmap *stack_cache;
-        /* the resolved frame ids of a chain -> stack id: the same code in
-         * another process (other addresses) finds its stack here. */
+        /* The resolved frame ids of a chain -> stack id: a chain seen
+         * before, in this process or another (other addresses, same
+         * code), is one lookup instead of one per stack node. There is no
+         * cache by raw addresses: on a machine that starts processes all
+         * the time, a chain's raw addresses (pid, ASLR, the leaf's exact
+         * instruction) rarely repeat (8.6 % of samples on bench/workload.sh
+         * mixed), and probing and filling such a cache cost more than it
+         * saved (bench/RESULTS.md). */
         hashmap *path_cache;
-        hashmap *maps_gen;      /* pid -> generation, bumped on MMAP2 and exec */
-        uint64_t next_gen;
 
-        uint64_t *key;          /* scratch for stack_cache keys */
-        size_t key_alloc;
         int64_t *frame_ids;     /* scratch, callchain_depth + slack */
         size_t frame_ids_alloc;
 
@@ -93,11 +88,7 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         if (r >= 0)
                 r = hashmap_new(&s->ufile_seen);
         if (r >= 0)
-                r = hashmap_new(&s->stack_cache);
-        if (r >= 0)
                 r = hashmap_new(&s->path_cache);
-        if (r >= 0)
-                r = hashmap_new(&s->maps_gen);
         if (r < 0) {
                 symbolizer_free(s);
                 return r;
@@ -112,10 +103,7 @@ symbolizer *symbolizer_free(symbolizer *s) {
         hashmap_free(s->kframe_cache);
         hashmap_free(s->ufile_cache);
         hashmap_free(s->ufile_seen);
-        hashmap_free(s->stack_cache);
         hashmap_free(s->path_cache);
-        hashmap_free(s->maps_gen);
-        free(s->key);
         free(s->frame_ids);
         free(s);
         return NULL;
@@ -149,30 +137,17 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 
 size_t symbolizer_cache_bytes(const symbolizer *s) {
         return hashmap_memory_bytes(s->kframe_cache) + hashmap_memory_bytes(s->ufile_cache) +
-               hashmap_memory_bytes(s->ufile_seen) +
-               hashmap_memory_bytes(s->stack_cache) + hashmap_memory_bytes(s->path_cache) +
-               hashmap_memory_bytes(s->maps_gen);
+               hashmap_memory_bytes(s->ufile_seen) + hashmap_memory_bytes(s->path_cache);
 }
 
 size_t symbolizer_buffer_bytes(const symbolizer *s) {
-        return s->frame_ids_alloc * sizeof *s->frame_ids + s->key_alloc * sizeof *s->key;
+        return s->frame_ids_alloc * sizeof *s->frame_ids;
 }
 
 void symbolizer_forget_ids(symbolizer *s) {
         hashmap_clear(s->kframe_cache);
         hashmap_clear(s->ufile_cache);
-        hashmap_clear(s->stack_cache);
         hashmap_clear(s->path_cache);
-}
-
-void symbolizer_maps_changed(symbolizer *s, uint32_t pid) {
-        (void) hashmap_put_u64(s->maps_gen, pid, (int64_t) ++s->next_gen);
-        if (hashmap_size(s->maps_gen) >= STACK_CACHE_MAX_ENTRIES) {
-                /* Forgetting generations would make old keys match again:
-                 * forget the stacks keyed by them too. */
-                hashmap_clear(s->maps_gen);
-                hashmap_clear(s->stack_cache);
-        }
 }
 
 /* Cached resolutions are only valid for the layout generation they were
@@ -181,7 +156,6 @@ static bool check_layout(symbolizer *s) {
         if (layout_generation(s->layout) == s->layout_gen)
                 return false;
         hashmap_clear(s->kframe_cache);
-        hashmap_clear(s->stack_cache);
         hashmap_clear(s->path_cache);
         s->layout_gen = layout_generation(s->layout);
         return true;
@@ -190,11 +164,12 @@ static bool check_layout(symbolizer *s) {
 static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *ret) {
         char module[MODULE_NAME_MAX + 2], data[256];
         frame f = { .kind = FRAME_KERNEL, .addr = ip };
-        uint64_t key[2] = { ip, s->epoch };
+        uint64_t epoch = s->epoch;
         layout_hit hit;
         int r;
 
-        if (hashmap_get(s->kframe_cache, key, sizeof key, ret) >= 0)
+        /* A pair, hashed without hash_bytes()'s loop: ~3 lookups a sample. */
+        if (hashmap_get_pair(s->kframe_cache, ip, epoch, ret) >= 0)
                 return 0;
 
         r = layout_resolve(s->layout, ip, time, &hit);
@@ -203,7 +178,7 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
                 s->miss_cb(s->miss_userdata);
                 if (check_layout(s)) {
                         s->epoch = layout_epoch(s->layout, time);
-                        key[1] = s->epoch;
+                        epoch = s->epoch;
                 }
                 r = layout_resolve(s->layout, ip, time, &hit);
         }
@@ -233,7 +208,7 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
         r = store_intern_frame(s->store, &f, ret);
         if (r < 0)
                 return r;
-        return hashmap_put(s->kframe_cache, key, sizeof key, *ret);
+        return hashmap_put_pair(s->kframe_cache, ip, epoch, *ret);
 }
 
 /* 1 (and no frame) for a return address that cannot be one: outside
@@ -266,8 +241,7 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                                 f.symbol = name;
                                 f.offset = ip - start;
                                 s->stats.jit_frames++;
-                        } else if (jitmaps_has_map(s->jit, pid))
-                                s->jit_unnamed = true;
+                        }
                 }
                 if (!f.symbol)
                         s->stats.user_frames_unknown++;
@@ -314,30 +288,9 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
                 s->store_gen = store_generation(s->store);
         }
         s->epoch = layout_epoch(s->layout, ps->time);
-        uint64_t gen_at_start = s->layout_gen;
-
-        /* Key: pid, the pid's maps generation, cpumode, the layout epoch of
-         * the sample's time, the raw callchain. */
-        if (GREEDY_REALLOC(s->key, s->key_alloc, (size_t) ps->nr + 5) < 0)
-                return -ENOMEM;
-        int64_t gen = 0;
-        (void) hashmap_get_u64(s->maps_gen, ps->pid, &gen);
-        s->key[0] = ps->pid;
-        s->key[1] = (uint64_t) gen;
-        s->key[2] = ps->nr == 0 ? ps->ip : 0;
-        s->key[3] = ps->user;
-        s->key[4] = s->epoch;
-        for (uint64_t i = 0; i < ps->nr; i++)
-                memcpy(&s->key[5 + i], &ps->ips[i], sizeof(uint64_t));
-        size_t key_len = (ps->nr + 5) * sizeof(uint64_t);
-        if (hashmap_get(s->stack_cache, s->key, key_len, &stack) >= 0) {
-                s->stats.stack_cache_hits++;
-                goto done;
-        }
 
         if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0)
                 return -ENOMEM;
-        s->jit_unnamed = false;
 
         if (ps->nr == 0) {
                 r = context == PERF_CONTEXT_KERNEL ? kernel_frame_id(s, ps->ip, ps->time, &s->frame_ids[n])
@@ -394,34 +347,23 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
         /* The same frames in another process (same binaries, other
          * addresses) make the same stack: one lookup instead of one per
          * node. Else stacks are interned outermost caller first. */
-        if (hashmap_get(s->path_cache, s->frame_ids, n * sizeof(int64_t), &stack) < 0) {
+        if (hashmap_get(s->path_cache, s->frame_ids, n * sizeof(int64_t), &stack) >= 0)
+                s->stats.stack_cache_hits++;
+        else {
                 stack = 0;
                 for (size_t i = n; i > 0; i--) {
                         r = store_intern_stack(s->store, stack, s->frame_ids[i - 1], &stack);
                         if (r < 0)
                                 return r;
                 }
-                if (hashmap_size(s->path_cache) >= STACK_CACHE_MAX_ENTRIES ||
-                    hashmap_memory_bytes(s->path_cache) >= CHAIN_CACHE_MAX_BYTES)
+                if (hashmap_size(s->path_cache) >= PATH_CACHE_MAX_ENTRIES ||
+                    hashmap_memory_bytes(s->path_cache) >= PATH_CACHE_MAX_BYTES)
                         hashmap_clear(s->path_cache);
                 r = hashmap_put(s->path_cache, s->frame_ids, n * sizeof(int64_t), stack);
                 if (r < 0)
                         return r;
         }
 
-        /* Bounded: start over rather than grow without limit. A layout
-         * change while resolving this sample makes its epoch in the key
-         * stale: do not cache it then. */
-        if (hashmap_size(s->stack_cache) >= STACK_CACHE_MAX_ENTRIES ||
-            hashmap_memory_bytes(s->stack_cache) >= CHAIN_CACHE_MAX_BYTES)
-                hashmap_clear(s->stack_cache);
-        if (s->layout_gen == gen_at_start && !s->jit_unnamed) {
-                r = hashmap_put(s->stack_cache, s->key, key_len, stack);
-                if (r < 0)
-                        return r;
-        }
-
-done:
         *ret_stack = stack;
         return 0;
 }

@@ -24,10 +24,10 @@ typedef struct symbolizer_stats {
         uint64_t kernel_frames, user_frames, unresolved_kernel_frames, module_frames;
         uint64_t module_data_frames;    /* kernel frames in a module's data section (see layout_hit.data) */
         uint64_t invalid_user_frames;   /* user entries at kernel addresses, and those after them: dropped */
-        uint64_t stack_cache_hits;      /* samples whose whole call chain was cached */
+        uint64_t stack_cache_hits;      /* samples whose resolved frames were a stack seen before */
         uint64_t jit_frames;            /* user frames named from a JIT map (perf/jitmaps.h) */
         /* How the other user frames can be shown, counted as jit_frames
-         * (when a call chain is first resolved): in a file with a build-id
+         * (for each sample): in a file with a build-id
          * (named by function where its table is kept), in a file without
          * one (FILE+0xOFFSET), elsewhere (anonymous memory, no mapping:
          * 0xADDR). */
@@ -68,8 +68,6 @@ void symbolizer_new_pass(symbolizer *s);
  * leaf first; without one, the sample ip and its cpumode decide. */
 int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack);
 
-/* pid's mappings changed (MMAP2, exec): its cached stacks no longer apply. */
-void symbolizer_maps_changed(symbolizer *s, uint32_t pid);
 /* The store dropped ids (a rolled-back batch): forget every cached id. */
 void symbolizer_forget_ids(symbolizer *s);
 

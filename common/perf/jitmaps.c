@@ -409,14 +409,6 @@ const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now
         return p->names + e->name;
 }
 
-bool jitmaps_has_map(const jitmaps *j, uint32_t pid) {
-        int64_t v;
-
-        if (!j || hashmap_get_u64(j->procs, pid, &v) < 0)
-                return false;
-        return !((const jit_proc *) HASHMAP_TO_PTR(v))->absent;
-}
-
 const jitmaps_stats *jitmaps_get_stats(const jitmaps *j) {
         return &j->stats;
 }

@@ -53,9 +53,6 @@ jitmaps *jitmaps_free(jitmaps *j);
  * monotonic time, for the re-read interval. Valid until the next call. */
 const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now_ns, uint64_t *ret_start);
 
-/* Whether pid had a readable map at the last look (after a lookup). */
-bool jitmaps_has_map(const jitmaps *j, uint32_t pid);
-
 /* pid exec'd or exited: its map is another program's from now on. */
 void jitmaps_forget(jitmaps *j, uint32_t pid);
 

@@ -124,6 +124,51 @@ TEST(records_of_all_cpus_are_processed_in_time_order) {
         teardown(&f);
 }
 
+/* Longer runs of both CPUs, interleaved: every sample takes the comm of
+ * the last COMM before it in time, whichever CPU either came from. */
+TEST(runs_of_both_cpus_are_merged_by_time) {
+        fixture f = {};
+
+        setup(&f);
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "a", 10, 0, true));
+        put_sample(&f, 0, 12);
+        put_sample(&f, 0, 14);
+        put_sample(&f, 0, 30);
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "c", 50, 0, false));
+        put_sample(&f, 0, 55);
+        ASSERT_OK(synth_comm(&f.rb[1], 100, "b", 20, 1, false));
+        put_sample(&f, 1, 22);
+        put_sample(&f, 1, 25);
+        put_sample(&f, 1, 60);
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 7);
+        ASSERT_EQ(samples_of(&f, "a"), 2);
+        ASSERT_EQ(samples_of(&f, "b"), 3);
+        ASSERT_EQ(samples_of(&f, "c"), 2);
+        teardown(&f);
+}
+
+/* A CPU's records out of time order (not what a ring buffer holds, but
+ * nothing may assume it): they are sorted, not merged as they came. */
+TEST(a_run_out_of_time_order_is_sorted) {
+        fixture f = {};
+
+        setup(&f);
+        ASSERT_OK(synth_comm(&f.rb[1], 100, "first", 5, 1, true));
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "second", 100, 0, false));
+        put_sample(&f, 0, 90);          /* before "second", though after it in the buffer */
+        put_sample(&f, 0, 110);
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 2);
+        ASSERT_EQ(samples_of(&f, "first"), 1);
+        ASSERT_EQ(samples_of(&f, "second"), 1);
+        teardown(&f);
+}
+
 TEST(records_at_the_horizon_wait_for_the_next_drain) {
         fixture f = {};
 

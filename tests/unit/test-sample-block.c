@@ -75,6 +75,12 @@ TEST(round_trip_random_blocks) {
                 ASSERT_OK(sample_block_encode(NULL, v, n, true, &data, &size));
                 ASSERT_OK(sample_block_decode(NULL, data, size, &got, &m));
                 ASSERT_EQ(m, n);
+                /* Encoded in key order: the encoder sorts them. */
+                for (size_t i = 1; i < n; i++)
+                        if (block_entry_cmp(got + i - 1, got + i) > 0) {
+                                fprintf(stderr, "round %d: entry %zu of %zu out of key order\n", round, i, n);
+                                ASSERT_TRUE(false);
+                        }
                 if (n > 0) {
                         qsort(want, n, sizeof *want, entry_full_cmp);
                         qsort(got, n, sizeof *got, entry_full_cmp);
