@@ -239,7 +239,7 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                 return r;
         comm = ps->pid == 0 ? "swapper" : tasks_get_comm(in->tasks, ps->pid, ps->tid);
         if (comm) {
-                r = store_intern_string(in->store, comm, &comm_id);
+                r = symbolizer_comm_id(in->symbolizer, comm, &comm_id);
                 if (r < 0)
                         return r;
         }

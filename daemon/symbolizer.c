@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hashmap.h"
+#include "idcache.h"
 #include "macro.h"
 #include "perf/jitmaps.h"
 #include "symbolizer.h"
@@ -23,8 +24,12 @@
 /* Resolved frame ids of a whole chain -> stack id. */
 #define PATH_CACHE_MAX_ENTRIES (256 * 1024)
 /* User frames by (file, offset): the hot ones of a busy machine fit; the
- * table (40 bytes a slot, at most 70% full) stays ~2.5 MiB. */
+ * table (24 bytes a slot, at most half full) stays under 1.5 MiB. */
 #define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
+/* Kernel frames by (address, epoch): a kernel's hot code, under 3 MiB. */
+#define KFRAME_CACHE_MAX_ENTRIES (64 * 1024)
+/* Comms: far fewer than this are running at once. */
+#define COMM_CACHE_MAX_ENTRIES 4096
 /* The path cache's keys are up to ~1 KiB: bound it by bytes too, or a
  * churning machine's stacks fill hundreds of MB. */
 #define PATH_CACHE_MAX_BYTES (4 * 1024 * 1024)
@@ -52,10 +57,12 @@ struct symbolizer {
 
         /* (kernel address, layout epoch) -> interned frame id, valid for
          * one layout generation */
-        hashmap *kframe_cache;
+        idcache *kframe_cache;
         /* (file id of the tasks table, file offset) -> interned frame id
          * of a user frame in a file */
-        hashmap *ufile_cache;
+        idcache *ufile_cache;
+        /* a comm of up to 15 bytes, as two words -> its string id */
+        idcache *comm_cache;
         /* The resolved frame ids of a chain -> stack id: a chain seen
          * before, in this process or another (other addresses, same
          * code), is one lookup instead of one per stack node. There is no
@@ -82,9 +89,11 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         s->store = st;
         s->layout = l;
         s->tasks = t;
-        r = hashmap_new(&s->kframe_cache);
+        r = idcache_new(KFRAME_CACHE_MAX_ENTRIES, &s->kframe_cache);
         if (r >= 0)
-                r = hashmap_new(&s->ufile_cache);
+                r = idcache_new(UFILE_CACHE_MAX_ENTRIES, &s->ufile_cache);
+        if (r >= 0)
+                r = idcache_new(COMM_CACHE_MAX_ENTRIES, &s->comm_cache);
         if (r >= 0)
                 r = hashmap_new(&s->ufile_seen);
         if (r >= 0)
@@ -100,8 +109,9 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
 symbolizer *symbolizer_free(symbolizer *s) {
         if (!s)
                 return NULL;
-        hashmap_free(s->kframe_cache);
-        hashmap_free(s->ufile_cache);
+        idcache_free(s->kframe_cache);
+        idcache_free(s->ufile_cache);
+        idcache_free(s->comm_cache);
         hashmap_free(s->ufile_seen);
         hashmap_free(s->path_cache);
         free(s->frame_ids);
@@ -136,7 +146,8 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 }
 
 size_t symbolizer_cache_bytes(const symbolizer *s) {
-        return hashmap_memory_bytes(s->kframe_cache) + hashmap_memory_bytes(s->ufile_cache) +
+        return idcache_memory_bytes(s->kframe_cache) + idcache_memory_bytes(s->ufile_cache) +
+               idcache_memory_bytes(s->comm_cache) +
                hashmap_memory_bytes(s->ufile_seen) + hashmap_memory_bytes(s->path_cache);
 }
 
@@ -145,8 +156,9 @@ size_t symbolizer_buffer_bytes(const symbolizer *s) {
 }
 
 void symbolizer_forget_ids(symbolizer *s) {
-        hashmap_clear(s->kframe_cache);
-        hashmap_clear(s->ufile_cache);
+        idcache_clear(s->kframe_cache);
+        idcache_clear(s->ufile_cache);
+        idcache_clear(s->comm_cache);
         hashmap_clear(s->path_cache);
 }
 
@@ -155,7 +167,7 @@ void symbolizer_forget_ids(symbolizer *s) {
 static bool check_layout(symbolizer *s) {
         if (layout_generation(s->layout) == s->layout_gen)
                 return false;
-        hashmap_clear(s->kframe_cache);
+        idcache_clear(s->kframe_cache);
         hashmap_clear(s->path_cache);
         s->layout_gen = layout_generation(s->layout);
         return true;
@@ -168,8 +180,7 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
         layout_hit hit;
         int r;
 
-        /* A pair, hashed without hash_bytes()'s loop: ~3 lookups a sample. */
-        if (hashmap_get_pair(s->kframe_cache, ip, epoch, ret) >= 0)
+        if (idcache_get(s->kframe_cache, ip, epoch, ret))
                 return 0;
 
         r = layout_resolve(s->layout, ip, time, &hit);
@@ -208,7 +219,7 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
         r = store_intern_frame(s->store, &f, ret);
         if (r < 0)
                 return r;
-        return hashmap_put_pair(s->kframe_cache, ip, epoch, *ret);
+        return idcache_put(s->kframe_cache, ip, epoch, *ret);
 }
 
 /* 1 (and no frame) for a return address that cannot be one: outside
@@ -254,7 +265,7 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                 s->stats.user_frames_no_build_id++;
 
         /* Two numbers instead of the frame's path and build-id. */
-        if (hashmap_get_pair(s->ufile_cache, m.file_id, f.offset, ret) >= 0)
+        if (idcache_get(s->ufile_cache, m.file_id, f.offset, ret))
                 return 0;
         r = store_intern_frame(s->store, &f, ret);
         if (r < 0)
@@ -269,9 +280,7 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                                 (void) hashmap_put_u64(s->ufile_seen, m.file_id, 1);
                 }
         }
-        if (hashmap_size(s->ufile_cache) >= UFILE_CACHE_MAX_ENTRIES)
-                hashmap_clear(s->ufile_cache);
-        return hashmap_put_pair(s->ufile_cache, m.file_id, f.offset, *ret);
+        return idcache_put(s->ufile_cache, m.file_id, f.offset, *ret);
 }
 
 int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
@@ -368,3 +377,20 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
         return 0;
 }
         /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
+
+int symbolizer_comm_id(symbolizer *s, const char *comm, int64_t *ret_id) {
+        uint64_t w[2] = {};
+        size_t len = strnlen(comm, sizeof w);
+        int r;
+
+        /* A kernel comm is at most 15 bytes: two words, NUL padded. */
+        if (len == sizeof w)
+                return store_intern_string(s->store, comm, ret_id);
+        memcpy(w, comm, len);
+        if (idcache_get(s->comm_cache, w[0], w[1], ret_id))
+                return 0;
+        r = store_intern_string(s->store, comm, ret_id);
+        if (r < 0)
+                return r;
+        return idcache_put(s->comm_cache, w[0], w[1], *ret_id);
+}

@@ -68,6 +68,10 @@ void symbolizer_new_pass(symbolizer *s);
  * leaf first; without one, the sample ip and its cpumode decide. */
 int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack);
 
+/* The string id of a sample's comm, through a cache that the store's
+ * generations and rolled-back batches clear as they do the frames'. */
+int symbolizer_comm_id(symbolizer *s, const char *comm, int64_t *ret_id);
+
 /* The store dropped ids (a rolled-back batch): forget every cached id. */
 void symbolizer_forget_ids(symbolizer *s);
 

@@ -71,7 +71,7 @@ stop_daemon
 rm -rf "$T"
 
 # ---- 2. samples read only after the unload still resolve to it ----
-# The longest drain interval and big buffers (the wakeup watermark is a quarter
+# The longest drain interval and big buffers (the wakeup watermark is half
 # of them): nothing is drained until SIGTERM's last drain.
 setup_dir "drain_interval = 60s" "ring_buffer_pages = 2048" "frequency_hz = 199"
 start_daemon

@@ -158,6 +158,30 @@ TEST(a_repeated_chain_is_one_stack_lookup_until_the_maps_change) {
         teardown(&f);
 }
 
+TEST(comm_ids_are_the_stores) {
+        fixture f = {};
+        int64_t a1, a2, want, longer, want_longer;
+
+        setup(&f);
+        ASSERT_OK(symbolizer_comm_id(f.sym, "app", &a1));
+        ASSERT_OK(symbolizer_comm_id(f.sym, "app", &a2));
+        ASSERT_OK(store_intern_string(f.store, "app", &want));
+        ASSERT_EQ(a1, want);
+        ASSERT_EQ(a2, want);
+        /* Not a kernel comm (16 bytes and more): not cached, still interned. */
+        ASSERT_OK(symbolizer_comm_id(f.sym, "0123456789abcdefgh", &longer));
+        ASSERT_OK(store_intern_string(f.store, "0123456789abcdefgh", &want_longer));
+        ASSERT_EQ(longer, want_longer);
+        ASSERT_NE(longer, want);
+        /* Comms that differ past the first word. */
+        ASSERT_OK(symbolizer_comm_id(f.sym, "kworker/0:1", &a1));
+        ASSERT_OK(symbolizer_comm_id(f.sym, "kworker/0:2", &a2));
+        ASSERT_NE(a1, a2);
+        ASSERT_OK(store_intern_string(f.store, "kworker/0:2", &want));
+        ASSERT_EQ(a2, want);
+        teardown(&f);
+}
+
 TEST(stray_user_entries_are_dropped) {
         const uint64_t clean[] = { CTX_U, APP_A + 0x10 };
         /* A kernel address in the user part, and what follows it. */

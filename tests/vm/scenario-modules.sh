@@ -133,8 +133,8 @@ systemd-sysusers >/dev/null 2>&1
 rm -rf /var/lib/perfsnapd /var/cache/perfsnapd
 
 # Nothing is drained until both instances are gone: drain_interval is
-# the longest allowed (60s), and the kernel's wake-up (a buffer a quarter
-# full) needs 16 MiB per CPU, more than a minute at 999 Hz. Then a reload
+# the longest allowed (60s), and the kernel's wake-up (a buffer half
+# full) needs 32 MiB per CPU, more than a minute at 999 Hz. Then a reload
 # with a short drain_interval drains everything at once, after both remove
 # uevents. 64 MiB per CPU exceeds the default RLIMIT_MEMLOCK that perf
 # charges beyond perf_event_mlock_kb: a drop-in raises it.
