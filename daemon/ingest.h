@@ -106,7 +106,7 @@ const ingest_stats *ingest_get_stats(const ingest *in);
 const symbolizer_stats *ingest_symbolizer_stats(const ingest *in);
 /* Bytes allocated for the merge buffers (their high-water mark). */
 size_t ingest_buffer_bytes(const ingest *in);
-/* Bytes held by the resolution caches (frames, stacks, maps generations)
+/* Bytes held by the resolution caches (frames, stacks, comms)
  * and the store's interning caches (strings, frames, stacks), which grow
  * with the distinct stacks seen, up to their bounds. */
 size_t ingest_cache_bytes(const ingest *in);
