@@ -408,27 +408,31 @@ static int pending_cmp(const void *a, const void *b) {
 
 /* Merges in->pend, made of the runs that begin at in->runs[0..n_runs)
  * (the records kept by the last drain, then each CPU's), into time
- * order. Each run is in time order, as a CPU's ring buffer writes them:
- * merging adjacent runs pairwise is O(n log runs), against the sort's
+ * order. A CPU's ring buffer holds its records nearly in time order (a
+ * side-band record takes its time before its space, so a sample can
+ * slip in before it): a run out of order is sorted by itself, then
+ * adjacent runs are merged pairwise, O(n log runs), against the sort's
  * O(n log n) calls through a comparison pointer. Ties keep arrival
  * order (the left run first), which is what the sort by (time, seq)
- * gives. A run that is not in order is sorted whole. */
-static int merge_runs(ingest *in, size_t n_runs) {
+ * gives. Without memory for the merge, the whole is sorted. */
+static void merge_runs(ingest *in, size_t n_runs) {
         size_t n = in->n_pend;
 
         for (size_t k = 0; k < n_runs; k++) {
-                size_t end = k + 1 < n_runs ? in->runs[k + 1] : n;
+                size_t start = in->runs[k], end = k + 1 < n_runs ? in->runs[k + 1] : n;
 
-                for (size_t i = in->runs[k] + 1; i < end; i++)
+                for (size_t i = start + 1; i < end; i++)
                         if (in->pend[i].time < in->pend[i - 1].time) {
-                                qsort(in->pend, n, sizeof *in->pend, pending_cmp);
-                                return 0;
+                                qsort(in->pend + start, end - start, sizeof *in->pend, pending_cmp);
+                                break;
                         }
         }
         if (n_runs <= 1)
-                return 0;
-        if (GREEDY_REALLOC(in->merged, in->merged_alloc, n) < 0)
-                return -ENOMEM;
+                return;
+        if (GREEDY_REALLOC(in->merged, in->merged_alloc, n) < 0) {
+                qsort(in->pend, n, sizeof *in->pend, pending_cmp);
+                return;
+        }
 
         while (n_runs > 1) {
                 size_t out = 0;
@@ -449,7 +453,6 @@ static int merge_runs(ingest *in, size_t n_runs) {
                 SWAP(in->pend_alloc, in->merged_alloc);
                 n_runs = out;
         }
-        return 0;
 }
 
 /* Moves the records from index first on to the front of the other
@@ -527,9 +530,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
                 goto done;
 
         /* Each CPU's records are in time order; merge them. */
-        r = merge_runs(in, n + 1);
-        if (r < 0)
-                return log_oom();
+        merge_runs(in, n + 1);
 
         /* Keep what is stamped after the horizon, but not a time that cannot
          * be real (far ahead of it): that would wait forever. */

@@ -54,6 +54,7 @@ struct symbolizer {
         uint64_t layout_gen;    /* the generation the caches below were filled in */
         uint32_t epoch;         /* layout_epoch() of the sample being resolved */
         uint64_t store_gen;     /* the store's dictionary generation the caches hold ids of */
+        uint64_t store_epoch;   /* and its store_epoch() */
 
         /* (kernel address, layout epoch) -> interned frame id, valid for
          * one layout generation */
@@ -171,6 +172,17 @@ static bool check_layout(symbolizer *s) {
         hashmap_clear(s->path_cache);
         s->layout_gen = layout_generation(s->layout);
         return true;
+}
+
+/* Ids of an older generation, or of a batch the store rolled back (its
+ * caller may not know yet: sqlite rolls back on its own after some
+ * errors), must not be used again. */
+static void check_store(symbolizer *s) {
+        if (store_generation(s->store) == s->store_gen && store_epoch(s->store) == s->store_epoch)
+                return;
+        symbolizer_forget_ids(s);
+        s->store_gen = store_generation(s->store);
+        s->store_epoch = store_epoch(s->store);
 }
 
 static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *ret) {
@@ -291,11 +303,7 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
         int r;
 
         check_layout(s);
-        if (store_generation(s->store) != s->store_gen) {
-                /* Ids of an older generation must not be used again. */
-                symbolizer_forget_ids(s);
-                s->store_gen = store_generation(s->store);
-        }
+        check_store(s);
         s->epoch = layout_epoch(s->layout, ps->time);
 
         if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0)
@@ -387,6 +395,7 @@ int symbolizer_comm_id(symbolizer *s, const char *comm, int64_t *ret_id) {
         if (len == sizeof w)
                 return store_intern_string(s->store, comm, ret_id);
         memcpy(w, comm, len);
+        check_store(s);
         if (idcache_get(s->comm_cache, w[0], w[1], ret_id))
                 return 0;
         r = store_intern_string(s->store, comm, ret_id);

@@ -16,7 +16,7 @@
 #include "tracker-private.h"
 
 /* An unloaded module's tables are kept this long for samples still in the
- * ring buffers (drained every drain_interval, a second at most). */
+ * ring buffers (drained at least every drain_interval, 60 s at most). */
 #define UNLOADED_KEEP_NS (300 * NSEC_PER_SEC)
 
 uint64_t tracker_wall_from_mono(uint64_t mono) {

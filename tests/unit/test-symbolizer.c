@@ -182,6 +182,26 @@ TEST(comm_ids_are_the_stores) {
         teardown(&f);
 }
 
+/* A batch the store rolled back (here by store_rollback(), which no one
+ * tells the symbolizer about): the comm's id was of that batch, and the
+ * next string takes it. The symbolizer must not hand it out again. */
+TEST(comm_ids_do_not_outlive_a_rollback) {
+        fixture f = {};
+        int64_t old, taken, now, want;
+
+        setup(&f);
+        ASSERT_OK(symbolizer_comm_id(f.sym, "rolledback", &old));
+        ASSERT_OK(store_rollback(f.store));
+        ASSERT_OK(store_begin(f.store));
+        ASSERT_OK(store_intern_string(f.store, "another", &taken));
+        ASSERT_EQ(taken, old);          /* the id is reused */
+        ASSERT_OK(symbolizer_comm_id(f.sym, "rolledback", &now));
+        ASSERT_OK(store_intern_string(f.store, "rolledback", &want));
+        ASSERT_EQ(now, want);
+        ASSERT_NE(now, taken);
+        teardown(&f);
+}
+
 TEST(stray_user_entries_are_dropped) {
         const uint64_t clean[] = { CTX_U, APP_A + 0x10 };
         /* A kernel address in the user part, and what follows it. */
