@@ -6,12 +6,16 @@
 #           find over /usr, and shell pipelines (sort, grep, sed, awk),
 #           one loop of each per CPU
 #   idle    mostly idle: a 20 ms burst of work every second
+#   jit     node --perf-basic-prof (Debian package nodejs) on each CPU,
+#           calling 200 generated JS functions at call depths 5-25: JIT
+#           frames named from /tmp/perf-PID.map, deep stacks
 set -u
-KIND=${1:?usage: workload.sh steady|mixed|idle SECONDS}
-SECS=${2:?usage: workload.sh steady|mixed|idle SECONDS}
+KIND=${1:?usage: workload.sh steady|mixed|idle|jit SECONDS}
+SECS=${2:?usage: workload.sh steady|mixed|idle|jit SECONDS}
 N=$(nproc)
 W=$(mktemp -d /tmp/perfsnapd-workload.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
+# node leaves its /tmp/perf-PID.map behind; the jit kind lists them in $W/maps.
+trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; [ -f "$W/maps" ] && xargs rm -f < "$W/maps"; rm -rf "$W"' EXIT
 end=$(( $(date +%s) + SECS ))
 
 case "$KIND" in
@@ -36,6 +40,29 @@ PY
                 ( while [ "$(date +%s)" -lt "$end" ]; do
                         ls -l /usr/bin | sort -k5 -n | awk '{ s += $5 } END { print s }' | sed 's/0/o/g' | grep -c o > /dev/null
                   done ) &
+        done
+        ;;
+jit)
+        NODE=$(command -v node || command -v nodejs) || { echo "jit needs node (Debian package nodejs)" >&2; exit 77; }
+        cat > "$W/burn.js" <<'JS'
+const end = Date.now() + 1000 * +process.argv[2];
+const fs = [];
+for (let i = 0; i < 200; i++)
+        fs.push(new Function('n', 'x', `let s = x; for (let k = 0; k < n; k++) s = (s * 31 + k + ${i}) | 0; return s;`));
+function rec(d, i, x) {
+        if (d === 0)
+                return fs[i % fs.length](50, x);
+        return rec(d - 1, (i * 7 + d) % 997, x) ^ fs[(i + d) % fs.length](10, x);
+}
+let acc = 0;
+for (let it = 0; Date.now() < end; it++)
+        acc ^= rec(5 + (it % 20), it, acc);
+console.log(acc);
+JS
+        # In $W: node writes an isolate-*-v8.log into its working directory.
+        for _ in $(seq 1 "$N"); do
+                (cd "$W" && exec "$NODE" --perf-basic-prof burn.js "$SECS" > /dev/null) &
+                echo "/tmp/perf-$!.map" >> "$W/maps"
         done
         ;;
 idle)

@@ -28,6 +28,8 @@
 #define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
 /* Kernel frames by (address, epoch): a kernel's hot code, under 3 MiB. */
 #define KFRAME_CACHE_MAX_ENTRIES (64 * 1024)
+/* JIT frames by (map version, address). */
+#define JIT_CACHE_MAX_ENTRIES (32 * 1024)
 /* Comms: far fewer than this are running at once. */
 #define COMM_CACHE_MAX_ENTRIES 4096
 /* The path cache's keys are up to ~1 KiB: bound it by bytes too, or a
@@ -64,6 +66,9 @@ struct symbolizer {
         idcache *ufile_cache;
         /* a comm of up to 15 bytes, as two words -> its string id */
         idcache *comm_cache;
+        /* (jitmaps_version() of the process's map, address) -> interned
+         * frame id of a JIT frame its map names */
+        idcache *jit_cache;
         /* The resolved frame ids of a chain -> stack id: a chain seen
          * before, in this process or another (other addresses, same
          * code), is one lookup instead of one per stack node. There is no
@@ -96,6 +101,8 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         if (r >= 0)
                 r = idcache_new(COMM_CACHE_MAX_ENTRIES, &s->comm_cache);
         if (r >= 0)
+                r = idcache_new(JIT_CACHE_MAX_ENTRIES, &s->jit_cache);
+        if (r >= 0)
                 r = hashmap_new(&s->ufile_seen);
         if (r >= 0)
                 r = hashmap_new(&s->path_cache);
@@ -113,6 +120,7 @@ symbolizer *symbolizer_free(symbolizer *s) {
         idcache_free(s->kframe_cache);
         idcache_free(s->ufile_cache);
         idcache_free(s->comm_cache);
+        idcache_free(s->jit_cache);
         hashmap_free(s->ufile_seen);
         hashmap_free(s->path_cache);
         free(s->frame_ids);
@@ -148,7 +156,7 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 
 size_t symbolizer_cache_bytes(const symbolizer *s) {
         return idcache_memory_bytes(s->kframe_cache) + idcache_memory_bytes(s->ufile_cache) +
-               idcache_memory_bytes(s->comm_cache) +
+               idcache_memory_bytes(s->comm_cache) + idcache_memory_bytes(s->jit_cache) +
                hashmap_memory_bytes(s->ufile_seen) + hashmap_memory_bytes(s->path_cache);
 }
 
@@ -160,6 +168,7 @@ void symbolizer_forget_ids(symbolizer *s) {
         idcache_clear(s->kframe_cache);
         idcache_clear(s->ufile_cache);
         idcache_clear(s->comm_cache);
+        idcache_clear(s->jit_cache);
         hashmap_clear(s->path_cache);
 }
 
@@ -257,13 +266,25 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         if (!m.path || m.path[0] != '/' || m.path[1] == '/') {
                 /* JIT code: named from the process's map, if it has one. */
                 if (s->jit && m.path && (streq(m.path, "//anon") || strncmp(m.path, "[anon", 5) == 0)) {
-                        uint64_t start;
-                        const char *name = jitmaps_lookup(s->jit, pid, ip, clock_ns(CLOCK_MONOTONIC), &start);
+                        uint64_t start, version;
+                        const char *name;
 
+                        /* What this version of the map named before. */
+                        if (jitmaps_version(s->jit, pid, &version) && idcache_get(s->jit_cache, version, ip, ret)) {
+                                s->stats.jit_frames++;
+                                return 0;
+                        }
+                        name = jitmaps_lookup(s->jit, pid, ip, clock_ns(CLOCK_MONOTONIC), &start);
                         if (name) {
                                 f.symbol = name;
                                 f.offset = ip - start;
                                 s->stats.jit_frames++;
+                                r = store_intern_frame(s->store, &f, ret);
+                                if (r < 0 || !jitmaps_version(s->jit, pid, &version))
+                                        return r;
+                                /* Not a frame the map does not name yet: its
+                                 * next sample looks again, and may find it. */
+                                return idcache_put(s->jit_cache, version, ip, *ret);
                         }
                 }
                 if (!f.symbol)

@@ -33,6 +33,7 @@ typedef struct jit_proc {
         uint64_t pos;           /* bytes of the file taken */
         uint64_t checked_ns;
         uint64_t used;          /* j->clock at the last lookup */
+        uint64_t version;       /* see jitmaps_version() */
         jit_entry *v;           /* sorted by start, then seq */
         size_t n, alloc;
         char *names;
@@ -43,6 +44,7 @@ struct jitmaps {
         char *root;
         hashmap *procs;         /* pid -> jit_proc * */
         uint64_t clock;
+        uint64_t versions;      /* the last jit_proc.version handed out */
         uint64_t names_bytes;   /* all processes' */
         uint64_t budget_start_ns, budget_bytes;
         jitmaps_stats stats;
@@ -249,6 +251,8 @@ static void proc_read(jitmaps *j, jit_proc *p, uint64_t now_ns) {
         }
         if (j->budget_bytes == 0)
                 return;
+        /* What the map says may change below. */
+        p->version = ++j->versions;
         fd = open_map(j, p->pid);
         p->absent = fd < 0;
         if (fd < 0 || fstat(fd, &st) < 0)
@@ -385,6 +389,7 @@ const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now
                 if (!p)
                         return NULL;
                 p->pid = pid;
+                p->version = ++j->versions;
                 if (hashmap_put_u64(j->procs, pid, HASHMAP_PTR(p)) < 0) {
                         proc_free(j, p);
                         return NULL;
@@ -407,6 +412,15 @@ const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now
         j->stats.hits++;
         *ret_start = e->start;
         return p->names + e->name;
+}
+
+bool jitmaps_version(const jitmaps *j, uint32_t pid, uint64_t *ret) {
+        int64_t v;
+
+        if (!j || hashmap_get_u64(j->procs, pid, &v) < 0)
+                return false;
+        *ret = ((const jit_proc *) HASHMAP_TO_PTR(v))->version;
+        return true;
 }
 
 const jitmaps_stats *jitmaps_get_stats(const jitmaps *j) {

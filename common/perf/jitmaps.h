@@ -19,9 +19,9 @@
  * name owned by the process's real uid (a map planted by another user, or
  * a root file mounted over the path, is not read). It is read incrementally: a lookup that
  * finds nothing reads what was appended since, at most once per
- * JITMAPS_RECHECK_NS per process (a call chain with a frame its map does
- * not name yet is not cached by the symbolizer, so its next sample looks
- * again). Later lines win over earlier ones that
+ * JITMAPS_RECHECK_NS per process (the symbolizer caches only the frames
+ * a map names, by jitmaps_version(), so a frame not named yet is looked up
+ * again at its next sample). Later lines win over earlier ones that
  * overlap them (code moved or recompiled). */
 
 #include <stdbool.h>
@@ -52,6 +52,12 @@ jitmaps *jitmaps_free(jitmaps *j);
  * *ret_start; NULL if none (no map, or no line covers addr). now_ns: a
  * monotonic time, for the re-read interval. Valid until the next call. */
 const char *jitmaps_lookup(jitmaps *j, uint32_t pid, uint64_t addr, uint64_t now_ns, uint64_t *ret_start);
+
+/* The version of pid's map as last read: it changes at every (re)read,
+ * and no two processes' maps, nor a process's map before and after
+ * jitmaps_forget(), ever have the same. false if pid's map is not held
+ * (never looked up, forgotten, or evicted). */
+bool jitmaps_version(const jitmaps *j, uint32_t pid, uint64_t *ret);
 
 /* pid exec'd or exited: its map is another program's from now on. */
 void jitmaps_forget(jitmaps *j, uint32_t pid);

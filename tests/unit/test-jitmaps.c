@@ -93,13 +93,15 @@ TEST(parse_line) {
 TEST(lookup_and_append) {
         _cleanup_(root_done) root r;
         jitmaps *j = NULL;
-        uint64_t start = 0;
+        uint64_t start = 0, v1, v2, v3, v4;
         const char *n;
 
         root_init(&r, 42);
         append(&r, 42, "1000 100 first\n2000 80 second\nbogus line\n3000 10 part");
         ASSERT_OK(jitmaps_new(r.dir, &j));
+        ASSERT_TRUE(!jitmaps_version(j, 42, &v1));     /* not looked up yet */
         n = jitmaps_lookup(j, 42, 0x1050, 1 * SEC, &start);
+        ASSERT_TRUE(jitmaps_version(j, 42, &v1));
         ASSERT_STREQ(n, "first");
         ASSERT_U64_EQ(start, 0x1000);
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x207f, 1 * SEC, &start), "second");
@@ -113,8 +115,14 @@ TEST(lookup_and_append) {
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x3004, 2 * SEC + 10, &start), "partial");
         /* A later line over an earlier one wins. */
         append(&r, 42, "1040 20 recompiled\n");
+        ASSERT_TRUE(jitmaps_version(j, 42, &v2));
+        ASSERT_TRUE(v2 != v1);                                                        /* re-read at 2 s */
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 2 * SEC + 10, &start), "first");  /* found: no re-read */
+        ASSERT_TRUE(jitmaps_version(j, 42, &v3));
+        ASSERT_U64_EQ(v3, v2);                                                        /* same names */
         ASSERT_NULL(jitmaps_lookup(j, 42, 0x9000, 4 * SEC, &start));                 /* a miss re-reads */
+        ASSERT_TRUE(jitmaps_version(j, 42, &v3));
+        ASSERT_TRUE(v3 != v2);
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 4 * SEC, &start), "recompiled");
         ASSERT_U64_EQ(start, 0x1040);
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1010, 4 * SEC, &start), "first");
@@ -126,8 +134,12 @@ TEST(lookup_and_append) {
         jitmaps_forget(j, 42);
         empty = jitmaps_memory_bytes(j);
         ASSERT_LT(empty, held);
+        ASSERT_TRUE(!jitmaps_version(j, 42, &v4));
         ASSERT_STREQ(jitmaps_lookup(j, 42, 0x1044, 5 * SEC, &start), "recompiled");
         ASSERT_GT(jitmaps_memory_bytes(j), empty);
+        /* Read anew: a version the old map never had. */
+        ASSERT_TRUE(jitmaps_version(j, 42, &v4));
+        ASSERT_TRUE(v4 != v1 && v4 != v2 && v4 != v3);
         /* No map, no process. */
         ASSERT_NULL(jitmaps_lookup(j, 43, 0x1044, 5 * SEC, &start));
         jitmaps_free(j);

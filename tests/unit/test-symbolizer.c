@@ -8,9 +8,11 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "macro.h"
+#include "perf/jitmaps.h"
 #include "symbolizer.h"
 #include "test.h"
 #include "timeparse.h"
@@ -200,6 +202,59 @@ TEST(comm_ids_do_not_outlive_a_rollback) {
         ASSERT_EQ(now, want);
         ASSERT_NE(now, taken);
         teardown(&f);
+}
+
+static void put_text(const fixture *f, const char *rel, const char *mode, const char *text) {
+        char path[256];
+        FILE *fp;
+
+        snprintf(path, sizeof path, "%s/%s", f->dir, rel);
+        fp = fopen(path, mode);
+        ASSERT_TRUE(fp != NULL);
+        fputs(text, fp);
+        ASSERT_EQ(fclose(fp), 0);
+}
+
+/* JIT frames are cached by the version of their process's map: a later
+ * line over an address names it anew once the map is read again (here
+ * because another address missed), as the map itself would. */
+TEST(jit_frames_follow_their_map) {
+        const uint64_t a[] = { CTX_U, 0x7f0000100010ULL };
+        const uint64_t b[] = { CTX_U, 0x7f0000200004ULL };
+        fixture f = {};
+        jitmaps *j = NULL;
+        char path[256];
+        int64_t s1, s2, s3;
+
+        setup(&f);
+        snprintf(path, sizeof path, "%s/proc", f.dir);
+        ASSERT_EQ(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/proc/100", f.dir);
+        ASSERT_EQ(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/tmp", f.dir);
+        ASSERT_EQ(mkdir(path, 0755), 0);
+        snprintf(path, sizeof path, "Name:\tnode\nUid:\t%u\t%u\t%u\t%u\nNSpid:\t100\n", getuid(), getuid(),
+                 getuid(), getuid());
+        put_text(&f, "proc/100/status", "w", path);
+        put_text(&f, "tmp/perf-100.map", "w", "7f0000100000 100 first\n");
+        ASSERT_OK(tasks_mmap(f.tasks, 100, 0x7f0000100000ULL, 0x200000, 0, "//anon", NULL));
+        ASSERT_OK(jitmaps_new(f.dir, &j));
+        symbolizer_set_jitmaps(f.sym, j);
+
+        s1 = stack_of(&f, 100, a, ELEMENTSOF(a));
+        ASSERT_EQ(stack_of(&f, 100, a, ELEMENTSOF(a)), s1);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->jit_frames, 2);
+
+        put_text(&f, "tmp/perf-100.map", "a", "7f0000100000 100 second\n7f0000200000 10 other\n");
+        usleep(JITMAPS_RECHECK_NS / 1000 + 50000);
+        s2 = stack_of(&f, 100, b, ELEMENTSOF(b));       /* a miss: the map is read again */
+        ASSERT_NE(s2, s1);
+        s3 = stack_of(&f, 100, a, ELEMENTSOF(a));
+        ASSERT_NE(s3, s1);                              /* "second" now */
+        ASSERT_NE(s3, s2);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->jit_frames, 4);
+        teardown(&f);
+        jitmaps_free(j);
 }
 
 TEST(stray_user_entries_are_dropped) {
