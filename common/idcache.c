@@ -34,6 +34,15 @@ static inline size_t slot_of(const idcache *c, uint64_t a, uint64_t b) {
         return (size_t) h & (c->capacity - 1);
 }
 
+/* The slot holding (a, b), else the empty slot that ends its probe. */
+static size_t probe(const idcache *c, uint64_t a, uint64_t b) {
+        size_t i = slot_of(c, a, b);
+
+        while (c->slots[i].id != 0 && (c->slots[i].a != a || c->slots[i].b != b))
+                i = (i + 1) & (c->capacity - 1);
+        return i;
+}
+
 int idcache_new(size_t max_entries, idcache **ret) {
         idcache *c;
 
@@ -73,18 +82,15 @@ size_t idcache_memory_bytes(const idcache *c) {
 }
 
 bool idcache_get(const idcache *c, uint64_t a, uint64_t b, int64_t *ret_id) {
+        const slot *s;
+
         if (!c || c->size == 0)
                 return false;
-        for (size_t i = slot_of(c, a, b);; i = (i + 1) & (c->capacity - 1)) {
-                const slot *s = c->slots + i;
-
-                if (s->id == 0)
-                        return false;
-                if (s->a == a && s->b == b) {
-                        *ret_id = s->id;
-                        return true;
-                }
-        }
+        s = c->slots + probe(c, a, b);
+        if (s->id == 0)
+                return false;
+        *ret_id = s->id;
+        return true;
 }
 
 static int grow(idcache *c) {
@@ -95,15 +101,9 @@ static int grow(idcache *c) {
                 return -ENOMEM;
         c->slots = n;
         SWAP(c->capacity, capacity);
-        for (size_t i = 0; i < capacity; i++) {
-                size_t j;
-
-                if (old[i].id == 0)
-                        continue;
-                for (j = slot_of(c, old[i].a, old[i].b); n[j].id != 0; j = (j + 1) & (c->capacity - 1))
-                        ;
-                n[j] = old[i];
-        }
+        for (size_t i = 0; i < capacity; i++)
+                if (old[i].id != 0)
+                        n[probe(c, old[i].a, old[i].b)] = old[i];
         free(old);
         return 0;
 }
@@ -121,9 +121,7 @@ int idcache_put(idcache *c, uint64_t a, uint64_t b, int64_t id) {
                 if (r < 0)
                         return r;
         }
-        for (i = slot_of(c, a, b); c->slots[i].id != 0; i = (i + 1) & (c->capacity - 1))
-                if (c->slots[i].a == a && c->slots[i].b == b)
-                        break;
+        i = probe(c, a, b);
         if (c->slots[i].id == 0)
                 c->size++;
         c->slots[i] = (slot) { .a = a, .b = b, .id = id };

@@ -237,6 +237,7 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
         r = symbolizer_stack(in->symbolizer, ps, &stack);
         if (r < 0)
                 return r;
+        /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
         comm = ps->pid == 0 ? "swapper" : tasks_get_comm(in->tasks, ps->pid, ps->tid);
         if (comm) {
                 r = symbolizer_comm_id(in->symbolizer, comm, &comm_id);

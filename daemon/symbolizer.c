@@ -24,9 +24,9 @@
 /* Resolved frame ids of a whole chain -> stack id. */
 #define PATH_CACHE_MAX_ENTRIES (256 * 1024)
 /* User frames by (file, offset): the hot ones of a busy machine fit; the
- * table (24 bytes a slot, at most half full) stays under 1.5 MiB. */
+ * table (24 bytes a slot, at most half full) stays within 1.5 MiB. */
 #define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
-/* Kernel frames by (address, epoch): a kernel's hot code, under 3 MiB. */
+/* Kernel frames by (address, epoch): a kernel's hot code, within 3 MiB. */
 #define KFRAME_CACHE_MAX_ENTRIES (64 * 1024)
 /* JIT frames by (map version, address). */
 #define JIT_CACHE_MAX_ENTRIES (32 * 1024)
@@ -282,8 +282,9 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                                 r = store_intern_frame(s->store, &f, ret);
                                 if (r < 0 || !jitmaps_version(s->jit, pid, &version))
                                         return r;
-                                /* Not a frame the map does not name yet: its
-                                 * next sample looks again, and may find it. */
+                                /* Only named frames are cached: one the map
+                                 * does not name yet is looked up again at its
+                                 * next sample, and may be named by then. */
                                 return idcache_put(s->jit_cache, version, ip, *ret);
                         }
                 }
@@ -405,7 +406,6 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
         *ret_stack = stack;
         return 0;
 }
-        /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
 
 int symbolizer_comm_id(symbolizer *s, const char *comm, int64_t *ret_id) {
         uint64_t w[2] = {};

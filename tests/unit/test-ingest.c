@@ -150,8 +150,9 @@ TEST(runs_of_both_cpus_are_merged_by_time) {
         teardown(&f);
 }
 
-/* A CPU's records out of time order (not what a ring buffer holds, but
- * nothing may assume it): they are sorted, not merged as they came. */
+/* A CPU's records out of time order (a side-band record takes its time
+ * before its space in the ring buffer, so a sample can be written ahead
+ * of it): they are sorted, not merged as they came. */
 TEST(a_run_out_of_time_order_is_sorted) {
         fixture f = {};
 
