@@ -171,25 +171,92 @@ static void print_table(const query_params *q, uint64_t now_ns, const query_resu
 }
 
 /* Folded stacks are split on ';' and the last space: keep both out of names. */
-static void put_folded_name(const char *s) {
+static void put_folded_name(FILE *f, const char *s) {
         for (; *s; s++) {
                 unsigned char c = (unsigned char) *s;
                 fputc(c == ';' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
-                      c < 0x20 || c == 0x7f ? '_' : c, stdout);
+                      c < 0x20 || c == 0x7f ? '_' : c, f);
         }
 }
 
-static void print_folded(const query_result *r) {
+void print_folded(FILE *f, const query_result *r) {
         for (size_t i = 0; i < r->n_stacks; i++) {
                 const query_stack *st = &r->stacks[i];
 
-                put_folded_name(st->comm);
+                put_folded_name(f, st->comm);
                 for (size_t j = 0; j < st->n_frames; j++) {
-                        fputc(';', stdout);
-                        put_folded_name(st->frames[j]);
+                        fputc(';', f);
+                        put_folded_name(f, st->frames[j]);
                 }
-                printf(" %" PRIu64 "\n", st->samples);
+                fprintf(f, " %" PRIu64 "\n", st->samples);
         }
+}
+
+/* The options query and export share: the window and the filters. 1 if
+ * c was one of them, 0 if not, -1 after printing the error. */
+int parse_query_option(int c, const char *arg, query_window *w, query_params *q) {
+        int64_t v;
+
+        switch (c) {
+        case ARG_SINCE:
+                w->since = arg;
+                return 1;
+        case ARG_UNTIL:
+                w->until = arg;
+                return 1;
+        case ARG_PID:
+                if (!parse_int(arg, 0, QUERY_PID_MAX, &v)) {
+                        print_error("invalid --pid '%s': expected a process id from 0 to %d", arg, QUERY_PID_MAX);
+                        return -1;
+                }
+                q->pid = v;
+                return 1;
+        case ARG_COMM:
+                if (strlen(arg) < 1 || strlen(arg) > QUERY_COMM_MAX) {
+                        print_error("invalid --comm '%s': expected a command name of 1 to %d bytes", arg, QUERY_COMM_MAX);
+                        return -1;
+                }
+                q->comm = arg;
+                return 1;
+        case ARG_CPU:
+                if (!parse_int(arg, 0, QUERY_CPU_MAX, &v)) {
+                        print_error("invalid --cpu '%s': expected a CPU number from 0 to %d", arg, QUERY_CPU_MAX);
+                        return -1;
+                }
+                q->cpu = (int32_t) v;
+                return 1;
+        case ARG_DSO:
+                if (strlen(arg) < 1 || strlen(arg) > QUERY_DSO_MAX) {
+                        print_error("invalid --dso '%s': expected a name or path of 1 to %d bytes", arg, QUERY_DSO_MAX);
+                        return -1;
+                }
+                q->dso = arg;
+                return 1;
+        case ARG_INLINE:
+                q->inlined = true;
+                return 1;
+        case ARG_KERNEL_ONLY:
+        case ARG_USER_ONLY:
+                if (q->frames != QUERY_FRAMES_ALL) {
+                        print_error("--kernel-only and --user-only exclude each other");
+                        return -1;
+                }
+                q->frames = c == ARG_KERNEL_ONLY ? QUERY_FRAMES_KERNEL : QUERY_FRAMES_USER;
+                return 1;
+        default:
+                return 0;
+        }
+}
+
+/* Sets q's window from w; 0, or the exit status after printing the error. */
+int query_window_apply(const query_window *w, uint64_t now_ns, query_params *q) {
+        if (parse_time_option("--since", w->since, now_ns, &q->since_ns) != 0)
+                return EXIT_FAILURE;
+        if (w->until && parse_time_option("--until", w->until, now_ns, &q->until_ns) != 0)
+                return EXIT_FAILURE;
+        if ((q->until_ns ? q->until_ns : now_ns) <= q->since_ns)
+                return print_error("empty time range: --since '%s' is not before --until '%s'", w->since, w->until ?: "now");
+        return 0;
 }
 
 static void help_query(void) {
@@ -230,16 +297,8 @@ static void help_query(void) {
 
 int cmd_query(int argc, char **argv) {
         static const struct option options[] = {
-                { "since",  required_argument, NULL, ARG_SINCE },
-                { "until",  required_argument, NULL, ARG_UNTIL },
-                { "pid",    required_argument, NULL, ARG_PID },
-                { "comm",   required_argument, NULL, ARG_COMM },
-                { "cpu",    required_argument, NULL, ARG_CPU },
+                QUERY_OPTIONS,
                 { "top",    required_argument, NULL, ARG_TOP },
-                { "kernel-only", no_argument,  NULL, ARG_KERNEL_ONLY },
-                { "user-only", no_argument,    NULL, ARG_USER_ONLY },
-                { "dso",    required_argument, NULL, ARG_DSO },
-                { "inline", no_argument,       NULL, ARG_INLINE },
                 { "format", required_argument, NULL, ARG_FORMAT },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "help",   no_argument,       NULL, 'h' },
@@ -247,7 +306,8 @@ int cmd_query(int argc, char **argv) {
         };
         _cleanup_(json_object_putp) struct json_object *params = NULL, *answer = NULL;
         _cleanup_(query_result_freep) query_result *result = NULL;
-        const char *since = DEFAULT_SINCE, *until = NULL, *format = "table";
+        query_window w = { .since = DEFAULT_SINCE };
+        const char *format = "table";
         query_params q = QUERY_PARAMS_INIT;
         bool top_set = false;
         uint64_t now_ns;
@@ -256,43 +316,13 @@ int cmd_query(int argc, char **argv) {
 
         optind = 0;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                r = parse_query_option(c, optarg, &w, &q);
+                if (r < 0)
+                        return EXIT_FAILURE;
+                if (r == 1)
+                        continue;
                 switch (c) {
-                case ARG_SINCE:
-                        since = optarg;
-                        break;
-                case ARG_UNTIL:
-                        until = optarg;
-                        break;
-                case ARG_PID:
-                        if (!parse_int(optarg, 0, QUERY_PID_MAX, &v))
-                                return print_error("invalid --pid '%s': expected a process id from 0 to %d", optarg, QUERY_PID_MAX);
-                        q.pid = v;
-                        break;
-                case ARG_COMM:
-                        if (strlen(optarg) < 1 || strlen(optarg) > QUERY_COMM_MAX)
-                                return print_error("invalid --comm '%s': expected a command name of 1 to %d bytes", optarg, QUERY_COMM_MAX);
-                        q.comm = optarg;
-                        break;
-                case ARG_CPU:
-                        if (!parse_int(optarg, 0, QUERY_CPU_MAX, &v))
-                                return print_error("invalid --cpu '%s': expected a CPU number from 0 to %d", optarg, QUERY_CPU_MAX);
-                        q.cpu = (int32_t) v;
-                        break;
-                case ARG_DSO:
-                        if (strlen(optarg) < 1 || strlen(optarg) > QUERY_DSO_MAX)
-                                return print_error("invalid --dso '%s': expected a name or path of 1 to %d bytes", optarg, QUERY_DSO_MAX);
-                        q.dso = optarg;
-                        break;
-                case ARG_INLINE:
-                        q.inlined = true;
-                        break;
-                case ARG_KERNEL_ONLY:
-                case ARG_USER_ONLY:
-                        if (q.frames != QUERY_FRAMES_ALL)
-                                return print_error("--kernel-only and --user-only exclude each other");
-                        q.frames = c == ARG_KERNEL_ONLY ? QUERY_FRAMES_KERNEL : QUERY_FRAMES_USER;
-                        break;
                 case ARG_TOP:
                         if (!parse_int(optarg, 0, UINT32_MAX, &v))
                                 return print_error("invalid --top '%s': expected a number of rows from 0 to %" PRIu32, optarg, UINT32_MAX);
@@ -313,16 +343,14 @@ int cmd_query(int argc, char **argv) {
                 default:
                         return print_option_error(c, argv, "query");
                 }
+        }
         if (optind < argc)
                 return print_error("unexpected argument '%s' (see 'perfsnapctl query --help')", argv[optind]);
 
         now_ns = clock_ns(CLOCK_REALTIME);
-        if (parse_time_option("--since", since, now_ns, &q.since_ns) != 0)
-                return EXIT_FAILURE;
-        if (until && parse_time_option("--until", until, now_ns, &q.until_ns) != 0)
-                return EXIT_FAILURE;
-        if ((q.until_ns ? q.until_ns : now_ns) <= q.since_ns)
-                return print_error("empty time range: --since '%s' is not before --until '%s'", since, until ?: "now");
+        r = query_window_apply(&w, now_ns, &q);
+        if (r != 0)
+                return r;
 
         if (!top_set && strcmp(format, "table") == 0)
                 q.top = DEFAULT_TABLE_TOP;
@@ -355,7 +383,7 @@ int cmd_query(int argc, char **argv) {
                 return print_error("malformed Query reply from perfsnapd at %s", socket_path());
 
         if (strcmp(format, "folded") == 0)
-                print_folded(result);
+                print_folded(stdout, result);
         else
                 print_table(&q, now_ns, result);
         return finish_output();

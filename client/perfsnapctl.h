@@ -40,6 +40,8 @@ enum {
         ARG_USER_ONLY,
         ARG_DSO,
         ARG_INLINE,
+        ARG_OUTPUT,
+        ARG_TITLE,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
@@ -57,6 +59,29 @@ int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint
 int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret);
 
 int cmd_query(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+
+/* The time window of query and export, as given. */
+typedef struct query_window {
+        const char *since, *until;
+} query_window;
+struct query_params;
+/* The getopt_long() options parse_query_option() takes. */
+#define QUERY_OPTIONS                                                           \
+        { "since",  required_argument, NULL, ARG_SINCE },                       \
+        { "until",  required_argument, NULL, ARG_UNTIL },                       \
+        { "pid",    required_argument, NULL, ARG_PID },                         \
+        { "comm",   required_argument, NULL, ARG_COMM },                        \
+        { "cpu",    required_argument, NULL, ARG_CPU },                         \
+        { "kernel-only", no_argument,  NULL, ARG_KERNEL_ONLY },                 \
+        { "user-only", no_argument,    NULL, ARG_USER_ONLY },                   \
+        { "dso",    required_argument, NULL, ARG_DSO },                         \
+        { "inline", no_argument,       NULL, ARG_INLINE }
+int parse_query_option(int c, const char *arg, query_window *w, struct query_params *q);
+int query_window_apply(const query_window *w, uint64_t now_ns, struct query_params *q);
+struct query_result;
+/* Folded stacks ("comm;outer;...;leaf COUNT" lines), as flamegraph.pl reads them. */
+void print_folded(FILE *f, const struct query_result *r);
 int cmd_status(int argc, char **argv);
 int cmd_modules(int argc, char **argv);
 int cmd_ksyms(int argc, char **argv);

@@ -20,6 +20,7 @@ void query_stack_done(query_stack *st) {
         for (size_t i = 0; i < st->n_frames; i++)
                 free(st->frames[i]);
         free(st->frames);
+        free(st->modules);
 }
 
 query_result *query_result_free(query_result *r) {
@@ -31,6 +32,12 @@ query_result *query_result_free(query_result *r) {
         for (size_t i = 0; i < r->n_stacks; i++)
                 query_stack_done(r->stacks + i);
         free(r->stacks);
+        for (size_t i = 0; i < r->n_modules; i++) {
+                free(r->modules[i].name);
+                free(r->modules[i].build_id);
+        }
+        free(r->modules);
+        free(r->timeline);
         free(r);
         return NULL;
 }

@@ -31,6 +31,18 @@ typedef struct query_params {
          * DWARF of its file): a row's inlined chain, and frames of their
          * own in stacks. */
         bool inlined;
+        /* Exports (perfsnapctl export). With want_stacks: stacks are also
+         * told apart by pid and by CPU, and by the timeline slot their
+         * sample block falls in; each stack says how many of its frames
+         * (at the leaf end) are kernel frames, and, with want_modules, the
+         * module of each frame (query_result.modules). timeline > 0 needs
+         * since_ns and until_ns: the window is cut in that many slots of
+         * equal width and the answer counts the samples of each (at the
+         * resolution of the blocks read: a second for slots of less than
+         * a minute, else a minute, or an hour for slots of an hour or
+         * more). */
+        bool by_pid, by_cpu, want_modules;
+        uint32_t timeline;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
@@ -38,6 +50,7 @@ typedef struct query_params {
 
 #define QUERY_PARAMS_INIT { .pid = -1, .cpu = -1 }
 #define QUERY_DSO_MAX 4096
+#define QUERY_TIMELINE_MAX 2000
 
 /* One row of the report: samples whose leaf frame is (module, symbol) in comm. */
 typedef struct query_row {
@@ -55,7 +68,23 @@ typedef struct query_stack {
         char **frames;
         size_t n_frames;
         uint64_t samples;
+        /* Frames at the leaf end that are kernel frames. */
+        size_t n_kernel;
+        /* With query_params.by_pid / by_cpu / timeline, else -1. */
+        int64_t pid;
+        int32_t cpu;
+        int32_t slot;
+        /* With want_modules: per frame, an index in query_result.modules. */
+        uint32_t *modules;
 } query_stack;
+
+/* A module of the frames of stacks: its path or "[name]", and the
+ * build-id of the file (hex), or NULL. */
+typedef struct query_module {
+        char *name;
+        char *build_id;
+        bool kernel;
+} query_module;
 
 typedef struct query_result {
         uint64_t total_samples; /* all samples matching the filter, not only the rows shown */
@@ -71,6 +100,13 @@ typedef struct query_result {
         size_t n_rows;
         query_stack *stacks;    /* only when want_stacks; sorted by samples descending */
         size_t n_stacks;
+        query_module *modules;  /* only with want_modules */
+        size_t n_modules;
+        /* Only with query_params.timeline: samples per slot of
+         * timeline_slot_ns from timeline_start_ns (the window's start). */
+        uint64_t *timeline;
+        uint32_t n_timeline;
+        uint64_t timeline_start_ns, timeline_slot_ns;
         uint32_t passes;        /* reads of the window the grouping took (store_query(); not on the wire) */
 } query_result;
 

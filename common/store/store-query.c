@@ -39,7 +39,12 @@ typedef struct group {
         uint64_t key;
         int64_t frame_id;
         uint64_t samples;
+        uint64_t split;         /* exports: pid << 32 | cpu << 16 | timeline slot (query_params.by_*) */
 } group;
+
+#define SPLIT_PID(x) ((int64_t) ((x) >> 32))
+#define SPLIT_CPU(x) ((int32_t) (((x) >> 16) & 0xffff))
+#define SPLIT_SLOT(x) ((int32_t) ((x) & 0xffff))
 
 #define GROUP_BY_FRAME (UINT64_C(1) << 63)
 
@@ -57,6 +62,7 @@ typedef struct frame_info {
         int64_t symbol_id, module_id;
         int64_t inline_id;      /* the chain of inlined functions (query_params.inlined), or 0 */
         int64_t inline_caller_id;       /* the same one byte before: for the frame as a return address */
+        int64_t build_id_id;
         char *folded;           /* name in folded stacks, made on first use */
 } frame_info;
 
@@ -75,6 +81,7 @@ typedef struct row_acc {
 
 typedef struct query_ctx {
         store *s;
+        const query_params *q;
         int frame_kinds;        /* query_params.frames */
         bool inlined;           /* query_params.inlined */
         const char *dso;        /* query_params.dso */
@@ -104,6 +111,13 @@ typedef struct query_ctx {
         hashmap *uname_idx;     /* name -> index in unames */
         char **unames;
         size_t n_unames, alloc_unames;
+
+        /* query_params.want_modules: module string id -> index in the
+         * result's modules. */
+        bool want_modules;
+        hashmap *module_idx;
+        query_module *modules;
+        size_t n_modules, alloc_modules;
 } query_ctx;
 
 #define STORE_QUERY_SYMBOL_BYTES ((uint64_t) 64 * 1024 * 1024)
@@ -129,6 +143,12 @@ static void query_ctx_done(query_ctx *c) {
         for (size_t i = 0; i < c->n_unames; i++)
                 free(c->unames[i]);
         free(c->unames);
+        hashmap_free(c->module_idx);
+        for (size_t i = 0; i < c->n_modules; i++) {
+                free(c->modules[i].name);
+                free(c->modules[i].build_id);
+        }
+        free(c->modules);
 }
 
 static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
@@ -136,10 +156,12 @@ static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
 
         *c = (query_ctx) {
                 .s = s,
+                .q = q,
                 .frame_kinds = q->frames,
                 .inlined = q->inlined,
                 .dso = q->dso,
                 .symbols_dir = q->symbols_dir && q->symbols_dir[0] ? q->symbols_dir : NULL,
+                .want_modules = q->want_stacks && q->want_modules,
         };
 
         r = dict_reader_new(s->db, DICT_STACKS, STORE_QUERY_DICT_BYTES, &c->nodes);
@@ -164,6 +186,9 @@ static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
         if (r < 0)
                 return r;
         r = hashmap_new(&c->uname_idx);
+        if (r < 0)
+                return r;
+        r = hashmap_new(&c->module_idx);
         if (r < 0)
                 return r;
 
@@ -228,6 +253,7 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
                 .module_id = v[4],
                 .inline_id = inline_id,
                 .inline_caller_id = inline_caller_id,
+                .build_id_id = v[5],
         };
 
         r = hashmap_put_u64(c->frame_idx, u64(frame_id), (int64_t) c->n_frames);
@@ -467,13 +493,22 @@ static int group_cmp(const void *x, const void *y) {
                 return a->comm_id < b->comm_id ? -1 : 1;
         if (a->key != b->key)
                 return a->key < b->key ? -1 : 1;
+        if (a->split != b->split)
+                return a->split < b->split ? -1 : 1;
         return 0;
 }
 
-/* By comm and frame names only. */
+/* By comm and frame names (and the pid, CPU and slot of exports) only. */
 static int stack_names_cmp(const void *x, const void *y) {
         const query_stack *a = x, *b = y;
         int d = strcmp(a->comm, b->comm);
+
+        if (d == 0 && a->pid != b->pid)
+                d = a->pid < b->pid ? -1 : 1;
+        if (d == 0 && a->cpu != b->cpu)
+                d = a->cpu < b->cpu ? -1 : 1;
+        if (d == 0 && a->slot != b->slot)
+                d = a->slot < b->slot ? -1 : 1;
 
         for (size_t i = 0; d == 0 && i < a->n_frames && i < b->n_frames; i++)
                 d = strcmp(a->frames[i], b->frames[i]);
@@ -533,7 +568,7 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
 /* ---- grouping, in bounded memory ---- */
 
 /* The groups of a window are counted in a table of at most
- * s->query_group_slots slots (32 bytes each), filled to 3/4. A window
+ * s->query_group_slots slots (40 bytes each), filled to 3/4. A window
  * with more distinct groups is counted in parts: 4, 16, 64... passes over
  * its blocks, each keeping the groups whose hash falls in its part, so
  * the table never grows past its bound however long the window. */
@@ -558,13 +593,17 @@ static uint64_t group_hash(uint64_t comm_id, uint64_t key) {
         return h ^ (h >> 32);
 }
 
-static group *group_slot(group_table *t, uint64_t h, int64_t comm_id, uint64_t key) {
+static uint64_t group_hash_of(int64_t comm_id, uint64_t key, uint64_t split) {
+        return group_hash((uint64_t) comm_id ^ split * 0xff51afd7ed558ccdULL, key);
+}
+
+static group *group_slot(group_table *t, uint64_t h, int64_t comm_id, uint64_t key, uint64_t split) {
         size_t mask = t->capacity - 1;
 
         for (size_t j = h & mask;; j = (j + 1) & mask) {
                 group *g = t->slots + j;
 
-                if (g->samples == 0 || (g->key == key && g->comm_id == comm_id))
+                if (g->samples == 0 || (g->key == key && g->comm_id == comm_id && g->split == split))
                         return g;
         }
 }
@@ -585,7 +624,8 @@ static int group_table_grow(group_table *t) {
         t->capacity = m;
         for (size_t i = 0; i < n; i++)
                 if (old[i].samples != 0)
-                        *group_slot(t, group_hash((uint64_t) old[i].comm_id, old[i].key), old[i].comm_id, old[i].key) = old[i];
+                        *group_slot(t, group_hash_of(old[i].comm_id, old[i].key, old[i].split), old[i].comm_id,
+                                    old[i].key, old[i].split) = old[i];
         free(old);
         return 0;
 }
@@ -599,17 +639,31 @@ typedef struct group_acc {
         uint64_t parts, part;   /* parts: a power of two */
         uint64_t total, first_ns, last_ns;
         uint64_t cpus[(STORE_MAX_CPU + 1) / 64];
+        uint64_t *timeline;     /* q->timeline slots, or NULL */
+        uint64_t slot_ns;
 } group_acc;
+
+/* The timeline slot of a block: by its first sample, in the window. */
+static uint32_t block_slot(const group_acc *g, const scan_block *b) {
+        const query_params *q = g->q;
+        uint64_t t = MAX(b->first_ns, q->since_ns), i;
+
+        if (q->timeline == 0 || g->slot_ns == 0)
+                return 0;
+        i = (t - q->since_ns) / g->slot_ns;
+        return (uint32_t) MIN(i, (uint64_t) q->timeline - 1);
+}
 
 static int group_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
         group_acc *g = userdata;
         const query_params *q = g->q;
         group_table *t = g->t;
-        uint64_t matched = 0;
+        uint64_t matched = 0, split_base = q->timeline > 0 && q->want_stacks ? block_slot(g, b) : 0;
         int r;
 
         for (size_t i = 0; i < n; i++) {
                 const block_entry *e = v + i;
+                uint64_t split = split_base;
 
                 if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
                     (q->comm && e->comm_id != g->comm_id) || e->count == 0)
@@ -625,12 +679,16 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 uint64_t k = by_frame ? (uint64_t) e->frame_id | GROUP_BY_FRAME : (uint64_t) e->stack_id;
                 /* With frames of one kind, the leaf is found from the stack. */
                 int64_t leaf = q->frames == QUERY_FRAMES_ALL ? e->frame_id : 0;
-                uint64_t h = group_hash((uint64_t) e->comm_id, k);
+                if (q->want_stacks && q->by_pid)
+                        split |= (uint64_t) (uint32_t) e->pid << 32;
+                if (q->want_stacks && q->by_cpu)
+                        split |= (uint64_t) (e->cpu & 0xffff) << 16;
+                uint64_t h = group_hash_of(e->comm_id, k, split);
 
                 /* The part from the high bits, the slot from the low. */
                 if (((h >> 40) & (g->parts - 1)) != g->part)
                         continue;
-                group *s = group_slot(t, h, e->comm_id, k);
+                group *s = group_slot(t, h, e->comm_id, k, split);
                 if (s->samples != 0) {
                         s->samples += e->count;
                         if (s->frame_id == 0)
@@ -641,13 +699,14 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         r = group_table_grow(t);
                         if (r < 0)
                                 return r;       /* -E2BIG: more parts */
-                        s = group_slot(t, h, e->comm_id, k);
+                        s = group_slot(t, h, e->comm_id, k, split);
                 }
                 *s = (group) {
                         .comm_id = e->comm_id,
                         .key = k,
                         .frame_id = leaf,
                         .samples = e->count,
+                        .split = split,
                 };
                 t->n++;
         }
@@ -656,6 +715,8 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         g->first_ns = b->first_ns;
                 g->last_ns = MAX(g->last_ns, b->last_ns);
                 g->total += matched;
+                if (g->timeline)
+                        g->timeline[block_slot(g, b)] += matched;
         }
         return 0;
 }
@@ -1029,15 +1090,60 @@ static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
         return 0;
 }
 
-/* Adds a frame of name[0..len) to st. */
-static int stack_push(query_stack *st, size_t *alloc, const char *name, size_t len) {
+/* The index of a frame's module in the result's modules (want_modules). */
+static int ctx_module(query_ctx *c, const frame_info *f, uint32_t *ret) {
+        const char *name, *build_id = NULL;
+        int64_t idx;
+        int r;
+
+        if (hashmap_get_u64(c->module_idx, u64(f->module_id), &idx) >= 0) {
+                *ret = (uint32_t) idx;
+                return 0;
+        }
+        r = ctx_string(c, f->module_id, &name);
+        if (r >= 0 && f->build_id_id > 0)
+                r = ctx_string(c, f->build_id_id, &build_id);
+        if (r >= 0)
+                r = array_reserve_one((void **) &c->modules, &c->alloc_modules, c->n_modules, sizeof(query_module));
+        if (r < 0)
+                return r;
+        c->modules[c->n_modules] = (query_module) {
+                .name = strdup(name ?: "[unknown]"),
+                .build_id = build_id ? strdup(build_id) : NULL,
+                .kernel = f->kind != FRAME_USER,
+        };
+        if (!c->modules[c->n_modules].name || (build_id && !c->modules[c->n_modules].build_id)) {
+                free(c->modules[c->n_modules].name);
+                free(c->modules[c->n_modules].build_id);
+                return -ENOMEM;
+        }
+        r = hashmap_put_u64(c->module_idx, u64(f->module_id), (int64_t) c->n_modules);
+        if (r < 0)
+                return r;       /* the entry is freed with the context */
+        *ret = (uint32_t) c->n_modules++;
+        return 0;
+}
+
+/* Adds a frame of name[0..len) to st; module: its index in the result's
+ * modules, when the stack has them. */
+static int stack_push(query_stack *st, size_t *alloc, const char *name, size_t len, uint32_t module) {
+        size_t before = *alloc;
         int r = array_reserve_one((void **) &st->frames, alloc, st->n_frames, sizeof(char *));
 
         if (r < 0)
                 return r;
+        if (st->modules && *alloc != before) {
+                uint32_t *m = reallocarray(st->modules, *alloc, sizeof(uint32_t));
+
+                if (!m)
+                        return -ENOMEM;
+                st->modules = m;
+        }
         st->frames[st->n_frames] = strndup(name, len);
         if (!st->frames[st->n_frames])
                 return -ENOMEM;
+        if (st->modules)
+                st->modules[st->n_frames] = module;
         st->n_frames++;
         return 0;
 }
@@ -1047,7 +1153,12 @@ static int stack_push(query_stack *st, size_t *alloc, const char *name, size_t l
 static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         _cleanup_free_ int64_t *frame_ids = NULL;
         size_t n = 0, alloc = 0;
-        query_stack st = { .samples = g->samples };
+        query_stack st = {
+                .samples = g->samples,
+                .pid = c->q->by_pid ? SPLIT_PID(g->split) : -1,
+                .cpu = c->q->by_cpu ? SPLIT_CPU(g->split) : -1,
+                .slot = c->q->timeline > 0 ? SPLIT_SLOT(g->split) : -1,
+        };
         size_t frames_alloc = 0;
         bool in_dso = !c->dso;
         int r;
@@ -1071,7 +1182,9 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
 
         if (n > 0) {
                 st.frames = calloc(n, sizeof(char *));
-                if (!st.frames) {
+                if (c->want_modules)
+                        st.modules = calloc(n, sizeof(uint32_t));
+                if (!st.frames || (c->want_modules && !st.modules)) {
                         query_stack_done(&st);
                         return -ENOMEM;
                 }
@@ -1110,8 +1223,14 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                         r = ctx_module_matches(c, c->frames[fi].module_id, &in_dso);
                 if (r >= 0)
                         r = ctx_folded(c, fi, &name);
+                uint32_t module = 0;
+                if (r >= 0 && c->want_modules)
+                        r = ctx_module(c, c->frames + fi, &module);
                 if (r >= 0)
-                        r = stack_push(&st, &frames_alloc, name, strlen(name));
+                        r = stack_push(&st, &frames_alloc, name, strlen(name), module);
+                /* Kernel frames are the innermost ones of a stack. */
+                if (r >= 0)
+                        st.n_kernel = c->frames[fi].kind == FRAME_USER ? 0 : st.n_kernel + 1;
                 int64_t inline_id = 0;
                 if (r >= 0)
                         inline_id = n - 1 - i == exact ? c->frames[fi].inline_id : c->frames[fi].inline_caller_id;
@@ -1124,7 +1243,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                         for (const char *p = chain; r >= 0 && p && *p;) {
                                 size_t len = strcspn(p, ";");
 
-                                r = stack_push(&st, &frames_alloc, p, len);
+                                r = stack_push(&st, &frames_alloc, p, len, module);
                                 p += len + (p[len] == ';');
                         }
                 }
@@ -1182,14 +1301,33 @@ static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) 
 static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t comm_id, row_set *rs,
                         top_groups *top, query_result *res) {
         _cleanup_free_ group_acc *g = NULL;
+        _cleanup_free_ uint64_t *timeline = NULL;
         group_table t = {};
-        uint64_t parts = 1;
+        uint64_t parts = 1, slot_ns = 0;
         uint32_t passes = 0;
+        unsigned top_level;
         int r = 0;
 
         g = calloc(1, sizeof *g);
         if (!g)
                 return -ENOMEM;
+
+        /* A profile of functions for any pid reads the leaf levels; whole
+         * stacks or one pid need the full ones; a timeline, blocks no
+         * wider than its slots. */
+        top_level = !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL ? SAMPLE_LEVEL_LEAF_HOUR
+                                                                                    : SAMPLE_LEVEL_HOUR;
+        if (q->timeline > 0) {
+                if (q->since_ns == 0 || q->until_ns <= q->since_ns)
+                        return -EINVAL;
+                slot_ns = MAX((q->until_ns - q->since_ns) / q->timeline, (uint64_t) 1);
+                timeline = calloc(q->timeline, sizeof(uint64_t));
+                if (!timeline)
+                        return -ENOMEM;
+                top_level = slot_ns >= sample_level_width(SAMPLE_LEVEL_HOUR)     ? SAMPLE_LEVEL_HOUR
+                            : slot_ns >= sample_level_width(SAMPLE_LEVEL_MINUTE) ? SAMPLE_LEVEL_MINUTE
+                                                                                 : SAMPLE_LEVEL_BUCKET;
+        }
 
         t.max_capacity = QUERY_GROUP_MIN_SLOTS;
         while (t.max_capacity <= s->query_group_slots / 2)
@@ -1200,20 +1338,19 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 return -ENOMEM;
 
         for (uint64_t part = 0; part < parts; part++) {
-                /* A profile of functions for any pid reads the leaf levels;
-                 * whole stacks or one pid need the full ones. A part whose
-                 * groups do not fit the table at its bound splits the
-                 * window into 4 times as many parts, from the start. */
+                /* A part whose groups do not fit the table at its bound
+                 * splits the window into 4 times as many parts, from the
+                 * start. */
                 for (;;) {
-                        *g = (group_acc) { .q = q, .comm_id = comm_id, .t = &t, .parts = parts, .part = part };
+                        *g = (group_acc) { .q = q, .comm_id = comm_id, .t = &t, .parts = parts, .part = part,
+                                           .timeline = timeline, .slot_ns = slot_ns };
+                        if (timeline)
+                                memset(timeline, 0, q->timeline * sizeof(uint64_t));
                         if (t.n > 0)
                                 memset(t.slots, 0, t.capacity * sizeof(group));
                         t.n = 0;
                         passes++;
-                        r = sample_scan(s, q->since_ns, q->until_ns,
-                                        !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL
-                                                ? SAMPLE_LEVEL_LEAF_HOUR : SAMPLE_LEVEL_HOUR,
-                                        group_block, g);
+                        r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
                         if (r != -E2BIG)
                                 break;
                         if (parts >= (UINT64_C(1) << 20)) {
@@ -1246,6 +1383,12 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 return r;
 
         res->passes = passes;
+        if (timeline) {
+                res->timeline = TAKE_PTR(timeline);
+                res->n_timeline = q->timeline;
+                res->timeline_start_ns = q->since_ns;
+                res->timeline_slot_ns = slot_ns;
+        }
         res->total_samples = g->total;
         res->first_ns = g->first_ns;
         res->last_ns = g->last_ns;
@@ -1302,8 +1445,14 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
         if (r < 0)
                 return r;
 
-        if (q->want_stacks)
-                return build_stacks(&c, &top, res);
+        if (!q->want_stacks)
+                return 0;
+        r = build_stacks(&c, &top, res);
+        if (r < 0)
+                return r;
+        res->modules = TAKE_PTR(c.modules);
+        res->n_modules = c.n_modules;
+        c.n_modules = 0;
         return 0;
 }
 

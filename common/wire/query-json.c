@@ -123,6 +123,21 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                         goto fail;
                                 }
                                 q.inlined = json_object_get_boolean(val);
+                        } else if (strcmp(key, "by_pid") == 0 || strcmp(key, "by_cpu") == 0 ||
+                                   strcmp(key, "modules") == 0) {
+                                if (!json_object_is_type(val, json_type_boolean)) {
+                                        error = key[0] == 'm' ? "modules: expected a boolean"
+                                                : key[3] == 'p' ? "by_pid: expected a boolean" : "by_cpu: expected a boolean";
+                                        goto fail;
+                                }
+                                *(key[0] == 'm' ? &q.want_modules : key[3] == 'p' ? &q.by_pid : &q.by_cpu) =
+                                        json_object_get_boolean(val);
+                        } else if (strcmp(key, "timeline") == 0) {
+                                if (!json_int_in_range(val, 0, QUERY_TIMELINE_MAX, &v)) {
+                                        error = "timeline: expected a number of slots from 0 (none) to 2000";
+                                        goto fail;
+                                }
+                                q.timeline = (uint32_t) v;
                         } else if (strcmp(key, "dso") == 0) {
                                 int len;
 
@@ -159,6 +174,10 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
 
         if (q.since_ns > 0 && q.until_ns > 0 && q.until_ns <= q.since_ns) {
                 error = "until_ns: must be later than since_ns";
+                goto fail;
+        }
+        if (q.timeline > 0 && (q.since_ns == 0 || q.until_ns == 0)) {
+                error = "timeline: needs since_ns and until_ns";
                 goto fail;
         }
 
@@ -201,10 +220,23 @@ struct json_object *query_params_to_json(const query_params *q) {
                 return NULL;
         if (q->inlined && add(o, "inline", json_object_new_boolean(1)) < 0)
                 return NULL;
+        if ((q->by_pid && add(o, "by_pid", json_object_new_boolean(1)) < 0) ||
+            (q->by_cpu && add(o, "by_cpu", json_object_new_boolean(1)) < 0) ||
+            (q->want_modules && add(o, "modules", json_object_new_boolean(1)) < 0) ||
+            (q->timeline > 0 && add(o, "timeline", json_object_new_int64(q->timeline)) < 0))
+                return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&
             add(o, "frames", json_object_new_string(q->frames == QUERY_FRAMES_KERNEL ? "kernel" : "user")) < 0)
                 return NULL;
         return TAKE_PTR(o);
+}
+
+static int append(struct json_object *array, struct json_object *item) {
+        if (!item || json_object_array_add(array, item) < 0) {
+                json_object_put(item);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 static struct json_object *row_to_json(const query_row *row) {
@@ -237,8 +269,21 @@ static struct json_object *stack_to_json(const query_stack *st) {
                         return NULL;
                 }
         }
-        if (add(o, "samples", json_object_new_uint64(st->samples)) < 0)
+        if (add(o, "samples", json_object_new_uint64(st->samples)) < 0 ||
+            add(o, "kernel_frames", json_object_new_uint64(st->n_kernel)) < 0 ||
+            (st->pid >= 0 && add(o, "pid", json_object_new_int64(st->pid)) < 0) ||
+            (st->cpu >= 0 && add(o, "cpu", json_object_new_int64(st->cpu)) < 0) ||
+            (st->slot >= 0 && add(o, "slot", json_object_new_int64(st->slot)) < 0))
                 return NULL;
+        if (st->modules) {
+                struct json_object *m = json_object_new_array_ext((int) MIN(st->n_frames, (size_t) INT32_MAX));
+
+                if (add(o, "modules", m) < 0)
+                        return NULL;
+                for (size_t i = 0; i < st->n_frames; i++)
+                        if (append(m, json_object_new_uint64(st->modules[i])) < 0)
+                                return NULL;
+        }
         return TAKE_PTR(o);
 }
 
@@ -254,21 +299,41 @@ static struct json_object *result_header_to_json(const query_result *r, bool sta
             add(o, "lost", json_object_new_uint64(r->lost)) < 0 ||
             add(o, "user_named", json_object_new_uint64(r->user_named)) < 0 ||
             add(o, "user_by_offset", json_object_new_uint64(r->user_by_offset)) < 0 ||
-            add(o, "user_unknown", json_object_new_uint64(r->user_unknown)) < 0 ||
-            add(o, "rows", json_object_new_array()) < 0)
+            add(o, "user_unknown", json_object_new_uint64(r->user_unknown)) < 0)
+                return NULL;
+        if (r->n_timeline > 0) {
+                struct json_object *t = json_object_new_array_ext((int) r->n_timeline);
+
+                if (add(o, "timeline_start_ns", json_object_new_uint64(r->timeline_start_ns)) < 0 ||
+                    add(o, "timeline_slot_ns", json_object_new_uint64(r->timeline_slot_ns)) < 0 ||
+                    add(o, "timeline", t) < 0)
+                        return NULL;
+                for (size_t i = 0; i < r->n_timeline; i++)
+                        if (append(t, json_object_new_uint64(r->timeline[i])) < 0)
+                                return NULL;
+        }
+        if (r->modules) {
+                struct json_object *a = json_object_new_array_ext((int) MIN(r->n_modules, (size_t) INT32_MAX));
+
+                if (add(o, "modules", a) < 0)
+                        return NULL;
+                for (size_t i = 0; i < r->n_modules; i++) {
+                        struct json_object *m = json_object_new_object();
+
+                        if (append(a, m) < 0 ||
+                            add(m, "name", json_object_new_string(r->modules[i].name)) < 0 ||
+                            (r->modules[i].build_id && add(m, "build_id", json_object_new_string(r->modules[i].build_id)) < 0) ||
+                            add(m, "kernel", json_object_new_boolean(r->modules[i].kernel)) < 0)
+                                return NULL;
+                }
+        }
+        if (add(o, "rows", json_object_new_array()) < 0)
                 return NULL;
         if (stacks && add(o, "stacks", json_object_new_array()) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }
 
-static int append(struct json_object *array, struct json_object *item) {
-        if (!item || json_object_array_add(array, item) < 0) {
-                json_object_put(item);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 struct json_object *query_result_to_json(const query_result *r) {
         _cleanup_(json_object_putp) struct json_object *o = result_header_to_json(r, r->n_stacks > 0);
@@ -329,16 +394,40 @@ static int row_from_json(struct json_object *o, query_row *row) {
         return 0;
 }
 
-static int stack_from_json(struct json_object *o, query_stack *st) {
-        struct json_object *frames;
+/* An optional integer member from -1 (absent) to max. */
+static int get_opt_index(struct json_object *obj, const char *key, uint64_t max, int64_t *ret) {
+        struct json_object *v;
+        uint64_t u;
+
+        *ret = -1;
+        if (!json_object_object_get_ex(obj, key, &v) || !v)
+                return 0;
+        if (proto_json_u64(v, max, &u) < 0)
+                return -EBADMSG;
+        *ret = (int64_t) u;
+        return 0;
+}
+
+static int stack_from_json(struct json_object *o, query_stack *st, size_t n_modules) {
+        struct json_object *frames, *mods;
+        uint64_t n_kernel;
+        int64_t pid, cpu, slot;
         size_t n;
         int r;
 
+        st->pid = st->cpu = st->slot = -1;
         if (!json_object_is_type(o, json_type_object))
                 return -EBADMSG;
         if ((r = dup_string(o, "comm", &st->comm)) < 0 ||
-            (r = get_u64(o, "samples", true, UINT64_MAX, &st->samples)) < 0)
+            (r = get_u64(o, "samples", true, UINT64_MAX, &st->samples)) < 0 ||
+            (r = get_u64(o, "kernel_frames", false, UINT32_MAX, &n_kernel)) < 0 ||
+            (r = get_opt_index(o, "pid", UINT32_MAX, &pid)) < 0 ||
+            (r = get_opt_index(o, "cpu", QUERY_CPU_MAX, &cpu)) < 0 ||
+            (r = get_opt_index(o, "slot", QUERY_TIMELINE_MAX - 1, &slot)) < 0)
                 return r;
+        st->pid = pid;
+        st->cpu = (int32_t) cpu;
+        st->slot = (int32_t) slot;
         if (!json_object_object_get_ex(o, "frames", &frames) || !json_object_is_type(frames, json_type_array))
                 return -EBADMSG;
 
@@ -356,6 +445,80 @@ static int stack_from_json(struct json_object *o, query_stack *st) {
                         return -ENOMEM;
                 st->n_frames = i + 1;
         }
+        if (n_kernel > n)
+                return -EBADMSG;
+        st->n_kernel = (size_t) n_kernel;
+
+        if (!json_object_object_get_ex(o, "modules", &mods) || !mods)
+                return 0;
+        if (!json_object_is_type(mods, json_type_array) || json_object_array_length(mods) != n)
+                return -EBADMSG;
+        st->modules = calloc(MAX(n, (size_t) 1), sizeof(uint32_t));
+        if (!st->modules)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                uint64_t m;
+
+                if (proto_json_u64(json_object_array_get_idx(mods, i), UINT32_MAX, &m) < 0 || m >= n_modules)
+                        return -EBADMSG;
+                st->modules[i] = (uint32_t) m;
+        }
+        return 0;
+}
+
+static int modules_from_json(struct json_object *obj, query_result *r) {
+        struct json_object *a;
+        size_t n;
+        int k;
+
+        if (!json_object_object_get_ex(obj, "modules", &a) || !a)
+                return 0;
+        if (!json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        n = json_object_array_length(a);
+        r->modules = calloc(MAX(n, (size_t) 1), sizeof(query_module));
+        if (!r->modules)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *m = json_object_array_get_idx(a, i), *v;
+
+                if (!json_object_is_type(m, json_type_object))
+                        return -EBADMSG;
+                r->n_modules = i + 1;
+                if ((k = dup_string(m, "name", &r->modules[i].name)) < 0)
+                        return k;
+                if (json_object_object_get_ex(m, "build_id", &v) && v &&
+                    (k = dup_string(m, "build_id", &r->modules[i].build_id)) < 0)
+                        return k;
+                if (!json_object_object_get_ex(m, "kernel", &v) || !json_object_is_type(v, json_type_boolean))
+                        return -EBADMSG;
+                r->modules[i].kernel = json_object_get_boolean(v);
+        }
+        return 0;
+}
+
+static int timeline_from_json(struct json_object *obj, query_result *r) {
+        struct json_object *a;
+        size_t n;
+        int k;
+
+        if (!json_object_object_get_ex(obj, "timeline", &a) || !a)
+                return 0;
+        if (!json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        n = json_object_array_length(a);
+        if (n == 0 || n > QUERY_TIMELINE_MAX)
+                return -EBADMSG;
+        if ((k = get_u64(obj, "timeline_start_ns", true, UINT64_MAX, &r->timeline_start_ns)) < 0 ||
+            (k = get_u64(obj, "timeline_slot_ns", true, UINT64_MAX, &r->timeline_slot_ns)) < 0)
+                return k;
+        r->timeline = calloc(n, sizeof(uint64_t));
+        if (!r->timeline)
+                return -ENOMEM;
+        r->n_timeline = (uint32_t) n;
+        for (size_t i = 0; i < n; i++)
+                if (proto_json_u64(json_object_array_get_idx(a, i), UINT64_MAX, &r->timeline[i]) < 0)
+                        return -EBADMSG;
         return 0;
 }
 
@@ -383,6 +546,8 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
             (k = get_u64(obj, "user_unknown", false, UINT64_MAX, &r->user_unknown)) < 0)
                 return k;
         r->n_cpus = (uint32_t) cpus;
+        if ((k = modules_from_json(obj, r)) < 0 || (k = timeline_from_json(obj, r)) < 0)
+                return k;
 
         if (!json_object_object_get_ex(obj, "rows", &rows) || !json_object_is_type(rows, json_type_array))
                 return -EBADMSG;
@@ -411,7 +576,7 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                 }
                 for (size_t i = 0; i < n; i++) {
                         r->n_stacks = i + 1;
-                        k = stack_from_json(json_object_array_get_idx(stacks, i), &r->stacks[i]);
+                        k = stack_from_json(json_object_array_get_idx(stacks, i), &r->stacks[i], r->n_modules);
                         if (k < 0)
                                 return k;
                 }
@@ -460,6 +625,29 @@ static void render_stack(proto_buf *b, const query_stack *st) {
         }
         proto_buf_add_str(b, "],\"samples\":");
         proto_buf_add_u64(b, st->samples);
+        proto_buf_add_str(b, ",\"kernel_frames\":");
+        proto_buf_add_u64(b, st->n_kernel);
+        if (st->pid >= 0) {
+                proto_buf_add_str(b, ",\"pid\":");
+                proto_buf_add_u64(b, (uint64_t) st->pid);
+        }
+        if (st->cpu >= 0) {
+                proto_buf_add_str(b, ",\"cpu\":");
+                proto_buf_add_u64(b, (uint64_t) st->cpu);
+        }
+        if (st->slot >= 0) {
+                proto_buf_add_str(b, ",\"slot\":");
+                proto_buf_add_u64(b, (uint64_t) st->slot);
+        }
+        if (st->modules) {
+                proto_buf_add_str(b, ",\"modules\":[");
+                for (size_t i = 0; i < st->n_frames; i++) {
+                        if (i > 0)
+                                proto_buf_add_str(b, ",");
+                        proto_buf_add_u64(b, st->modules[i]);
+                }
+                proto_buf_add_str(b, "]");
+        }
         proto_buf_add_str(b, "}");
 }
 
@@ -479,6 +667,32 @@ static void render_header(proto_buf *b, const query_result *r) {
         for (size_t i = 0; i < ELEMENTSOF(f); i++) {
                 proto_buf_add_str(b, f[i].key);
                 proto_buf_add_u64(b, f[i].v);
+        }
+        if (r->n_timeline > 0) {
+                proto_buf_add_str(b, ",\"timeline_start_ns\":");
+                proto_buf_add_u64(b, r->timeline_start_ns);
+                proto_buf_add_str(b, ",\"timeline_slot_ns\":");
+                proto_buf_add_u64(b, r->timeline_slot_ns);
+                proto_buf_add_str(b, ",\"timeline\":[");
+                for (size_t i = 0; i < r->n_timeline; i++) {
+                        if (i > 0)
+                                proto_buf_add_str(b, ",");
+                        proto_buf_add_u64(b, r->timeline[i]);
+                }
+                proto_buf_add_str(b, "]");
+        }
+        if (r->modules) {
+                proto_buf_add_str(b, ",\"modules\":[");
+                for (size_t i = 0; i < r->n_modules; i++) {
+                        proto_buf_add_str(b, i > 0 ? ",{\"name\":" : "{\"name\":");
+                        proto_buf_add_json_string(b, r->modules[i].name);
+                        if (r->modules[i].build_id) {
+                                proto_buf_add_str(b, ",\"build_id\":");
+                                proto_buf_add_json_string(b, r->modules[i].build_id);
+                        }
+                        proto_buf_add_str(b, r->modules[i].kernel ? ",\"kernel\":true}" : ",\"kernel\":false}");
+                }
+                proto_buf_add_str(b, "]");
         }
         proto_buf_add_str(b, ",\"rows\":[");
 }

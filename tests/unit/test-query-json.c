@@ -94,6 +94,13 @@ TEST(params_rejected) {
                 { "{\"frames\":1}",                            "frames: " },
                 { "{\"dso\":\"\"}",                            "dso: " },
                 { "{\"dso\":7}",                               "dso: " },
+                { "{\"by_pid\":1}",                            "by_pid: " },
+                { "{\"by_cpu\":\"yes\"}",                      "by_cpu: " },
+                { "{\"modules\":0}",                           "modules: " },
+                { "{\"timeline\":-1}",                         "timeline: " },
+                { "{\"timeline\":2001,\"since_ns\":1,\"until_ns\":2}", "timeline: " },
+                { "{\"timeline\":10,\"since_ns\":1}",          "timeline: needs since_ns and until_ns" },
+                { "{\"timeline\":10,\"until_ns\":5}",          "timeline: needs since_ns and until_ns" },
                 { "{\"frobnicate\":1}",                        "frobnicate: unknown parameter" },
                 { "{\"top\":1,\"x\\u001b[2J\":1}",             "x?[2J: unknown parameter" },
         };
@@ -205,7 +212,32 @@ static query_result *make_result(size_t n) {
                 for (size_t j = 0; j < i % 4; j++)
                         r->stacks[i].frames[j] = xstrdup(j == 0 ? "_start" : name);
                 r->stacks[i].samples = i + 1;
+                r->stacks[i].n_kernel = i % 4 / 2;
+                /* Exports: pid, CPU and slot on some; modules on all or none. */
+                r->stacks[i].pid = i % 2 ? (int64_t) (1000 + i) : -1;
+                r->stacks[i].cpu = i % 3 ? (int32_t) i : -1;
+                r->stacks[i].slot = i % 2 ? -1 : (int32_t) i;
+                if (n > 3) {
+                        r->stacks[i].modules = calloc(4, sizeof(uint32_t));
+                        ASSERT_TRUE(r->stacks[i].modules);
+                        for (size_t j = 0; j < i % 4; j++)
+                                r->stacks[i].modules[j] = (uint32_t) (j % 2);
+                }
                 r->n_stacks++;
+        }
+        if (n > 3) {
+                r->modules = calloc(2, sizeof(query_module));
+                ASSERT_TRUE(r->modules);
+                r->modules[0] = (query_module) { .name = xstrdup("/usr/bin/\"x\""), .build_id = xstrdup("00ff") };
+                r->modules[1] = (query_module) { .name = xstrdup("[kernel.kallsyms]"), .kernel = true };
+                r->n_modules = 2;
+                r->timeline = calloc(3, sizeof(uint64_t));
+                ASSERT_TRUE(r->timeline);
+                r->n_timeline = 3;
+                r->timeline[0] = 5;
+                r->timeline[2] = UINT64_MAX;
+                r->timeline_start_ns = 1763733600000000000ull;
+                r->timeline_slot_ns = 7;
         }
         return r;
 }
@@ -231,6 +263,28 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
                 for (size_t j = 0; j < a->stacks[i].n_frames; j++)
                         ASSERT_STREQ(a->stacks[i].frames[j], b->stacks[i].frames[j]);
                 ASSERT_U64_EQ(a->stacks[i].samples, b->stacks[i].samples);
+                ASSERT_EQ(a->stacks[i].n_kernel, b->stacks[i].n_kernel);
+                ASSERT_EQ(a->stacks[i].pid, b->stacks[i].pid);
+                ASSERT_EQ(a->stacks[i].cpu, b->stacks[i].cpu);
+                ASSERT_EQ(a->stacks[i].slot, b->stacks[i].slot);
+                ASSERT_EQ(!a->stacks[i].modules, !b->stacks[i].modules);
+                for (size_t j = 0; a->stacks[i].modules && j < a->stacks[i].n_frames; j++)
+                        ASSERT_EQ(a->stacks[i].modules[j], b->stacks[i].modules[j]);
+        }
+        ASSERT_EQ(a->n_modules, b->n_modules);
+        for (size_t i = 0; i < a->n_modules; i++) {
+                ASSERT_STREQ(a->modules[i].name, b->modules[i].name);
+                ASSERT_EQ(!a->modules[i].build_id, !b->modules[i].build_id);
+                if (a->modules[i].build_id)
+                        ASSERT_STREQ(a->modules[i].build_id, b->modules[i].build_id);
+                ASSERT_EQ(a->modules[i].kernel, b->modules[i].kernel);
+        }
+        ASSERT_EQ(a->n_timeline, b->n_timeline);
+        for (size_t i = 0; i < a->n_timeline; i++)
+                ASSERT_U64_EQ(a->timeline[i], b->timeline[i]);
+        if (a->n_timeline > 0) {
+                ASSERT_U64_EQ(a->timeline_start_ns, b->timeline_start_ns);
+                ASSERT_U64_EQ(a->timeline_slot_ns, b->timeline_slot_ns);
         }
 }
 

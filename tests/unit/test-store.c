@@ -542,6 +542,90 @@ TEST(query_stacks) {
         query_result_free(r);
 }
 
+/* What exports ask: stacks per pid and CPU, each frame's module, how
+ * many frames are the kernel's, and a timeline with stacks per slot. */
+TEST(query_stacks_for_exports) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame full[] = { K_OPEN, K_NOSYM, K_ENTRY, U_LIBC, U_NOMAP };
+        query_result *r;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        add(s, S(1), 0, 1, "sh", full, 5);
+        add(s, S(2), 1, 1, "sh", full, 5);
+        add(s, S(3), 0, 2, "sh", full, 5);
+        add(s, S(10), 0, 1, "sh", full, 5);
+        ASSERT_OK(store_commit(s));
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        q.by_pid = q.by_cpu = q.want_modules = true;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_stacks, 3);
+        /* (pid 1, CPU 0) twice, then the others by pid and CPU. */
+        ASSERT_EQ(r->stacks[0].samples, 2);
+        ASSERT_EQ(r->stacks[0].pid, 1);
+        ASSERT_EQ(r->stacks[0].cpu, 0);
+        ASSERT_EQ(r->stacks[1].pid, 1);
+        ASSERT_EQ(r->stacks[1].cpu, 1);
+        ASSERT_EQ(r->stacks[2].pid, 2);
+        ASSERT_EQ(r->stacks[2].cpu, 0);
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                const query_stack *st = &r->stacks[i];
+
+                ASSERT_EQ(st->slot, -1);
+                ASSERT_EQ(st->n_frames, 5);
+                ASSERT_EQ(st->n_kernel, 3);
+                ASSERT_TRUE(st->modules);
+                ASSERT_LT(st->modules[1], r->n_modules);
+                ASSERT_STREQ(r->modules[st->modules[1]].name, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+                ASSERT_TRUE(!r->modules[st->modules[1]].kernel);
+                ASSERT_LT(st->modules[4], r->n_modules);
+                ASSERT_STREQ(r->modules[st->modules[4]].name, MODULE_KERNEL);
+                ASSERT_STREQ(r->modules[st->modules[4]].build_id, "ab12");
+                ASSERT_TRUE(r->modules[st->modules[4]].kernel);
+        }
+        ASSERT_TRUE(r->timeline == NULL);
+        query_result_free(r);
+
+        /* 4 slots of 5 s from S(0): samples at 1, 2, 3 and 10 s. */
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        q.since_ns = S(0);
+        q.until_ns = S(20);
+        q.timeline = 4;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_timeline, 4);
+        ASSERT_EQ(r->timeline_start_ns, S(0));
+        ASSERT_EQ(r->timeline_slot_ns, 5 * NSEC_PER_SEC);
+        ASSERT_EQ(r->timeline[0], 3);
+        ASSERT_EQ(r->timeline[1], 0);
+        ASSERT_EQ(r->timeline[2], 1);
+        ASSERT_EQ(r->timeline[3], 0);
+        ASSERT_EQ(r->n_stacks, 2);
+        ASSERT_EQ(r->stacks[0].slot, 0);
+        ASSERT_EQ(r->stacks[0].samples, 3);
+        ASSERT_EQ(r->stacks[0].pid, -1);
+        ASSERT_TRUE(r->stacks[0].modules == NULL);
+        ASSERT_EQ(r->stacks[1].slot, 2);
+        ASSERT_EQ(r->stacks[1].samples, 1);
+        query_result_free(r);
+
+        /* Without stacks, a timeline alone. */
+        q.want_stacks = false;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_timeline, 4);
+        ASSERT_EQ(r->timeline[0] + r->timeline[2], 4);
+        ASSERT_EQ(r->total_samples, 4);
+        query_result_free(r);
+
+        /* A timeline needs a closed window. */
+        q.until_ns = 0;
+        ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EINVAL);
+}
+
 TEST(stack_cache_follows_content_not_pointers) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;

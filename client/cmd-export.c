@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* perfsnapctl export: a time window of the history as a file other tools
+ * read: pprof, an SVG or interactive HTML flame graph, or folded stacks.
+ * The daemon answers one Query with whole stacks (at most its
+ * query_max_stacks, the most frequent); the writers (export.h) turn that
+ * answer into the format. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "export.h"
+#include "perfsnapctl.h"
+#include "timeparse.h"
+#include "wire/protocol.h"
+#include "wire/query-json.h"
+
+#define DEFAULT_SINCE "5m"
+/* Slots of the HTML page's time strip: at most this many, and none
+ * shorter than a second (the finest blocks the store keeps). */
+#define HTML_TIMELINE_SLOTS 400
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
+
+typedef enum export_format {
+        EXPORT_PPROF,
+        EXPORT_SVG,
+        EXPORT_HTML,
+        EXPORT_FOLDED,
+} export_format;
+
+static const struct {
+        const char *name, *suffix;
+} formats[] = {
+        [EXPORT_PPROF] = { "pprof", ".pb.gz" },
+        [EXPORT_SVG] = { "svg", ".svg" },
+        [EXPORT_HTML] = { "html", ".html" },
+        [EXPORT_FOLDED] = { "folded", ".folded" },
+};
+
+static int format_from_name(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(formats); i++)
+                if (strcmp(s, formats[i].name) == 0)
+                        return (int) i;
+        return -1;
+}
+
+/* The format a file name implies, or -1. */
+static int format_from_path(const char *path) {
+        size_t len = strlen(path);
+
+        for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
+                size_t n = strlen(formats[i].suffix);
+
+                if (len > n && strcmp(path + len - n, formats[i].suffix) == 0)
+                        return (int) i;
+        }
+        if (len > 6 && strcmp(path + len - 6, ".pprof") == 0)
+                return EXPORT_PPROF;
+        return -1;
+}
+
+static void help_export(void) {
+        printf("Usage: perfsnapctl [--socket PATH] export [OPTIONS] -o FILE\n"
+               "\n"
+               "Write the samples of a time range as a file other tools read.\n"
+               "\n"
+               "Formats:\n"
+               "  pprof   gzip-compressed profile.proto: go tool pprof, Pyroscope, Parca, Grafana.\n"
+               "          A sample per (command, pid, CPU, stack) with values samples/count and\n"
+               "          cpu/nanoseconds, labels comm, pid, cpu and context (kernel or user),\n"
+               "          mappings with build-ids; the command is the outermost frame\n"
+               "  svg     a static flame graph (kernel frames orange, user frames blue)\n"
+               "  html    one self-contained page: an interactive flame graph (click to zoom,\n"
+               "          search, tooltips) and a strip of samples over time; drag across the\n"
+               "          strip to redraw the graph for that span\n"
+               "  folded  folded stacks, one line each (flamegraph.pl, speedscope, inferno)\n"
+               "\n"
+               "Options:\n"
+               "  -o, --output FILE    write to FILE ('-': standard output)\n"
+               "      --format FORMAT  pprof, svg, html or folded (default: from the name of FILE:\n"
+               "                       .pb.gz or .pprof, .svg, .html, .folded)\n"
+               "      --title TEXT     title of a flame graph (default: the host and the range)\n"
+               "      --since TIME     start of the range (default: %s, i.e. 5 minutes ago)\n"
+               "      --until TIME     end of the range, exclusive (default: now)\n"
+               "      --pid PID        only samples of this process id\n"
+               "      --comm NAME      only samples of tasks with this command name (exact)\n"
+               "      --cpu N          only samples taken on CPU N\n"
+               "      --dso NAME       only stacks through this module (path, file name, or kernel\n"
+               "                       module name)\n"
+               "      --kernel-only    only the kernel part of each stack\n"
+               "      --user-only      only the user part of each stack\n"
+               "      --inline         also the functions inlined where a user frame is, as frames\n"
+               "      --socket PATH    connect to PATH instead of the default socket\n"
+               "  -h, --help           show this help\n"
+               "\n"
+               "TIME is as for 'perfsnapctl query' (30s, 5m, 2h, \"2026-11-21 14:00\", @1763733600).\n"
+               "The daemon sends at most its query_max_stacks most frequent stacks\n"
+               "(perfsnapd.conf(5)); samples in the others are counted and left out, and\n"
+               "export says how many on standard error.\n"
+               "\n"
+               "Examples:\n"
+               "  perfsnapctl export --since 10m -o cpu.html && xdg-open cpu.html\n"
+               "  perfsnapctl export --since 1h -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n"
+               "  perfsnapctl export --since 1h --comm postgres -o pg.svg\n",
+               DEFAULT_SINCE);
+}
+
+/* The CPU time one sample stands for, from the daemon's sampling
+ * frequency; 0 if it does not say. */
+static uint64_t sample_period_ns(void) {
+        _cleanup_(json_object_putp) struct json_object *params = json_object_new_object(), *answer = NULL;
+        int64_t hz;
+
+        if (!params || daemon_call(PERFSNAP_METHOD_STATUS, params, false, &answer) != 0)
+                return 0;
+        hz = json_int_member(answer, "frequency_hz", 0);
+        return hz > 0 ? UINT64_C(1000000000) / (uint64_t) hz : 0;
+}
+
+static void default_title(const export_input *in, char *buf, size_t size) {
+        char host[256] = "", a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX];
+
+        if (gethostname(host, sizeof host - 1) < 0)
+                host[0] = 0;
+        snprintf(buf, size, "CPU on %s, %s .. %s", host[0] ? host : "this machine",
+                 time_format_local_decimals(in->since_ns, 0, a, sizeof a) ?: "?",
+                 time_format_local_decimals(in->until_ns, 0, b, sizeof b) ?: "?");
+}
+
+static int write_export(export_format format, int fd, const export_input *in) {
+        FILE *f;
+        int r;
+
+        if (format == EXPORT_PPROF)
+                return export_pprof(fd, in);
+
+        /* A stream of its own: fd stays the caller's to close. */
+        fd = dup(fd);
+        if (fd < 0)
+                return -errno;
+        f = fdopen(fd, "w");
+        if (!f) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        switch (format) {
+        case EXPORT_SVG:
+                r = export_svg(f, in);
+                break;
+        case EXPORT_HTML:
+                r = export_html(f, in);
+                break;
+        default:
+                print_folded(f, in->r);
+                r = 0;
+        }
+        if (fflush(f) != 0 && r >= 0)
+                r = -errno;
+        if (ferror(f) && r >= 0)
+                r = -EIO;
+        if (fclose(f) != 0 && r >= 0)
+                r = -errno;
+        return r;
+}
+
+int cmd_export(int argc, char **argv) {
+        static const struct option options[] = {
+                { "output", required_argument, NULL, 'o' },
+                { "format", required_argument, NULL, ARG_FORMAT },
+                { "title",  required_argument, NULL, ARG_TITLE },
+                QUERY_OPTIONS,
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "help",   no_argument,       NULL, 'h' },
+                {}
+        };
+        _cleanup_(json_object_putp) struct json_object *params = NULL, *answer = NULL;
+        _cleanup_(query_result_freep) query_result *result = NULL;
+        query_window w = { .since = DEFAULT_SINCE };
+        query_params q = QUERY_PARAMS_INIT;
+        const char *output = NULL, *title = NULL;
+        char title_buf[512];
+        int format = -1, c, r, fd;
+        export_input in = {};
+        uint64_t now_ns;
+
+        optind = 0;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":ho:", options, NULL)) >= 0) {
+                r = parse_query_option(c, optarg, &w, &q);
+                if (r < 0)
+                        return EXIT_FAILURE;
+                if (r == 1)
+                        continue;
+                switch (c) {
+                case 'o':
+                        output = optarg;
+                        break;
+                case ARG_FORMAT:
+                        format = format_from_name(optarg);
+                        if (format < 0)
+                                return print_error("invalid --format '%s': expected pprof, svg, html or folded", optarg);
+                        break;
+                case ARG_TITLE:
+                        title = optarg;
+                        break;
+                case ARG_SOCKET:
+                        arg_socket = optarg;
+                        break;
+                case 'h':
+                        help_export();
+                        return finish_output();
+                default:
+                        return print_option_error(c, argv, "export");
+                }
+        }
+        if (optind < argc)
+                return print_error("unexpected argument '%s' (see 'perfsnapctl export --help')", argv[optind]);
+        if (!output)
+                return print_error("no output file: give -o FILE, or -o - for standard output");
+        if (format < 0 && strcmp(output, "-") != 0)
+                format = format_from_path(output);
+        if (format < 0)
+                return print_error("no --format given and none implied by '%s' (.pb.gz, .pprof, .svg, .html, .folded)",
+                                   output);
+
+        now_ns = clock_ns(CLOCK_REALTIME);
+        r = query_window_apply(&w, now_ns, &q);
+        if (r != 0)
+                return r;
+        /* A closed window, so that the timeline's slots are fixed. */
+        if (q.until_ns == 0)
+                q.until_ns = now_ns;
+        q.want_stacks = true;
+        if (format == EXPORT_PPROF) {
+                q.by_pid = q.by_cpu = true;
+                q.want_modules = true;
+        } else if (format == EXPORT_HTML)
+                q.timeline = (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) HTML_TIMELINE_SLOTS,
+                                                             (q.until_ns - q.since_ns) / UINT64_C(1000000000)));
+
+        params = query_params_to_json(&q);
+        if (!params)
+                return print_error("out of memory");
+        r = daemon_call(PERFSNAP_METHOD_QUERY, params, true, &answer);
+        if (r != 0)
+                return r;
+        r = query_result_from_json(answer, &result);
+        if (r == -ENOMEM)
+                return print_error("out of memory");
+        if (r < 0)
+                return print_error("malformed Query reply from perfsnapd at %s", socket_path());
+
+        in = (export_input) {
+                .q = &q,
+                .r = result,
+                .since_ns = q.since_ns,
+                .until_ns = q.until_ns,
+                .period_ns = format == EXPORT_PPROF || format == EXPORT_HTML ? sample_period_ns() : 0,
+        };
+        if (!title) {
+                default_title(&in, title_buf, sizeof title_buf);
+                title = title_buf;
+        }
+        in.title = title;
+
+        if (!q.dso) {
+                uint64_t in_stacks = 0;
+
+                for (size_t i = 0; i < result->n_stacks; i++)
+                        in_stacks += result->stacks[i].samples;
+                if (in_stacks < result->total_samples)
+                        fprintf(stderr,
+                                "perfsnapctl: %" PRIu64 " of %" PRIu64 " samples are in stacks beyond the daemon's "
+                                "query_max_stacks and are left out\n",
+                                result->total_samples - in_stacks, result->total_samples);
+        }
+
+        if (strcmp(output, "-") == 0) {
+                fd = dup(STDOUT_FILENO);
+                if (fd < 0)
+                        return print_error("cannot write to standard output: %s", strerror(errno));
+        } else {
+                fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+                if (fd < 0)
+                        return print_error("cannot create '%s': %s", output, strerror(errno));
+        }
+        r = write_export((export_format) format, fd, &in);
+        if (close(fd) < 0 && r >= 0)
+                r = -errno;
+        if (r < 0) {
+                if (strcmp(output, "-") != 0)
+                        unlink(output);
+                return print_error("cannot write '%s': %s", output, strerror(-r));
+        }
+        if (strcmp(output, "-") != 0)
+                fprintf(stderr, "perfsnapctl: wrote %s (%s, %" PRIu64 " samples in %zu stacks)\n", output,
+                        formats[format].name, result->total_samples, result->n_stacks);
+        return 0;
+}

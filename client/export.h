@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* perfsnapctl export's writers: a Query answer with stacks (query.h) as
+ * pprof (export-pprof.c), an SVG or an HTML flame graph (export-flame.c).
+ * They read only the answer, so their memory is that of the answer (at
+ * most the daemon's query_max_stacks stacks) plus the output's own
+ * tables. Errors: negative errno. */
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "query.h"
+
+typedef struct export_input {
+        const query_params *q;
+        const query_result *r;
+        uint64_t since_ns, until_ns;    /* the window (until: now if the query's is open) */
+        uint64_t period_ns;             /* CPU time one sample stands for: 1 s / sampling frequency */
+        const char *title;
+} export_input;
+
+/* gzip-compressed profile.proto, written to fd as it is packed. */
+int export_pprof(int fd, const export_input *in);
+int export_svg(FILE *f, const export_input *in);
+int export_html(FILE *f, const export_input *in);
+
+/* ---- shared by the writers (flame.c) ---- */
+
+enum { FLAME_ROOT, FLAME_COMM, FLAME_USER, FLAME_KERNEL };
+
+/* A frame of the merged call tree, in depth-first order: children follow
+ * their parent, in name order. x: samples left of the frame within the
+ * root, value: samples in it and under it. */
+typedef struct flame_node {
+        const char *name;
+        uint32_t parent, depth;
+        int kind;
+        uint64_t value, x;
+} flame_node;
+
+typedef struct flame_tree {
+        flame_node *nodes;
+        size_t n, alloc;
+        uint32_t max_depth;
+} flame_tree;
+
+/* Merges the answer's stacks (all of their pids, CPUs and slots) under
+ * one root; the comm is the first frame of each. */
+int flame_tree_build(const query_result *r, flame_tree *ret);
+void flame_tree_done(flame_tree *t);
+
+/* Indices of r's stacks ordered by comm, then frames (for merging equal
+ * paths). *ret: malloc'ed, r->n_stacks entries. */
+int stacks_by_path(const query_result *r, size_t **ret);
+/* Compares two stacks by comm then frames only. */
+int stack_path_cmp(const query_stack *a, const query_stack *b);
+
+/* Writes s as XML character data / a JSON string (quoted); bytes that are
+ * not valid UTF-8 and control characters become U+FFFD; in JSON, '<', '>'
+ * and '&' are escaped so that the text can sit in an HTML <script>. */
+void fput_xml(FILE *f, const char *s);
+void fput_json(FILE *f, const char *s);
