@@ -103,8 +103,8 @@ static void help_export(void) {
                "\n"
                "TIME is as for 'perfsnapctl query' (30s, 5m, 2h, \"2026-11-21 14:00\", @1763733600).\n"
                "The daemon sends at most its query_max_stacks most frequent stacks\n"
-               "(perfsnapd.conf(5)); samples in the others are counted and left out, and\n"
-               "export says how many on standard error.\n"
+               "(perfsnapd.conf(5)); the samples of the others are a frame \"[other stacks]\"\n"
+               "under their command, and export says how many on standard error.\n"
                "\n"
                "Examples:\n"
                "  perfsnapctl export --since 10m -o cpu.html && xdg-open cpu.html\n"
@@ -240,6 +240,7 @@ int cmd_export(int argc, char **argv) {
         if (q.until_ns == 0)
                 q.until_ns = now_ns;
         q.want_stacks = true;
+        q.packed = format != EXPORT_FOLDED;
         if (format == EXPORT_PPROF) {
                 q.by_pid = q.by_cpu = true;
                 q.want_modules = true;
@@ -272,16 +273,17 @@ int cmd_export(int argc, char **argv) {
         }
         in.title = title;
 
-        if (!q.dso) {
-                uint64_t in_stacks = 0;
+        {
+                uint64_t other = 0;
 
                 for (size_t i = 0; i < result->n_stacks; i++)
-                        in_stacks += result->stacks[i].samples;
-                if (in_stacks < result->total_samples)
+                        if (result->stacks[i].n_frames == 1 && strcmp(result->stacks[i].frames[0], OTHER_STACKS) == 0)
+                                other += result->stacks[i].samples;
+                if (other > 0)
                         fprintf(stderr,
                                 "perfsnapctl: %" PRIu64 " of %" PRIu64 " samples are in stacks beyond the daemon's "
-                                "query_max_stacks and are left out\n",
-                                result->total_samples - in_stacks, result->total_samples);
+                                "query_max_stacks: \"" OTHER_STACKS "\" under their command\n",
+                                other, result->total_samples);
         }
 
         if (strcmp(output, "-") == 0) {

@@ -2,8 +2,12 @@
 /* Freeing query results (query.h): shared by the store, which makes them,
  * and perfsnapctl, which parses them from replies and links no storage. */
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "hashmap.h"
+#include "macro.h"
 #include "query.h"
 
 void query_rows_free(query_row *rows, size_t n) {
@@ -17,10 +21,11 @@ void query_rows_free(query_row *rows, size_t n) {
 
 void query_stack_done(query_stack *st) {
         free(st->comm);
-        for (size_t i = 0; i < st->n_frames; i++)
+        for (size_t i = 0; !st->borrowed && i < st->n_frames; i++)
                 free(st->frames[i]);
         free(st->frames);
         free(st->modules);
+        free(st->name_ids);
 }
 
 query_result *query_result_free(query_result *r) {
@@ -38,6 +43,52 @@ query_result *query_result_free(query_result *r) {
         }
         free(r->modules);
         free(r->timeline);
+        for (size_t i = 0; i < r->n_names; i++)
+                free(r->names[i]);
+        free(r->names);
         free(r);
         return NULL;
+}
+
+int query_result_pack(query_result *r) {
+        hashmap *idx = NULL;
+        size_t alloc = 0;
+        int k;
+
+        k = hashmap_new(&idx);
+        for (size_t i = 0; k >= 0 && i < r->n_stacks; i++) {
+                query_stack *st = &r->stacks[i];
+
+                free(st->name_ids);
+                st->name_ids = calloc(MAX(st->n_frames, (size_t) 1), sizeof(uint32_t));
+                if (!st->name_ids) {
+                        k = -ENOMEM;
+                        break;
+                }
+                for (size_t j = 0; k >= 0 && j < st->n_frames; j++) {
+                        const char *name = st->frames[j];
+                        int64_t id;
+
+                        if (hashmap_get(idx, name, strlen(name), &id) < 0) {
+                                if (r->n_names >= UINT32_MAX) {
+                                        k = -E2BIG;
+                                        break;
+                                }
+                                k = array_reserve_one((void **) &r->names, &alloc, r->n_names, sizeof(char *));
+                                if (k < 0)
+                                        break;
+                                r->names[r->n_names] = strdup(name);
+                                if (!r->names[r->n_names]) {
+                                        k = -ENOMEM;
+                                        break;
+                                }
+                                id = (int64_t) r->n_names++;
+                                k = hashmap_put(idx, r->names[id], strlen(name), id);
+                        }
+                        if (k >= 0)
+                                st->name_ids[j] = (uint32_t) id;
+                }
+        }
+        hashmap_free(idx);
+        return k < 0 ? k : 0;
 }

@@ -43,6 +43,10 @@ typedef struct query_params {
          * more). */
         bool by_pid, by_cpu, want_modules;
         uint32_t timeline;
+        /* With want_stacks: frame names once, in the answer's names, and
+         * each stack's frames as indices into them (a smaller answer for
+         * many stacks; see doc/protocol.md). */
+        bool packed;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
@@ -76,7 +80,15 @@ typedef struct query_stack {
         int32_t slot;
         /* With want_modules: per frame, an index in query_result.modules. */
         uint32_t *modules;
+        /* With packed: per frame, an index in query_result.names. */
+        uint32_t *name_ids;
+        /* frames[] point into query_result.names (not freed with the stack). */
+        bool borrowed;
 } query_stack;
+
+/* The one frame of the stack that holds, per command (and timeline slot),
+ * the samples of the stacks beyond the answer's cap. */
+#define OTHER_STACKS "[other stacks]"
 
 /* A module of the frames of stacks: its path or "[name]", and the
  * build-id of the file (hex), or NULL. */
@@ -102,6 +114,8 @@ typedef struct query_result {
         size_t n_stacks;
         query_module *modules;  /* only with want_modules */
         size_t n_modules;
+        char **names;           /* only with packed: the stacks' frame names */
+        size_t n_names;
         /* Only with query_params.timeline: samples per slot of
          * timeline_slot_ns from timeline_start_ns (the window's start). */
         uint64_t *timeline;
@@ -114,5 +128,8 @@ typedef struct query_result {
 void query_rows_free(query_row *rows, size_t n);
 /* Frees what st holds (not st). */
 void query_stack_done(query_stack *st);
+/* Sets r's names to the distinct frame names of its stacks, and each
+ * stack's name_ids (query_params.packed). 0, -ENOMEM. */
+int query_result_pack(query_result *r);
 /* Frees r and all it holds; NULL-safe; returns NULL. */
 query_result *query_result_free(query_result *r);

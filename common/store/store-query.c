@@ -1061,15 +1061,176 @@ fail:
         return r;
 }
 
-/* The most frequent stacks over all parts: each part's best, merged. */
+/* Stacks that differ only in where in its function the leaf was (the
+ * sampled instruction; return addresses above it are call sites, which
+ * repeat) read the same once named: one group each, before the most
+ * frequent are chosen, so that max_stacks counts stacks as they are
+ * shown. Within a part (a class whose stacks fall in different parts is
+ * merged by name after expansion, build_stacks()). */
+typedef struct leaf_class {
+        int64_t parent;         /* the leaf's parent node */
+        int64_t leaf;           /* the leaf's symbol id, or its frame id if unnamed */
+        bool named;
+} leaf_class;
+
+typedef struct leaf_sort {
+        const group *groups;
+        const leaf_class *cls;
+} leaf_sort;
+
+static int leaf_class_cmp(const void *x, const void *y, void *userdata) {
+        const leaf_sort *ls = userdata;
+        uint32_t i = *(const uint32_t *) x, j = *(const uint32_t *) y;
+        const group *a = ls->groups + i, *b = ls->groups + j;
+        const leaf_class *p = ls->cls + i, *q = ls->cls + j;
+
+        if (a->comm_id != b->comm_id)
+                return a->comm_id < b->comm_id ? -1 : 1;
+        if (a->split != b->split)
+                return a->split < b->split ? -1 : 1;
+        if (p->parent != q->parent)
+                return p->parent < q->parent ? -1 : 1;
+        if (p->named != q->named)
+                return p->named ? -1 : 1;
+        if (p->leaf != q->leaf)
+                return p->leaf < q->leaf ? -1 : 1;
+        return i < j ? -1 : i > j;
+}
+
+static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
+        size_t n = *n_groups, m = 0;
+        _cleanup_free_ leaf_class *cls = calloc(MAX(n, (size_t) 1), sizeof(leaf_class));
+        _cleanup_free_ uint32_t *order = calloc(MAX(n, (size_t) 1), sizeof(uint32_t));
+        int r;
+
+        if (!cls || !order)
+                return -ENOMEM;
+        if (n >= UINT32_MAX)
+                return 0;
+        /* Lookups in id order, so that the dictionaries' blocks are read
+         * in order, not once per group: the stacks' nodes, then their
+         * leaf frames. */
+        _cleanup_free_ order_item *by_id = calloc(MAX(n, (size_t) 1), sizeof(order_item));
+        size_t m_ids = 0;
+
+        if (!by_id)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                order[i] = (uint32_t) i;
+                /* No stack: a class of its own. */
+                cls[i] = (leaf_class) { .parent = -1 - (int64_t) i };
+                if (group_stack(groups + i) != 0)
+                        by_id[m_ids++] = (order_item) { group_stack(groups + i), i };
+        }
+        qsort(by_id, m_ids, sizeof(order_item), order_cmp);
+        for (size_t k = 0; k < m_ids; k++) {
+                node_info node;
+
+                r = ctx_node(c, by_id[k].key, &node);
+                if (r < 0)
+                        return r;
+                cls[by_id[k].i].parent = node.parent;
+                cls[by_id[k].i].leaf = node.frame;
+                by_id[k].key = node.frame;
+        }
+        qsort(by_id, m_ids, sizeof(order_item), order_cmp);
+        for (size_t k = 0; k < m_ids; k++) {
+                leaf_class *l = cls + by_id[k].i;
+                int64_t v[6], sym, inl;
+
+                if (k > 0 && by_id[k].key == by_id[k - 1].key) {
+                        const leaf_class *prev = cls + by_id[k - 1].i;
+
+                        l->leaf = prev->leaf;
+                        l->named = prev->named;
+                        continue;
+                }
+                /* kind, addr, symbol, offset, module, build_id */
+                r = dict_reader_get(c->frame_rows, by_id[k].key, v);
+                if (r < 0)
+                        return r;
+                sym = v[2];
+                if (v[0] == FRAME_USER && sym == 0) {
+                        r = ctx_user_symbol(c, v[5], u64(v[3]), &sym, &inl, NULL);
+                        if (r < 0)
+                                return r;
+                }
+                if (sym != 0) {
+                        l->leaf = sym;
+                        l->named = true;
+                }
+        }
+        qsort_r(order, n, sizeof(uint32_t), leaf_class_cmp, &(leaf_sort) { .groups = groups, .cls = cls });
+
+        /* The first of each class takes the others' samples. */
+        for (size_t k = 0; k < n;) {
+                size_t first = order[k], l = k + 1;
+
+                while (l < n && groups[order[l]].comm_id == groups[first].comm_id &&
+                       groups[order[l]].split == groups[first].split && cls[order[l]].parent == cls[first].parent &&
+                       cls[order[l]].named && cls[first].named && cls[order[l]].leaf == cls[first].leaf) {
+                        groups[first].samples += groups[order[l]].samples;
+                        groups[order[l]].samples = 0;
+                        l++;
+                }
+                k = l;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (groups[i].samples != 0)
+                        groups[m++] = groups[i];
+        *n_groups = m;
+        return 0;
+}
+
+/* The most frequent stacks over all parts: each part's best, merged.
+ * The samples of the others are counted per (comm, timeline slot) in
+ * others (when other_idx is set), for a stack "[other stacks]" each. */
+typedef struct other_entry {
+        int64_t comm_id;
+        int32_t slot;
+        uint64_t samples;
+} other_entry;
+
 typedef struct top_groups {
         group *v;
         size_t n, limit;        /* limit 0: all */
+        hashmap *other_idx;     /* (comm, slot) -> index in others */
+        other_entry *others;
+        size_t n_others, alloc_others;
+        int32_t (*slot_of)(const group *g);
 } top_groups;
+
+static void top_groups_done(top_groups *t) {
+        free(t->v);
+        hashmap_free(t->other_idx);
+        free(t->others);
+}
+
+static int other_add(top_groups *t, const group *g) {
+        int32_t slot = t->slot_of ? t->slot_of(g) : -1;
+        int64_t idx;
+        int r;
+
+        if (!t->other_idx)
+                return 0;
+        if (hashmap_get_pair(t->other_idx, (uint64_t) g->comm_id, (uint64_t) (int64_t) slot, &idx) >= 0) {
+                t->others[idx].samples += g->samples;
+                return 0;
+        }
+        r = array_reserve_one((void **) &t->others, &t->alloc_others, t->n_others, sizeof(other_entry));
+        if (r < 0)
+                return r;
+        r = hashmap_put_pair(t->other_idx, (uint64_t) g->comm_id, (uint64_t) (int64_t) slot, (int64_t) t->n_others);
+        if (r < 0)
+                return r;
+        t->others[t->n_others++] = (other_entry) { .comm_id = g->comm_id, .slot = slot, .samples = g->samples };
+        return 0;
+}
 
 static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
         size_t keep, n = 0, i = 0, j = 0;
         group *m;
+        int r = 0;
 
         qsort(groups, n_groups, sizeof(group), group_cmp);
         keep = t->limit > 0 ? MIN(t->limit, t->n + n_groups) : t->n + n_groups;
@@ -1084,9 +1245,53 @@ static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
                 else
                         m[n++] = groups[j++];
         }
+        /* What did not make it. */
+        for (; r >= 0 && i < t->n; i++)
+                r = other_add(t, t->v + i);
+        for (; r >= 0 && j < n_groups; j++)
+                r = other_add(t, groups + j);
         free(t->v);
         t->v = m;
         t->n = n;
+        return r;
+}
+
+static int32_t group_slot_of(const group *g) {
+        return SPLIT_SLOT(g->split);
+}
+
+/* A stack "[other stacks]" per (comm, slot) of what the cap left out. */
+static int add_other_stacks(query_ctx *c, const top_groups *top, query_result *res) {
+        query_stack *v;
+
+        if (top->n_others == 0)
+                return 0;
+        v = reallocarray(res->stacks, res->n_stacks + top->n_others, sizeof(query_stack));
+        if (!v)
+                return -ENOMEM;
+        res->stacks = v;
+        for (size_t i = 0; i < top->n_others; i++) {
+                query_stack *st = &res->stacks[res->n_stacks];
+                int r;
+
+                *st = (query_stack) {
+                        .samples = top->others[i].samples,
+                        .pid = -1,
+                        .cpu = -1,
+                        .slot = top->others[i].slot,
+                        .frames = calloc(1, sizeof(char *)),
+                };
+                if (!st->frames)
+                        return -ENOMEM;
+                res->n_stacks++;
+                st->frames[0] = strdup(OTHER_STACKS);
+                if (!st->frames[0])
+                        return -ENOMEM;
+                st->n_frames = 1;
+                r = ctx_comm(c, top->others[i].comm_id, &st->comm);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -1278,6 +1483,9 @@ static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) 
                 if (r == 0)
                         res->n_stacks++;
         }
+        r = add_other_stacks(c, top, res);
+        if (r < 0)
+                return r;
 
         /* Stacks of other offsets in the same functions read the same once
          * named: one line each. */
@@ -1361,6 +1569,9 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         part = 0;
                         row_set_clear(rs);
                         top->n = 0;
+                        top->n_others = 0;
+                        if (top->other_idx)
+                                hashmap_clear(top->other_idx);
                 }
                 if (r < 0)
                         break;
@@ -1373,6 +1584,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         if (t.slots[i].samples != 0)
                                 t.slots[n++] = t.slots[i];
                 r = rows_add(c, rs, t.slots, n);
+                if (r >= 0 && q->want_stacks && q->frames == QUERY_FRAMES_ALL && !q->inlined)
+                        r = merge_leaf_offsets(c, t.slots, &n);
                 if (r >= 0 && q->want_stacks)
                         r = top_groups_add(top, t.slots, n);
                 if (r < 0)
@@ -1401,8 +1614,10 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
 static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result *res) {
         _cleanup_(query_ctx_done) query_ctx c = {};
         _cleanup_(row_set_done) row_set rs = {};
-        _cleanup_free_ group *top_v = NULL;
-        top_groups top = { .limit = max_stacks };
+        _cleanup_(top_groups_done) top_groups top = {
+                .limit = max_stacks,
+                .slot_of = q->timeline > 0 ? group_slot_of : NULL,
+        };
         size_t row_limit;
         int64_t comm_id = 0;
         int r;
@@ -1429,8 +1644,14 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
         if (r < 0)
                 return r;
 
+        /* What the cap leaves out of whole stacks is counted, unless only
+         * the stacks through a module are asked for. */
+        if (q->want_stacks && max_stacks > 0 && !q->dso) {
+                r = hashmap_new(&top.other_idx);
+                if (r < 0)
+                        return r;
+        }
         r = query_groups(s, &c, q, comm_id, &rs, &top, res);
-        top_v = top.v;
         if (r < 0)
                 return r;
         if (res->total_samples == 0)
@@ -1448,6 +1669,8 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
         if (!q->want_stacks)
                 return 0;
         r = build_stacks(&c, &top, res);
+        if (r >= 0 && q->packed)
+                r = query_result_pack(res);
         if (r < 0)
                 return r;
         res->modules = TAKE_PTR(c.modules);

@@ -124,14 +124,19 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                 }
                                 q.inlined = json_object_get_boolean(val);
                         } else if (strcmp(key, "by_pid") == 0 || strcmp(key, "by_cpu") == 0 ||
-                                   strcmp(key, "modules") == 0) {
+                                   strcmp(key, "modules") == 0 || strcmp(key, "packed") == 0) {
+                                static const char *const errors[] = {
+                                        "by_pid: expected a boolean", "by_cpu: expected a boolean",
+                                        "modules: expected a boolean", "packed: expected a boolean",
+                                };
+                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed };
+                                size_t which = key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2 : 3;
+
                                 if (!json_object_is_type(val, json_type_boolean)) {
-                                        error = key[0] == 'm' ? "modules: expected a boolean"
-                                                : key[3] == 'p' ? "by_pid: expected a boolean" : "by_cpu: expected a boolean";
+                                        error = errors[which];
                                         goto fail;
                                 }
-                                *(key[0] == 'm' ? &q.want_modules : key[3] == 'p' ? &q.by_pid : &q.by_cpu) =
-                                        json_object_get_boolean(val);
+                                *flags[which] = json_object_get_boolean(val);
                         } else if (strcmp(key, "timeline") == 0) {
                                 if (!json_int_in_range(val, 0, QUERY_TIMELINE_MAX, &v)) {
                                         error = "timeline: expected a number of slots from 0 (none) to 2000";
@@ -223,6 +228,7 @@ struct json_object *query_params_to_json(const query_params *q) {
         if ((q->by_pid && add(o, "by_pid", json_object_new_boolean(1)) < 0) ||
             (q->by_cpu && add(o, "by_cpu", json_object_new_boolean(1)) < 0) ||
             (q->want_modules && add(o, "modules", json_object_new_boolean(1)) < 0) ||
+            (q->packed && add(o, "packed", json_object_new_boolean(1)) < 0) ||
             (q->timeline > 0 && add(o, "timeline", json_object_new_int64(q->timeline)) < 0))
                 return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&
@@ -253,12 +259,44 @@ static struct json_object *row_to_json(const query_row *row) {
         return TAKE_PTR(o);
 }
 
+/* A packed stack's indices: "3 17 22" (one JSON value per stack, not one
+ * per frame). */
+static void add_ids(proto_buf *b, const uint32_t *v, size_t n) {
+        proto_buf_add_str(b, "\"");
+        for (size_t i = 0; i < n; i++) {
+                if (i > 0)
+                        proto_buf_add_str(b, " ");
+                proto_buf_add_u64(b, v[i]);
+        }
+        proto_buf_add_str(b, "\"");
+}
+
+static struct json_object *ids_to_json(const uint32_t *v, size_t n) {
+        proto_buf b = {};
+        struct json_object *o;
+
+        add_ids(&b, v, n);
+        if (b.failed) {
+                free(b.data);
+                return NULL;
+        }
+        /* Without the quotes. */
+        o = json_object_new_string_len(b.data + 1, (int) b.len - 2);
+        free(b.data);
+        return o;
+}
+
 static struct json_object *stack_to_json(const query_stack *st) {
         _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
         struct json_object *frames;
 
         if (!o || add(o, "comm", json_object_new_string(st->comm ? st->comm : "")) < 0)
                 return NULL;
+        if (st->name_ids) {
+                if (add(o, "frame_ids", ids_to_json(st->name_ids, st->n_frames)) < 0)
+                        return NULL;
+                goto scalars;
+        }
         frames = json_object_new_array_ext((int) MIN(st->n_frames, (size_t) INT32_MAX));
         if (add(o, "frames", frames) < 0)
                 return NULL;
@@ -269,12 +307,15 @@ static struct json_object *stack_to_json(const query_stack *st) {
                         return NULL;
                 }
         }
+scalars:
         if (add(o, "samples", json_object_new_uint64(st->samples)) < 0 ||
             add(o, "kernel_frames", json_object_new_uint64(st->n_kernel)) < 0 ||
             (st->pid >= 0 && add(o, "pid", json_object_new_int64(st->pid)) < 0) ||
             (st->cpu >= 0 && add(o, "cpu", json_object_new_int64(st->cpu)) < 0) ||
             (st->slot >= 0 && add(o, "slot", json_object_new_int64(st->slot)) < 0))
                 return NULL;
+        if (st->modules && st->name_ids)
+                return add(o, "module_ids", ids_to_json(st->modules, st->n_frames)) < 0 ? NULL : TAKE_PTR(o);
         if (st->modules) {
                 struct json_object *m = json_object_new_array_ext((int) MIN(st->n_frames, (size_t) INT32_MAX));
 
@@ -326,6 +367,15 @@ static struct json_object *result_header_to_json(const query_result *r, bool sta
                             add(m, "kernel", json_object_new_boolean(r->modules[i].kernel)) < 0)
                                 return NULL;
                 }
+        }
+        if (r->names) {
+                struct json_object *a = json_object_new_array_ext((int) MIN(r->n_names, (size_t) INT32_MAX));
+
+                if (add(o, "names", a) < 0)
+                        return NULL;
+                for (size_t i = 0; i < r->n_names; i++)
+                        if (append(a, json_object_new_string(r->names[i])) < 0)
+                                return NULL;
         }
         if (add(o, "rows", json_object_new_array()) < 0)
                 return NULL;
@@ -408,7 +458,43 @@ static int get_opt_index(struct json_object *obj, const char *key, uint64_t max,
         return 0;
 }
 
-static int stack_from_json(struct json_object *o, query_stack *st, size_t n_modules) {
+/* A packed stack's "3 17 22": decimal indices below max, one space
+ * apart. *ret: n entries (allocated even for none). */
+static int ids_from_json(struct json_object *v, uint64_t max, uint32_t **ret, size_t *ret_n) {
+        const char *p;
+        size_t n = 0, alloc;
+        uint32_t *ids;
+
+        if (!json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+        p = json_object_get_string(v);
+        alloc = (size_t) json_object_get_string_len(v) / 2 + 1;
+        ids = calloc(alloc, sizeof(uint32_t));
+        if (!ids)
+                return -ENOMEM;
+        while (*p) {
+                uint64_t x = 0;
+
+                if (n > 0 && *p++ != ' ')
+                        goto bad;
+                if (*p < '0' || *p > '9')
+                        goto bad;
+                for (; *p >= '0' && *p <= '9'; p++) {
+                        x = x * 10 + (uint64_t) (*p - '0');
+                        if (x >= max)
+                                goto bad;
+                }
+                ids[n++] = (uint32_t) x;
+        }
+        *ret = ids;
+        *ret_n = n;
+        return 0;
+bad:
+        free(ids);
+        return -EBADMSG;
+}
+
+static int stack_from_json(struct json_object *o, query_stack *st, const query_result *res) {
         struct json_object *frames, *mods;
         uint64_t n_kernel;
         int64_t pid, cpu, slot;
@@ -428,27 +514,49 @@ static int stack_from_json(struct json_object *o, query_stack *st, size_t n_modu
         st->pid = pid;
         st->cpu = (int32_t) cpu;
         st->slot = (int32_t) slot;
-        if (!json_object_object_get_ex(o, "frames", &frames) || !json_object_is_type(frames, json_type_array))
-                return -EBADMSG;
 
-        n = json_object_array_length(frames);
-        st->frames = calloc(MAX(n, (size_t) 1), sizeof(char *));
-        if (!st->frames)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                struct json_object *f = json_object_array_get_idx(frames, i);
-
-                if (!json_object_is_type(f, json_type_string))
-                        return -EBADMSG;
-                st->frames[i] = strdup(json_object_get_string(f));
-                if (!st->frames[i])
+        if (json_object_object_get_ex(o, "frame_ids", &frames) && frames) {
+                /* Packed: the frames are the answer's names. */
+                r = ids_from_json(frames, res->n_names, &st->name_ids, &n);
+                if (r < 0)
+                        return r;
+                st->frames = calloc(MAX(n, (size_t) 1), sizeof(char *));
+                if (!st->frames)
                         return -ENOMEM;
-                st->n_frames = i + 1;
+                st->borrowed = true;
+                for (size_t i = 0; i < n; i++)
+                        st->frames[i] = res->names[st->name_ids[i]];
+                st->n_frames = n;
+        } else {
+                if (!json_object_object_get_ex(o, "frames", &frames) || !json_object_is_type(frames, json_type_array))
+                        return -EBADMSG;
+                n = json_object_array_length(frames);
+                st->frames = calloc(MAX(n, (size_t) 1), sizeof(char *));
+                if (!st->frames)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++) {
+                        struct json_object *f = json_object_array_get_idx(frames, i);
+
+                        if (!json_object_is_type(f, json_type_string))
+                                return -EBADMSG;
+                        st->frames[i] = strdup(json_object_get_string(f));
+                        if (!st->frames[i])
+                                return -ENOMEM;
+                        st->n_frames = i + 1;
+                }
         }
         if (n_kernel > n)
                 return -EBADMSG;
         st->n_kernel = (size_t) n_kernel;
 
+        if (json_object_object_get_ex(o, "module_ids", &mods) && mods) {
+                size_t m;
+
+                r = ids_from_json(mods, res->n_modules, &st->modules, &m);
+                if (r < 0)
+                        return r;
+                return m == n ? 0 : -EBADMSG;
+        }
         if (!json_object_object_get_ex(o, "modules", &mods) || !mods)
                 return 0;
         if (!json_object_is_type(mods, json_type_array) || json_object_array_length(mods) != n)
@@ -459,9 +567,34 @@ static int stack_from_json(struct json_object *o, query_stack *st, size_t n_modu
         for (size_t i = 0; i < n; i++) {
                 uint64_t m;
 
-                if (proto_json_u64(json_object_array_get_idx(mods, i), UINT32_MAX, &m) < 0 || m >= n_modules)
+                if (proto_json_u64(json_object_array_get_idx(mods, i), UINT32_MAX, &m) < 0 || m >= res->n_modules)
                         return -EBADMSG;
                 st->modules[i] = (uint32_t) m;
+        }
+        return 0;
+}
+
+static int names_from_json(struct json_object *obj, query_result *r) {
+        struct json_object *a;
+        size_t n;
+
+        if (!json_object_object_get_ex(obj, "names", &a) || !a)
+                return 0;
+        if (!json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        n = json_object_array_length(a);
+        r->names = calloc(MAX(n, (size_t) 1), sizeof(char *));
+        if (!r->names)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *v = json_object_array_get_idx(a, i);
+
+                if (!json_object_is_type(v, json_type_string))
+                        return -EBADMSG;
+                r->names[i] = strdup(json_object_get_string(v));
+                if (!r->names[i])
+                        return -ENOMEM;
+                r->n_names = i + 1;
         }
         return 0;
 }
@@ -546,7 +679,8 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
             (k = get_u64(obj, "user_unknown", false, UINT64_MAX, &r->user_unknown)) < 0)
                 return k;
         r->n_cpus = (uint32_t) cpus;
-        if ((k = modules_from_json(obj, r)) < 0 || (k = timeline_from_json(obj, r)) < 0)
+        if ((k = modules_from_json(obj, r)) < 0 || (k = timeline_from_json(obj, r)) < 0 ||
+            (k = names_from_json(obj, r)) < 0)
                 return k;
 
         if (!json_object_object_get_ex(obj, "rows", &rows) || !json_object_is_type(rows, json_type_array))
@@ -576,7 +710,7 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                 }
                 for (size_t i = 0; i < n; i++) {
                         r->n_stacks = i + 1;
-                        k = stack_from_json(json_object_array_get_idx(stacks, i), &r->stacks[i], r->n_modules);
+                        k = stack_from_json(json_object_array_get_idx(stacks, i), &r->stacks[i], r);
                         if (k < 0)
                                 return k;
                 }
@@ -617,13 +751,19 @@ static void render_row(proto_buf *b, const query_row *row) {
 static void render_stack(proto_buf *b, const query_stack *st) {
         proto_buf_add_str(b, "{\"comm\":");
         proto_buf_add_json_string(b, st->comm ?: "");
-        proto_buf_add_str(b, ",\"frames\":[");
-        for (size_t i = 0; i < st->n_frames; i++) {
-                if (i > 0)
-                        proto_buf_add_str(b, ",");
-                proto_buf_add_json_string(b, st->frames[i] ?: "");
+        if (st->name_ids) {
+                proto_buf_add_str(b, ",\"frame_ids\":");
+                add_ids(b, st->name_ids, st->n_frames);
+        } else {
+                proto_buf_add_str(b, ",\"frames\":[");
+                for (size_t i = 0; i < st->n_frames; i++) {
+                        if (i > 0)
+                                proto_buf_add_str(b, ",");
+                        proto_buf_add_json_string(b, st->frames[i] ?: "");
+                }
+                proto_buf_add_str(b, "]");
         }
-        proto_buf_add_str(b, "],\"samples\":");
+        proto_buf_add_str(b, ",\"samples\":");
         proto_buf_add_u64(b, st->samples);
         proto_buf_add_str(b, ",\"kernel_frames\":");
         proto_buf_add_u64(b, st->n_kernel);
@@ -639,7 +779,10 @@ static void render_stack(proto_buf *b, const query_stack *st) {
                 proto_buf_add_str(b, ",\"slot\":");
                 proto_buf_add_u64(b, (uint64_t) st->slot);
         }
-        if (st->modules) {
+        if (st->modules && st->name_ids) {
+                proto_buf_add_str(b, ",\"module_ids\":");
+                add_ids(b, st->modules, st->n_frames);
+        } else if (st->modules) {
                 proto_buf_add_str(b, ",\"modules\":[");
                 for (size_t i = 0; i < st->n_frames; i++) {
                         if (i > 0)
@@ -651,8 +794,9 @@ static void render_stack(proto_buf *b, const query_stack *st) {
         proto_buf_add_str(b, "}");
 }
 
-/* The parameters up to the first row: {"total":..,...,"rows":[ */
-static void render_header(proto_buf *b, const query_result *r) {
+/* The parameters up to the first row: {"total":..,...,"rows":[; the
+ * names of packed stacks only in the first message (first). */
+static void render_header(proto_buf *b, const query_result *r, bool first) {
         const struct { const char *key; uint64_t v; } f[] = {
                 { "{\"total\":", r->total_samples },
                 { ",\"first_ns\":", r->first_ns },
@@ -694,6 +838,15 @@ static void render_header(proto_buf *b, const query_result *r) {
                 }
                 proto_buf_add_str(b, "]");
         }
+        if (r->names && first) {
+                proto_buf_add_str(b, ",\"names\":[");
+                for (size_t i = 0; i < r->n_names; i++) {
+                        if (i > 0)
+                                proto_buf_add_str(b, ",");
+                        proto_buf_add_json_string(b, r->names[i]);
+                }
+                proto_buf_add_str(b, "]");
+        }
         proto_buf_add_str(b, ",\"rows\":[");
 }
 
@@ -708,11 +861,11 @@ typedef struct chunk {
         bool in_stacks;
 } chunk;
 
-static void chunk_start(chunk *c, const query_result *r) {
+static void chunk_start(chunk *c, const query_result *r, bool first) {
         c->body.len = 0;
         c->n[0] = c->n[1] = 0;
         c->in_stacks = false;
-        render_header(&c->body, r);
+        render_header(&c->body, r, first);
 }
 
 /* The length of c's message if it were finished now, as continued. */
@@ -757,7 +910,7 @@ int query_result_format_replies(const query_result *r, size_t max_bytes, char **
 
         /* Every message has the header, both arrays' brackets and the
          * longer start. */
-        chunk_start(&c, r);
+        chunk_start(&c, r, true);
         base = chunk_bytes(&c, stacks);
         if (c.body.failed)
                 r_ = -ENOMEM;
@@ -788,7 +941,7 @@ int query_result_format_replies(const query_result *r, size_t max_bytes, char **
                                 r_ = -ENOMEM;
                                 break;
                         }
-                        chunk_start(&c, r);
+                        chunk_start(&c, r, false);
                 }
                 if (which == 1 && !c.in_stacks) {
                         proto_buf_add_str(&c.body, STACKS_START);

@@ -239,6 +239,9 @@ static query_result *make_result(size_t n) {
                 r->timeline_start_ns = 1763733600000000000ull;
                 r->timeline_slot_ns = 7;
         }
+        /* Packed stacks: names once, frames as indices. */
+        if (n % 2 == 1 && n > 4)
+                ASSERT_OK(query_result_pack(r));
         return r;
 }
 
@@ -351,10 +354,13 @@ TEST(result_rejected) {
 /* The daemon splits an answer into bounded replies; the client merges them
  * back into the same result. */
 TEST(result_split_and_merge) {
-        const size_t limits[] = { 100000, 4096, 700 };
+        const size_t limits[] = { 100000, 4096, 700, 100000, 4096, 1500 };
         query_result *r = make_result(40);
 
         for (size_t l = 0; l < ELEMENTSOF(limits); l++) {
+                /* The second three: packed, the names in the first reply. */
+                if (l == 3)
+                        ASSERT_OK(query_result_pack(r));
                 struct json_object *merged = NULL;
                 query_result *back = NULL;
                 char **msgs = NULL;
@@ -385,6 +391,8 @@ TEST(result_split_and_merge) {
 
                 ASSERT_OK(query_result_from_json(merged, &back));
                 assert_result_equal(r, back);
+                ASSERT_EQ(back->n_names, r->n_names);
+                ASSERT_EQ(json_object_object_get_ex(merged, "names", NULL), l >= 3);
                 query_result_free(back);
                 json_object_put(merged);
         }

@@ -474,11 +474,22 @@ TEST(query_stacks) {
         assert_row(r, 1, "sh", MODULE_KERNEL, "do_sys_open", 3);
         query_result_free(r);
 
-        /* max_stacks keeps the most frequent. */
+        /* max_stacks keeps the most frequent; the samples of the others
+         * are a stack "[other stacks]" per comm: io's axc and empty stack,
+         * cp's abc. */
         r = run_query(s, &q, 0, 2);
-        ASSERT_EQ(r->n_stacks, 2);
+        ASSERT_EQ(r->n_stacks, 4);
         ASSERT_EQ(r->stacks[0].samples, 3);
+        ASSERT_STREQ(r->stacks[0].comm, "sh");
         ASSERT_EQ(r->stacks[1].samples, 2);
+        ASSERT_STREQ(r->stacks[1].comm, "io");
+        ASSERT_STREQ(r->stacks[1].frames[0], "[other stacks]");
+        ASSERT_EQ(r->stacks[1].n_frames, 1);
+        ASSERT_EQ(r->stacks[2].samples, 2);
+        assert_frames(&r->stacks[2], want_abc, ELEMENTSOF(want_abc));
+        ASSERT_EQ(r->stacks[3].samples, 1);
+        ASSERT_STREQ(r->stacks[3].comm, "cp");
+        ASSERT_STREQ(r->stacks[3].frames[0], "[other stacks]");
         query_result_free(r);
 
         /* Stacks follow the filters. */
@@ -624,6 +635,28 @@ TEST(query_stacks_for_exports) {
         /* A timeline needs a closed window. */
         q.until_ns = 0;
         ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EINVAL);
+
+        /* Leaves at two offsets of memcpy under the same caller count as
+         * one stack when the most frequent are chosen: with room for one,
+         * it has both samples, ahead of a single other one. */
+        const frame m10[] = { K_MEMCPY_10, K_ENTRY }, m20[] = { K_MEMCPY_20, K_ENTRY }, o[] = { K_OPEN, K_ENTRY };
+        ASSERT_OK(store_begin(s));
+        add(s, S(30), 0, 5, "cp", m10, 2);
+        add(s, S(31), 0, 5, "cp", m20, 2);
+        add(s, S(32), 0, 5, "cp", o, 2);
+        add(s, S(33), 0, 5, "cp", o, 2);
+        add(s, S(34), 0, 5, "cp", m10, 2);
+        ASSERT_OK(store_commit(s));
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        q.comm = "cp";
+        r = run_query(s, &q, 0, 1);
+        ASSERT_EQ(r->n_stacks, 2);      /* and cp's "[other stacks]" */
+        ASSERT_EQ(r->stacks[0].samples, 3);
+        ASSERT_STREQ(r->stacks[0].frames[1], "memcpy");
+        ASSERT_EQ(r->stacks[1].samples, 2);
+        ASSERT_STREQ(r->stacks[1].frames[0], "[other stacks]");
+        query_result_free(r);
 }
 
 TEST(stack_cache_follows_content_not_pointers) {
