@@ -11,6 +11,8 @@
 
 #include <json-c/json.h>
 
+#include "calltree.h"
+#include "hashmap.h"
 #include "perfsnapctl.h"
 #include "timeparse.h"
 #include "wire/protocol.h"
@@ -27,6 +29,7 @@
 #define SYMBOL_COLUMN_MAX 48
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free)
 
 static bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret) {
         char *end;
@@ -272,7 +275,12 @@ static void help_query(void) {
                "      --comm NAME      only samples of tasks with this command name (exact)\n"
                "      --cpu N          only samples taken on CPU N\n"
                "      --dso NAME       only rows of this module (path, file name, or kernel module\n"
-               "                       name) and stacks through it\n"
+               "                       name) and stacks through it; --module NAME is the same\n"
+               "      --symbol NAME    only samples whose stack goes through function NAME: rows\n"
+               "                       by their leaf, folded stacks through it\n"
+               "      --callers NAME   the call tree of who called function NAME, up to the\n"
+               "                       command, with shares of all samples (perf report -g caller)\n"
+               "      --callees NAME   the call tree of what function NAME called, down to the leaf\n"
                "      --kernel-only    only kernel frames: rows by the innermost kernel frame,\n"
                "                       stacks without their user part\n"
                "      --user-only      only user frames: rows by the innermost user frame (time\n"
@@ -295,9 +303,97 @@ static void help_query(void) {
                DEFAULT_SINCE, DEFAULT_TABLE_TOP);
 }
 
+static int row_cmp(const void *x, const void *y) {
+        const query_row *a = x, *b = y;
+        int d;
+
+        if (a->samples != b->samples)
+                return a->samples > b->samples ? -1 : 1;
+        if ((d = strcmp(a->comm, b->comm)) != 0 || (d = strcmp(a->module, b->module)) != 0)
+                return d;
+        return strcmp(a->symbol, b->symbol);
+}
+
+/* --symbol: the rows again, from the leaves of the stacks through the
+ * function only (shares stay those of all samples). */
+static int rows_through(query_result *r, const char *symbol, uint32_t top) {
+        _cleanup_(hashmap_freep) hashmap *idx = NULL;
+        query_row *rows = NULL;
+        size_t n = 0, alloc = 0, m = 0;
+        int k;
+
+        k = hashmap_new(&idx);
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                query_stack *st = &r->stacks[i];
+
+                /* The stacks not through it are gone (m <= i: what is
+                 * kept moves down over what was already looked at). */
+                if (k < 0 || !stack_has_symbol(st, symbol)) {
+                        query_stack_done(st);
+                        continue;
+                }
+                r->stacks[m++] = *st;
+                st = &r->stacks[m - 1];
+                const char *leaf = st->n_frames > 0 ? st->frames[st->n_frames - 1] : "[unknown]";
+                const char *module = st->n_frames > 0 && st->modules ? r->modules[st->modules[st->n_frames - 1]].name
+                                                                      : "[unknown]";
+                size_t lc = strlen(st->comm), lm = strlen(module), ll = strlen(leaf);
+                _cleanup_free_ char *key = malloc(lc + lm + ll + 3);
+                int64_t at;
+
+                if (!key) {
+                        k = -ENOMEM;
+                        continue;
+                }
+                memcpy(key, st->comm, lc + 1);
+                memcpy(key + lc + 1, module, lm + 1);
+                memcpy(key + lc + lm + 2, leaf, ll + 1);
+                if (hashmap_get(idx, key, lc + lm + ll + 3, &at) < 0) {
+                        k = array_reserve_one((void **) &rows, &alloc, n, sizeof(query_row));
+                        if (k >= 0)
+                                k = hashmap_put(idx, key, lc + lm + ll + 3, (int64_t) n);
+                        if (k < 0)
+                                continue;
+                        rows[n] = (query_row) {
+                                .comm = strdup(st->comm),
+                                .module = strdup(module),
+                                .symbol = strdup(leaf),
+                                .kernel = st->n_kernel > 0,
+                        };
+                        at = (int64_t) n++;
+                        if (!rows[at].comm || !rows[at].module || !rows[at].symbol) {
+                                k = -ENOMEM;
+                                continue;
+                        }
+                }
+                rows[at].samples += st->samples;
+        }
+        r->n_stacks = m;
+        if (k < 0) {
+                query_rows_free(rows, n);
+                free(rows);
+                return k;
+        }
+        qsort(rows, n, sizeof(query_row), row_cmp);
+        if (top > 0 && n > top) {
+                query_rows_free(rows + top, n - top);
+                n = top;
+        }
+        query_rows_free(r->rows, r->n_rows);
+        free(r->rows);
+        r->rows = rows;
+        r->n_rows = n;
+        /* Of the daemon's rows, not these. */
+        r->user_named = r->user_by_offset = r->user_unknown = 0;
+        return 0;
+}
+
 int cmd_query(int argc, char **argv) {
         static const struct option options[] = {
                 QUERY_OPTIONS,
+                { "callers", required_argument, NULL, ARG_CALLERS },
+                { "callees", required_argument, NULL, ARG_CALLEES },
+                { "symbol", required_argument, NULL, ARG_SYMBOL },
                 { "top",    required_argument, NULL, ARG_TOP },
                 { "format", required_argument, NULL, ARG_FORMAT },
                 { "socket", required_argument, NULL, ARG_SOCKET },
@@ -309,7 +405,8 @@ int cmd_query(int argc, char **argv) {
         query_window w = { .since = DEFAULT_SINCE };
         const char *format = "table";
         query_params q = QUERY_PARAMS_INIT;
-        bool top_set = false;
+        const char *tree_symbol = NULL, *symbol = NULL;
+        bool top_set = false, callers = false;
         uint64_t now_ns;
         int64_t v;
         int c, r;
@@ -334,6 +431,16 @@ int cmd_query(int argc, char **argv) {
                                 return print_error("invalid --format '%s': expected table, json or folded", optarg);
                         format = optarg;
                         break;
+                case ARG_CALLERS:
+                case ARG_CALLEES:
+                        if (tree_symbol)
+                                return print_error("--callers and --callees exclude each other");
+                        tree_symbol = optarg;
+                        callers = c == ARG_CALLERS;
+                        break;
+                case ARG_SYMBOL:
+                        symbol = optarg;
+                        break;
                 case ARG_SOCKET:
                         arg_socket = optarg;
                         break;
@@ -352,9 +459,19 @@ int cmd_query(int argc, char **argv) {
         if (r != 0)
                 return r;
 
+        if ((tree_symbol || symbol) && strcmp(format, "json") == 0)
+                return print_error("--callers, --callees and --symbol print a table or folded stacks, not json");
+        if (tree_symbol && strcmp(format, "table") != 0)
+                return print_error("--callers and --callees print a call tree: use the table format");
         if (!top_set && strcmp(format, "table") == 0)
                 q.top = DEFAULT_TABLE_TOP;
-        q.want_stacks = strcmp(format, "folded") == 0;
+        q.want_stacks = strcmp(format, "folded") == 0 || tree_symbol || symbol;
+        /* The table of --symbol is made here from the stacks' leaves. */
+        q.want_modules = symbol && strcmp(format, "table") == 0;
+        q.packed = tree_symbol || symbol;
+        uint32_t top = q.top;
+        if (symbol)
+                q.top = 1;      /* the daemon's rows are not used */
 
         params = query_params_to_json(&q);
         if (!params)
@@ -382,7 +499,18 @@ int cmd_query(int argc, char **argv) {
         if (r < 0)
                 return print_error("malformed Query reply from perfsnapd at %s", socket_path());
 
-        if (strcmp(format, "folded") == 0)
+        if (symbol) {
+                r = rows_through(result, symbol, top);
+                if (r < 0)
+                        return print_error("out of memory");
+        }
+        if (tree_symbol) {
+                r = print_call_tree(stdout, result, tree_symbol, callers);
+                if (r == -ENOENT)
+                        printf("# no stack in this time range goes through %s\n", tree_symbol);
+                else if (r < 0)
+                        return print_error("out of memory");
+        } else if (strcmp(format, "folded") == 0)
                 print_folded(stdout, result);
         else
                 print_table(&q, now_ns, result);

@@ -42,6 +42,9 @@ enum {
         ARG_INLINE,
         ARG_OUTPUT,
         ARG_TITLE,
+        ARG_CALLERS,
+        ARG_CALLEES,
+        ARG_SYMBOL,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
@@ -60,6 +63,7 @@ int daemon_call(const char *method, struct json_object *params, bool more, struc
 
 int cmd_query(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* The time window of query and export, as given. */
 typedef struct query_window {
@@ -76,6 +80,7 @@ struct query_params;
         { "kernel-only", no_argument,  NULL, ARG_KERNEL_ONLY },                 \
         { "user-only", no_argument,    NULL, ARG_USER_ONLY },                   \
         { "dso",    required_argument, NULL, ARG_DSO },                         \
+        { "module", required_argument, NULL, ARG_DSO },                         \
         { "inline", no_argument,       NULL, ARG_INLINE }
 int parse_query_option(int c, const char *arg, query_window *w, struct query_params *q);
 int query_window_apply(const query_window *w, uint64_t now_ns, struct query_params *q);
