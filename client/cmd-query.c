@@ -238,6 +238,9 @@ int parse_query_option(int c, const char *arg, query_window *w, query_params *q)
         case ARG_INLINE:
                 q->inlined = true;
                 return 1;
+        case ARG_OFFSETS:
+                q->offsets = true;
+                return 1;
         case ARG_KERNEL_ONLY:
         case ARG_USER_ONLY:
                 if (q->frames != QUERY_FRAMES_ALL) {
@@ -281,6 +284,9 @@ static void help_query(void) {
                "      --callers NAME   the call tree of who called function NAME, up to the\n"
                "                       command, with shares of all samples (perf report -g caller)\n"
                "      --callees NAME   the call tree of what function NAME called, down to the leaf\n"
+               "      --sort KEYS      rows by these keys of the leaf, in this order: comm, pid,\n"
+               "                       cpu, dso (or module), sym; e.g. --sort comm,dso\n"
+               "      --offsets        named frames as symbol+0x<offset in it>: a row per offset\n"
                "      --kernel-only    only kernel frames: rows by the innermost kernel frame,\n"
                "                       stacks without their user part\n"
                "      --user-only      only user frames: rows by the innermost user frame (time\n"
@@ -388,12 +394,159 @@ static int rows_through(query_result *r, const char *symbol, uint32_t top) {
         return 0;
 }
 
+/* --sort: the keys of a row, as perf report's --sort. */
+enum { SORT_COMM, SORT_PID, SORT_CPU, SORT_DSO, SORT_SYM, SORT_KEYS };
+static const char *const sort_names[SORT_KEYS] = { "comm", "pid", "cpu", "dso", "sym" };
+static const char *const sort_headers[SORT_KEYS] = { "Command", "Pid", "CPU", "Module", "Symbol" };
+
+/* "comm,dso" -> keys in order; "module" is "dso". -1 after printing the error. */
+static int parse_sort(const char *arg, int *keys, size_t *n) {
+        _cleanup_free_ char *copy = strdup(arg);
+        char *save = NULL;
+
+        if (!copy)
+                return print_error("out of memory"), -1;
+        *n = 0;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int k = -1;
+
+                for (int i = 0; i < SORT_KEYS; i++)
+                        if (strcmp(t, sort_names[i]) == 0 || (i == SORT_DSO && strcmp(t, "module") == 0) ||
+                            (i == SORT_SYM && strcmp(t, "symbol") == 0))
+                                k = i;
+                if (k < 0)
+                        return print_error("invalid --sort key '%s': expected comm, pid, cpu, dso (module) or sym", t), -1;
+                for (size_t j = 0; j < *n; j++)
+                        if (keys[j] == k)
+                                return print_error("--sort: key '%s' given twice", t), -1;
+                keys[(*n)++] = k;
+        }
+        if (*n == 0)
+                return print_error("--sort: expected keys, e.g. comm,dso,sym"), -1;
+        return 0;
+}
+
+typedef struct sort_row {
+        const char *v[SORT_KEYS];       /* the key values (strings) */
+        char num[2][16];                /* pid, cpu as text */
+        bool kernel;
+        uint64_t samples;
+} sort_row;
+
+static const int *sort_cmp_keys;
+static size_t sort_cmp_n;
+
+static int sort_row_cmp(const void *x, const void *y) {
+        const sort_row *a = x, *b = y;
+
+        if (a->samples != b->samples)
+                return a->samples > b->samples ? -1 : 1;
+        for (size_t i = 0; i < sort_cmp_n; i++) {
+                int d = strcmp(a->v[sort_cmp_keys[i]], b->v[sort_cmp_keys[i]]);
+                if (d != 0)
+                        return d;
+        }
+        return 0;
+}
+
+/* The rows of --sort, from the leaves of the answer's stacks. */
+static int print_sorted(const query_params *q, uint64_t now_ns, const query_result *r, const int *keys, size_t n_keys,
+                        uint32_t top) {
+        _cleanup_(hashmap_freep) hashmap *idx = NULL;
+        _cleanup_free_ sort_row *rows = NULL;
+        size_t n = 0, alloc = 0, width[SORT_KEYS] = {};
+        char a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX];
+        int k;
+
+        k = hashmap_new(&idx);
+        for (size_t i = 0; k >= 0 && i < r->n_stacks; i++) {
+                const query_stack *st = &r->stacks[i];
+                sort_row row = { .samples = st->samples, .kernel = st->n_kernel > 0 };
+                char key[8192];
+                size_t len = 0;
+                int64_t at;
+
+                snprintf(row.num[0], sizeof row.num[0], "%" PRIi64, st->pid);
+                snprintf(row.num[1], sizeof row.num[1], "%" PRIi32, st->cpu);
+                row.v[SORT_COMM] = st->comm;
+                row.v[SORT_PID] = row.num[0];
+                row.v[SORT_CPU] = row.num[1];
+                row.v[SORT_SYM] = st->n_frames > 0 ? st->frames[st->n_frames - 1] : "[unknown]";
+                row.v[SORT_DSO] = st->n_frames > 0 && st->modules ? r->modules[st->modules[st->n_frames - 1]].name
+                                                                  : "[unknown]";
+                for (size_t j = 0; j < n_keys; j++)
+                        len += (size_t) snprintf(key + MIN(len, sizeof key), sizeof key - MIN(len, sizeof key), "%s%c",
+                                                 row.v[keys[j]], 0) ;
+                len = MIN(len, sizeof key);
+                if (hashmap_get(idx, key, len, &at) >= 0) {
+                        rows[at].samples += st->samples;
+                        continue;
+                }
+                k = array_reserve_one((void **) &rows, &alloc, n, sizeof(sort_row));
+                if (k >= 0)
+                        k = hashmap_put(idx, key, len, (int64_t) n);
+                if (k < 0)
+                        break;
+                rows[n] = row;
+                /* The numbers' pointers must follow the row into the array. */
+                rows[n].v[SORT_PID] = rows[n].num[0];
+                rows[n].v[SORT_CPU] = rows[n].num[1];
+                n++;
+        }
+        if (k < 0)
+                return print_error("out of memory");
+        sort_cmp_keys = keys;
+        sort_cmp_n = n_keys;
+        qsort(rows, n, sizeof(sort_row), sort_row_cmp);
+        if (top > 0 && n > top)
+                n = top;
+
+        printf("# Samples: %" PRIu64 " (lost: %" PRIu64 ")  CPUs: %" PRIu32 "\n", r->total_samples, r->lost, r->n_cpus);
+        printf("# Time: %s .. %s\n", time_format_local_decimals(q->since_ns ?: r->first_ns, 2, a, sizeof a) ?: "?",
+               time_format_local_decimals(q->until_ns ?: now_ns, 2, b, sizeof b) ?: "?");
+        if (n == 0) {
+                printf("# no samples in this time range\n");
+                return 0;
+        }
+        for (size_t j = 0; j < n_keys; j++) {
+                width[keys[j]] = strlen(sort_headers[keys[j]]);
+                for (size_t i = 0; i < n; i++)
+                        width[keys[j]] = MAX(width[keys[j]], strlen(rows[i].v[keys[j]]));
+                width[keys[j]] = MIN(width[keys[j]], (size_t) MODULE_COLUMN_MAX);
+        }
+        printf("# Overhead    Samples");
+        for (size_t j = 0; j < n_keys; j++) {
+                fputs("  ", stdout);
+                if (j + 1 < n_keys)
+                        put_column(sort_headers[keys[j]], width[keys[j]], false);
+                else
+                        fputs(sort_headers[keys[j]], stdout);
+        }
+        fputc('\n', stdout);
+        for (size_t i = 0; i < n; i++) {
+                printf("%9.2f%%  %9" PRIu64, 100.0 * (double) rows[i].samples / (double) MAX(r->total_samples, (uint64_t) 1),
+                       rows[i].samples);
+                for (size_t j = 0; j < n_keys; j++) {
+                        fputs("  ", stdout);
+                        if (keys[j] == SORT_SYM)
+                                fputs(rows[i].kernel ? "[k] " : "[.] ", stdout);
+                        if (j + 1 < n_keys)
+                                put_column(rows[i].v[keys[j]], width[keys[j]], keys[j] == SORT_DSO);
+                        else
+                                put_sanitized(stdout, rows[i].v[keys[j]], SIZE_MAX);
+                }
+                fputc('\n', stdout);
+        }
+        return 0;
+}
+
 int cmd_query(int argc, char **argv) {
         static const struct option options[] = {
                 QUERY_OPTIONS,
                 { "callers", required_argument, NULL, ARG_CALLERS },
                 { "callees", required_argument, NULL, ARG_CALLEES },
                 { "symbol", required_argument, NULL, ARG_SYMBOL },
+                { "sort",   required_argument, NULL, ARG_SORT },
                 { "top",    required_argument, NULL, ARG_TOP },
                 { "format", required_argument, NULL, ARG_FORMAT },
                 { "socket", required_argument, NULL, ARG_SOCKET },
@@ -406,6 +559,8 @@ int cmd_query(int argc, char **argv) {
         const char *format = "table";
         query_params q = QUERY_PARAMS_INIT;
         const char *tree_symbol = NULL, *symbol = NULL;
+        int sort_keys[SORT_KEYS];
+        size_t n_sort = 0;
         bool top_set = false, callers = false;
         uint64_t now_ns;
         int64_t v;
@@ -441,6 +596,10 @@ int cmd_query(int argc, char **argv) {
                 case ARG_SYMBOL:
                         symbol = optarg;
                         break;
+                case ARG_SORT:
+                        if (parse_sort(optarg, sort_keys, &n_sort) < 0)
+                                return EXIT_FAILURE;
+                        break;
                 case ARG_SOCKET:
                         arg_socket = optarg;
                         break;
@@ -461,16 +620,24 @@ int cmd_query(int argc, char **argv) {
 
         if ((tree_symbol || symbol) && strcmp(format, "json") == 0)
                 return print_error("--callers, --callees and --symbol print a table or folded stacks, not json");
+        if (n_sort > 0 && (strcmp(format, "table") != 0 || tree_symbol))
+                return print_error("--sort makes a table: not with --format %s, --callers or --callees",
+                                   strcmp(format, "table") != 0 ? format : "table");
         if (tree_symbol && strcmp(format, "table") != 0)
                 return print_error("--callers and --callees print a call tree: use the table format");
         if (!top_set && strcmp(format, "table") == 0)
                 q.top = DEFAULT_TABLE_TOP;
-        q.want_stacks = strcmp(format, "folded") == 0 || tree_symbol || symbol;
-        /* The table of --symbol is made here from the stacks' leaves. */
-        q.want_modules = symbol && strcmp(format, "table") == 0;
-        q.packed = tree_symbol || symbol;
+        q.want_stacks = strcmp(format, "folded") == 0 || tree_symbol || symbol || n_sort > 0;
+        /* The tables of --symbol and --sort are made here from the
+         * stacks' leaves. */
+        q.want_modules = (symbol || n_sort > 0) && strcmp(format, "table") == 0;
+        q.packed = tree_symbol || symbol || n_sort > 0;
+        for (size_t i = 0; i < n_sort; i++) {
+                q.by_pid |= sort_keys[i] == SORT_PID;
+                q.by_cpu |= sort_keys[i] == SORT_CPU;
+        }
         uint32_t top = q.top;
-        if (symbol)
+        if (symbol || n_sort > 0)
                 q.top = 1;      /* the daemon's rows are not used */
 
         params = query_params_to_json(&q);
@@ -510,6 +677,11 @@ int cmd_query(int argc, char **argv) {
                         printf("# no stack in this time range goes through %s\n", tree_symbol);
                 else if (r < 0)
                         return print_error("out of memory");
+        } else if (n_sort > 0) {
+                /* With --symbol too: of the stacks through it. */
+                r = print_sorted(&q, now_ns, result, sort_keys, n_sort, top);
+                if (r != 0)
+                        return r;
         } else if (strcmp(format, "folded") == 0)
                 print_folded(stdout, result);
         else

@@ -45,6 +45,8 @@ enum {
         ARG_CALLERS,
         ARG_CALLEES,
         ARG_SYMBOL,
+        ARG_OFFSETS,
+        ARG_SORT,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
@@ -81,6 +83,7 @@ struct query_params;
         { "user-only", no_argument,    NULL, ARG_USER_ONLY },                   \
         { "dso",    required_argument, NULL, ARG_DSO },                         \
         { "module", required_argument, NULL, ARG_DSO },                         \
+        { "offsets", no_argument,      NULL, ARG_OFFSETS },                     \
         { "inline", no_argument,       NULL, ARG_INLINE }
 int parse_query_option(int c, const char *arg, query_window *w, struct query_params *q);
 int query_window_apply(const query_window *w, uint64_t now_ns, struct query_params *q);

@@ -47,6 +47,9 @@ typedef struct query_params {
          * each stack's frames as indices into them (a smaller answer for
          * many stacks; see doc/protocol.md). */
         bool packed;
+        /* Named frames read "symbol+0x<offset in it>", in rows (one per
+         * offset) and stacks. */
+        bool offsets;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;

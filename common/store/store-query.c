@@ -63,6 +63,7 @@ typedef struct frame_info {
         int64_t inline_id;      /* the chain of inlined functions (query_params.inlined), or 0 */
         int64_t inline_caller_id;       /* the same one byte before: for the frame as a return address */
         int64_t build_id_id;
+        uint64_t sym_offset;    /* offset in its symbol, for a named frame */
         char *folded;           /* name in folded stacks, made on first use */
 } frame_info;
 
@@ -220,6 +221,7 @@ static int ctx_node(query_ctx *c, int64_t stack_id, node_info *ret) {
 
 static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline,
                            int64_t *ret_inline_caller);
+static int ctx_user_offset(query_ctx *c, int64_t build_id_id, uint64_t offset, uint64_t *ret);
 
 /* Returns an index into c->frames (stable; pointers are not). */
 static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
@@ -254,7 +256,13 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
                 .inline_id = inline_id,
                 .inline_caller_id = inline_caller_id,
                 .build_id_id = v[5],
+                .sym_offset = v[0] == FRAME_USER ? 0 : u64(v[3]),
         };
+        if (c->q->offsets && v[0] == FRAME_USER && v[2] != 0) {
+                r = ctx_user_offset(c, v[5], u64(v[3]), &c->frames[c->n_frames].sym_offset);
+                if (r < 0)
+                        return r;
+        }
 
         r = hashmap_put_u64(c->frame_idx, u64(frame_id), (int64_t) c->n_frames);
         if (r < 0)
@@ -368,6 +376,35 @@ static int ctx_uname(query_ctx *c, const char *name, int64_t *ret) {
         return 0;
 }
 
+/* The entry of a user frame's file's function table that covers offset:
+ * 1 and the table and entry, or 0 (no names, no table, no entry). */
+static int ctx_user_entry(query_ctx *c, int64_t build_id_id, uint64_t offset, const elfsyms **ret_t,
+                          const elfsym **ret_e) {
+        int r;
+
+        if (!c->symbols_dir || build_id_id <= 0)
+                return 0;
+        r = ctx_table(c, build_id_id, ret_t);
+        if (r < 0 || !*ret_t)
+                return r;
+        *ret_e = elfsyms_lookup(*ret_t, offset);
+        return *ret_e ? 1 : 0;
+}
+
+/* The offset of a user frame in the function of its file's table that
+ * names it (0 if none does). */
+static int ctx_user_offset(query_ctx *c, int64_t build_id_id, uint64_t offset, uint64_t *ret) {
+        const elfsyms *t = NULL;
+        const elfsym *e = NULL;
+        int r;
+
+        *ret = 0;
+        r = ctx_user_entry(c, build_id_id, offset, &t, &e);
+        if (r > 0 && offset >= e->offset)
+                *ret = offset - e->offset;
+        return r < 0 ? r : 0;
+}
+
 /* The symbol id of a user frame in a file with a build-id: a name from
  * its function table (a negative id, see query_ctx), or 0; and when the
  * query wants them, the ids of the chain of functions inlined at the
@@ -376,8 +413,8 @@ static int ctx_uname(query_ctx *c, const char *name, int64_t *ret) {
  * the inlined code), or 0. ret_inline_caller may be NULL. */
 static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, int64_t *ret, int64_t *ret_inline,
                            int64_t *ret_inline_caller) {
-        const elfsyms *t;
-        const elfsym *e;
+        const elfsyms *t = NULL;
+        const elfsym *e = NULL;
         const char *chain;
         int r;
 
@@ -385,14 +422,9 @@ static int ctx_user_symbol(query_ctx *c, int64_t build_id_id, uint64_t offset, i
         *ret_inline = 0;
         if (ret_inline_caller)
                 *ret_inline_caller = 0;
-        if (!c->symbols_dir || build_id_id <= 0)
-                return 0;
-        r = ctx_table(c, build_id_id, &t);
-        if (r < 0 || !t)
+        r = ctx_user_entry(c, build_id_id, offset, &t, &e);
+        if (r <= 0)
                 return r;
-        e = elfsyms_lookup(t, offset);
-        if (!e)
-                return 0;
         r = ctx_uname(c, elfsyms_name(t, e), ret);
         if (r < 0 || !c->inlined)
                 return r;
@@ -446,7 +478,11 @@ static int ctx_folded(query_ctx *c, size_t fi, const char **ret) {
                 return r;
         f = c->frames + fi;
 
-        if (symbol)
+        if (symbol && c->q->offsets) {
+                r = asprintf(&name, "%s+0x%" PRIx64, symbol, f->sym_offset);
+                if (r < 0)
+                        name = NULL;
+        } else if (symbol)
                 name = strdup(symbol);
         else if (f->kind == FRAME_USER && is_file(module)) {
                 r = asprintf(&name, "%s+0x%" PRIx64, file_base(module), f->offset);
@@ -915,6 +951,15 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                                 return r;
                                 }
                                 key.addr = key.symbol_id != 0 ? 0 : u64(v[1]);
+                                /* --offsets: one row per offset in the symbol. */
+                                if (c->q->offsets && key.symbol_id != 0) {
+                                        key.addr = key.kind == FRAME_USER ? 0 : u64(v[3]);
+                                        if (key.kind == FRAME_USER) {
+                                                r = ctx_user_offset(c, v[5], u64(v[3]), &key.addr);
+                                                if (r < 0)
+                                                        return r;
+                                        }
+                                }
                                 /* A user frame in a file: by its offset in it. */
                                 if (key.kind == FRAME_USER && key.symbol_id == 0) {
                                         const char *mod;
@@ -1015,7 +1060,10 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                         goto fail;
 
                 row->module = strdup(module ?: "[unknown]");
-                if (symbol)
+                if (symbol && c->q->offsets) {
+                        if (asprintf(&row->symbol, "%s+0x%" PRIx64, symbol, k->addr) < 0)
+                                row->symbol = NULL;
+                } else if (symbol)
                         row->symbol = strdup(symbol);
                 else if (k->kind == 0)
                         row->symbol = strdup("[unknown]");      /* a sample without frames */
@@ -1584,7 +1632,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         if (t.slots[i].samples != 0)
                                 t.slots[n++] = t.slots[i];
                 r = rows_add(c, rs, t.slots, n);
-                if (r >= 0 && q->want_stacks && q->frames == QUERY_FRAMES_ALL && !q->inlined)
+                if (r >= 0 && q->want_stacks && q->frames == QUERY_FRAMES_ALL && !q->inlined && !q->offsets)
                         r = merge_leaf_offsets(c, t.slots, &n);
                 if (r >= 0 && q->want_stacks)
                         r = top_groups_add(top, t.slots, n);

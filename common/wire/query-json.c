@@ -124,13 +124,15 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                 }
                                 q.inlined = json_object_get_boolean(val);
                         } else if (strcmp(key, "by_pid") == 0 || strcmp(key, "by_cpu") == 0 ||
-                                   strcmp(key, "modules") == 0 || strcmp(key, "packed") == 0) {
+                                   strcmp(key, "modules") == 0 || strcmp(key, "packed") == 0 ||
+                                   strcmp(key, "offsets") == 0) {
                                 static const char *const errors[] = {
                                         "by_pid: expected a boolean", "by_cpu: expected a boolean",
                                         "modules: expected a boolean", "packed: expected a boolean",
+                                        "offsets: expected a boolean",
                                 };
-                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed };
-                                size_t which = key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2 : 3;
+                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed, &q.offsets };
+                                size_t which = key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2 : key[0] == 'p' ? 3 : 4;
 
                                 if (!json_object_is_type(val, json_type_boolean)) {
                                         error = errors[which];
@@ -229,6 +231,7 @@ struct json_object *query_params_to_json(const query_params *q) {
             (q->by_cpu && add(o, "by_cpu", json_object_new_boolean(1)) < 0) ||
             (q->want_modules && add(o, "modules", json_object_new_boolean(1)) < 0) ||
             (q->packed && add(o, "packed", json_object_new_boolean(1)) < 0) ||
+            (q->offsets && add(o, "offsets", json_object_new_boolean(1)) < 0) ||
             (q->timeline > 0 && add(o, "timeline", json_object_new_int64(q->timeline)) < 0))
                 return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&

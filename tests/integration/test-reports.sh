@@ -1,7 +1,8 @@
 #!/bin/bash
 # The reports of perfsnapctl over real samples: diff between two windows
 # (dd reading /dev/zero in the first, named-funcs in the second), the call
-# trees of --callers and --callees, and the --symbol and --module filters.
+# trees of --callers and --callees, the --symbol and --module filters,
+# --sort and --offsets.
 . "$(dirname "$0")/lib.sh"
 require_root
 
@@ -13,7 +14,8 @@ A0=$(date +%s)
 timeout 3 dd if=/dev/zero of=/dev/null bs=64k 2>/dev/null || true
 A1=$(( $(date +%s) + 1 ))
 sleep $(( A1 - $(date +%s) ))
-"$T/named-funcs" 3 > /dev/null || fail "named-funcs failed"
+"$T/named-funcs" 3 > /dev/null & NPID=$!
+wait "$NPID" || fail "named-funcs failed"
 B1=$(( $(date +%s) + 1 ))
 wait_committed "$(( B1 * 1000000000 - 500000000 ))"
 sleep 1
@@ -46,7 +48,13 @@ W=(--since "@$A0" --until "@$B1")
 "$PERFSNAPCTL" query "${W[@]}" --module named-funcs --format json > "$T/module.json" || fail "--module failed"
 "$PERFSNAPCTL" query "${W[@]}" --dso named-funcs --format json > "$T/dso.json" || fail "--dso failed"
 "$PERFSNAPCTL" query "${W[@]}" --callers no_such_function_here > "$T/none.txt" || fail "--callers of nothing failed"
-cat "$T/callers.txt" "$T/callees.txt" "$T/symbol.txt"
+"$PERFSNAPCTL" query "${W[@]}" --sort comm,dso --top 0 > "$T/sort1.txt" || fail "--sort comm,dso failed"
+"$PERFSNAPCTL" query "${W[@]}" --sort pid,sym --comm named-funcs --top 3 > "$T/sort2.txt" || fail "--sort pid,sym failed"
+"$PERFSNAPCTL" query "${W[@]}" --comm named-funcs --offsets --top 0 --format json > "$T/offsets.json" || fail "--offsets failed"
+"$PERFSNAPCTL" query "${W[@]}" --comm named-funcs --top 0 --format json > "$T/plain.json" || fail "query failed"
+"$PERFSNAPCTL" query "${W[@]}" --sort comm,nonsense 2> "$T/sort-bad.txt" && fail "--sort with a bad key succeeded"
+grep -q "invalid --sort key 'nonsense'" "$T/sort-bad.txt" || fail "no clear error for a bad --sort key: $(cat "$T/sort-bad.txt")"
+cat "$T/callers.txt" "$T/callees.txt" "$T/symbol.txt" "$T/sort2.txt"
 python3 - "$T" <<'PY' || fail "the reports are wrong (above)"
 import json, re, sys
 t = sys.argv[1]
@@ -77,5 +85,25 @@ assert m["rows"] == d["rows"] and m["rows"], "--module is not --dso"
 assert "no stack in this time range goes through no_such_function_here" in open(f"{t}/none.txt").read()
 print("callers:", [n for _, n, _ in c[:4]], "callees:", names[:3], "symbol rows:", len(rows))
 PY
+python3 - "$T" "$NPID" <<'PY' || fail "--sort or --offsets is wrong (above)"
+import json, re, sys
+t, npid = sys.argv[1], sys.argv[2]
+def table(name):
+    return [l.split() for l in open(f"{t}/{name}") if re.match(r"\s*[\d.]+%", l)]
+total = int(re.search(r"# Samples: (\d+)", open(f"{t}/sort1.txt").read()).group(1))
+rows = table("sort1.txt")
+assert sum(int(r[1]) for r in rows) == total, f"--sort comm,dso rows add up to {sum(int(r[1]) for r in rows)}, not {total}"
+nf = [r for r in rows if r[2] == "named-funcs" and r[3].endswith("/named-funcs")]
+assert nf and int(nf[0][1]) > 300, nf
+rows = table("sort2.txt")
+assert rows[0][2] == npid and rows[0][-1] == "named_leaf_gamma", (rows, npid)
+off = json.load(open(f"{t}/offsets.json"))["result"]["rows"]
+plain = json.load(open(f"{t}/plain.json"))["result"]["rows"]
+gamma = [r for r in off if r["symbol"].startswith("named_leaf_gamma+0x")]
+assert gamma and all(re.fullmatch(r"named_leaf_gamma\+0x[0-9a-f]+", r["symbol"]) for r in gamma), gamma[:3]
+want = sum(r["samples"] for r in plain if r["symbol"] == "named_leaf_gamma")
+assert sum(r["samples"] for r in gamma) == want, (sum(r["samples"] for r in gamma), want)
+print("sort: named-funcs", nf[0][1], "of", total, "; offsets:", len(gamma), "rows of named_leaf_gamma,", want, "samples")
+PY
 stop_daemon
-pass "diff, --callers, --callees, --symbol and --module"
+pass "diff, --callers, --callees, --symbol, --module, --sort and --offsets"
