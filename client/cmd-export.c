@@ -34,6 +34,7 @@ typedef enum export_format {
         EXPORT_SVG,
         EXPORT_HTML,
         EXPORT_FOLDED,
+        EXPORT_SPEEDSCOPE,
 } export_format;
 
 static const struct {
@@ -43,6 +44,7 @@ static const struct {
         [EXPORT_SVG] = { "svg", ".svg" },
         [EXPORT_HTML] = { "html", ".html" },
         [EXPORT_FOLDED] = { "folded", ".folded" },
+        [EXPORT_SPEEDSCOPE] = { "speedscope", ".speedscope.json" },
 };
 
 static int format_from_name(const char *s) {
@@ -82,11 +84,13 @@ static void help_export(void) {
                "          search, tooltips) and a strip of samples over time; drag across the\n"
                "          strip to redraw the graph for that span\n"
                "  folded  folded stacks, one line each (flamegraph.pl, speedscope, inferno)\n"
+               "  speedscope  speedscope's JSON file format (https://www.speedscope.app)\n"
                "\n"
                "Options:\n"
                "  -o, --output FILE    write to FILE ('-': standard output)\n"
-               "      --format FORMAT  pprof, svg, html or folded (default: from the name of FILE:\n"
-               "                       .pb.gz or .pprof, .svg, .html, .folded)\n"
+               "      --format FORMAT  pprof, svg, html, folded or speedscope (default: from the name\n"
+               "                       of FILE: .pb.gz or .pprof, .svg, .html, .folded,\n"
+               "                       .speedscope.json)\n"
                "      --title TEXT     title of a flame graph (default: the host and the range)\n"
                "      --since TIME     start of the range (default: %s, i.e. 5 minutes ago)\n"
                "      --until TIME     end of the range, exclusive (default: now)\n"
@@ -159,6 +163,9 @@ static int write_export(export_format format, int fd, const export_input *in) {
         case EXPORT_HTML:
                 r = export_html(f, in);
                 break;
+        case EXPORT_SPEEDSCOPE:
+                r = export_speedscope(f, in);
+                break;
         default:
                 print_folded(f, in->r);
                 r = 0;
@@ -207,7 +214,8 @@ int cmd_export(int argc, char **argv) {
                 case ARG_FORMAT:
                         format = format_from_name(optarg);
                         if (format < 0)
-                                return print_error("invalid --format '%s': expected pprof, svg, html or folded", optarg);
+                                return print_error("invalid --format '%s': expected pprof, svg, html, folded or speedscope",
+                                                   optarg);
                         break;
                 case ARG_TITLE:
                         title = optarg;
@@ -229,8 +237,8 @@ int cmd_export(int argc, char **argv) {
         if (format < 0 && strcmp(output, "-") != 0)
                 format = format_from_path(output);
         if (format < 0)
-                return print_error("no --format given and none implied by '%s' (.pb.gz, .pprof, .svg, .html, .folded)",
-                                   output);
+                return print_error("no --format given and none implied by '%s' (.pb.gz, .pprof, .svg, .html, .folded, "
+                                   ".speedscope.json)", output);
 
         now_ns = clock_ns(CLOCK_REALTIME);
         r = query_window_apply(&w, now_ns, &q);
@@ -265,7 +273,8 @@ int cmd_export(int argc, char **argv) {
                 .r = result,
                 .since_ns = q.since_ns,
                 .until_ns = q.until_ns,
-                .period_ns = format == EXPORT_PPROF || format == EXPORT_HTML ? sample_period_ns() : 0,
+                .period_ns = format == EXPORT_PPROF || format == EXPORT_HTML || format == EXPORT_SPEEDSCOPE
+                                     ? sample_period_ns() : 0,
         };
         if (!title) {
                 default_title(&in, title_buf, sizeof title_buf);

@@ -208,6 +208,52 @@ static int write_html_stacks(FILE *f, const query_result *r, names *nm) {
         return 0;
 }
 
+int export_speedscope(FILE *f, const export_input *in) {
+        const query_result *r = in->r;
+        _cleanup_(names_done) names nm = {};
+        uint64_t total = stacks_total(r);
+        size_t id;
+        int k;
+
+        k = hashmap_new(&nm.idx);
+        if (k < 0)
+                return k;
+        fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"perfsnapd\",\"name\":", f);
+        fput_json(f, in->title);
+        fputs(",\"activeProfileIndex\":0,\"profiles\":[{\"type\":\"sampled\",\"name\":", f);
+        fput_json(f, in->title);
+        /* Weights in CPU time when the sampling period is known. */
+        fprintf(f, ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":%" PRIu64 ",\"samples\":[",
+                in->period_ns ? "nanoseconds" : "none", in->period_ns ? total * in->period_ns : total);
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                const query_stack *st = r->stacks + i;
+
+                k = name_id(&nm, st->comm, &id);
+                if (k < 0)
+                        return k;
+                fprintf(f, i > 0 ? ",\n[%zu" : "\n[%zu", id);
+                for (size_t d = 0; d < st->n_frames; d++) {
+                        k = name_id(&nm, st->frames[d], &id);
+                        if (k < 0)
+                                return k;
+                        fprintf(f, ",%zu", id);
+                }
+                fputc(']', f);
+        }
+        fputs("],\"weights\":[", f);
+        for (size_t i = 0; i < r->n_stacks; i++)
+                fprintf(f, i > 0 ? ",%" PRIu64 : "%" PRIu64,
+                        in->period_ns ? r->stacks[i].samples * in->period_ns : r->stacks[i].samples);
+        fputs("]}],\"shared\":{\"frames\":[", f);
+        for (size_t i = 0; i < nm.n; i++) {
+                fputs(i > 0 ? ",{\"name\":" : "{\"name\":", f);
+                fput_json(f, nm.v[i]);
+                fputc('}', f);
+        }
+        fputs("]}}\n", f);
+        return ferror(f) ? -EIO : 0;
+}
+
 int export_html(FILE *f, const export_input *in) {
         const query_result *r = in->r;
         _cleanup_(names_done) names nm = {};

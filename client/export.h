@@ -24,6 +24,9 @@ typedef struct export_input {
 int export_pprof(int fd, const export_input *in);
 int export_svg(FILE *f, const export_input *in);
 int export_html(FILE *f, const export_input *in);
+/* speedscope's file format (https://www.speedscope.app/file-format-schema.json):
+ * one sampled profile, the command as the outermost frame. */
+int export_speedscope(FILE *f, const export_input *in);
 
 /* ---- shared by the writers (flame.c) ---- */
 

@@ -5,7 +5,8 @@
 # and checked by what reads the format:
 #   test-export.sh pprof   go tool pprof -top, -traces, -raw (golang-go)
 #   test-export.sh html    headless chromium, driving the page (#selftest)
-#   test-export.sh svg     python's XML parser; folded against query's
+#   test-export.sh svg     python's XML parser; folded against query's;
+#                          speedscope's JSON against the folded stacks
 # Each skips (77) when its tool is missing.
 . "$(dirname "$0")/lib.sh"
 FORMAT=${1:?usage: test-export.sh pprof|html|svg}
@@ -127,6 +128,7 @@ svg)
         "$PERFSNAPCTL" export "${W[@]}" -o "$T/export.folded" || fail "export folded failed"
         "$PERFSNAPCTL" query "${W[@]}" --format folded > "$T/query.folded" || fail "query folded failed"
         cmp "$T/export.folded" "$T/query.folded" || fail "export --format folded differs from query --format folded"
+        "$PERFSNAPCTL" export "${W[@]}" -o "$T/cpu.speedscope.json" || fail "export speedscope failed"
         python3 - "$T" "$TOTAL" <<'PY' || fail "the SVG is wrong (above)"
 import re, sys
 import xml.etree.ElementTree as ET
@@ -145,6 +147,26 @@ hue = lambda f: int(re.match(r"hsl\((\d+),", f).group(1))
 assert all(hue(f) < 45 for _, f in frames["read_zero"]), frames["read_zero"]
 assert all(hue(f) >= 185 for _, f in frames["named_leaf_gamma"]), frames["named_leaf_gamma"]
 print(f"svg: {sum(len(v) for v in frames.values())} frames, root {total}, read_zero {frames['read_zero'][0]}")
+# speedscope: the same stacks as the folded lines, weighted by CPU time.
+import json, collections
+d = json.load(open(f"{t}/cpu.speedscope.json"))
+assert d["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+p = d["profiles"][0]
+names = [f["name"] for f in d["shared"]["frames"]]
+assert p["type"] == "sampled" and p["unit"] == "nanoseconds" and len(p["samples"]) == len(p["weights"])
+period = p["endValue"] // total
+assert p["endValue"] == total * period and period > 0, (p["endValue"], total)
+ours = collections.Counter()
+for s, w in zip(p["samples"], p["weights"]):
+    ours[";".join(names[i] for i in s)] += w // period
+folded = collections.Counter()
+for line in open(f"{t}/export.folded"):
+    stack, n = line.rstrip("\n").rsplit(" ", 1)
+    folded[stack] += int(n)
+# folded replaces ';' and blanks in names with '_'.
+assert sum(ours.values()) == sum(folded.values()) == total, (sum(ours.values()), sum(folded.values()), total)
+assert len(ours) == len(folded), (len(ours), len(folded))
+print(f"speedscope: {len(p['samples'])} samples, {len(names)} frames, period {period} ns")
 PY
         ;;
 esac

@@ -361,3 +361,45 @@ TEST(html_embeds_merged_stacks_with_counts_per_slot) {
         free(html);
         query_result_free(r);
 }
+
+TEST(speedscope_samples_name_frames_and_weigh_cpu_time) {
+        query_result *r = sample_result(false);
+        export_input in = { .r = r, .until_ns = 1, .period_ns = 1000, .title = "t\"" };
+        struct json_object *d, *v, *p, *frames, *samples, *weights;
+        char *s = export_to_string(export_speedscope, &in);
+
+        d = json_tokener_parse(s);
+        ASSERT_TRUE(d);
+        ASSERT_TRUE(json_object_object_get_ex(d, "$schema", &v));
+        ASSERT_STREQ(json_object_get_string(v), "https://www.speedscope.app/file-format-schema.json");
+        ASSERT_TRUE(json_object_object_get_ex(d, "shared", &v) && json_object_object_get_ex(v, "frames", &frames));
+        ASSERT_TRUE(json_object_object_get_ex(d, "profiles", &v));
+        ASSERT_EQ(json_object_array_length(v), 1);
+        p = json_object_array_get_idx(v, 0);
+        ASSERT_TRUE(json_object_object_get_ex(p, "unit", &v));
+        ASSERT_STREQ(json_object_get_string(v), "nanoseconds");
+        ASSERT_TRUE(json_object_object_get_ex(p, "endValue", &v));
+        ASSERT_EQ(json_object_get_int64(v), 11 * 1000);
+        ASSERT_TRUE(json_object_object_get_ex(p, "samples", &samples));
+        ASSERT_TRUE(json_object_object_get_ex(p, "weights", &weights));
+        ASSERT_EQ(json_object_array_length(samples), r->n_stacks);
+        ASSERT_EQ(json_object_array_length(weights), r->n_stacks);
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                struct json_object *sm = json_object_array_get_idx(samples, i);
+                const query_stack *st = &r->stacks[i];
+
+                ASSERT_EQ(json_object_get_int64(json_object_array_get_idx(weights, i)), (int64_t) st->samples * 1000);
+                ASSERT_EQ(json_object_array_length(sm), st->n_frames + 1);
+                for (size_t j = 0; j <= st->n_frames; j++) {
+                        int64_t f = json_object_get_int64(json_object_array_get_idx(sm, j));
+                        struct json_object *name;
+
+                        ASSERT_TRUE(f >= 0 && (size_t) f < json_object_array_length(frames));
+                        ASSERT_TRUE(json_object_object_get_ex(json_object_array_get_idx(frames, f), "name", &name));
+                        ASSERT_STREQ(json_object_get_string(name), j == 0 ? st->comm : st->frames[j - 1]);
+                }
+        }
+        json_object_put(d);
+        free(s);
+        query_result_free(r);
+}
