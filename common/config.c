@@ -46,6 +46,9 @@ void config_init(config *c) {
                 .symbols_max_size_bytes = 256ULL << 20,
                 .debug_root = strdup("/usr/lib/debug"),
                 .debuginfod_urls = strdup(""),
+                .export_url = strdup(""),
+                .export_interval_ns = 60 * NSEC_PER_SEC,
+                .export_queue_max = 60,
                 .debuginfod_timeout_ns = 30 * NSEC_PER_SEC,
         };
 }
@@ -59,6 +62,7 @@ void config_done(config *c) {
         free(c->cache_dir);
         free(c->debug_root);
         free(c->debuginfod_urls);
+        free(c->export_url);
         *c = (config) {};
 }
 
@@ -73,8 +77,9 @@ int config_copy(const config *from, config *to) {
         n.cache_dir = strdup(from->cache_dir);
         n.debug_root = strdup(from->debug_root);
         n.debuginfod_urls = strdup(from->debuginfod_urls);
+        n.export_url = strdup(from->export_url);
         if (!n.event || !n.database || !n.socket || !n.group || !n.root || !n.cache_dir || !n.debug_root ||
-            !n.debuginfod_urls) {
+            !n.debuginfod_urls || !n.export_url) {
                 config_done(&n);
                 return -ENOMEM;
         }
@@ -214,6 +219,24 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                                 return *ret_why = "expected URLs separated by spaces", -EINVAL;
                 return set_string(&c->debuginfod_urls, v);
         }
+        if (streq(key, "export_url")) {
+                for (const char *p = v; *p; p++)
+                        if ((unsigned char) *p <= 0x20 || *p == 0x7f)
+                                return *ret_why = "expected an http:// or https:// URL without spaces, or nothing for none",
+                                       -EINVAL;
+                if (v[0] && strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+                        return *ret_why = "expected an http:// or https:// URL, or nothing for none", -EINVAL;
+                return set_string(&c->export_url, v);
+        }
+        if (streq(key, "export_interval")) {
+                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 24 * 3600 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 1s and 1d (e.g. 60s)", -EINVAL;
+                c->export_interval_ns = ns - ns % NSEC_PER_SEC;
+                return 0;
+        }
+        if (streq(key, "export_queue_max"))
+                return parse_u32(v, 1, 10000, &c->export_queue_max) < 0
+                        ? (*ret_why = "expected a number of profiles 1..10000", -EINVAL) : 0;
         if (streq(key, "debuginfod_timeout")) {
                 if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 3600 * NSEC_PER_SEC)
                         return *ret_why = "expected a duration between 1s and 1h (e.g. 30s)", -EINVAL;
@@ -452,7 +475,7 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 
 char *config_format(const config *c) {
         char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
-        char client_timeout[32], hold_max[32], sym_max[32], dtimeout[32];
+        char client_timeout[32], hold_max[32], sym_max[32], dtimeout[32], export_interval[32];
         char *s;
 
         fmt_duration_key(c->client_timeout_ns, client_timeout, sizeof client_timeout);
@@ -479,6 +502,7 @@ char *config_format(const config *c) {
                 strcpy(hold_max, "none");
 
         fmt_duration_key(c->debuginfod_timeout_ns, dtimeout, sizeof dtimeout);
+        fmt_duration_key(c->export_interval_ns, export_interval, sizeof export_interval);
         if (c->symbols_max_size_bytes)
                 fmt_size_key(c->symbols_max_size_bytes, sym_max, sizeof sym_max);
         else
@@ -525,13 +549,17 @@ char *config_format(const config *c) {
                      "symbols_max_size = %s\n"
                      "debug_root = %s\n"
                      "debuginfod_urls = %s\n"
-                     "debuginfod_timeout = %s\n",
+                     "debuginfod_timeout = %s\n"
+                     "export_url = %s\n"
+                     "export_interval = %s\n"
+                     "export_queue_max = %u\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
-                     max_age, sym_max, c->debug_root, c->debuginfod_urls, dtimeout) < 0)
+                     max_age, sym_max, c->debug_root, c->debuginfod_urls, dtimeout, c->export_url, export_interval,
+                     c->export_queue_max) < 0)
                 return NULL;
         return s;
 }

@@ -40,6 +40,9 @@ typedef struct config {
         char *debug_root;               /* separate debug files: DEBUG_ROOT/.build-id/xx/rest.debug; "" = none */
         char *debuginfod_urls;          /* space-separated; "" = off (no network access) */
         uint64_t debuginfod_timeout_ns; /* per download */
+        char *export_url;               /* a pprof of each export_interval is POSTed here; "" = off */
+        uint64_t export_interval_ns;
+        uint32_t export_queue_max;      /* profiles kept for retries (files under cache_dir/push) */
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u

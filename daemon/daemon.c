@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "pusher.h"
 #include "fileio.h"
 #include "ingest.h"
 #include "log.h"
@@ -60,6 +61,7 @@ struct daemon_ctx {
         tracker *tracker;
         uevent_monitor *uevents;
         usymbols *usymbols;
+        pusher *pusher;
         struct event *drain_timer, *commit_timer, *retention_timer, *watchdog_timer, *rescan_timer;
         struct event *sig_term, *sig_int, *sig_hup;
         server *server;
@@ -534,6 +536,24 @@ static void status_fill(json_object *p, void *userdata) {
                 };
                 s.symbols = &symbols;
         }
+        pusher_stats ps;
+        status_push push;
+        char url[512];
+        if (d->pusher) {
+                pusher_get_stats(d->pusher, &ps);
+                pusher_url_for_display(d->cfg.export_url, url, sizeof url);
+                push = (status_push) {
+                        .url = url,
+                        .intervals = ps.intervals,
+                        .pushed = ps.pushed,
+                        .failed = ps.failed,
+                        .dropped = ps.dropped,
+                        .queued = ps.queued,
+                        .last_push_ns = ps.last_push_ns,
+                        .last_error = ps.last_error,
+                };
+                s.push = &push;
+        }
         status_json(&s, p);
 }
 
@@ -735,6 +755,10 @@ int daemon_start(daemon_ctx *d) {
         if (d->usymbols)
                 ingest_set_user_file_handler(d->ingest, usymbols_file_seen, d->usymbols);
 
+        r = pusher_new(d->base, &d->cfg, NSEC_PER_SEC / MAX(d->cfg.frequency_hz, 1u), &d->pusher);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up pushing profiles to export_url: %m");
+
         r = server_listen(d->server);
         if (r < 0)
                 return r;
@@ -787,6 +811,8 @@ daemon_ctx *daemon_free(daemon_ctx *d) {
                         event_free(d->cpu_evs[i]);
         free(d->cpu_evs);
         free(d->bufs);
+        /* Its thread reads the database on a connection of its own. */
+        d->pusher = pusher_free(d->pusher);
         free(d->cpus);
         perf_events_free(d->events);
         uevent_monitor_free(d->uevents);

@@ -157,6 +157,17 @@ void status_json(const status_info *s, json_object *p) {
                         add_str(p, "symbol_tables_last_failure", why);
                 }
         }
+        add_bool(p, "push", s->push != NULL);
+        if (s->push) {
+                add_str(p, "push_url", s->push->url);
+                add_u64(p, "push_intervals", s->push->intervals);
+                add_u64(p, "push_pushed", s->push->pushed);
+                add_u64(p, "push_failed", s->push->failed);
+                add_u64(p, "push_dropped", s->push->dropped);
+                add_u64(p, "push_queued", s->push->queued);
+                add_u64(p, "push_last_ns", s->push->last_push_ns);
+                add_str(p, "push_last_error", s->push->last_error);
+        }
 }
 
 void status_stored_json(const status_stored *s, json_object *p) {

@@ -46,6 +46,13 @@ typedef struct status_uevents {
         uint64_t received, accepted, forged, malformed, overruns;
 } status_uevents;
 
+/* Profiles pushed to export_url. */
+typedef struct status_push {
+        const char *url;                /* without user information and query */
+        uint64_t intervals, pushed, failed, dropped, queued, last_push_ns;
+        const char *last_error;         /* "" if the last attempt worked */
+} status_push;
+
 typedef struct status_info {
         const char *version;
         int pid;
@@ -79,6 +86,7 @@ typedef struct status_info {
         status_snapshots snapshots;
         const status_uevents *uevents;  /* NULL: no uevent monitor */
         const status_symbols *symbols;  /* NULL: none kept (no cache_dir) */
+        const status_push *push;        /* NULL: export_url is not set */
 } status_info;
 
 /* Adds the fields to the reply parameters p. */

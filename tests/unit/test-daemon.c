@@ -18,6 +18,7 @@
 #include "daemon.h"
 #include "macro.h"
 #include "store/store.h"
+#include "pusher.h"
 #include "test.h"
 #include "timeparse.h"
 
@@ -84,4 +85,21 @@ TEST(start_sample_and_stop_on_sigterm) {
         config_done(&c);
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         ASSERT_EQ(system(cmd), 0);
+}
+
+TEST(push_url_is_shown_without_credentials_or_query) {
+        static const struct {
+                const char *url, *shown;
+        } cases[] = {
+                { "http://pyroscope:4040/ingest?name=a.cpu&format=pprof&from={from}", "http://pyroscope:4040/ingest" },
+                { "https://user:secret@store.example/ingest?token=x", "https://store.example/ingest" },
+                { "http://h/p#frag", "http://h/p" },
+                { "http://h", "http://h" },
+        };
+        char buf[256];
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                pusher_url_for_display(cases[i].url, buf, sizeof buf);
+                ASSERT_STREQ(buf, cases[i].shown);
+        }
 }

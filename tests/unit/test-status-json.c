@@ -44,7 +44,7 @@ TEST(minimal_daemon) {
                            "dropped_since_ns,held_samples,held_bytes,held_reason,held_since_ns,database_max_size,cap_removed_samples,cap_removed_newest_ns,db_path,"
                            "kernel_release,kernel_build_id,kernel_text_addr,kernel_symbols,clients,heap_bytes,"
                            "sqlite_memory_bytes,sqlite_allocations,ingest_buffer_bytes,ingest_cache_bytes,"
-                           "store_cache_bytes,tasks_bytes,cache_dir,uevent_monitor,symbol_tables");
+                           "store_cache_bytes,tasks_bytes,cache_dir,uevent_monitor,symbol_tables,push");
         ASSERT_STREQ(json_object_to_json_string_ext(json_object_object_get(p, "lost_per_cpu"), JSON_C_TO_STRING_PLAIN),
                      "[3,0]");
         ASSERT_STREQ(json_object_get_string(json_object_object_get(p, "kernel_text_addr")), "0xffffffff81000000");
