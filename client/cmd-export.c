@@ -35,6 +35,7 @@ typedef enum export_format {
         EXPORT_HTML,
         EXPORT_FOLDED,
         EXPORT_SPEEDSCOPE,
+        EXPORT_PERF,
 } export_format;
 
 static const struct {
@@ -45,6 +46,7 @@ static const struct {
         [EXPORT_HTML] = { "html", ".html" },
         [EXPORT_FOLDED] = { "folded", ".folded" },
         [EXPORT_SPEEDSCOPE] = { "speedscope", ".speedscope.json" },
+        [EXPORT_PERF] = { "perf.data", "perf.data" },
 };
 
 static int format_from_name(const char *s) {
@@ -61,7 +63,7 @@ static int format_from_path(const char *path) {
         for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
                 size_t n = strlen(formats[i].suffix);
 
-                if (len > n && strcmp(path + len - n, formats[i].suffix) == 0)
+                if (len >= n && strcmp(path + len - n, formats[i].suffix) == 0)
                         return (int) i;
         }
         if (len > 6 && strcmp(path + len - 6, ".pprof") == 0)
@@ -85,12 +87,15 @@ static void help_export(void) {
                "          strip to redraw the graph for that span\n"
                "  folded  folded stacks, one line each (flamegraph.pl, speedscope, inferno)\n"
                "  speedscope  speedscope's JSON file format (https://www.speedscope.app)\n"
+               "  perf.data  for perf report -i and perf script -i: samples with call chains,\n"
+               "          pids, CPUs and times (to the second), the kernel's and user files'\n"
+               "          mappings and build-ids (a file, not standard output)\n"
                "\n"
                "Options:\n"
                "  -o, --output FILE    write to FILE ('-': standard output)\n"
-               "      --format FORMAT  pprof, svg, html, folded or speedscope (default: from the name\n"
-               "                       of FILE: .pb.gz or .pprof, .svg, .html, .folded,\n"
-               "                       .speedscope.json)\n"
+               "      --format FORMAT  pprof, perf.data, svg, html, folded or speedscope (default:\n"
+               "                       from the name of FILE: .pb.gz or .pprof, perf.data, .svg,\n"
+               "                       .html, .folded, .speedscope.json)\n"
                "      --title TEXT     title of a flame graph (default: the host and the range)\n"
                "      --since TIME     start of the range (default: %s, i.e. 5 minutes ago)\n"
                "      --until TIME     end of the range, exclusive (default: now)\n"
@@ -166,6 +171,15 @@ static int write_export(export_format format, int fd, const export_input *in) {
         case EXPORT_SPEEDSCOPE:
                 r = export_speedscope(f, in);
                 break;
+        case EXPORT_PERF: {
+                uint64_t omitted = 0;
+
+                r = export_perf_data(f, in, &omitted);
+                if (r >= 0 && omitted > 0)
+                        fprintf(stderr, "perfsnapctl: %" PRIu64 " samples have no addresses (\"" OTHER_STACKS
+                                "\") and are not in the perf.data\n", omitted);
+                break;
+        }
         default:
                 print_folded(f, in->r);
                 r = 0;
@@ -214,8 +228,8 @@ int cmd_export(int argc, char **argv) {
                 case ARG_FORMAT:
                         format = format_from_name(optarg);
                         if (format < 0)
-                                return print_error("invalid --format '%s': expected pprof, svg, html, folded or speedscope",
-                                                   optarg);
+                                return print_error("invalid --format '%s': expected pprof, perf.data, svg, html, folded "
+                                                   "or speedscope", optarg);
                         break;
                 case ARG_TITLE:
                         title = optarg;
@@ -234,11 +248,13 @@ int cmd_export(int argc, char **argv) {
                 return print_error("unexpected argument '%s' (see 'perfsnapctl export --help')", argv[optind]);
         if (!output)
                 return print_error("no output file: give -o FILE, or -o - for standard output");
+        if (format == EXPORT_PERF && strcmp(output, "-") == 0)
+                return print_error("--format perf.data needs a file (-o FILE): it is written out of order");
         if (format < 0 && strcmp(output, "-") != 0)
                 format = format_from_path(output);
         if (format < 0)
-                return print_error("no --format given and none implied by '%s' (.pb.gz, .pprof, .svg, .html, .folded, "
-                                   ".speedscope.json)", output);
+                return print_error("no --format given and none implied by '%s' (.pb.gz, .pprof, perf.data, .svg, .html, "
+                                   ".folded, .speedscope.json)", output);
 
         now_ns = clock_ns(CLOCK_REALTIME);
         r = query_window_apply(&w, now_ns, &q);
@@ -252,6 +268,13 @@ int cmd_export(int argc, char **argv) {
         if (format == EXPORT_PPROF) {
                 q.by_pid = q.by_cpu = true;
                 q.want_modules = true;
+        } else if (format == EXPORT_PERF) {
+                /* Frames with their addresses, a sample time per second. */
+                q.by_pid = q.by_cpu = true;
+                q.want_modules = q.raw = true;
+                q.inlined = false;
+                q.timeline = (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) QUERY_TIMELINE_MAX,
+                                                             (q.until_ns - q.since_ns) / UINT64_C(1000000000)));
         } else if (format == EXPORT_HTML)
                 q.timeline = (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) HTML_TIMELINE_SLOTS,
                                                              (q.until_ns - q.since_ns) / UINT64_C(1000000000)));
@@ -273,8 +296,7 @@ int cmd_export(int argc, char **argv) {
                 .r = result,
                 .since_ns = q.since_ns,
                 .until_ns = q.until_ns,
-                .period_ns = format == EXPORT_PPROF || format == EXPORT_HTML || format == EXPORT_SPEEDSCOPE
-                                     ? sample_period_ns() : 0,
+                .period_ns = format != EXPORT_SVG && format != EXPORT_FOLDED ? sample_period_ns() : 0,
         };
         if (!title) {
                 default_title(&in, title_buf, sizeof title_buf);

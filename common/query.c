@@ -26,6 +26,7 @@ void query_stack_done(query_stack *st) {
         free(st->frames);
         free(st->modules);
         free(st->name_ids);
+        free(st->addrs);
 }
 
 query_result *query_result_free(query_result *r) {
@@ -43,6 +44,7 @@ query_result *query_result_free(query_result *r) {
         }
         free(r->modules);
         free(r->timeline);
+        free(r->kernel_build_id);
         for (size_t i = 0; i < r->n_names; i++)
                 free(r->names[i]);
         free(r->names);

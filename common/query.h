@@ -50,6 +50,11 @@ typedef struct query_params {
         /* Named frames read "symbol+0x<offset in it>", in rows (one per
          * offset) and stacks. */
         bool offsets;
+        /* With want_stacks (perfsnapctl export --format perf.data): each
+         * stack's frames' addresses too (query_stack.addrs), and the
+         * kernel's _text and build-id of the window's last boot; stacks of
+         * other addresses in the same functions stay apart. */
+        bool raw;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
@@ -85,6 +90,10 @@ typedef struct query_stack {
         uint32_t *modules;
         /* With packed: per frame, an index in query_result.names. */
         uint32_t *name_ids;
+        /* With raw: per frame, a kernel frame's address as sampled, a user
+         * frame's offset in its file (its module), or the address of one
+         * in no file. */
+        uint64_t *addrs;
         /* frames[] point into query_result.names (not freed with the stack). */
         bool borrowed;
 } query_stack;
@@ -119,6 +128,10 @@ typedef struct query_result {
         size_t n_modules;
         char **names;           /* only with packed: the stacks' frame names */
         size_t n_names;
+        /* Only with raw: the kernel of the window's last boot (0 / NULL if
+         * the window has no samples). */
+        uint64_t kernel_text;
+        char *kernel_build_id;
         /* Only with query_params.timeline: samples per slot of
          * timeline_slot_ns from timeline_start_ns (the window's start). */
         uint64_t *timeline;

@@ -24,6 +24,11 @@ typedef struct export_input {
 int export_pprof(int fd, const export_input *in);
 int export_svg(FILE *f, const export_input *in);
 int export_html(FILE *f, const export_input *in);
+/* perf.data (export-perf.c), into a seekable f; the query must have been
+ * raw, with modules, per pid and CPU and with a timeline. *ret_omitted:
+ * samples without addresses ("[other stacks]") or with too long a chain,
+ * left out. */
+int export_perf_data(FILE *f, const export_input *in, uint64_t *ret_omitted);
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json):
  * one sampled profile, the command as the outermost frame. */
 int export_speedscope(FILE *f, const export_input *in);

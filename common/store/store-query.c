@@ -545,6 +545,9 @@ static int stack_names_cmp(const void *x, const void *y) {
                 d = a->cpu < b->cpu ? -1 : 1;
         if (d == 0 && a->slot != b->slot)
                 d = a->slot < b->slot ? -1 : 1;
+        /* raw: other addresses are other stacks. */
+        if (d == 0 && a->addrs && b->addrs && a->n_frames == b->n_frames)
+                d = memcmp(a->addrs, b->addrs, a->n_frames * sizeof(uint64_t));
 
         for (size_t i = 0; d == 0 && i < a->n_frames && i < b->n_frames; i++)
                 d = strcmp(a->frames[i], b->frames[i]);
@@ -677,6 +680,8 @@ typedef struct group_acc {
         uint64_t cpus[(STORE_MAX_CPU + 1) / 64];
         uint64_t *timeline;     /* q->timeline slots, or NULL */
         uint64_t slot_ns;
+        int64_t last_boot;      /* of the latest block with a matching sample */
+        uint64_t last_boot_end;
 } group_acc;
 
 /* The timeline slot of a block: by its first sample, in the window. */
@@ -753,6 +758,10 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 g->total += matched;
                 if (g->timeline)
                         g->timeline[block_slot(g, b)] += matched;
+                if (b->end_ns >= g->last_boot_end) {
+                        g->last_boot_end = b->end_ns;
+                        g->last_boot = b->boot_id;
+                }
         }
         return 0;
 }
@@ -1437,7 +1446,9 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                 st.frames = calloc(n, sizeof(char *));
                 if (c->want_modules)
                         st.modules = calloc(n, sizeof(uint32_t));
-                if (!st.frames || (c->want_modules && !st.modules)) {
+                if (c->q->raw)
+                        st.addrs = calloc(n, sizeof(uint64_t));
+                if (!st.frames || (c->want_modules && !st.modules) || (c->q->raw && !st.addrs)) {
                         query_stack_done(&st);
                         return -ENOMEM;
                 }
@@ -1448,7 +1459,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
          * thread was (the sampled or the interrupted user IP); the others
          * are return addresses. */
         size_t exact = SIZE_MAX;
-        for (size_t k = 0; c->inlined && k < n && exact == SIZE_MAX; k++) {
+        for (size_t k = 0; c->inlined && !c->q->raw && k < n && exact == SIZE_MAX; k++) {
                 size_t fi;
 
                 r = ctx_frame(c, frame_ids[k], &fi);
@@ -1484,10 +1495,19 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                 /* Kernel frames are the innermost ones of a stack. */
                 if (r >= 0)
                         st.n_kernel = c->frames[fi].kind == FRAME_USER ? 0 : st.n_kernel + 1;
+                /* raw (no inlined frames then): where it was. */
+                if (r >= 0 && st.addrs && st.n_frames <= n) {
+                        const frame_info *f = c->frames + fi;
+                        const char *mod = NULL;
+
+                        r = ctx_string(c, f->module_id, &mod);
+                        f = c->frames + fi;
+                        st.addrs[st.n_frames - 1] = f->kind == FRAME_USER && is_file(mod) ? f->offset : f->addr;
+                }
                 int64_t inline_id = 0;
                 if (r >= 0)
                         inline_id = n - 1 - i == exact ? c->frames[fi].inline_id : c->frames[fi].inline_caller_id;
-                if (r >= 0 && inline_id != 0) {
+                if (r >= 0 && inline_id != 0 && !c->q->raw) {
                         /* The functions inlined there are frames of their
                          * own, after the one they are in, outermost first. */
                         const char *chain;
@@ -1632,7 +1652,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         if (t.slots[i].samples != 0)
                                 t.slots[n++] = t.slots[i];
                 r = rows_add(c, rs, t.slots, n);
-                if (r >= 0 && q->want_stacks && q->frames == QUERY_FRAMES_ALL && !q->inlined && !q->offsets)
+                if (r >= 0 && q->want_stacks && q->frames == QUERY_FRAMES_ALL && !q->inlined && !q->offsets && !q->raw)
                         r = merge_leaf_offsets(c, t.slots, &n);
                 if (r >= 0 && q->want_stacks)
                         r = top_groups_add(top, t.slots, n);
@@ -1651,6 +1671,22 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 res->timeline_slot_ns = slot_ns;
         }
         res->total_samples = g->total;
+        if (q->raw && g->last_boot > 0) {
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+
+                r = store_sql_prepare(s->db, "SELECT text_addr, build_id FROM boots WHERE id = ?1", &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(st, 1, g->last_boot);
+                if (sqlite3_step(st) == SQLITE_ROW) {
+                        const unsigned char *bid = sqlite3_column_text(st, 1);
+
+                        res->kernel_text = u64(sqlite3_column_int64(st, 0));
+                        res->kernel_build_id = strdup(bid ? (const char *) bid : "");
+                        if (!res->kernel_build_id)
+                                return -ENOMEM;
+                }
+        }
         res->first_ns = g->first_ns;
         res->last_ns = g->last_ns;
         res->n_cpus = 0;

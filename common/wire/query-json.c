@@ -125,14 +125,15 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                 q.inlined = json_object_get_boolean(val);
                         } else if (strcmp(key, "by_pid") == 0 || strcmp(key, "by_cpu") == 0 ||
                                    strcmp(key, "modules") == 0 || strcmp(key, "packed") == 0 ||
-                                   strcmp(key, "offsets") == 0) {
+                                   strcmp(key, "offsets") == 0 || strcmp(key, "raw") == 0) {
                                 static const char *const errors[] = {
                                         "by_pid: expected a boolean", "by_cpu: expected a boolean",
                                         "modules: expected a boolean", "packed: expected a boolean",
-                                        "offsets: expected a boolean",
+                                        "offsets: expected a boolean", "raw: expected a boolean",
                                 };
-                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed, &q.offsets };
-                                size_t which = key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2 : key[0] == 'p' ? 3 : 4;
+                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed, &q.offsets, &q.raw };
+                                size_t which = key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2 : key[0] == 'p' ? 3
+                                               : key[0] == 'o' ? 4 : 5;
 
                                 if (!json_object_is_type(val, json_type_boolean)) {
                                         error = errors[which];
@@ -232,6 +233,7 @@ struct json_object *query_params_to_json(const query_params *q) {
             (q->want_modules && add(o, "modules", json_object_new_boolean(1)) < 0) ||
             (q->packed && add(o, "packed", json_object_new_boolean(1)) < 0) ||
             (q->offsets && add(o, "offsets", json_object_new_boolean(1)) < 0) ||
+            (q->raw && add(o, "raw", json_object_new_boolean(1)) < 0) ||
             (q->timeline > 0 && add(o, "timeline", json_object_new_int64(q->timeline)) < 0))
                 return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&
@@ -274,19 +276,40 @@ static void add_ids(proto_buf *b, const uint32_t *v, size_t n) {
         proto_buf_add_str(b, "\"");
 }
 
+/* A raw stack's addresses: "ffffffff81a00010 2a1b4" (hex). */
+static void add_addrs(proto_buf *b, const uint64_t *v, size_t n) {
+        char buf[24];
+
+        proto_buf_add_str(b, "\"");
+        for (size_t i = 0; i < n; i++) {
+                snprintf(buf, sizeof buf, i > 0 ? " %" PRIx64 : "%" PRIx64, v[i]);
+                proto_buf_add_str(b, buf);
+        }
+        proto_buf_add_str(b, "\"");
+}
+
+/* The quoted string in b as a JSON string (without the quotes); frees b. */
+static struct json_object *quoted_to_json(proto_buf *b) {
+        struct json_object *o = NULL;
+
+        if (!b->failed)
+                o = json_object_new_string_len(b->data + 1, (int) b->len - 2);
+        free(b->data);
+        return o;
+}
+
+static struct json_object *addrs_to_json(const uint64_t *v, size_t n) {
+        proto_buf b = {};
+
+        add_addrs(&b, v, n);
+        return quoted_to_json(&b);
+}
+
 static struct json_object *ids_to_json(const uint32_t *v, size_t n) {
         proto_buf b = {};
-        struct json_object *o;
 
         add_ids(&b, v, n);
-        if (b.failed) {
-                free(b.data);
-                return NULL;
-        }
-        /* Without the quotes. */
-        o = json_object_new_string_len(b.data + 1, (int) b.len - 2);
-        free(b.data);
-        return o;
+        return quoted_to_json(&b);
 }
 
 static struct json_object *stack_to_json(const query_stack *st) {
@@ -317,9 +340,10 @@ scalars:
             (st->cpu >= 0 && add(o, "cpu", json_object_new_int64(st->cpu)) < 0) ||
             (st->slot >= 0 && add(o, "slot", json_object_new_int64(st->slot)) < 0))
                 return NULL;
-        if (st->modules && st->name_ids)
-                return add(o, "module_ids", ids_to_json(st->modules, st->n_frames)) < 0 ? NULL : TAKE_PTR(o);
-        if (st->modules) {
+        if (st->modules && st->name_ids) {
+                if (add(o, "module_ids", ids_to_json(st->modules, st->n_frames)) < 0)
+                        return NULL;
+        } else if (st->modules) {
                 struct json_object *m = json_object_new_array_ext((int) MIN(st->n_frames, (size_t) INT32_MAX));
 
                 if (add(o, "modules", m) < 0)
@@ -328,6 +352,8 @@ scalars:
                         if (append(m, json_object_new_uint64(st->modules[i])) < 0)
                                 return NULL;
         }
+        if (st->addrs && add(o, "addrs", addrs_to_json(st->addrs, st->n_frames)) < 0)
+                return NULL;
         return TAKE_PTR(o);
 }
 
@@ -371,6 +397,10 @@ static struct json_object *result_header_to_json(const query_result *r, bool sta
                                 return NULL;
                 }
         }
+        if (r->kernel_build_id &&
+            (add(o, "kernel_text", json_object_new_uint64(r->kernel_text)) < 0 ||
+             add(o, "kernel_build_id", json_object_new_string(r->kernel_build_id)) < 0))
+                return NULL;
         if (r->names) {
                 struct json_object *a = json_object_new_array_ext((int) MIN(r->n_names, (size_t) INT32_MAX));
 
@@ -497,6 +527,39 @@ bad:
         return -EBADMSG;
 }
 
+/* A raw stack's "ffffffff81a00010 2a1b4": exactly n hex numbers. */
+static int addrs_from_json(struct json_object *v, uint64_t **ret, size_t n) {
+        const char *p;
+        uint64_t *a;
+        size_t k = 0;
+
+        if (!json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+        p = json_object_get_string(v);
+        a = calloc(MAX(n, (size_t) 1), sizeof(uint64_t));
+        if (!a)
+                return -ENOMEM;
+        while (*p) {
+                uint64_t x = 0;
+                unsigned digits = 0;
+
+                if (k > 0 && *p++ != ' ')
+                        goto bad;
+                for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++, digits++)
+                        x = x << 4 | (uint64_t) (*p <= '9' ? *p - '0' : *p - 'a' + 10);
+                if (digits == 0 || digits > 16 || k >= n)
+                        goto bad;
+                a[k++] = x;
+        }
+        if (k != n)
+                goto bad;
+        *ret = a;
+        return 0;
+bad:
+        free(a);
+        return -EBADMSG;
+}
+
 static int stack_from_json(struct json_object *o, query_stack *st, const query_result *res) {
         struct json_object *frames, *mods;
         uint64_t n_kernel;
@@ -552,6 +615,11 @@ static int stack_from_json(struct json_object *o, query_stack *st, const query_r
                 return -EBADMSG;
         st->n_kernel = (size_t) n_kernel;
 
+        if (json_object_object_get_ex(o, "addrs", &mods) && mods) {
+                r = addrs_from_json(mods, &st->addrs, n);
+                if (r < 0)
+                        return r;
+        }
         if (json_object_object_get_ex(o, "module_ids", &mods) && mods) {
                 size_t m;
 
@@ -683,7 +751,11 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                 return k;
         r->n_cpus = (uint32_t) cpus;
         if ((k = modules_from_json(obj, r)) < 0 || (k = timeline_from_json(obj, r)) < 0 ||
-            (k = names_from_json(obj, r)) < 0)
+            (k = names_from_json(obj, r)) < 0 ||
+            (k = get_u64(obj, "kernel_text", false, UINT64_MAX, &r->kernel_text)) < 0)
+                return k;
+        if (json_object_object_get_ex(obj, "kernel_build_id", &stacks) && stacks &&
+            (k = dup_string(obj, "kernel_build_id", &r->kernel_build_id)) < 0)
                 return k;
 
         if (!json_object_object_get_ex(obj, "rows", &rows) || !json_object_is_type(rows, json_type_array))
@@ -794,6 +866,10 @@ static void render_stack(proto_buf *b, const query_stack *st) {
                 }
                 proto_buf_add_str(b, "]");
         }
+        if (st->addrs) {
+                proto_buf_add_str(b, ",\"addrs\":");
+                add_addrs(b, st->addrs, st->n_frames);
+        }
         proto_buf_add_str(b, "}");
 }
 
@@ -840,6 +916,12 @@ static void render_header(proto_buf *b, const query_result *r, bool first) {
                         proto_buf_add_str(b, r->modules[i].kernel ? ",\"kernel\":true}" : ",\"kernel\":false}");
                 }
                 proto_buf_add_str(b, "]");
+        }
+        if (r->kernel_build_id) {
+                proto_buf_add_str(b, ",\"kernel_text\":");
+                proto_buf_add_u64(b, r->kernel_text);
+                proto_buf_add_str(b, ",\"kernel_build_id\":");
+                proto_buf_add_json_string(b, r->kernel_build_id);
         }
         if (r->names && first) {
                 proto_buf_add_str(b, ",\"names\":[");

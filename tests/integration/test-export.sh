@@ -5,17 +5,19 @@
 # and checked by what reads the format:
 #   test-export.sh pprof   go tool pprof -top, -traces, -raw (golang-go)
 #   test-export.sh html    headless chromium, driving the page (#selftest)
+#   test-export.sh perf    perf script and perf report (linux-perf)
 #   test-export.sh svg     python's XML parser; folded against query's;
 #                          speedscope's JSON against the folded stacks
 # Each skips (77) when its tool is missing.
 . "$(dirname "$0")/lib.sh"
-FORMAT=${1:?usage: test-export.sh pprof|html|svg}
+FORMAT=${1:?usage: test-export.sh pprof|html|svg|perf}
 require_root
 case $FORMAT in
 pprof) command -v go >/dev/null || skip "needs go tool pprof (golang-go)"
        export GOCACHE=${GOCACHE:-/tmp/perfsnapd-test-gocache} HOME=${HOME:-/root} ;;
 html) CHROMIUM=$(command -v chromium || command -v chromium-browser) || skip "needs chromium" ;;
 svg) command -v python3 >/dev/null || skip "needs python3" ;;
+perf) command -v perf >/dev/null || skip "needs perf (linux-perf)" ;;
 *) fail "unknown format $FORMAT" ;;
 esac
 
@@ -121,6 +123,52 @@ assert r["slot_timeline"] > 0 and r["total_selected"] == r["slot_stacks"] > 0, \
     f"selected slot {r['slot']}: graph {r['total_selected']}, stacks {r['slot_stacks']}, strip {r['slot_timeline']}"
 assert r["slot_stacks"] <= r["slot_timeline"], r
 assert sum(data["timeline"]) == data["total"], f"timeline sums to {sum(data['timeline'])}, total {data['total']}"
+PY
+        ;;
+perf)
+        "$PERFSNAPCTL" export "${W[@]}" -o "$T/cpu.perf.data" 2> "$T/export.err" || { cat "$T/export.err"; fail "export failed"; }
+        cat "$T/export.err"
+        perf script -i "$T/cpu.perf.data" -F comm,pid,tid,cpu,time,ip,sym > "$T/script.txt" 2> "$T/script.err" ||
+                { head -20 "$T/script.err"; fail "perf script failed"; }
+        perf report -i "$T/cpu.perf.data" --stdio --no-children --sort comm,sym -g none > "$T/report.txt" 2> "$T/report.err" ||
+                { head -20 "$T/report.err"; fail "perf report failed"; }
+        perf annotate -i "$T/cpu.perf.data" --stdio -s named_leaf_gamma > "$T/annotate.txt" 2> "$T/annotate.err" ||
+                { head -20 "$T/annotate.err"; fail "perf annotate failed"; }
+        grep -q "named_leaf_gamma" "$T/annotate.txt" || { head -20 "$T/annotate.txt" "$T/annotate.err"; fail "perf annotate shows no named_leaf_gamma"; }
+        # Instruction lines with a share of the function's samples.
+        n=$(grep -cE "^ +[0-9]+\.[0-9]+ +:" "$T/annotate.txt")
+        [ "$n" -gt 0 ] || { head -30 "$T/annotate.txt"; fail "perf annotate shows no samples on instructions"; }
+        echo "perf annotate: $n instructions of named_leaf_gamma with samples"
+        cat "$T/script.err" "$T/report.err" "$T/annotate.err"
+        if grep -qi "warning\|error\|failed\|corrupt" "$T/script.err" "$T/report.err" "$T/annotate.err"; then
+                fail "perf warned reading the export (above)"
+        fi
+        grep -E "^ +[0-9.]+%" "$T/report.txt" | head -8
+        python3 - "$T" "$DD" "$NF" <<'PY' || fail "perf reads the export wrong (above)"
+import re, sys
+t, dd, nf = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# perf script: a sample's first line (comm pid/tid [cpu] time:), then its chain.
+samples, chains, cur = {}, [], None
+for line in open(f"{t}/script.txt"):
+    m = re.match(r"\s*(\S.*?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):", line)
+    if m:
+        samples[m.group(1)] = samples.get(m.group(1), 0) + 1
+        cur = (m.group(1), [])
+        chains.append(cur)
+    elif cur and line.strip():
+        cur[1].append(line.split()[1] if len(line.split()) > 1 else "?")
+assert abs(samples.get("dd", 0) - dd) <= dd * 0.1, f"dd: {samples.get('dd')} samples in perf script, query {dd}"
+assert abs(samples.get("named-funcs", 0) - nf) <= nf * 0.1, f"named-funcs: {samples.get('named-funcs')}, query {nf}"
+gamma = [c for comm, c in chains if comm == "named-funcs" and c and c[0].startswith("named_leaf_gamma")]
+assert len(gamma) > nf * 0.8, f"{len(gamma)} of {nf} named-funcs chains start in named_leaf_gamma"
+c = [s.split("+")[0] for s in gamma[0]]
+assert c[:4] == ["named_leaf_gamma", "named_middle_beta", "named_outer_alpha", "main"], c
+zero = [c for comm, c in chains if comm == "dd" and c and c[0].split("+")[0] in ("read_zero", "clear_user_rep_good", "clear_user_erms", "rep_stos_alternative", "__clear_user")]
+assert len(zero) > dd * 0.5, f"{len(zero)} of {dd} dd chains start in the kernel's /dev/zero read"
+report = open(f"{t}/report.txt").read()
+assert re.search(r"named-funcs\s+\[\.\]\s+named_leaf_gamma", report), "perf report has no named_leaf_gamma of named-funcs"
+assert re.search(r"dd\s+\[k\]\s+read_zero", report), "perf report has no read_zero of dd"
+print(f"perf script: {sum(samples.values())} samples, dd {samples.get('dd')}, named-funcs {samples.get('named-funcs')}")
 PY
         ;;
 svg)

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <json-c/json.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,5 +402,84 @@ TEST(speedscope_samples_name_frames_and_weigh_cpu_time) {
         }
         json_object_put(d);
         free(s);
+        query_result_free(r);
+}
+
+/* The perf.data of a raw answer, read back: the header, the attribute,
+ * a record per sample with its chain, the COMMs and MMAP2s, the
+ * build-id table. */
+TEST(perf_data_has_a_sample_record_per_sample) {
+        query_result *r = sample_result(true);
+        export_input in = { .r = r, .since_ns = 1000000000, .until_ns = 4000000000, .period_ns = 1001001, .title = "" };
+        char *buf = NULL;
+        size_t size = 0, n_samples = 0, n_comm = 0, n_mmap2 = 0, n_mmap = 0;
+        uint64_t omitted = 99, last_time = 0;
+        FILE *f;
+
+        r->kernel_text = 0xffffffff81000000ull;
+        r->kernel_build_id = strdup("00112233445566778899aabbccddeeff00112233");
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                query_stack *st = &r->stacks[i];
+
+                st->addrs = calloc(st->n_frames, sizeof(uint64_t));
+                ASSERT_TRUE(st->addrs);
+                for (size_t j = 0; j < st->n_frames; j++)
+                        st->addrs[j] = j >= st->n_frames - st->n_kernel ? 0xffffffff81001000ull + j : 0x1000 + 16 * j;
+        }
+        /* Seekable: a temporary file read back whole. */
+        f = tmpfile();
+        ASSERT_TRUE(f);
+        ASSERT_EQ(export_perf_data(f, &in, &omitted), 0);
+        ASSERT_EQ(omitted, 0);
+        size = (size_t) ftell(f);
+        buf = malloc(size);
+        ASSERT_TRUE(buf);
+        rewind(f);
+        ASSERT_EQ(fread(buf, 1, size, f), size);
+        fclose(f);
+
+        uint64_t v[13];
+        memcpy(v, buf, sizeof v);
+        ASSERT_TRUE(memcmp(buf, "PERFILE2", 8) == 0);
+        ASSERT_EQ(v[1], 104);                           /* header size */
+        ASSERT_EQ(v[2], sizeof(struct perf_event_attr) + 16);
+        ASSERT_EQ(v[9], UINT64_C(1) << 2);              /* features: HEADER_BUILD_ID */
+        struct perf_event_attr attr;
+        memcpy(&attr, buf + v[3], sizeof attr);
+        ASSERT_EQ(attr.sample_type, PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
+                                            PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN);
+        ASSERT_EQ(attr.sample_freq, 999);
+        for (uint64_t off = v[5]; off < v[5] + v[6];) {
+                struct perf_event_header h;
+
+                memcpy(&h, buf + off, sizeof h);
+                ASSERT_TRUE(h.size >= sizeof h && off + h.size <= v[5] + v[6]);
+                if (h.type == PERF_RECORD_SAMPLE) {
+                        uint64_t s[6], time;
+
+                        memcpy(s, buf + off + sizeof h, sizeof s);
+                        time = s[2];
+                        ASSERT_TRUE(time >= last_time);         /* in time order */
+                        ASSERT_TRUE(time >= in.since_ns && time < in.until_ns);
+                        last_time = time;
+                        ASSERT_EQ(s[4], 1001001);               /* period */
+                        ASSERT_EQ(h.size, sizeof h + 48 + 8 * s[5]);
+                        n_samples++;
+                } else if (h.type == PERF_RECORD_COMM)
+                        n_comm++;
+                else if (h.type == PERF_RECORD_MMAP2)
+                        n_mmap2++;
+                else if (h.type == PERF_RECORD_MMAP)
+                        n_mmap++;
+                off += h.size;
+        }
+        ASSERT_EQ(n_samples, 11);
+        ASSERT_EQ(n_comm, 3);           /* pids 11, 12, 13 */
+        ASSERT_EQ(n_mmap, 1);           /* the kernel */
+        ASSERT_EQ(n_mmap2, 3);          /* /usr/bin/prog in each */
+        /* The build-id table names the kernel. */
+        ASSERT_TRUE(memmem(buf + v[5] + v[6], size - v[5] - v[6], "[kernel.kallsyms]", 17) != NULL);
+        ASSERT_TRUE(memmem(buf + v[5] + v[6], size - v[5] - v[6], "/usr/bin/prog", 13) != NULL);
+        free(buf);
         query_result_free(r);
 }

@@ -219,9 +219,12 @@ static query_result *make_result(size_t n) {
                 r->stacks[i].slot = i % 2 ? -1 : (int32_t) i;
                 if (n > 3) {
                         r->stacks[i].modules = calloc(4, sizeof(uint32_t));
-                        ASSERT_TRUE(r->stacks[i].modules);
-                        for (size_t j = 0; j < i % 4; j++)
+                        r->stacks[i].addrs = calloc(4, sizeof(uint64_t));
+                        ASSERT_TRUE(r->stacks[i].modules && r->stacks[i].addrs);
+                        for (size_t j = 0; j < i % 4; j++) {
                                 r->stacks[i].modules[j] = (uint32_t) (j % 2);
+                                r->stacks[i].addrs[j] = j % 2 ? UINT64_MAX - j : j * 0x1001;
+                        }
                 }
                 r->n_stacks++;
         }
@@ -238,6 +241,8 @@ static query_result *make_result(size_t n) {
                 r->timeline[2] = UINT64_MAX;
                 r->timeline_start_ns = 1763733600000000000ull;
                 r->timeline_slot_ns = 7;
+                r->kernel_text = 0xffffffff81000000ull;
+                r->kernel_build_id = xstrdup("4a5a9b0a");
         }
         /* Packed stacks: names once, frames as indices. */
         if (n % 2 == 1 && n > 4)
@@ -273,6 +278,9 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
                 ASSERT_EQ(!a->stacks[i].modules, !b->stacks[i].modules);
                 for (size_t j = 0; a->stacks[i].modules && j < a->stacks[i].n_frames; j++)
                         ASSERT_EQ(a->stacks[i].modules[j], b->stacks[i].modules[j]);
+                ASSERT_EQ(!a->stacks[i].addrs, !b->stacks[i].addrs);
+                for (size_t j = 0; a->stacks[i].addrs && j < a->stacks[i].n_frames; j++)
+                        ASSERT_U64_EQ(a->stacks[i].addrs[j], b->stacks[i].addrs[j]);
         }
         ASSERT_EQ(a->n_modules, b->n_modules);
         for (size_t i = 0; i < a->n_modules; i++) {
@@ -282,6 +290,10 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
                         ASSERT_STREQ(a->modules[i].build_id, b->modules[i].build_id);
                 ASSERT_EQ(a->modules[i].kernel, b->modules[i].kernel);
         }
+        ASSERT_U64_EQ(a->kernel_text, b->kernel_text);
+        ASSERT_EQ(!a->kernel_build_id, !b->kernel_build_id);
+        if (a->kernel_build_id)
+                ASSERT_STREQ(a->kernel_build_id, b->kernel_build_id);
         ASSERT_EQ(a->n_timeline, b->n_timeline);
         for (size_t i = 0; i < a->n_timeline; i++)
                 ASSERT_U64_EQ(a->timeline[i], b->timeline[i]);
