@@ -62,7 +62,7 @@ PY
         read -r rc wall cpu crss < "$D/run.txt"
         [ "$rc" = 0 ] || { echo "export --format $1 failed"; exit 1; }
         printf "%-7s %8s s %8s s %8s MB %9s MB %9s MB %10s B\n" "$1" "$wall" "$cpu" "$crss" \
-                "$(( $(kb VmHWM) / 1024 ))" "$(( $(kb VmRSS) / 1024 ))" "$(stat -c %s "$D/out$2")"
+                "$(( $(kb VmHWM) / 1024 ))" "$(( $(kb VmRSS) / 1024 ))" "$(du -sb "$D/out$2" | cut -f1)"
 }
 
 printf "%-7s %10s %10s %11s %12s %12s %12s\n" format wall "client CPU" "client RSS" "daemon peak" "daemon after" size
@@ -71,5 +71,7 @@ for i in 1 2 3; do
         run html .html
         run svg .svg
         run folded .folded
+        run speedscope .speedscope.json
+        run perf.data .perf.data
 done
 "$B/client/perfsnapctl" export --since "${HOURS}h" -o "$D/x.svg" 2>&1 >/dev/null | tail -1

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -97,6 +98,10 @@ static void help_export(void) {
                "                       from the name of FILE: .pb.gz or .pprof, perf.data, .svg,\n"
                "                       .html, .folded, .speedscope.json)\n"
                "      --title TEXT     title of a flame graph (default: the host and the range)\n"
+               "      --with-kcore, --no-kcore\n"
+               "                       perf.data: FILE is a directory in perf record --kcore's\n"
+               "                       layout, with the kcore snapshot the window's samples were\n"
+               "                       taken in (default: when there is one; needs root)\n"
                "      --since TIME     start of the range (default: %s, i.e. 5 minutes ago)\n"
                "      --until TIME     end of the range, exclusive (default: now)\n"
                "      --pid PID        only samples of this process id\n"
@@ -142,6 +147,69 @@ static void default_title(const export_input *in, char *buf, size_t size) {
         snprintf(buf, size, "CPU on %s, %s .. %s", host[0] ? host : "this machine",
                  time_format_local_decimals(in->since_ns, 0, a, sizeof a) ?: "?",
                  time_format_local_decimals(in->until_ns, 0, b, sizeof b) ?: "?");
+}
+
+/* Copies src (the daemon's snapshot file) to dst, created. A missing
+ * source is fine (a snapshot without kcore): 0, nothing copied. */
+static int copy_file(const char *src, const char *dst) {
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY), out = -1;
+        char buf[1 << 16];
+        ssize_t n;
+
+        if (in < 0)
+                return errno == ENOENT ? 0 : -errno;
+        out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0666);
+        if (out < 0)
+                return -errno;
+        while ((n = read(in, buf, sizeof buf)) != 0) {
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                for (ssize_t w = 0; w < n;) {
+                        ssize_t k = write(out, buf + w, (size_t) (n - w));
+
+                        if (k < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return -errno;
+                        }
+                        w += k;
+                }
+        }
+        return close(TAKE_FD(out)) < 0 ? -errno : 0;
+}
+
+/* perf record --kcore's layout: DIR/data and DIR/kcore_dir/{kcore,
+ * kallsyms, modules}, copied from the snapshot. *ret_data: DIR/data. */
+static int make_kcore_dir(const char *dir, const char *snapshot, char **ret_data) {
+        static const char *const files[] = { "kcore", "kallsyms", "modules" };
+        struct stat st;
+        char src[4096], dst[4096];
+        int r;
+
+        if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+                return print_error("cannot create the directory '%s': %s", dir, strerror(errno));
+        if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return print_error("'%s' exists and is not a directory: a perf.data with its kcore is one "
+                                   "(or give --no-kcore)", dir);
+        snprintf(dst, sizeof dst, "%s/kcore_dir", dir);
+        if (mkdir(dst, 0777) < 0 && errno != EEXIST)
+                return print_error("cannot create '%s': %s", dst, strerror(errno));
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(src, sizeof src, "%s/%s", snapshot, files[i]);
+                snprintf(dst, sizeof dst, "%s/kcore_dir/%s", dir, files[i]);
+                r = copy_file(src, dst);
+                if (r < 0)
+                        return print_error("cannot copy the kcore snapshot's %s (%s) into '%s': %s%s", files[i], src,
+                                           dst, strerror(-r),
+                                           r == -EACCES ? " (the snapshots are root's: run as root, or give --no-kcore)"
+                                                        : "");
+        }
+        if (asprintf(ret_data, "%s/data", dir) < 0)
+                return print_error("out of memory");
+        return 0;
 }
 
 static int write_export(export_format format, int fd, const export_input *in) {
@@ -198,6 +266,8 @@ int cmd_export(int argc, char **argv) {
                 { "output", required_argument, NULL, 'o' },
                 { "format", required_argument, NULL, ARG_FORMAT },
                 { "title",  required_argument, NULL, ARG_TITLE },
+                { "with-kcore", no_argument,   NULL, ARG_WITH_KCORE },
+                { "no-kcore", no_argument,     NULL, ARG_NO_KCORE },
                 QUERY_OPTIONS,
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "help",   no_argument,       NULL, 'h' },
@@ -208,6 +278,8 @@ int cmd_export(int argc, char **argv) {
         query_window w = { .since = DEFAULT_SINCE };
         query_params q = QUERY_PARAMS_INIT;
         const char *output = NULL, *title = NULL;
+        _cleanup_free_ char *data_path = NULL;
+        int with_kcore = -1;    /* -1: when the window has a snapshot */
         char title_buf[512];
         int format = -1, c, r, fd;
         export_input in = {};
@@ -233,6 +305,10 @@ int cmd_export(int argc, char **argv) {
                         break;
                 case ARG_TITLE:
                         title = optarg;
+                        break;
+                case ARG_WITH_KCORE:
+                case ARG_NO_KCORE:
+                        with_kcore = c == ARG_WITH_KCORE;
                         break;
                 case ARG_SOCKET:
                         arg_socket = optarg;
@@ -317,25 +393,41 @@ int cmd_export(int argc, char **argv) {
                                 other, result->total_samples);
         }
 
+        if (with_kcore > 0 && format != EXPORT_PERF)
+                return print_error("--with-kcore is for --format perf.data");
+        if (format == EXPORT_PERF && with_kcore != 0 && result->kcore_snapshot) {
+                r = make_kcore_dir(output, result->kcore_snapshot, &data_path);
+                if (r != 0)
+                        return r;
+        } else if (format == EXPORT_PERF && with_kcore > 0)
+                return print_error("no kcore snapshot is linked to the samples of this window (the daemon keeps\n"
+                                   "none, or the window is longer than about 33 hours: it is read from minute\n"
+                                   "or hour blocks then, which have no links)");
+
         if (strcmp(output, "-") == 0) {
                 fd = dup(STDOUT_FILENO);
                 if (fd < 0)
                         return print_error("cannot write to standard output: %s", strerror(errno));
         } else {
-                fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+                fd = open(data_path ?: output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
                 if (fd < 0)
-                        return print_error("cannot create '%s': %s", output, strerror(errno));
+                        return print_error("cannot create '%s': %s", data_path ?: output, strerror(errno));
         }
+        _cleanup_free_ char *modules_file = NULL;
+        if (data_path && asprintf(&modules_file, "%s/kcore_dir/modules", output) < 0)
+                return print_error("out of memory");
+        in.modules_file = modules_file;
         r = write_export((export_format) format, fd, &in);
         if (close(fd) < 0 && r >= 0)
                 r = -errno;
         if (r < 0) {
                 if (strcmp(output, "-") != 0)
-                        unlink(output);
+                        unlink(data_path ?: output);
                 return print_error("cannot write '%s': %s", output, strerror(-r));
         }
         if (strcmp(output, "-") != 0)
-                fprintf(stderr, "perfsnapctl: wrote %s (%s, %" PRIu64 " samples in %zu stacks)\n", output,
-                        formats[format].name, result->total_samples, result->n_stacks);
+                fprintf(stderr, "perfsnapctl: wrote %s (%s, %" PRIu64 " samples in %zu stacks%s%s)\n", output,
+                        formats[format].name, result->total_samples, result->n_stacks,
+                        data_path ? ", with the kcore snapshot " : "", data_path ? result->kcore_snapshot : "");
         return 0;
 }

@@ -47,6 +47,8 @@ enum {
         ARG_SYMBOL,
         ARG_OFFSETS,
         ARG_SORT,
+        ARG_WITH_KCORE,
+        ARG_NO_KCORE,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */

@@ -45,6 +45,7 @@ query_result *query_result_free(query_result *r) {
         free(r->modules);
         free(r->timeline);
         free(r->kernel_build_id);
+        free(r->kcore_snapshot);
         for (size_t i = 0; i < r->n_names; i++)
                 free(r->names[i]);
         free(r->names);

@@ -132,6 +132,11 @@ typedef struct query_result {
          * the window has no samples). */
         uint64_t kernel_text;
         char *kernel_build_id;
+        /* Only with raw: the directory of the kcore snapshot of the
+         * layout most of the window's samples in kernel modules (else most
+         * of its samples) were taken in; NULL if none is linked (a window
+         * read from minute or hour blocks has no links). */
+        char *kcore_snapshot;
         /* Only with query_params.timeline: samples per slot of
          * timeline_slot_ns from timeline_start_ns (the window's start). */
         uint64_t *timeline;

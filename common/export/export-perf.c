@@ -179,6 +179,35 @@ static uint64_t put_sample(out *o, const query_result *r, const uint64_t *base, 
         return 0;
 }
 
+typedef struct kmod {
+        char name[64];
+        uint64_t start, size;
+} kmod;
+
+/* The modules of a /proc/modules file: "name size refs deps state addr". */
+static size_t read_modules(const char *path, kmod *v, size_t max) {
+        FILE *m = path ? fopen(path, "re") : NULL;
+        char line[1024];
+        size_t n = 0;
+
+        if (!m)
+                return 0;
+        while (n < max && fgets(line, sizeof line, m)) {
+                char name[56], state[32], refs[16], deps[512];
+                unsigned long long size, addr;
+
+                if (sscanf(line, "%55s %llu %15s %511s %31s 0x%llx", name, &size, refs, deps, state, &addr) == 6 &&
+                    addr != 0 && size > 0) {
+                        snprintf(v[n].name, sizeof v[n].name, "[%s]", name);
+                        v[n].start = addr;
+                        v[n].size = size;
+                        n++;
+                }
+        }
+        fclose(m);
+        return n;
+}
+
 int export_perf_data(FILE *f, const export_input *in, uint64_t *ret_omitted) {
         const query_result *r = in->r;
         _cleanup_free_ uint64_t *base = calloc(MAX(r->n_modules, (size_t) 1), sizeof(uint64_t));
@@ -221,18 +250,38 @@ int export_perf_data(FILE *f, const export_input *in, uint64_t *ret_omitted) {
         put(&o, &fa, sizeof fa);
 
         h.data.offset = o.pos;
-        /* The kernel, from its _text (perf relocates kallsyms by it). */
+        /* The kernel, from its _text (perf relocates kallsyms by it), up
+         * to the first module; then the modules, as perf record writes
+         * them (perf names their functions from kallsyms only where a
+         * module has a map). */
+        _cleanup_free_ kmod *mods = calloc(1024, sizeof(kmod));
+        size_t n_mods = mods ? read_modules(in->modules_file, mods, 1024) : 0;
         if (r->kernel_build_id) {
                 const char *name = "[kernel.kallsyms]_text";
                 size_t len = padded(name, 8);
+                uint64_t end = UINT64_MAX;
 
+                for (size_t i = 0; i < n_mods; i++)
+                        if (mods[i].start > r->kernel_text)
+                                end = MIN(end, mods[i].start);
                 put_header(&o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
                 put_u32(&o, UINT32_MAX);        /* pid -1: the kernel */
                 put_u32(&o, 0);
                 put_u64(&o, r->kernel_text);
-                put_u64(&o, UINT64_MAX - r->kernel_text);
+                put_u64(&o, end - r->kernel_text);
                 put_u64(&o, r->kernel_text);
                 put_padded(&o, name, len);
+        }
+        for (size_t i = 0; i < n_mods; i++) {
+                size_t len = padded(mods[i].name, 8);
+
+                put_header(&o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
+                put_u32(&o, UINT32_MAX);
+                put_u32(&o, 0);
+                put_u64(&o, mods[i].start);
+                put_u64(&o, mods[i].size);
+                put_u64(&o, 0);
+                put_padded(&o, mods[i].name, len);
         }
 
         /* A COMM per process, its files' MMAP2s, before its samples. */

@@ -18,6 +18,9 @@ typedef struct export_input {
         uint64_t since_ns, until_ns;    /* the window (until: now if the query's is open) */
         uint64_t period_ns;             /* CPU time one sample stands for: 1 s / sampling frequency */
         const char *title;
+        /* perf.data: a modules file (/proc/modules' format) whose modules
+         * get MMAP records, or NULL. */
+        const char *modules_file;
 } export_input;
 
 /* gzip-compressed profile.proto, written to fd as it is packed. */

@@ -682,7 +682,62 @@ typedef struct group_acc {
         uint64_t slot_ns;
         int64_t last_boot;      /* of the latest block with a matching sample */
         uint64_t last_boot_end;
+        struct snap_acc *snaps; /* raw: counted in the first part's pass */
 } group_acc;
+
+/* raw: samples per snapshot link, and of them those whose leaf is in a
+ * kernel module. */
+typedef struct snap_acc {
+        query_ctx *c;
+        hashmap *idx, *module_leaf;     /* snapshot id -> index in v; frame id -> leaf in a module */
+        struct snap_count {
+                int64_t id;
+                uint64_t samples, module_samples;
+        } *v;
+        size_t n, alloc;
+        int64_t kernel_module_id;       /* the string "[kernel.kallsyms]" */
+} snap_acc;
+
+static void snap_acc_done(snap_acc *a) {
+        hashmap_free(a->idx);
+        hashmap_free(a->module_leaf);
+        free(a->v);
+}
+
+/* raw: counts e's samples for its snapshot. */
+static int count_snapshot(snap_acc *g, const block_entry *e) {
+        int64_t idx, is_module = 0, v[6];
+        int r;
+
+        if (e->snapshot_id <= 0)
+                return 0;
+        if (hashmap_get_u64(g->idx, u64(e->snapshot_id), &idx) < 0) {
+                r = array_reserve_one((void **) &g->v, &g->alloc, g->n, sizeof(*g->v));
+                if (r < 0)
+                        return r;
+                g->v[g->n] = (struct snap_count) { .id = e->snapshot_id };
+                idx = (int64_t) g->n++;
+                r = hashmap_put_u64(g->idx, u64(e->snapshot_id), idx);
+                if (r < 0)
+                        return r;
+        }
+        g->v[idx].samples += e->count;
+        if (e->frame_id <= 0)
+                return 0;
+        if (hashmap_get_u64(g->module_leaf, u64(e->frame_id), &is_module) < 0) {
+                /* kind, addr, symbol, offset, module, build_id */
+                r = dict_reader_get(g->c->frame_rows, e->frame_id, v);
+                if (r < 0)
+                        return r;
+                is_module = v[0] == FRAME_KERNEL && v[4] != 0 && v[4] != g->kernel_module_id;
+                r = hashmap_put_u64(g->module_leaf, u64(e->frame_id), is_module);
+                if (r < 0)
+                        return r;
+        }
+        if (is_module)
+                g->v[idx].module_samples += e->count;
+        return 0;
+}
 
 /* The timeline slot of a block: by its first sample, in the window. */
 static uint32_t block_slot(const group_acc *g, const scan_block *b) {
@@ -710,6 +765,11 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                     (q->comm && e->comm_id != g->comm_id) || e->count == 0)
                         continue;
                 matched += e->count;
+                if (g->snaps && g->part == 0) {
+                        r = count_snapshot(g->snaps, e);
+                        if (r < 0)
+                                return r;
+                }
                 if (e->cpu <= STORE_MAX_CPU)
                         g->cpus[e->cpu / 64] |= UINT64_C(1) << (e->cpu % 64);
 
@@ -1578,6 +1638,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         top_groups *top, query_result *res) {
         _cleanup_free_ group_acc *g = NULL;
         _cleanup_free_ uint64_t *timeline = NULL;
+        _cleanup_(snap_acc_done) snap_acc sa = { .c = c };
         group_table t = {};
         uint64_t parts = 1, slot_ns = 0;
         uint32_t passes = 0;
@@ -1593,6 +1654,18 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
          * wider than its slots. */
         top_level = !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL ? SAMPLE_LEVEL_LEAF_HOUR
                                                                                     : SAMPLE_LEVEL_HOUR;
+        if (q->raw && q->want_stacks) {
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+
+                if (hashmap_new(&sa.idx) < 0 || hashmap_new(&sa.module_leaf) < 0)
+                        return -ENOMEM;
+                r = store_sql_prepare(s->db, "SELECT id FROM strings WHERE s = '" MODULE_KERNEL "'", &st);
+                if (r < 0)
+                        return r;
+                r = store_step_id(s, st, &sa.kernel_module_id);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+        }
         if (q->timeline > 0) {
                 if (q->since_ns == 0 || q->until_ns <= q->since_ns)
                         return -EINVAL;
@@ -1619,7 +1692,12 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                  * start. */
                 for (;;) {
                         *g = (group_acc) { .q = q, .comm_id = comm_id, .t = &t, .parts = parts, .part = part,
-                                           .timeline = timeline, .slot_ns = slot_ns };
+                                           .timeline = timeline, .slot_ns = slot_ns,
+                                           .snaps = sa.idx ? &sa : NULL };
+                        if (part == 0 && sa.idx) {
+                                sa.n = 0;
+                                hashmap_clear(sa.idx);
+                        }
                         if (timeline)
                                 memset(timeline, 0, q->timeline * sizeof(uint64_t));
                         if (t.n > 0)
@@ -1671,6 +1749,26 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 res->timeline_slot_ns = slot_ns;
         }
         res->total_samples = g->total;
+        if (sa.n > 0) {
+                /* The snapshot most module samples, else most samples, were
+                 * taken in. */
+                size_t best = 0;
+                _cleanup_finalize_ sqlite3_stmt *st = NULL;
+
+                for (size_t i = 1; i < sa.n; i++)
+                        if (sa.v[i].module_samples > sa.v[best].module_samples ||
+                            (sa.v[i].module_samples == sa.v[best].module_samples && sa.v[i].samples > sa.v[best].samples))
+                                best = i;
+                r = store_sql_prepare(s->db, "SELECT path FROM snapshots WHERE id = ?1", &st);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(st, 1, sa.v[best].id);
+                if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+                        res->kcore_snapshot = strdup((const char *) sqlite3_column_text(st, 0));
+                        if (!res->kcore_snapshot)
+                                return -ENOMEM;
+                }
+        }
         if (q->raw && g->last_boot > 0) {
                 _cleanup_finalize_ sqlite3_stmt *st = NULL;
 

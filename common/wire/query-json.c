@@ -401,6 +401,8 @@ static struct json_object *result_header_to_json(const query_result *r, bool sta
             (add(o, "kernel_text", json_object_new_uint64(r->kernel_text)) < 0 ||
              add(o, "kernel_build_id", json_object_new_string(r->kernel_build_id)) < 0))
                 return NULL;
+        if (r->kcore_snapshot && add(o, "kcore_snapshot", json_object_new_string(r->kcore_snapshot)) < 0)
+                return NULL;
         if (r->names) {
                 struct json_object *a = json_object_new_array_ext((int) MIN(r->n_names, (size_t) INT32_MAX));
 
@@ -754,6 +756,9 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
             (k = names_from_json(obj, r)) < 0 ||
             (k = get_u64(obj, "kernel_text", false, UINT64_MAX, &r->kernel_text)) < 0)
                 return k;
+        if (json_object_object_get_ex(obj, "kcore_snapshot", &stacks) && stacks &&
+            (k = dup_string(obj, "kcore_snapshot", &r->kcore_snapshot)) < 0)
+                return k;
         if (json_object_object_get_ex(obj, "kernel_build_id", &stacks) && stacks &&
             (k = dup_string(obj, "kernel_build_id", &r->kernel_build_id)) < 0)
                 return k;
@@ -922,6 +927,10 @@ static void render_header(proto_buf *b, const query_result *r, bool first) {
                 proto_buf_add_u64(b, r->kernel_text);
                 proto_buf_add_str(b, ",\"kernel_build_id\":");
                 proto_buf_add_json_string(b, r->kernel_build_id);
+        }
+        if (r->kcore_snapshot) {
+                proto_buf_add_str(b, ",\"kcore_snapshot\":");
+                proto_buf_add_json_string(b, r->kcore_snapshot);
         }
         if (r->names && first) {
                 proto_buf_add_str(b, ",\"names\":[");

@@ -128,6 +128,16 @@ PY
 perf)
         "$PERFSNAPCTL" export "${W[@]}" -o "$T/cpu.perf.data" 2> "$T/export.err" || { cat "$T/export.err"; fail "export failed"; }
         cat "$T/export.err"
+        # The daemon keeps snapshots here: the export is perf record
+        # --kcore's directory, with the snapshot's kallsyms and modules.
+        [ -d "$T/cpu.perf.data" ] && [ -s "$T/cpu.perf.data/data" ] || fail "the export is not a directory with data"
+        for f in kallsyms modules; do
+                snap=$(sed -n 's/.*with the kcore snapshot \(.*\))$/\1/p' "$T/export.err")
+                cmp "$T/cpu.perf.data/kcore_dir/$f" "$snap/$f" || fail "kcore_dir/$f is not the snapshot's ($snap)"
+        done
+        "$PERFSNAPCTL" export "${W[@]}" --no-kcore -o "$T/plain.perf.data" || fail "export --no-kcore failed"
+        [ -f "$T/plain.perf.data" ] || fail "export --no-kcore did not write a file"
+        perf script -i "$T/plain.perf.data" -F comm > "$T/plain.txt" 2> "$T/plain.err" || { cat "$T/plain.err"; fail "perf script of the plain file failed"; }
         perf script -i "$T/cpu.perf.data" -F comm,pid,tid,cpu,time,ip,sym > "$T/script.txt" 2> "$T/script.err" ||
                 { head -20 "$T/script.err"; fail "perf script failed"; }
         perf report -i "$T/cpu.perf.data" --stdio --no-children --sort comm,sym -g none > "$T/report.txt" 2> "$T/report.err" ||
@@ -168,6 +178,8 @@ assert len(zero) > dd * 0.5, f"{len(zero)} of {dd} dd chains start in the kernel
 report = open(f"{t}/report.txt").read()
 assert re.search(r"named-funcs\s+\[\.\]\s+named_leaf_gamma", report), "perf report has no named_leaf_gamma of named-funcs"
 assert re.search(r"dd\s+\[k\]\s+read_zero", report), "perf report has no read_zero of dd"
+plain = sum(1 for _ in open(f"{t}/plain.txt"))
+assert plain == sum(samples.values()), f"the plain file has {plain} samples, the directory {sum(samples.values())}"
 print(f"perf script: {sum(samples.values())} samples, dd {samples.get('dd')}, named-funcs {samples.get('named-funcs')}")
 PY
         ;;

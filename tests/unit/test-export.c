@@ -426,6 +426,14 @@ TEST(perf_data_has_a_sample_record_per_sample) {
                 for (size_t j = 0; j < st->n_frames; j++)
                         st->addrs[j] = j >= st->n_frames - st->n_kernel ? 0xffffffff81001000ull + j : 0x1000 + 16 * j;
         }
+        /* Two modules, as /proc/modules lists them: an MMAP each, and the
+         * kernel's ends at the first. */
+        char mods[] = "/tmp/test-export-modules-XXXXXX";
+        int mfd = mkstemp(mods);
+        ASSERT_TRUE(mfd >= 0);
+        dprintf(mfd, "brd 20480 0 - Live 0xffffffffc069f000\nloop 40960 0 - Live 0xffffffffc0600000\nbad line\n");
+        close(mfd);
+        in.modules_file = mods;
         /* Seekable: a temporary file read back whole. */
         f = tmpfile();
         ASSERT_TRUE(f);
@@ -469,13 +477,24 @@ TEST(perf_data_has_a_sample_record_per_sample) {
                         n_comm++;
                 else if (h.type == PERF_RECORD_MMAP2)
                         n_mmap2++;
-                else if (h.type == PERF_RECORD_MMAP)
+                else if (h.type == PERF_RECORD_MMAP) {
+                        uint64_t m[3];
+
+                        memcpy(m, buf + off + sizeof h + 8, sizeof m);
+                        if (n_mmap == 0) {
+                                ASSERT_U64_EQ(m[0], 0xffffffff81000000ull);
+                                ASSERT_U64_EQ(m[0] + m[1], 0xffffffffc0600000ull);     /* the first module */
+                                ASSERT_STREQ(buf + off + sizeof h + 32, "[kernel.kallsyms]_text");
+                        } else
+                                ASSERT_STREQ(buf + off + sizeof h + 32, n_mmap == 1 ? "[brd]" : "[loop]");
                         n_mmap++;
+                }
                 off += h.size;
         }
         ASSERT_EQ(n_samples, 11);
         ASSERT_EQ(n_comm, 3);           /* pids 11, 12, 13 */
-        ASSERT_EQ(n_mmap, 1);           /* the kernel */
+        ASSERT_EQ(n_mmap, 3);           /* the kernel, brd, loop */
+        unlink(mods);
         ASSERT_EQ(n_mmap2, 3);          /* /usr/bin/prog in each */
         /* The build-id table names the kernel. */
         ASSERT_TRUE(memmem(buf + v[5] + v[6], size - v[5] - v[6], "[kernel.kallsyms]", 17) != NULL);

@@ -243,6 +243,7 @@ static query_result *make_result(size_t n) {
                 r->timeline_slot_ns = 7;
                 r->kernel_text = 0xffffffff81000000ull;
                 r->kernel_build_id = xstrdup("4a5a9b0a");
+                r->kcore_snapshot = xstrdup("/c/[kernel.kcore]/4a/1");
         }
         /* Packed stacks: names once, frames as indices. */
         if (n % 2 == 1 && n > 4)
@@ -294,6 +295,9 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
         ASSERT_EQ(!a->kernel_build_id, !b->kernel_build_id);
         if (a->kernel_build_id)
                 ASSERT_STREQ(a->kernel_build_id, b->kernel_build_id);
+        ASSERT_EQ(!a->kcore_snapshot, !b->kcore_snapshot);
+        if (a->kcore_snapshot)
+                ASSERT_STREQ(a->kcore_snapshot, b->kcore_snapshot);
         ASSERT_EQ(a->n_timeline, b->n_timeline);
         for (size_t i = 0; i < a->n_timeline; i++)
                 ASSERT_U64_EQ(a->timeline[i], b->timeline[i]);

@@ -8,10 +8,13 @@
 #    reloading it at the same address reuses the existing ones; a
 #    `perf record -a` across brd's load, burn and unload resolves brd_*
 #    only with the daemon's snapshot (plain `perf report` cannot); the
-#    daemon's own query names the [brd] frames.
+#    daemon's own query names the [brd] frames, and so does perf report
+#    of `perfsnapctl export --format perf.data` of the burn (a directory
+#    with the snapshot taken while brd was loaded).
 #  BOOT=2: the kernel is elsewhere (KASLR): a new snapshot is created in
 #    the same cache, the list shows both boots, and boot 1's [brd] samples
-#    still carry their symbols.
+#    still carry their symbols, in the daemon's query and in perf report
+#    of an export of them.
 # Prints one "PASS: ..." or "FAIL: ..." line per check ("SKIP: ..." where
 # the kernel did not give the condition a check needs).
 # perfsnapd runs as installed, under its unit's sandbox, with a drop-in
@@ -102,6 +105,24 @@ check_snapshot() {
         nmod=$(grep -c '\[[a-z0-9_]*\]$' "$dir/kallsyms")
         check "$label: kallsyms is whole ($nsym lines, $nmod of modules; /proc/kallsyms had $NSYM)" \
                 sh -c "[ $nsym -gt 10000 ] && [ $nmod -gt 0 ]"
+}
+
+# check_export_burn LABEL: perfsnapctl export --format perf.data of the
+# burn comes with the kcore snapshot of its layout (perf record --kcore's
+# directory), and perf report names brd's functions from it alone.
+check_export_burn() {
+        rm -rf $D/export.perf.data
+        perfsnapctl export --since "$(at $BURN_START)" --until "$(at $BURN_END)" -o $D/export.perf.data 2>$D/export.err
+        cat $D/export.err
+        snap=$(sed -n 's/.*with the kcore snapshot \(.*\))$/\1/p' $D/export.err)
+        check "$1: it took a snapshot with brd loaded (${snap:-none})" grep -q '^brd ' "${snap:-/nonexistent}/modules"
+        check "$1: it is perf record --kcore's layout" test -s $D/export.perf.data/kcore_dir/kallsyms
+        perf report -i $D/export.perf.data --stdio --sort dso,sym > $D/report-export.txt 2>$D/report-export.err
+        ne=$(grep -c 'brd_' $D/report-export.txt)
+        echo "  $(grep 'brd_' $D/report-export.txt | head -3 | tr -s ' ' | tr '\n' ';')"
+        check "$1: perf report -i <the export> names brd_* ($ne lines)" [ "$ne" -gt 0 ]
+        check "$1: perf report -i <the export> warns of nothing ($(head -3 $D/report-export.err | tr '\n' ';'))" \
+                eval '! grep -qi "warning\|error" $D/report-export.err'
 }
 
 # check_brd_burn LABEL: the daemon's samples of the burn window in brd
@@ -306,6 +327,7 @@ if [ "$BOOT" = 1 ]; then
         check "the burn's samples are committed" wait_for "samples committed past the burn" 60 committed_past "$BURN_END"
         check "no snapshot is pending" wait_for "the snapshot after the second modprobe" 60 no_snapshot_pending
         check_brd_burn "perfsnapctl query of the burn"
+        check_export_burn "export of the burn"
 
         perfsnapctl events --format json > $D/events1.json 2>&1
         perfsnapctl status --format json > $D/status1.json 2>&1
@@ -346,6 +368,7 @@ else
         timeout 2 dd if=/dev/zero of=/dev/null bs=4k 2>/dev/null
         check "boot 2's samples are committed" wait_for "samples committed" 60 committed_past "$(now_ns)"
         check_brd_burn "boot 2: boot 1's burn, queried again"
+        check_export_burn "boot 2: boot 1's burn, exported"
         perfsnapctl query --since "$(at $BURN_START)" --format json > $D/q2.json 2>&1
         got=$(pyget $D/q2.json 'sum(r["samples"] for r in d["result"]["rows"] if r["comm"] == "dd")')
         perfsnapctl query --since "$(at $T_START)" --format json > $D/q3.json 2>&1
