@@ -212,6 +212,139 @@ static int make_kcore_dir(const char *dir, const char *snapshot, char **ret_data
         return 0;
 }
 
+/* A Query's answer, parsed; 0 or the exit status after printing the error. */
+static int fetch(const query_params *q, query_result **ret) {
+        _cleanup_(json_object_putp) struct json_object *params = query_params_to_json(q), *answer = NULL;
+        int r;
+
+        if (!params)
+                return print_error("out of memory");
+        r = daemon_call(PERFSNAP_METHOD_QUERY, params, true, &answer);
+        if (r != 0)
+                return r;
+        r = query_result_from_json(answer, ret);
+        if (r == -ENOMEM)
+                return print_error("out of memory");
+        if (r < 0)
+                return print_error("malformed Query reply from perfsnapd at %s", socket_path());
+        return 0;
+}
+
+/* Seconds in [since, until), at least 1, at most the Query's timeline. */
+static uint32_t seconds_of(uint64_t since_ns, uint64_t until_ns) {
+        return (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) QUERY_TIMELINE_MAX, (until_ns - since_ns) / UINT64_C(1000000000)));
+}
+
+/* perf.data, streamed: first what the whole window needs (the kernel, the
+ * snapshot), then the window in parts (export_perf_part()), each part's
+ * answer written and freed before the next is asked for, so that neither
+ * side holds more than one part's stacks (at most query_max_stacks). */
+#define PERF_CHUNK_NS (60 * UINT64_C(1000000000))
+
+/* One part of the window into w: asked for whole; if the answer has
+ * stacks beyond query_max_stacks ("[other stacks]", without addresses),
+ * asked for again in parts of a sixth (whole seconds, at least one), so
+ * that a busy stretch costs more calls, not samples. Parts end on whole
+ * seconds: the store counts a second's block in a window if the window
+ * overlaps it, so a part's end must not cut one in two. -ECANCELED when
+ * the error was printed. */
+static int export_perf_part(perf_writer *w, const query_params *base, uint64_t since_ns, uint64_t until_ns) {
+        const uint64_t sec = UINT64_C(1000000000);
+        query_params q = *base;
+        query_result *part = NULL;
+        bool others = false;
+        int r;
+
+        q.since_ns = since_ns;
+        q.until_ns = until_ns;
+        q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.packed = true;
+        q.inlined = false;
+        q.timeline = seconds_of(since_ns, until_ns);
+        if (fetch(&q, &part) != 0)
+                return -ECANCELED;
+        for (size_t i = 0; i < part->n_stacks && !others; i++)
+                others = !part->stacks[i].addrs;
+        if (others && until_ns - since_ns > sec) {
+                uint64_t step = MAX(sec, (until_ns - since_ns) / 6 / sec * sec);
+
+                query_result_free(part);
+                r = 0;
+                for (uint64_t t = since_ns; r >= 0 && t < until_ns;) {
+                        uint64_t end = MIN((t / step + 1) * step, until_ns);
+
+                        r = export_perf_part(w, base, t, end);
+                        t = end;
+                }
+                return r;
+        }
+        r = perf_writer_add(w, part, since_ns, until_ns);
+        query_result_free(part);
+        return r;
+}
+
+static int export_perf(const query_params *base, const char *output, int with_kcore) {
+        _cleanup_(query_result_freep) query_result *head = NULL;
+        _cleanup_free_ char *data_path = NULL, *modules_file = NULL;
+        query_params q = *base;
+        perf_writer *w = NULL;
+        uint64_t period = sample_period_ns(), samples = 0, omitted = 0;
+        FILE *f;
+        int r, fd;
+
+        /* Window: no stacks; the kernel, the snapshot, the total. */
+        q.want_stacks = false;
+        q.raw = true;
+        q.top = 1;
+        q.timeline = seconds_of(q.since_ns, q.until_ns);
+        r = fetch(&q, &head);
+        if (r != 0)
+                return r;
+
+        if (with_kcore != 0 && head->kcore_snapshot) {
+                r = make_kcore_dir(output, head->kcore_snapshot, &data_path);
+                if (r != 0)
+                        return r;
+                if (asprintf(&modules_file, "%s/kcore_dir/modules", output) < 0)
+                        return print_error("out of memory");
+        } else if (with_kcore > 0)
+                return print_error("no kcore snapshot is linked to the samples of this window (the daemon keeps\n"
+                                   "none, or the window is longer than about 33 hours: it is read from minute\n"
+                                   "or hour blocks then, which have no links)");
+
+        fd = open(data_path ?: output, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+        if (fd < 0)
+                return print_error("cannot create '%s': %s", data_path ?: output, strerror(errno));
+        f = fdopen(fd, "w+");
+        if (!f) {
+                close(fd);
+                return print_error("out of memory");
+        }
+        r = perf_writer_new(f, period, head->kernel_text, head->kernel_build_id, modules_file, &w);
+        /* A minute at a time, ending on whole minutes. */
+        for (uint64_t t = base->since_ns; r >= 0 && t < base->until_ns;) {
+                uint64_t end = MIN((t / PERF_CHUNK_NS + 1) * PERF_CHUNK_NS, base->until_ns);
+
+                r = export_perf_part(w, base, t, end);
+                t = end;
+        }
+        if (r >= 0)
+                r = perf_writer_finish(w, &samples, &omitted);
+        perf_writer_free(w);
+        if (fclose(f) != 0 && r >= 0)
+                r = -errno;
+        if (r < 0) {
+                unlink(data_path ?: output);
+                return r == -ECANCELED ? EXIT_FAILURE : print_error("cannot write '%s': %s", output, strerror(-r));
+        }
+        if (omitted > 0)
+                fprintf(stderr, "perfsnapctl: %" PRIu64 " samples are in stacks beyond query_max_stacks in their minute "
+                        "(\"" OTHER_STACKS "\") and are not in the perf.data\n", omitted);
+        fprintf(stderr, "perfsnapctl: wrote %s (perf.data, %" PRIu64 " of the window's %" PRIu64 " samples%s%s)\n",
+                output, samples, head->total_samples, data_path ? ", with the kcore snapshot " : "",
+                data_path ? head->kcore_snapshot : "");
+        return 0;
+}
+
 static int write_export(export_format format, int fd, const export_input *in) {
         FILE *f;
         int r;
@@ -239,15 +372,6 @@ static int write_export(export_format format, int fd, const export_input *in) {
         case EXPORT_SPEEDSCOPE:
                 r = export_speedscope(f, in);
                 break;
-        case EXPORT_PERF: {
-                uint64_t omitted = 0;
-
-                r = export_perf_data(f, in, &omitted);
-                if (r >= 0 && omitted > 0)
-                        fprintf(stderr, "perfsnapctl: %" PRIu64 " samples have no addresses (\"" OTHER_STACKS
-                                "\") and are not in the perf.data\n", omitted);
-                break;
-        }
         default:
                 print_folded(f, in->r);
                 r = 0;
@@ -278,7 +402,6 @@ int cmd_export(int argc, char **argv) {
         query_window w = { .since = DEFAULT_SINCE };
         query_params q = QUERY_PARAMS_INIT;
         const char *output = NULL, *title = NULL;
-        _cleanup_free_ char *data_path = NULL;
         int with_kcore = -1;    /* -1: when the window has a snapshot */
         char title_buf[512];
         int format = -1, c, r, fd;
@@ -339,18 +462,15 @@ int cmd_export(int argc, char **argv) {
         /* A closed window, so that the timeline's slots are fixed. */
         if (q.until_ns == 0)
                 q.until_ns = now_ns;
+        if (format == EXPORT_PERF)
+                return export_perf(&q, output, with_kcore);
+        if (with_kcore > 0)
+                return print_error("--with-kcore is for --format perf.data");
         q.want_stacks = true;
         q.packed = format != EXPORT_FOLDED;
         if (format == EXPORT_PPROF) {
                 q.by_pid = q.by_cpu = true;
                 q.want_modules = true;
-        } else if (format == EXPORT_PERF) {
-                /* Frames with their addresses, a sample time per second. */
-                q.by_pid = q.by_cpu = true;
-                q.want_modules = q.raw = true;
-                q.inlined = false;
-                q.timeline = (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) QUERY_TIMELINE_MAX,
-                                                             (q.until_ns - q.since_ns) / UINT64_C(1000000000)));
         } else if (format == EXPORT_HTML)
                 q.timeline = (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) HTML_TIMELINE_SLOTS,
                                                              (q.until_ns - q.since_ns) / UINT64_C(1000000000)));
@@ -393,41 +513,26 @@ int cmd_export(int argc, char **argv) {
                                 other, result->total_samples);
         }
 
-        if (with_kcore > 0 && format != EXPORT_PERF)
-                return print_error("--with-kcore is for --format perf.data");
-        if (format == EXPORT_PERF && with_kcore != 0 && result->kcore_snapshot) {
-                r = make_kcore_dir(output, result->kcore_snapshot, &data_path);
-                if (r != 0)
-                        return r;
-        } else if (format == EXPORT_PERF && with_kcore > 0)
-                return print_error("no kcore snapshot is linked to the samples of this window (the daemon keeps\n"
-                                   "none, or the window is longer than about 33 hours: it is read from minute\n"
-                                   "or hour blocks then, which have no links)");
 
         if (strcmp(output, "-") == 0) {
                 fd = dup(STDOUT_FILENO);
                 if (fd < 0)
                         return print_error("cannot write to standard output: %s", strerror(errno));
         } else {
-                fd = open(data_path ?: output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+                fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
                 if (fd < 0)
-                        return print_error("cannot create '%s': %s", data_path ?: output, strerror(errno));
+                        return print_error("cannot create '%s': %s", output, strerror(errno));
         }
-        _cleanup_free_ char *modules_file = NULL;
-        if (data_path && asprintf(&modules_file, "%s/kcore_dir/modules", output) < 0)
-                return print_error("out of memory");
-        in.modules_file = modules_file;
         r = write_export((export_format) format, fd, &in);
         if (close(fd) < 0 && r >= 0)
                 r = -errno;
         if (r < 0) {
                 if (strcmp(output, "-") != 0)
-                        unlink(data_path ?: output);
+                        unlink(output);
                 return print_error("cannot write '%s': %s", output, strerror(-r));
         }
         if (strcmp(output, "-") != 0)
-                fprintf(stderr, "perfsnapctl: wrote %s (%s, %" PRIu64 " samples in %zu stacks%s%s)\n", output,
-                        formats[format].name, result->total_samples, result->n_stacks,
-                        data_path ? ", with the kcore snapshot " : "", data_path ? result->kcore_snapshot : "");
+                fprintf(stderr, "perfsnapctl: wrote %s (%s, %" PRIu64 " samples in %zu stacks)\n", output,
+                        formats[format].name, result->total_samples, result->n_stacks);
         return 0;
 }

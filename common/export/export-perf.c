@@ -113,19 +113,6 @@ static bool is_file(const char *path) {
         return path[0] == '/';
 }
 
-typedef struct sample_ref {
-        uint32_t stack;
-        int32_t slot;
-} sample_ref;
-
-static int ref_cmp(const void *x, const void *y) {
-        const sample_ref *a = x, *b = y;
-
-        if (a->slot != b->slot)
-                return a->slot < b->slot ? -1 : 1;
-        return a->stack < b->stack ? -1 : a->stack > b->stack;
-}
-
 typedef struct timed {
         uint64_t time;
         uint32_t stack;
@@ -137,46 +124,6 @@ static int timed_cmp(const void *x, const void *y) {
         if (a->time != b->time)
                 return a->time < b->time ? -1 : 1;
         return a->stack < b->stack ? -1 : a->stack > b->stack;
-}
-
-/* One SAMPLE record of st at time; 1 if it cannot be one (no frames, too
- * long a chain), else 0. */
-static uint64_t put_sample(out *o, const query_result *r, const uint64_t *base, const query_stack *st, uint64_t time,
-                           uint64_t period) {
-        size_t n_user_frames = st->n_frames - st->n_kernel;
-        size_t nr = st->n_frames + (st->n_kernel > 0) + (n_user_frames > 0);
-        uint64_t chain[MAX_CHAIN];
-        size_t c = 0;
-
-        if (st->n_frames == 0 || nr > MAX_CHAIN)
-                return 1;
-        /* The chain, leaf first: kernel frames, then user ones. */
-        if (st->n_kernel > 0) {
-                chain[c++] = (uint64_t) PERF_CONTEXT_KERNEL;
-                for (size_t j = st->n_frames; j-- > n_user_frames;)
-                        chain[c++] = st->addrs[j];
-        }
-        if (n_user_frames > 0) {
-                chain[c++] = (uint64_t) PERF_CONTEXT_USER;
-                for (size_t j = n_user_frames; j-- > 0;) {
-                        uint32_t m = st->modules ? st->modules[j] : UINT32_MAX;
-
-                        chain[c++] = m != UINT32_MAX && m < r->n_modules && base[m] ? base[m] + st->addrs[j]
-                                                                                   : st->addrs[j];
-                }
-        }
-        put_header(o, PERF_RECORD_SAMPLE, st->n_kernel > 0 ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER,
-                   sizeof(struct perf_event_header) + 48 + 8 * c);
-        put_u64(o, chain[1]);   /* the leaf */
-        put_u32(o, (uint32_t) st->pid);
-        put_u32(o, (uint32_t) st->pid);
-        put_u64(o, time);
-        put_u32(o, st->cpu >= 0 ? (uint32_t) st->cpu : 0);
-        put_u32(o, 0);
-        put_u64(o, period);
-        put_u64(o, c);
-        put(o, chain, c * sizeof(uint64_t));
-        return 0;
 }
 
 typedef struct kmod {
@@ -208,222 +155,349 @@ static size_t read_modules(const char *path, kmod *v, size_t max) {
         return n;
 }
 
-int export_perf_data(FILE *f, const export_input *in, uint64_t *ret_omitted) {
-        const query_result *r = in->r;
-        _cleanup_free_ uint64_t *base = calloc(MAX(r->n_modules, (size_t) 1), sizeof(uint64_t));
-        _cleanup_free_ sample_ref *refs = calloc(MAX(r->n_stacks, (size_t) 1), sizeof(sample_ref));
-        hashmap *seen = NULL;
-        struct file_header h = { .magic = "PERFILE2", .size = sizeof(struct file_header),
-                                 .attr_size = sizeof(struct file_attr) };
+/* A user file of the whole export: its range and its build-id. */
+typedef struct dso {
+        char *name, *build_id;
+        uint64_t base;
+} dso;
+
+struct perf_writer {
+        out o;
+        struct file_header h;
+        uint64_t period;
+        char *kernel_build_id;
+        hashmap *pids;          /* pid -> 1: COMM written */
+        hashmap *maps;          /* (pid, dso) -> 1: MMAP2 written */
+        hashmap *dso_idx;       /* name -> index in dsos */
+        dso *dsos;
+        size_t n_dsos, alloc_dsos;
+        uint64_t samples, omitted;
+};
+
+perf_writer *perf_writer_free(perf_writer *w) {
+        if (!w)
+                return NULL;
+        hashmap_free(w->pids);
+        hashmap_free(w->maps);
+        hashmap_free(w->dso_idx);
+        for (size_t i = 0; i < w->n_dsos; i++) {
+                free(w->dsos[i].name);
+                free(w->dsos[i].build_id);
+        }
+        free(w->dsos);
+        free(w->kernel_build_id);
+        free(w);
+        return NULL;
+}
+
+int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const char *kernel_build_id,
+                    const char *modules_file, perf_writer **ret) {
+        perf_writer *w = calloc(1, sizeof *w);
         struct file_attr fa = {};
-        uint64_t period = in->period_ns ? in->period_ns : 1, omitted = 0, n_user = 0;
-        size_t n_refs = 0;
-        out o = { .f = f };
-        int k = 0;
+        kmod *mods = NULL;
+        size_t n_mods;
 
-        if (!base || !refs)
+        if (!w)
                 return -ENOMEM;
-        if (hashmap_new(&seen) < 0)
+        w->o.f = f;
+        w->period = period_ns ? period_ns : 1;
+        w->h = (struct file_header) { .magic = "PERFILE2", .size = sizeof(struct file_header),
+                                      .attr_size = sizeof(struct file_attr) };
+        if ((kernel_build_id && !(w->kernel_build_id = strdup(kernel_build_id))) || hashmap_new(&w->pids) < 0 ||
+            hashmap_new(&w->maps) < 0 || hashmap_new(&w->dso_idx) < 0 || !(mods = calloc(1024, sizeof(kmod)))) {
+                perf_writer_free(w);
                 return -ENOMEM;
-
-        /* User files: a range each. */
-        for (size_t i = 0; i < r->n_modules; i++)
-                if (!r->modules[i].kernel && is_file(r->modules[i].name))
-                        base[i] = USER_BASE + USER_SPAN * n_user++;
-
-        put(&o, &h, sizeof h);          /* written again at the end */
+        }
+        put(&w->o, &w->h, sizeof w->h);         /* written again at the end */
 
         fa.attr = (struct perf_event_attr) {
                 .type = PERF_TYPE_SOFTWARE,
                 .size = sizeof(struct perf_event_attr),
                 .config = PERF_COUNT_SW_CPU_CLOCK,
-                .sample_freq = in->period_ns ? 1000000000 / in->period_ns : 0,
+                .sample_freq = period_ns ? 1000000000 / period_ns : 0,
                 .sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
                                PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN,
-                .freq = in->period_ns != 0,
+                .freq = period_ns != 0,
                 .mmap = 1,
                 .comm = 1,
                 .mmap2 = 1,
                 .disabled = 1,
         };
-        h.attrs = (struct file_section) { .offset = o.pos, .size = sizeof fa };
-        put(&o, &fa, sizeof fa);
+        w->h.attrs = (struct file_section) { .offset = w->o.pos, .size = sizeof fa };
+        put(&w->o, &fa, sizeof fa);
+        w->h.data.offset = w->o.pos;
 
-        h.data.offset = o.pos;
         /* The kernel, from its _text (perf relocates kallsyms by it), up
          * to the first module; then the modules, as perf record writes
          * them (perf names their functions from kallsyms only where a
          * module has a map). */
-        _cleanup_free_ kmod *mods = calloc(1024, sizeof(kmod));
-        size_t n_mods = mods ? read_modules(in->modules_file, mods, 1024) : 0;
-        if (r->kernel_build_id) {
+        n_mods = read_modules(modules_file, mods, 1024);
+        if (kernel_build_id) {
                 const char *name = "[kernel.kallsyms]_text";
                 size_t len = padded(name, 8);
                 uint64_t end = UINT64_MAX;
 
                 for (size_t i = 0; i < n_mods; i++)
-                        if (mods[i].start > r->kernel_text)
+                        if (mods[i].start > kernel_text)
                                 end = MIN(end, mods[i].start);
-                put_header(&o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
-                put_u32(&o, UINT32_MAX);        /* pid -1: the kernel */
-                put_u32(&o, 0);
-                put_u64(&o, r->kernel_text);
-                put_u64(&o, end - r->kernel_text);
-                put_u64(&o, r->kernel_text);
-                put_padded(&o, name, len);
+                put_header(&w->o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
+                put_u32(&w->o, UINT32_MAX);     /* pid -1: the kernel */
+                put_u32(&w->o, 0);
+                put_u64(&w->o, kernel_text);
+                put_u64(&w->o, end - kernel_text);
+                put_u64(&w->o, kernel_text);
+                put_padded(&w->o, name, len);
         }
         for (size_t i = 0; i < n_mods; i++) {
                 size_t len = padded(mods[i].name, 8);
 
-                put_header(&o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
-                put_u32(&o, UINT32_MAX);
-                put_u32(&o, 0);
-                put_u64(&o, mods[i].start);
-                put_u64(&o, mods[i].size);
-                put_u64(&o, 0);
-                put_padded(&o, mods[i].name, len);
+                put_header(&w->o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
+                put_u32(&w->o, UINT32_MAX);
+                put_u32(&w->o, 0);
+                put_u64(&w->o, mods[i].start);
+                put_u64(&w->o, mods[i].size);
+                put_u64(&w->o, 0);
+                put_padded(&w->o, mods[i].name, len);
         }
+        free(mods);
+        *ret = w;
+        return 0;
+}
 
-        /* A COMM per process, its files' MMAP2s, before its samples. */
-        for (size_t i = 0; i < r->n_stacks; i++) {
-                const query_stack *st = &r->stacks[i];
-                int64_t v;
+/* The export-wide file of an answer's module; its index, or -1 for
+ * kernel code and user frames in no file. */
+static int dso_of(perf_writer *w, const query_module *m, int64_t *ret) {
+        int64_t idx;
+        int k;
 
-                if (!st->addrs) {
-                        omitted += st->samples;         /* "[other stacks]": no addresses */
-                        continue;
-                }
-                refs[n_refs++] = (sample_ref) { .stack = (uint32_t) i, .slot = st->slot };
-                if (hashmap_get_pair(seen, (uint64_t) st->pid, UINT64_MAX, &v) < 0) {
-                        size_t len = padded(st->comm, 8);
-
-                        k = hashmap_put_pair(seen, (uint64_t) st->pid, UINT64_MAX, 1);
-                        if (k < 0)
-                                break;
-                        put_header(&o, PERF_RECORD_COMM, 0, sizeof(struct perf_event_header) + 8 + len);
-                        put_u32(&o, (uint32_t) st->pid);
-                        put_u32(&o, (uint32_t) st->pid);
-                        put_padded(&o, st->comm, len);
-                }
-                for (size_t j = 0; st->modules && j < st->n_frames; j++) {
-                        const query_module *m = &r->modules[st->modules[j]];
-                        uint8_t bid[20];
-                        size_t len, n_bid;
-
-                        if (base[st->modules[j]] == 0 ||
-                            hashmap_get_pair(seen, (uint64_t) st->pid, st->modules[j], &v) >= 0)
-                                continue;
-                        k = hashmap_put_pair(seen, (uint64_t) st->pid, st->modules[j], 1);
-                        if (k < 0)
-                                break;
-                        n_bid = build_id_bytes(m->build_id, bid);
-                        len = padded(m->name, 8);
-                        put_header(&o, PERF_RECORD_MMAP2,
-                                   PERF_RECORD_MISC_USER | (n_bid > 0 ? PERF_RECORD_MISC_MMAP_BUILD_ID : 0),
-                                   sizeof(struct perf_event_header) + 64 + len);
-                        put_u32(&o, (uint32_t) st->pid);
-                        put_u32(&o, (uint32_t) st->pid);
-                        put_u64(&o, base[st->modules[j]]);
-                        put_u64(&o, USER_SPAN);
-                        put_u64(&o, 0);
-                        if (n_bid > 0) {
-                                uint8_t sz[4] = { (uint8_t) n_bid };
-
-                                put(&o, sz, sizeof sz);
-                                put(&o, bid, sizeof bid);
-                        } else {
-                                uint8_t zero[24] = {};
-
-                                put(&o, zero, sizeof zero);
-                        }
-                        put_u32(&o, PROT_READ | PROT_EXEC);
-                        put_u32(&o, MAP_PRIVATE);
-                        put_padded(&o, m->name, len);
-                }
-                if (k < 0)
-                        break;
+        *ret = -1;
+        if (m->kernel || !is_file(m->name))
+                return 0;
+        if (hashmap_get(w->dso_idx, m->name, strlen(m->name), &idx) >= 0) {
+                *ret = idx;
+                return 0;
         }
-        hashmap_free(seen);
+        k = array_reserve_one((void **) &w->dsos, &w->alloc_dsos, w->n_dsos, sizeof(dso));
         if (k < 0)
                 return k;
-
-        /* The samples in time order: slot by slot, each slot's samples
-         * sorted by the times they get. */
-        qsort(refs, n_refs, sizeof(sample_ref), ref_cmp);
-        uint64_t slot_ns = r->timeline_slot_ns ? r->timeline_slot_ns : in->until_ns - in->since_ns;
-        for (size_t i = 0; i < n_refs && k >= 0;) {
-                size_t j = i, n_times = 0;
-                timed *times;
-
-                for (; j < n_refs && refs[j].slot == refs[i].slot; j++)
-                        n_times += r->stacks[refs[j].stack].samples;
-                times = calloc(MAX(n_times, (size_t) 1), sizeof(timed));
-                if (!times)
-                        return -ENOMEM;
-                n_times = 0;
-                for (size_t x = i; x < j; x++) {
-                        const query_stack *st = &r->stacks[refs[x].stack];
-                        uint64_t start = in->since_ns + (st->slot > 0 ? (uint64_t) st->slot * slot_ns : 0);
-
-                        for (uint64_t s = 0; s < st->samples; s++)
-                                times[n_times++] = (timed) {
-                                        .time = start + (2 * s + 1) * slot_ns / (2 * st->samples),
-                                        .stack = refs[x].stack,
-                                };
-                }
-                qsort(times, n_times, sizeof(timed), timed_cmp);
-                for (size_t x = 0; x < n_times; x++)
-                        omitted += put_sample(&o, r, base, &r->stacks[times[x].stack], times[x].time, period);
-                free(times);
-                i = j;
+        w->dsos[w->n_dsos] = (dso) {
+                .name = strdup(m->name),
+                .build_id = m->build_id ? strdup(m->build_id) : NULL,
+                .base = USER_BASE + USER_SPAN * w->n_dsos,
+        };
+        if (!w->dsos[w->n_dsos].name || (m->build_id && !w->dsos[w->n_dsos].build_id)) {
+                free(w->dsos[w->n_dsos].name);
+                free(w->dsos[w->n_dsos].build_id);
+                return -ENOMEM;
         }
-        h.data.size = o.pos - h.data.offset;
+        k = hashmap_put(w->dso_idx, m->name, strlen(m->name), (int64_t) w->n_dsos);
+        if (k < 0)
+                return k;       /* the entry is freed with the writer */
+        *ret = (int64_t) w->n_dsos++;
+        return 0;
+}
 
+/* The COMM of st's process and the MMAP2s of its files, once each. */
+static int put_process(perf_writer *w, const query_result *r, const query_stack *st, const int64_t *dso_map) {
+        int64_t v;
+        int k;
+
+        if (hashmap_get_u64(w->pids, (uint64_t) st->pid, &v) < 0) {
+                size_t len = padded(st->comm, 8);
+
+                k = hashmap_put_u64(w->pids, (uint64_t) st->pid, 1);
+                if (k < 0)
+                        return k;
+                put_header(&w->o, PERF_RECORD_COMM, 0, sizeof(struct perf_event_header) + 8 + len);
+                put_u32(&w->o, (uint32_t) st->pid);
+                put_u32(&w->o, (uint32_t) st->pid);
+                put_padded(&w->o, st->comm, len);
+        }
+        for (size_t j = 0; st->modules && j < st->n_frames; j++) {
+                int64_t d = st->modules[j] < r->n_modules ? dso_map[st->modules[j]] : -1;
+                const dso *m;
+                uint8_t bid[20];
+                size_t len, n_bid;
+
+                if (d < 0 || hashmap_get_pair(w->maps, (uint64_t) st->pid, (uint64_t) d, &v) >= 0)
+                        continue;
+                k = hashmap_put_pair(w->maps, (uint64_t) st->pid, (uint64_t) d, 1);
+                if (k < 0)
+                        return k;
+                m = &w->dsos[d];
+                n_bid = build_id_bytes(m->build_id, bid);
+                len = padded(m->name, 8);
+                put_header(&w->o, PERF_RECORD_MMAP2,
+                           PERF_RECORD_MISC_USER | (n_bid > 0 ? PERF_RECORD_MISC_MMAP_BUILD_ID : 0),
+                           sizeof(struct perf_event_header) + 64 + len);
+                put_u32(&w->o, (uint32_t) st->pid);
+                put_u32(&w->o, (uint32_t) st->pid);
+                put_u64(&w->o, m->base);
+                put_u64(&w->o, USER_SPAN);
+                put_u64(&w->o, 0);
+                if (n_bid > 0) {
+                        uint8_t sz[4] = { (uint8_t) n_bid };
+
+                        put(&w->o, sz, sizeof sz);
+                        put(&w->o, bid, sizeof bid);
+                } else {
+                        uint8_t zero[24] = {};
+
+                        put(&w->o, zero, sizeof zero);
+                }
+                put_u32(&w->o, PROT_READ | PROT_EXEC);
+                put_u32(&w->o, MAP_PRIVATE);
+                put_padded(&w->o, m->name, len);
+        }
+        return 0;
+}
+
+/* One SAMPLE record of st at time; false if it cannot be one (no frames,
+ * too long a chain). */
+static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso_map, const query_stack *st,
+                       uint64_t time) {
+        size_t n_user_frames = st->n_frames - st->n_kernel;
+        size_t nr = st->n_frames + (st->n_kernel > 0) + (n_user_frames > 0);
+        uint64_t chain[MAX_CHAIN];
+        size_t c = 0;
+
+        if (st->n_frames == 0 || nr > MAX_CHAIN)
+                return false;
+        /* The chain, leaf first: kernel frames, then user ones. */
+        if (st->n_kernel > 0) {
+                chain[c++] = (uint64_t) PERF_CONTEXT_KERNEL;
+                for (size_t j = st->n_frames; j-- > n_user_frames;)
+                        chain[c++] = st->addrs[j];
+        }
+        if (n_user_frames > 0) {
+                chain[c++] = (uint64_t) PERF_CONTEXT_USER;
+                for (size_t j = n_user_frames; j-- > 0;) {
+                        int64_t d = st->modules && st->modules[j] < r->n_modules ? dso_map[st->modules[j]] : -1;
+
+                        chain[c++] = d >= 0 ? w->dsos[d].base + st->addrs[j] : st->addrs[j];
+                }
+        }
+        put_header(&w->o, PERF_RECORD_SAMPLE, st->n_kernel > 0 ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER,
+                   sizeof(struct perf_event_header) + 48 + 8 * c);
+        put_u64(&w->o, chain[1]);       /* the leaf */
+        put_u32(&w->o, (uint32_t) st->pid);
+        put_u32(&w->o, (uint32_t) st->pid);
+        put_u64(&w->o, time);
+        put_u32(&w->o, st->cpu >= 0 ? (uint32_t) st->cpu : 0);
+        put_u32(&w->o, 0);
+        put_u64(&w->o, w->period);
+        put_u64(&w->o, c);
+        put(&w->o, chain, c * sizeof(uint64_t));
+        return true;
+}
+
+int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, uint64_t until_ns) {
+        _cleanup_free_ int64_t *dso_map = calloc(MAX(r->n_modules, (size_t) 1), sizeof(int64_t));
+        _cleanup_free_ timed *times = NULL;
+        uint64_t slot_ns = r->timeline_slot_ns ? r->timeline_slot_ns : until_ns - since_ns, n_times = 0;
+        int k;
+
+        if (!dso_map)
+                return -ENOMEM;
+        for (size_t i = 0; i < r->n_modules; i++) {
+                k = dso_of(w, &r->modules[i], &dso_map[i]);
+                if (k < 0)
+                        return k;
+        }
+        /* The processes and their files before their samples. */
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                if (!r->stacks[i].addrs) {
+                        w->omitted += r->stacks[i].samples;     /* "[other stacks]": no addresses */
+                        continue;
+                }
+                k = put_process(w, r, &r->stacks[i], dso_map);
+                if (k < 0)
+                        return k;
+                n_times += r->stacks[i].samples;
+        }
+        /* The samples in time order: a stack's samples of a slot spread
+         * evenly over it. */
+        times = calloc(MAX(n_times, (uint64_t) 1), sizeof(timed));
+        if (!times)
+                return -ENOMEM;
+        n_times = 0;
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                const query_stack *st = &r->stacks[i];
+                uint64_t start = since_ns + (st->slot > 0 ? (uint64_t) st->slot * slot_ns : 0);
+
+                for (uint64_t s = 0; st->addrs && s < st->samples; s++)
+                        times[n_times++] = (timed) {
+                                .time = start + (2 * s + 1) * slot_ns / (2 * st->samples),
+                                .stack = (uint32_t) i,
+                        };
+        }
+        qsort(times, n_times, sizeof(timed), timed_cmp);
+        for (size_t x = 0; x < n_times; x++) {
+                if (put_sample(w, r, dso_map, &r->stacks[times[x].stack], times[x].time))
+                        w->samples++;
+                else
+                        w->omitted++;
+        }
+        return ferror(w->o.f) ? -EIO : 0;
+}
+
+int perf_writer_finish(perf_writer *w, uint64_t *ret_samples, uint64_t *ret_omitted) {
+        FILE *f = w->o.f;
+        uint64_t index;
+        struct file_section fs;
+
+        w->h.data.size = w->o.pos - w->h.data.offset;
         /* HEADER_BUILD_ID: its section's place, then the events. */
-        uint64_t index = o.pos;
-        struct file_section fs = { .offset = index + sizeof(struct file_section) };
-        put(&o, &fs, sizeof fs);
-        for (size_t i = 0; i <= r->n_modules; i++) {
-                const char *name, *hex;
-                uint16_t misc;
+        index = w->o.pos;
+        fs = (struct file_section) { .offset = index + sizeof(struct file_section) };
+        put(&w->o, &fs, sizeof fs);
+        for (size_t i = 0; i <= w->n_dsos; i++) {
+                const char *name = i == w->n_dsos ? "[kernel.kallsyms]" : w->dsos[i].name;
+                const char *hex = i == w->n_dsos ? w->kernel_build_id : w->dsos[i].build_id;
+                uint16_t misc = i == w->n_dsos ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
                 int32_t pid = -1;
                 uint8_t bid[24] = {};
                 size_t len, n_bid;
 
-                if (i == r->n_modules) {
-                        name = "[kernel.kallsyms]";
-                        hex = r->kernel_build_id;
-                        misc = PERF_RECORD_MISC_KERNEL;
-                } else {
-                        name = r->modules[i].name;
-                        hex = r->modules[i].build_id;
-                        misc = PERF_RECORD_MISC_USER;
-                        if (base[i] == 0)
-                                continue;
-                }
                 n_bid = build_id_bytes(hex, bid);
                 if (n_bid == 0)
                         continue;
                 bid[20] = (uint8_t) n_bid;
                 len = padded(name, NAME_ALIGN);
-                put_header(&o, PERF_RECORD_HEADER_BUILD_ID, misc | PERF_RECORD_MISC_BUILD_ID_SIZE,
+                put_header(&w->o, PERF_RECORD_HEADER_BUILD_ID, misc | PERF_RECORD_MISC_BUILD_ID_SIZE,
                            sizeof(struct perf_event_header) + 4 + 24 + len);
-                put(&o, &pid, sizeof pid);
-                put(&o, bid, sizeof bid);
-                put_padded(&o, name, len);
+                put(&w->o, &pid, sizeof pid);
+                put(&w->o, bid, sizeof bid);
+                put_padded(&w->o, name, len);
         }
-        fs.size = o.pos - fs.offset;
-        h.features[0] = UINT64_C(1) << HEADER_BUILD_ID;
+        fs.size = w->o.pos - fs.offset;
+        w->h.features[0] = UINT64_C(1) << HEADER_BUILD_ID;
 
         if (fflush(f) != 0 || fseek(f, (long) index, SEEK_SET) != 0)
                 return -errno;
         fwrite(&fs, 1, sizeof fs, f);
         if (fseek(f, 0, SEEK_SET) != 0)
                 return -errno;
-        fwrite(&h, 1, sizeof h, f);
+        fwrite(&w->h, 1, sizeof w->h, f);
         if (fflush(f) != 0 || ferror(f) || fseek(f, 0, SEEK_END) != 0)
                 return -EIO;
+        if (ret_samples)
+                *ret_samples = w->samples;
         if (ret_omitted)
-                *ret_omitted = omitted;
+                *ret_omitted = w->omitted;
         return 0;
+}
+
+int export_perf_data(FILE *f, const export_input *in, uint64_t *ret_omitted) {
+        perf_writer *w = NULL;
+        int k;
+
+        k = perf_writer_new(f, in->period_ns, in->r->kernel_text, in->r->kernel_build_id, in->modules_file, &w);
+        if (k < 0)
+                return k;
+        k = perf_writer_add(w, in->r, in->since_ns, in->until_ns);
+        if (k >= 0)
+                k = perf_writer_finish(w, NULL, ret_omitted);
+        perf_writer_free(w);
+        return k;
 }

@@ -32,6 +32,19 @@ int export_html(FILE *f, const export_input *in);
  * samples without addresses ("[other stacks]") or with too long a chain,
  * left out. */
 int export_perf_data(FILE *f, const export_input *in, uint64_t *ret_omitted);
+
+/* The same, streamed: a writer takes the answers of consecutive parts of
+ * the window one at a time (perf_writer_add(), each raw, with modules,
+ * per pid and CPU, with a timeline over [since_ns, until_ns)), and keeps
+ * across them only the processes and files it has written records for.
+ * finish writes the build-id table and the header (f must be seekable);
+ * *ret_samples: samples written, *ret_omitted: left out. */
+typedef struct perf_writer perf_writer;
+int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const char *kernel_build_id,
+                    const char *modules_file, perf_writer **ret);
+int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, uint64_t until_ns);
+int perf_writer_finish(perf_writer *w, uint64_t *ret_samples, uint64_t *ret_omitted);
+perf_writer *perf_writer_free(perf_writer *w);
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json):
  * one sampled profile, the command as the outermost frame. */
 int export_speedscope(FILE *f, const export_input *in);

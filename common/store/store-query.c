@@ -1654,7 +1654,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
          * wider than its slots. */
         top_level = !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL ? SAMPLE_LEVEL_LEAF_HOUR
                                                                                     : SAMPLE_LEVEL_HOUR;
-        if (q->raw && q->want_stacks) {
+        if (q->raw) {
                 _cleanup_finalize_ sqlite3_stmt *st = NULL;
 
                 if (hashmap_new(&sa.idx) < 0 || hashmap_new(&sa.module_leaf) < 0)
