@@ -106,23 +106,6 @@ static void help_diff(void) {
 
 enum { ARG_BASE_SINCE = 0x200, ARG_BASE_UNTIL };
 
-static int fetch(const query_params *q, query_result **ret) {
-        _cleanup_(json_object_putp) struct json_object *params = query_params_to_json(q), *answer = NULL;
-        int r;
-
-        if (!params)
-                return print_error("out of memory");
-        r = daemon_call(PERFSNAP_METHOD_QUERY, params, true, &answer);
-        if (r != 0)
-                return r;
-        r = query_result_from_json(answer, ret);
-        if (r == -ENOMEM)
-                return print_error("out of memory");
-        if (r < 0)
-                return print_error("malformed Query reply from perfsnapd at %s", socket_path());
-        return 0;
-}
-
 int cmd_diff(int argc, char **argv) {
         static const struct option options[] = {
                 QUERY_OPTIONS,
@@ -195,7 +178,7 @@ int cmd_diff(int argc, char **argv) {
                 r = query_window_apply(&w[i], now_ns, &q[i]);
                 if (r != 0)
                         return r;
-                r = fetch(&q[i], res[i]);
+                r = query_fetch(&q[i], res[i]);
                 if (r != 0)
                         return r;
         }

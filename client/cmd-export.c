@@ -212,24 +212,6 @@ static int make_kcore_dir(const char *dir, const char *snapshot, char **ret_data
         return 0;
 }
 
-/* A Query's answer, parsed; 0 or the exit status after printing the error. */
-static int fetch(const query_params *q, query_result **ret) {
-        _cleanup_(json_object_putp) struct json_object *params = query_params_to_json(q), *answer = NULL;
-        int r;
-
-        if (!params)
-                return print_error("out of memory");
-        r = daemon_call(PERFSNAP_METHOD_QUERY, params, true, &answer);
-        if (r != 0)
-                return r;
-        r = query_result_from_json(answer, ret);
-        if (r == -ENOMEM)
-                return print_error("out of memory");
-        if (r < 0)
-                return print_error("malformed Query reply from perfsnapd at %s", socket_path());
-        return 0;
-}
-
 /* Seconds in [since, until), at least 1, at most the Query's timeline. */
 static uint32_t seconds_of(uint64_t since_ns, uint64_t until_ns) {
         return (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) QUERY_TIMELINE_MAX, (until_ns - since_ns) / UINT64_C(1000000000)));
@@ -260,7 +242,7 @@ static int export_perf_part(perf_writer *w, const query_params *base, uint64_t s
         q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.packed = true;
         q.inlined = false;
         q.timeline = seconds_of(since_ns, until_ns);
-        if (fetch(&q, &part) != 0)
+        if (query_fetch(&q, &part) != 0)
                 return -ECANCELED;
         for (size_t i = 0; i < part->n_stacks && !others; i++)
                 others = !part->stacks[i].addrs;
@@ -296,7 +278,7 @@ static int export_perf(const query_params *base, const char *output, int with_kc
         q.raw = true;
         q.top = 1;
         q.timeline = seconds_of(q.since_ns, q.until_ns);
-        r = fetch(&q, &head);
+        r = query_fetch(&q, &head);
         if (r != 0)
                 return r;
 

@@ -254,6 +254,24 @@ int parse_query_option(int c, const char *arg, query_window *w, query_params *q)
         }
 }
 
+int query_fetch(const query_params *q, query_result **ret) {
+        _cleanup_(json_object_putp) struct json_object *params = query_params_to_json(q), *answer = NULL;
+        int r;
+
+        if (!params)
+                return print_error("out of memory");
+        /* more: the answer may come in several messages (doc/protocol.md). */
+        r = daemon_call(PERFSNAP_METHOD_QUERY, params, true, &answer);
+        if (r != 0)
+                return r;
+        r = query_result_from_json(answer, ret);
+        if (r == -ENOMEM)
+                return print_error("out of memory");
+        if (r < 0)
+                return print_error("malformed Query reply from perfsnapd at %s", socket_path());
+        return 0;
+}
+
 /* Sets q's window from w; 0, or the exit status after printing the error. */
 int query_window_apply(const query_window *w, uint64_t now_ns, query_params *q) {
         if (parse_time_option("--since", w->since, now_ns, &q->since_ns) != 0)

@@ -90,6 +90,9 @@ struct query_params;
 int parse_query_option(int c, const char *arg, query_window *w, struct query_params *q);
 int query_window_apply(const query_window *w, uint64_t now_ns, struct query_params *q);
 struct query_result;
+/* Calls Query with q: 0 and the parsed answer, or the exit status after
+ * printing the error. */
+int query_fetch(const struct query_params *q, struct query_result **ret);
 /* Folded stacks ("comm;outer;...;leaf COUNT" lines), as flamegraph.pl reads them. */
 void print_folded(FILE *f, const struct query_result *r);
 int cmd_status(int argc, char **argv);
