@@ -133,7 +133,8 @@ int print_call_tree(FILE *f, const query_result *r, const char *symbol, bool cal
                 node = root;
                 /* Callees: the frames after it, toward the leaf; callers:
                  * those before it, toward the outermost, then the command. */
-                for (ssize_t j = callers ? at - 1 : at + 1; callers ? j >= -1 : j < (ssize_t) st->n_frames;
+                for (ssize_t j = callers ? at - 1 : at + 1;
+                     (callers ? j >= -1 : j < (ssize_t) st->n_frames) && t.v[node].depth < CALLTREE_MAX_DEPTH;
                      j += callers ? -1 : 1) {
                         k = child(&t, node, j < 0 ? st->comm : st->frames[j], &node);
                         if (k < 0)

@@ -9,6 +9,9 @@
 /* Children with less than this share of the function's samples are
  * counted, not shown. */
 #define CALLTREE_MIN_PERCENT 0.5
+/* Deeper levels are not shown (the printer recurses once per level;
+ * callchain_depth is at most 127). */
+#define CALLTREE_MAX_DEPTH 512
 
 /* Prints the call tree of symbol from r's stacks, like perf report -g
  * caller/callee: callers (who called it, up to the command) or callees

@@ -149,16 +149,17 @@ static void default_title(const export_input *in, char *buf, size_t size) {
                  time_format_local_decimals(in->until_ns, 0, b, sizeof b) ?: "?");
 }
 
-/* Copies src (the daemon's snapshot file) to dst, created. A missing
- * source is fine (a snapshot without kcore): 0, nothing copied. */
-static int copy_file(const char *src, const char *dst) {
+/* Copies src (the daemon's snapshot file) to name in dfd, created 0600:
+ * a kcore and a kallsyms with real addresses are root's to read, wherever
+ * the copy goes. A missing source is fine (a snapshot without kcore). */
+static int copy_file(const char *src, int dfd, const char *name) {
         _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY), out = -1;
         char buf[1 << 16];
         ssize_t n;
 
         if (in < 0)
                 return errno == ENOENT ? 0 : -errno;
-        out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0666);
+        out = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
         if (out < 0)
                 return -errno;
         while ((n = read(in, buf, sizeof buf)) != 0) {
@@ -181,34 +182,54 @@ static int copy_file(const char *src, const char *dst) {
         return close(TAKE_FD(out)) < 0 ? -errno : 0;
 }
 
-/* perf record --kcore's layout: DIR/data and DIR/kcore_dir/{kcore,
- * kallsyms, modules}, copied from the snapshot. *ret_data: DIR/data. */
-static int make_kcore_dir(const char *dir, const char *snapshot, char **ret_data) {
-        static const char *const files[] = { "kcore", "kallsyms", "modules" };
+/* A directory of ours: made 0700 (mode 0700 whatever the umask: what
+ * goes in it is root's), or one that exists, is not a link and is the
+ * caller's. An fd, or the exit status after printing the error. */
+static int own_dir(int at, const char *path, const char *shown) {
         struct stat st;
-        char src[4096], dst[4096];
+        int fd;
+
+        if (mkdirat(at, path, 0700) < 0 && errno != EEXIST)
+                return -print_error("cannot create the directory '%s': %s", shown, strerror(errno));
+        fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -print_error("'%s' is not a directory of its own (%s): a perf.data with its kcore is one "
+                                    "(or give --no-kcore)", shown, strerror(errno));
+        if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 0022)) {
+                close(fd);
+                return -print_error("'%s' is not the caller's, or others may write to it: not writing the kernel's "
+                                    "snapshot into it", shown);
+        }
+        return fd;
+}
+
+/* perf record --kcore's layout: DIR/data and DIR/kcore_dir/{kcore,
+ * kallsyms, modules}, copied from the snapshot, private to the caller.
+ * *ret_fd: DIR/data, opened for writing. */
+static int make_kcore_dir(const char *dir, const char *snapshot, int *ret_fd) {
+        static const char *const files[] = { "kcore", "kallsyms", "modules" };
+        _cleanup_close_ int dfd = -1, kfd = -1;
+        char src[4096];
         int r;
 
-        if (mkdir(dir, 0777) < 0 && errno != EEXIST)
-                return print_error("cannot create the directory '%s': %s", dir, strerror(errno));
-        if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-                return print_error("'%s' exists and is not a directory: a perf.data with its kcore is one "
-                                   "(or give --no-kcore)", dir);
-        snprintf(dst, sizeof dst, "%s/kcore_dir", dir);
-        if (mkdir(dst, 0777) < 0 && errno != EEXIST)
-                return print_error("cannot create '%s': %s", dst, strerror(errno));
+        dfd = own_dir(AT_FDCWD, dir, dir);
+        if (dfd < 0)
+                return -dfd;
+        kfd = own_dir(dfd, "kcore_dir", "kcore_dir");
+        if (kfd < 0)
+                return -kfd;
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                 snprintf(src, sizeof src, "%s/%s", snapshot, files[i]);
-                snprintf(dst, sizeof dst, "%s/kcore_dir/%s", dir, files[i]);
-                r = copy_file(src, dst);
+                r = copy_file(src, kfd, files[i]);
                 if (r < 0)
-                        return print_error("cannot copy the kcore snapshot's %s (%s) into '%s': %s%s", files[i], src,
-                                           dst, strerror(-r),
+                        return print_error("cannot copy the kcore snapshot's %s (%s) into '%s/kcore_dir': %s%s",
+                                           files[i], src, dir, strerror(-r),
                                            r == -EACCES ? " (the snapshots are root's: run as root, or give --no-kcore)"
                                                         : "");
         }
-        if (asprintf(ret_data, "%s/data", dir) < 0)
-                return print_error("out of memory");
+        *ret_fd = openat(dfd, "data", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+        if (*ret_fd < 0)
+                return print_error("cannot create '%s/data': %s", dir, strerror(errno));
         return 0;
 }
 
@@ -245,7 +266,7 @@ static int export_perf_part(perf_writer *w, const query_params *base, uint64_t s
         if (query_fetch(&q, &part) != 0)
                 return -ECANCELED;
         for (size_t i = 0; i < part->n_stacks && !others; i++)
-                others = !part->stacks[i].addrs;
+                others = part->stacks[i].n_frames == 1 && strcmp(part->stacks[i].frames[0], OTHER_STACKS) == 0;
         if (others && until_ns - since_ns > sec) {
                 uint64_t step = MAX(sec, (until_ns - since_ns) / 6 / sec * sec);
 
@@ -282,20 +303,25 @@ static int export_perf(const query_params *base, const char *output, int with_kc
         if (r != 0)
                 return r;
 
+        fd = -1;
         if (with_kcore != 0 && head->kcore_snapshot) {
-                r = make_kcore_dir(output, head->kcore_snapshot, &data_path);
+                r = make_kcore_dir(output, head->kcore_snapshot, &fd);
                 if (r != 0)
                         return r;
-                if (asprintf(&modules_file, "%s/kcore_dir/modules", output) < 0)
+                if (asprintf(&data_path, "%s/data", output) < 0 ||
+                    asprintf(&modules_file, "%s/kcore_dir/modules", output) < 0) {
+                        close(fd);
                         return print_error("out of memory");
+                }
         } else if (with_kcore > 0)
                 return print_error("no kcore snapshot is linked to the samples of this window (the daemon keeps\n"
                                    "none, or the window is longer than about 33 hours: it is read from minute\n"
                                    "or hour blocks then, which have no links)");
 
-        fd = open(data_path ?: output, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
         if (fd < 0)
-                return print_error("cannot create '%s': %s", data_path ?: output, strerror(errno));
+                fd = open(output, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+        if (fd < 0)
+                return print_error("cannot create '%s': %s", output, strerror(errno));
         f = fdopen(fd, "w+");
         if (!f) {
                 close(fd);

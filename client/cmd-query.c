@@ -480,7 +480,7 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
         for (size_t i = 0; k >= 0 && i < r->n_stacks; i++) {
                 const query_stack *st = &r->stacks[i];
                 sort_row row = { .samples = st->samples, .kernel = st->n_kernel > 0 };
-                char key[8192];
+                _cleanup_free_ char *key = NULL;
                 size_t len = 0;
                 int64_t at;
 
@@ -492,10 +492,21 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
                 row.v[SORT_SYM] = st->n_frames > 0 ? st->frames[st->n_frames - 1] : "[unknown]";
                 row.v[SORT_DSO] = st->n_frames > 0 && st->modules ? r->modules[st->modules[st->n_frames - 1]].name
                                                                   : "[unknown]";
+                /* The keys' values, each with its NUL, whole. */
                 for (size_t j = 0; j < n_keys; j++)
-                        len += (size_t) snprintf(key + MIN(len, sizeof key), sizeof key - MIN(len, sizeof key), "%s%c",
-                                                 row.v[keys[j]], 0) ;
-                len = MIN(len, sizeof key);
+                        len += strlen(row.v[keys[j]]) + 1;
+                key = malloc(MAX(len, (size_t) 1));
+                if (!key) {
+                        k = -ENOMEM;
+                        break;
+                }
+                len = 0;
+                for (size_t j = 0; j < n_keys; j++) {
+                        size_t l = strlen(row.v[keys[j]]) + 1;
+
+                        memcpy(key + len, row.v[keys[j]], l);
+                        len += l;
+                }
                 if (hashmap_get(idx, key, len, &at) >= 0) {
                         rows[at].samples += st->samples;
                         continue;

@@ -53,6 +53,18 @@ query_result *query_result_free(query_result *r) {
         return NULL;
 }
 
+void query_result_unpack(query_result *r) {
+        for (size_t i = 0; i < r->n_stacks; i++) {
+                free(r->stacks[i].name_ids);
+                r->stacks[i].name_ids = NULL;
+        }
+        for (size_t i = 0; i < r->n_names; i++)
+                free(r->names[i]);
+        free(r->names);
+        r->names = NULL;
+        r->n_names = 0;
+}
+
 int query_result_pack(query_result *r) {
         hashmap *idx = NULL;
         size_t alloc = 0;

@@ -152,5 +152,8 @@ void query_stack_done(query_stack *st);
 /* Sets r's names to the distinct frame names of its stacks, and each
  * stack's name_ids (query_params.packed). 0, -ENOMEM. */
 int query_result_pack(query_result *r);
+/* Undoes it: the stacks' own frames again (for stacks that were packed
+ * by query_result_pack(), not parsed from a reply). */
+void query_result_unpack(query_result *r);
 /* Frees r and all it holds; NULL-safe; returns NULL. */
 query_result *query_result_free(query_result *r);

@@ -61,10 +61,20 @@ static char **run_query(method_job *j) {
         q.symbols_dir = j->cache_dir;
         r = store_query(j->store, &q, j->max_rows, j->max_stacks, &res);
         if (r < 0) {
+                if (r == -ERANGE)
+                        return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER,
+                                "too many distinct stacks per process, CPU or time slot in this window for one answer: "
+                                "ask for a shorter window"));
                 snprintf(msg, sizeof msg, "query failed: %s", strerror(-r));
                 return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INTERNAL, msg));
         }
         r = query_result_format_replies(res, PERFSNAP_MAX_REPLY_BYTES, &replies, &n);
+        if (r == -E2BIG && res->names) {
+                /* The names table alone does not fit in the first reply:
+                 * the stacks with their names, split over replies. */
+                query_result_unpack(res);
+                r = query_result_format_replies(res, PERFSNAP_MAX_REPLY_BYTES, &replies, &n);
+        }
         query_result_free(res);
         /* A query's transient heap goes back to the system, not to the
          * daemon's high-water mark. */

@@ -271,7 +271,9 @@ static int send_file(pusher *p, int dfd, const char *name) {
         curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &status);
         if (status < 200 || status > 299) {
                 set_error(p, "HTTP status %ld", status);
-                return -EPROTO;
+                /* The server refuses this profile, not the moment: sending
+                 * it again would only hold up the ones behind it. */
+                return status >= 400 && status < 500 && status != 408 && status != 429 ? -EBADMSG : -EPROTO;
         }
         return 0;
 }
@@ -318,6 +320,17 @@ static void run_push(workqueue_item *item, void *userdata) {
                                 p->stats.last_error[0] = 0;
                         } else
                                 p->stats.failed++;
+                        /* Refused for good (a 4xx but 408 and 429, or a
+                         * file that cannot be read): dropped, the next
+                         * one goes. */
+                        if (r == -EBADMSG || (r < 0 && r != -EIO && r != -EPROTO && r != -ENOMEM)) {
+                                p->stats.dropped++;
+                                pthread_mutex_unlock(&p->lock);
+                                if (r != -EBADMSG)
+                                        set_error(p, "%s: %s", names[first], strerror(-r));
+                                (void) unlinkat(dfd, names[first], 0);
+                                continue;
+                        }
                         pthread_mutex_unlock(&p->lock);
                         if (r < 0) {
                                 if (r != -EIO && r != -EPROTO)
@@ -350,7 +363,10 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
 
         if (p->busy)
                 return;         /* the next tick takes the whole time since */
-        end = now - PUSH_LAG_NS;
+        /* On a whole second: the store counts a second's block in every
+         * window that overlaps it, so an end inside one would count it in
+         * two profiles. */
+        end = (now - PUSH_LAG_NS) / NSEC_PER_SEC * NSEC_PER_SEC;
         if (end <= p->next_from_ns)
                 return;
         it = calloc(1, sizeof *it);
@@ -383,7 +399,7 @@ int pusher_new(struct event_base *base, const config *cfg, uint64_t period_ns, p
                 return r;
         pthread_mutex_init(&p->lock, NULL);
         p->period_ns = period_ns;
-        p->next_from_ns = clock_ns(CLOCK_REALTIME) - PUSH_LAG_NS;
+        p->next_from_ns = (clock_ns(CLOCK_REALTIME) - PUSH_LAG_NS) / NSEC_PER_SEC * NSEC_PER_SEC;
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
                 config_done(&p->cfg);
                 return -ENOMEM;

@@ -290,11 +290,9 @@ static int dso_of(perf_writer *w, const query_module *m, int64_t *ret) {
                 free(w->dsos[w->n_dsos].build_id);
                 return -ENOMEM;
         }
-        k = hashmap_put(w->dso_idx, m->name, strlen(m->name), (int64_t) w->n_dsos);
-        if (k < 0)
-                return k;       /* the entry is freed with the writer */
+        /* Counted first, so that the writer frees it whatever follows. */
         *ret = (int64_t) w->n_dsos++;
-        return 0;
+        return hashmap_put(w->dso_idx, m->name, strlen(m->name), *ret);
 }
 
 /* The COMM of st's process and the MMAP2s of its files, once each. */
@@ -404,12 +402,16 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
                 if (k < 0)
                         return k;
         }
-        /* The processes and their files before their samples. */
+        /* The processes and their files before their samples. A part
+         * cannot hold more samples than its window has nanoseconds: a
+         * reply that says so is refused, not believed. */
         for (size_t i = 0; i < r->n_stacks; i++) {
                 if (!r->stacks[i].addrs) {
                         w->omitted += r->stacks[i].samples;     /* "[other stacks]": no addresses */
                         continue;
                 }
+                if (r->stacks[i].samples > until_ns - since_ns || n_times > UINT32_MAX - r->stacks[i].samples)
+                        return -EBADMSG;
                 k = put_process(w, r, &r->stacks[i], dso_map);
                 if (k < 0)
                         return k;
@@ -427,7 +429,8 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
 
                 for (uint64_t s = 0; st->addrs && s < st->samples; s++)
                         times[n_times++] = (timed) {
-                                .time = start + (2 * s + 1) * slot_ns / (2 * st->samples),
+                                .time = start + (uint64_t) ((unsigned __int128) (2 * s + 1) * slot_ns /
+                                                            (2 * (unsigned __int128) st->samples)),
                                 .stack = (uint32_t) i,
                         };
         }

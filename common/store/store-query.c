@@ -545,15 +545,18 @@ static int stack_names_cmp(const void *x, const void *y) {
                 d = a->cpu < b->cpu ? -1 : 1;
         if (d == 0 && a->slot != b->slot)
                 d = a->slot < b->slot ? -1 : 1;
-        /* raw: other addresses are other stacks. */
-        if (d == 0 && a->addrs && b->addrs && a->n_frames == b->n_frames)
-                d = memcmp(a->addrs, b->addrs, a->n_frames * sizeof(uint64_t));
 
         for (size_t i = 0; d == 0 && i < a->n_frames && i < b->n_frames; i++)
                 d = strcmp(a->frames[i], b->frames[i]);
         if (d != 0)
                 return d;
-        return a->n_frames < b->n_frames ? -1 : a->n_frames > b->n_frames;
+        if (a->n_frames != b->n_frames)
+                return a->n_frames < b->n_frames ? -1 : 1;
+        /* raw: other addresses are other stacks (the last key: the order
+         * stays total). */
+        if (!a->addrs != !b->addrs)
+                return a->addrs ? 1 : -1;
+        return a->addrs ? memcmp(a->addrs, b->addrs, a->n_frames * sizeof(uint64_t)) : 0;
 }
 
 static int stack_cmp(const void *x, const void *y) {
@@ -612,6 +615,7 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
  * its blocks, each keeping the groups whose hash falls in its part, so
  * the table never grows past its bound however long the window. */
 #define QUERY_GROUP_MIN_SLOTS 16u
+#define QUERY_SPLIT_MAX_PARTS 64u
 #define QUERY_GROUP_FIRST_SLOTS 1024u
 
 typedef struct group_table {
@@ -1187,6 +1191,7 @@ fail:
 typedef struct leaf_class {
         int64_t parent;         /* the leaf's parent node */
         int64_t leaf;           /* the leaf's symbol id, or its frame id if unnamed */
+        int64_t module;         /* the leaf's module (a function of that name in another is another) */
         bool named;
 } leaf_class;
 
@@ -1209,6 +1214,8 @@ static int leaf_class_cmp(const void *x, const void *y, void *userdata) {
                 return p->parent < q->parent ? -1 : 1;
         if (p->named != q->named)
                 return p->named ? -1 : 1;
+        if (p->module != q->module)
+                return p->module < q->module ? -1 : 1;
         if (p->leaf != q->leaf)
                 return p->leaf < q->leaf ? -1 : 1;
         return i < j ? -1 : i > j;
@@ -1260,6 +1267,7 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
 
                         l->leaf = prev->leaf;
                         l->named = prev->named;
+                        l->module = prev->module;
                         continue;
                 }
                 /* kind, addr, symbol, offset, module, build_id */
@@ -1272,6 +1280,7 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
                         if (r < 0)
                                 return r;
                 }
+                l->module = v[4];
                 if (sym != 0) {
                         l->leaf = sym;
                         l->named = true;
@@ -1285,7 +1294,8 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
 
                 while (l < n && groups[order[l]].comm_id == groups[first].comm_id &&
                        groups[order[l]].split == groups[first].split && cls[order[l]].parent == cls[first].parent &&
-                       cls[order[l]].named && cls[first].named && cls[order[l]].leaf == cls[first].leaf) {
+                       cls[order[l]].named && cls[first].named && cls[order[l]].leaf == cls[first].leaf &&
+                       cls[order[l]].module == cls[first].module) {
                         groups[first].samples += groups[order[l]].samples;
                         groups[order[l]].samples = 0;
                         l++;
@@ -1323,24 +1333,31 @@ static void top_groups_done(top_groups *t) {
         free(t->others);
 }
 
+/* "[other stacks]" entries past this many go to one per slot, of no
+ * command: a client that makes many commands cannot make as many. */
+#define OTHER_STACKS_MAX 4096u
+
 static int other_add(top_groups *t, const group *g) {
         int32_t slot = t->slot_of ? t->slot_of(g) : -1;
-        int64_t idx;
+        int64_t idx, comm_id = g->comm_id;
         int r;
 
         if (!t->other_idx)
                 return 0;
-        if (hashmap_get_pair(t->other_idx, (uint64_t) g->comm_id, (uint64_t) (int64_t) slot, &idx) >= 0) {
+        if (hashmap_get_pair(t->other_idx, (uint64_t) comm_id, (uint64_t) (int64_t) slot, &idx) < 0 &&
+            t->n_others >= OTHER_STACKS_MAX)
+                comm_id = 0;
+        if (hashmap_get_pair(t->other_idx, (uint64_t) comm_id, (uint64_t) (int64_t) slot, &idx) >= 0) {
                 t->others[idx].samples += g->samples;
                 return 0;
         }
         r = array_reserve_one((void **) &t->others, &t->alloc_others, t->n_others, sizeof(other_entry));
         if (r < 0)
                 return r;
-        r = hashmap_put_pair(t->other_idx, (uint64_t) g->comm_id, (uint64_t) (int64_t) slot, (int64_t) t->n_others);
+        r = hashmap_put_pair(t->other_idx, (uint64_t) comm_id, (uint64_t) (int64_t) slot, (int64_t) t->n_others);
         if (r < 0)
                 return r;
-        t->others[t->n_others++] = (other_entry) { .comm_id = g->comm_id, .slot = slot, .samples = g->samples };
+        t->others[t->n_others++] = (other_entry) { .comm_id = comm_id, .slot = slot, .samples = g->samples };
         return 0;
 }
 
@@ -1439,10 +1456,9 @@ static int ctx_module(query_ctx *c, const frame_info *f, uint32_t *ret) {
                 free(c->modules[c->n_modules].build_id);
                 return -ENOMEM;
         }
-        r = hashmap_put_u64(c->module_idx, u64(f->module_id), (int64_t) c->n_modules);
-        if (r < 0)
-                return r;       /* the entry is freed with the context */
+        /* Counted first, so that the context frees it whatever follows. */
         *ret = (uint32_t) c->n_modules++;
+        return hashmap_put_u64(c->module_idx, u64(f->module_id), (int64_t) *ret);
         return 0;
 }
 
@@ -1502,13 +1518,17 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         if (r < 0)
                 return r;
 
+        /* raw: addresses even for a stack without frames, so that only
+         * "[other stacks]" has none. */
+        if (c->q->raw && !(st.addrs = calloc(MAX(n, (size_t) 1), sizeof(uint64_t)))) {
+                query_stack_done(&st);
+                return -ENOMEM;
+        }
         if (n > 0) {
                 st.frames = calloc(n, sizeof(char *));
                 if (c->want_modules)
                         st.modules = calloc(n, sizeof(uint32_t));
-                if (c->q->raw)
-                        st.addrs = calloc(n, sizeof(uint64_t));
-                if (!st.frames || (c->want_modules && !st.modules) || (c->q->raw && !st.addrs)) {
+                if (!st.frames || (c->want_modules && !st.modules)) {
                         query_stack_done(&st);
                         return -ENOMEM;
                 }
@@ -1709,6 +1729,14 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 break;
                         if (parts >= (UINT64_C(1) << 20)) {
                                 r = -ENOMEM;
+                                break;
+                        }
+                        /* Stacks told apart by process, CPU or time slot
+                         * multiply the groups: past 64 reads of the window
+                         * the client is asked for a shorter one. */
+                        if (q->want_stacks && (q->by_pid || q->by_cpu || q->timeline > 0) &&
+                            parts >= QUERY_SPLIT_MAX_PARTS) {
+                                r = -ERANGE;
                                 break;
                         }
                         parts *= 4;

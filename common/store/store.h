@@ -179,6 +179,9 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  * STORE_QUERY_DICT_BYTES per dictionary. With stacks, the answer itself
  * holds max_stacks stacks (0 = all: not bounded). Everything is freed when
  * the result is. */
+/* -ERANGE: stacks told apart by process, CPU or timeline slot
+ * (by_pid, by_cpu, timeline) that would need more than 64 reads of the
+ * window. */
 int store_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks, query_result **ret);
 
 #define STORE_QUERY_GROUP_SLOTS_DEFAULT (UINT64_C(1) << 19)

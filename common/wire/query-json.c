@@ -793,6 +793,9 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                         k = stack_from_json(json_object_array_get_idx(stacks, i), &r->stacks[i], r);
                         if (k < 0)
                                 return k;
+                        /* A slot is one of the answer's timeline. */
+                        if (r->stacks[i].slot >= 0 && (uint32_t) r->stacks[i].slot >= r->n_timeline)
+                                return -EBADMSG;
                 }
         }
 

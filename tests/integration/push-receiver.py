@@ -3,7 +3,7 @@
 # A profile store stand-in for test-push.sh: takes POSTs on 127.0.0.1 (a
 # free port, written to DIR/port), keeps each body as DIR/N.pb.gz and its
 # path and query as DIR/N.url, and answers 200, or 503 while DIR/fail
-# exists. Usage: push-receiver.py DIR
+# exists, or 400 while DIR/reject does. Usage: push-receiver.py DIR
 import http.server, os, sys
 
 d = sys.argv[1]
@@ -14,10 +14,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         global count
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if os.path.exists(os.path.join(d, "fail")):
-            self.send_response(503)
-            self.end_headers()
-            return
+        for name, status in (("fail", 503), ("reject", 400)):
+            if os.path.exists(os.path.join(d, name)):
+                self.send_response(status)
+                self.end_headers()
+                return
         count += 1
         with open(os.path.join(d, f"{count}.pb.gz"), "wb") as f:
             f.write(body)

@@ -3,7 +3,7 @@
 # local HTTP receiver (push-receiver.py), which keeps the bodies; each is
 # read by go tool pprof. While the receiver answers 503 the profiles queue
 # (bounded by export_queue_max, the oldest dropped and counted), and when
-# it answers again the queue drains by itself.
+# it answers again the queue drains by itself; a 400 drops a profile.
 . "$(dirname "$0")/lib.sh"
 require_root
 command -v go >/dev/null || skip "needs go tool pprof (golang-go)"
@@ -78,6 +78,18 @@ done
 rm "$T/recv/fail"
 WAIT_TIMEOUT=90 wait_field push_queued -eq 0
 WAIT_TIMEOUT=30 wait_field push_pushed -ge $(( PUSHED + 3 ))
+
+# It refuses profiles for good (400): each is dropped at once, not
+# retried, and the ones behind it are sent.
+DROPPED=$(status_field push_dropped)
+touch "$T/recv/reject"
+WAIT_TIMEOUT=30 wait_field push_dropped -ge $(( DROPPED + 2 ))
+rm "$T/recv/reject"
+[ "$(status_field push_queued)" -le 1 ] || fail "refused profiles stay queued: $(status_field push_queued)"
+case "$(status_field push_last_error)" in
+*400*) ;;
+*) fail "push_last_error says '$(status_field push_last_error)', not the 400" ;;
+esac
 busy_stop
 echo "status: pushed $(status_field push_pushed), failed $(status_field push_failed), dropped $(status_field push_dropped)"
 stop_daemon

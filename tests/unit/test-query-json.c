@@ -216,7 +216,7 @@ static query_result *make_result(size_t n) {
                 /* Exports: pid, CPU and slot on some; modules on all or none. */
                 r->stacks[i].pid = i % 2 ? (int64_t) (1000 + i) : -1;
                 r->stacks[i].cpu = i % 3 ? (int32_t) i : -1;
-                r->stacks[i].slot = i % 2 ? -1 : (int32_t) i;
+                r->stacks[i].slot = i % 2 || n <= 3 ? -1 : (int32_t) (i % 3);      /* one of the timeline's 3 */
                 if (n > 3) {
                         r->stacks[i].modules = calloc(4, sizeof(uint32_t));
                         r->stacks[i].addrs = calloc(4, sizeof(uint64_t));
@@ -369,6 +369,47 @@ TEST(result_rejected) {
 
 /* The daemon splits an answer into bounded replies; the client merges them
  * back into the same result. */
+/* Splits r into replies of at most max_bytes, merges them back, and
+ * checks the result equals r; returns the merged JSON's "names" presence. */
+static bool split_and_merge(const query_result *r, size_t max_bytes) {
+        struct json_object *merged = NULL;
+        query_result *back = NULL;
+        char **msgs = NULL;
+        size_t n = 0;
+        bool names;
+
+        ASSERT_OK(query_result_format_replies(r, max_bytes, &msgs, &n));
+        ASSERT_GE(n, 1);
+        if (max_bytes < 5000)
+                ASSERT_GT(n, 1);
+        ASSERT_NULL(msgs[n]);
+        for (size_t i = 0; i < n; i++) {
+                struct json_object *p = NULL;
+                char *error = NULL;
+                bool continues;
+
+                ASSERT_LE(strlen(msgs[i]), max_bytes);
+                ASSERT_EQ(proto_reply_parse(msgs[i], &error, &p, &continues), 0);
+                ASSERT_EQ(continues, i + 1 < n);
+                if (!merged)
+                        merged = p;
+                else {
+                        ASSERT_OK(query_result_json_merge(merged, p));
+                        json_object_put(p);
+                }
+                free(msgs[i]);
+        }
+        free(msgs);
+
+        ASSERT_OK(query_result_from_json(merged, &back));
+        assert_result_equal(r, back);
+        ASSERT_EQ(back->n_names, r->n_names);
+        names = json_object_object_get_ex(merged, "names", NULL);
+        query_result_free(back);
+        json_object_put(merged);
+        return names;
+}
+
 TEST(result_split_and_merge) {
         const size_t limits[] = { 100000, 4096, 700, 100000, 4096, 1500 };
         query_result *r = make_result(40);
@@ -377,40 +418,7 @@ TEST(result_split_and_merge) {
                 /* The second three: packed, the names in the first reply. */
                 if (l == 3)
                         ASSERT_OK(query_result_pack(r));
-                struct json_object *merged = NULL;
-                query_result *back = NULL;
-                char **msgs = NULL;
-                size_t n = 0;
-
-                ASSERT_OK(query_result_format_replies(r, limits[l], &msgs, &n));
-                ASSERT_GE(n, 1);
-                if (limits[l] < 5000)
-                        ASSERT_GT(n, 1);
-                ASSERT_NULL(msgs[n]);
-                for (size_t i = 0; i < n; i++) {
-                        struct json_object *p = NULL;
-                        char *error = NULL;
-                        bool continues;
-
-                        ASSERT_LE(strlen(msgs[i]), limits[l]);
-                        ASSERT_EQ(proto_reply_parse(msgs[i], &error, &p, &continues), 0);
-                        ASSERT_EQ(continues, i + 1 < n);
-                        if (!merged)
-                                merged = p;
-                        else {
-                                ASSERT_OK(query_result_json_merge(merged, p));
-                                json_object_put(p);
-                        }
-                        free(msgs[i]);
-                }
-                free(msgs);
-
-                ASSERT_OK(query_result_from_json(merged, &back));
-                assert_result_equal(r, back);
-                ASSERT_EQ(back->n_names, r->n_names);
-                ASSERT_EQ(json_object_object_get_ex(merged, "names", NULL), l >= 3);
-                query_result_free(back);
-                json_object_put(merged);
+                ASSERT_EQ(split_and_merge(r, limits[l]), l >= 3);
         }
 
         /* an empty answer is one message */
@@ -488,4 +496,20 @@ TEST(merge_rejects_wrong_shapes) {
         json_object_put(b);
         json_object_put(c);
         json_object_put(d);
+}
+
+/* A packed answer whose names do not fit in one reply: unpacked, the same
+ * answer splits (what the daemon's Query handler does then). */
+TEST(packed_too_big_for_one_reply_unpacks) {
+        query_result *r = make_result(600);
+        char **msgs = NULL;
+        size_t n = 0;
+
+        ASSERT_OK(query_result_pack(r));
+        ASSERT_ERROR(query_result_format_replies(r, 4096, &msgs, &n), E2BIG);
+        query_result_unpack(r);
+        ASSERT_EQ(r->n_names, 0);
+        /* Split and merged back, as result_split_and_merge checks. */
+        split_and_merge(r, 4096);
+        query_result_free(r);
 }

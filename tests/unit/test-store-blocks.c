@@ -1007,4 +1007,15 @@ TEST(query_in_parts_answers_like_one_pass) {
                         query_result_free(one);
                         query_result_free(parts);
                 }
+
+        /* Stacks told apart by process need more than 64 reads of the
+         * window at 64 slots: refused, not read 1029 times. */
+        query_params split = { .pid = -1, .cpu = -1, .want_stacks = true, .by_pid = true };
+        query_result *none = NULL;
+        store_set_query_group_slots(s, 64);
+        ASSERT_ERROR(store_query(s, &split, 0, 100, &none), ERANGE);
+        store_set_query_group_slots(s, STORE_QUERY_GROUP_SLOTS_DEFAULT);
+        none = run_query(s, &split, 0, 100);
+        ASSERT_GT(none->n_stacks, 50u);
+        query_result_free(none);
 }
