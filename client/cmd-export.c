@@ -285,6 +285,43 @@ static int export_perf_part(perf_writer *w, const query_params *base, uint64_t s
         return r;
 }
 
+/* The BPF programs and out-of-line code of the window, from the daemon's
+ * Ksyms history, as KSYMBOL records: perf names the samples in them. A
+ * daemon that cannot answer leaves them out (the samples stay addresses). */
+static int put_ksymbols(perf_writer *w, uint64_t since_ns, uint64_t until_ns) {
+        _cleanup_(json_object_putp) struct json_object *params = json_object_new_object(), *answer = NULL;
+        struct json_object *ksyms;
+        int r;
+
+        if (!params || json_object_object_add(params, "since_ns", json_object_new_uint64(since_ns)) < 0)
+                return -ENOMEM;
+        if (daemon_call(PERFSNAP_METHOD_KSYMS, params, false, &answer) != 0)
+                return 0;       /* said; the export goes on */
+        if (!json_object_object_get_ex(answer, "ksyms", &ksyms) || !json_object_is_type(ksyms, json_type_array))
+                return 0;
+        for (size_t i = 0; i < json_object_array_length(ksyms); i++) {
+                struct json_object *k = json_object_array_get_idx(ksyms, i), *v;
+                const char *name = json_string_member(k, "name"), *addr = json_string_member(k, "addr");
+                const char *type = json_string_member(k, "type");
+                int64_t len = json_int_member(k, "len", 0), reg = json_int_member(k, "registered_ns", 0);
+                int64_t unreg = json_object_object_get_ex(k, "unregistered_ns", &v) && v ? json_object_get_int64(v) : -1;
+                char *end;
+                uint64_t a;
+
+                if (!name || !addr || !type || len <= 0 || len > UINT32_MAX || (uint64_t) reg >= until_ns ||
+                    (unreg >= 0 && (uint64_t) unreg < since_ns))
+                        continue;
+                errno = 0;
+                a = strtoull(addr, &end, 16);
+                if (errno != 0 || *end || a == 0)
+                        continue;
+                r = perf_writer_ksymbol(w, a, (uint32_t) len, strcmp(type, "bpf") == 0, name);
+                if (r < 0 && r != -EINVAL)
+                        return r;
+        }
+        return 0;
+}
+
 static int export_perf(const query_params *base, const char *output, int with_kcore) {
         _cleanup_(query_result_freep) query_result *head = NULL;
         _cleanup_free_ char *data_path = NULL, *modules_file = NULL;
@@ -328,6 +365,8 @@ static int export_perf(const query_params *base, const char *output, int with_kc
                 return print_error("out of memory");
         }
         r = perf_writer_new(f, period, head->kernel_text, head->kernel_build_id, modules_file, &w);
+        if (r >= 0)
+                r = put_ksymbols(w, base->since_ns, base->until_ns);
         /* A minute at a time, ending on whole minutes. */
         for (uint64_t t = base->since_ns; r >= 0 && t < base->until_ns;) {
                 uint64_t end = MIN((t / PERF_CHUNK_NS + 1) * PERF_CHUNK_NS, base->until_ns);

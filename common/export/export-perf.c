@@ -33,6 +33,8 @@
 #define PERF_RECORD_HEADER_BUILD_ID 67
 #define PERF_RECORD_MISC_BUILD_ID_SIZE (1 << 15)
 #define NAME_ALIGN 64
+/* x86-64's MODULES_VADDR: __START_KERNEL_map + KERNEL_IMAGE_SIZE (1 GiB). */
+#define X86_64_MODULES_VADDR UINT64_C(0xffffffffc0000000)
 /* Frames of a stack (callchain_depth is at most 127) and two contexts. */
 #define MAX_CHAIN 256
 
@@ -221,6 +223,7 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
                 .mmap = 1,
                 .comm = 1,
                 .mmap2 = 1,
+                .ksymbol = 1,
                 .disabled = 1,
         };
         w->h.attrs = (struct file_section) { .offset = w->o.pos, .size = sizeof fa };
@@ -235,7 +238,13 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
         if (kernel_build_id) {
                 const char *name = "[kernel.kallsyms]_text";
                 size_t len = padded(name, 8);
-                uint64_t end = UINT64_MAX;
+                /* Not past the kernel image: perf puts a KSYMBOL (a BPF
+                 * program) into the map that holds its address, and one
+                 * in the kernel's would be lost among kallsyms. On x86-64
+                 * the image is below the modules' area wherever KASLR put
+                 * it. */
+                uint64_t end = kernel_text >= UINT64_C(0xffffffff80000000) && kernel_text < X86_64_MODULES_VADDR
+                                       ? X86_64_MODULES_VADDR : UINT64_MAX;
 
                 for (size_t i = 0; i < n_mods; i++)
                         if (mods[i].start > kernel_text)
@@ -387,6 +396,20 @@ static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso
         put_u64(&w->o, c);
         put(&w->o, chain, c * sizeof(uint64_t));
         return true;
+}
+
+int perf_writer_ksymbol(perf_writer *w, uint64_t addr, uint32_t len, bool bpf, const char *name) {
+        size_t size = padded(name, 8);
+
+        if (size > 4096)
+                return -EINVAL;
+        put_header(&w->o, PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 16 + size);
+        put_u64(&w->o, addr);
+        put_u32(&w->o, len);
+        uint16_t type_flags[2] = { bpf ? PERF_RECORD_KSYMBOL_TYPE_BPF : PERF_RECORD_KSYMBOL_TYPE_OOL, 0 };
+        put(&w->o, type_flags, sizeof type_flags);
+        put_padded(&w->o, name, size);
+        return ferror(w->o.f) ? -EIO : 0;
 }
 
 int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, uint64_t until_ns) {

@@ -7,6 +7,7 @@
  * most the daemon's query_max_stacks stacks) plus the output's own
  * tables. Errors: negative errno. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -43,6 +44,9 @@ typedef struct perf_writer perf_writer;
 int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const char *kernel_build_id,
                     const char *modules_file, perf_writer **ret);
 int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, uint64_t until_ns);
+/* A KSYMBOL record (a BPF program or out-of-line code), before the
+ * samples in it: perf names them from it. */
+int perf_writer_ksymbol(perf_writer *w, uint64_t addr, uint32_t len, bool bpf, const char *name);
 int perf_writer_finish(perf_writer *w, uint64_t *ret_samples, uint64_t *ret_omitted);
 perf_writer *perf_writer_free(perf_writer *w);
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json):

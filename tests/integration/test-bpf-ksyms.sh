@@ -2,7 +2,8 @@
 # BPF programs as dynamic kernel code, with real programs loaded through
 # bpf() by tests/integration/bpf-prog and the real perfsnapd:
 #  1. a socket filter on a flooded loopback socket shows up by name in
-#     query, as [bpf] bpf_prog_<tag>_<name>;
+#     query, as [bpf] bpf_prog_<tag>_<name>, and in perf script of a
+#     perf.data export (its KSYMBOL records);
 #  2. samples drained only after the program was unloaded still resolve
 #     to it (the daemon read them after the unregister record);
 #  3. 1000 load/unload cycles give exactly 1000 register and 1000
@@ -66,6 +67,14 @@ assert k['prog_id'] == $PROG_ID, k
 }
 eventually check_hot_row || fail "ksyms row of $KSYM is wrong"
 pass "ksyms shows $KSYM registered and unregistered by perf records, with its prog id"
+# The same samples in a perf.data export: its KSYMBOL records name them
+# for perf, though the program is gone.
+if command -v perf >/dev/null; then
+        "$CTL" export --since 5m --no-kcore -o "$T/bpf.perf.data" 2>"$T/export.err" || { cat "$T/export.err"; fail "export --format perf.data failed"; }
+        nb=$(perf script -i "$T/bpf.perf.data" -F ip,sym 2>"$T/perf-script.err" | grep -c "$KSYM")
+        [ "$nb" -ge 20 ] || { head -5 "$T/perf-script.err"; fail "perf script of the export names $KSYM $nb times, expected >= 20"; }
+        pass "perf script of a perf.data export names $KSYM ($nb frames)"
+fi
 stop_daemon
 [ "$DRC" = 0 ] || fail "perfsnapd exited with $DRC"
 rm -rf "$T"
