@@ -341,6 +341,20 @@ static int export_perf(const query_params *base, const char *output, int with_kc
                 return r;
 
         fd = -1;
+        /* By default a caller who cannot read the snapshot (its files are
+         * root's) gets the plain file, and is told why. */
+        if (with_kcore < 0 && head->kcore_snapshot) {
+                _cleanup_free_ char *probe = NULL;
+
+                if (asprintf(&probe, "%s/kallsyms", head->kcore_snapshot) < 0)
+                        return print_error("out of memory");
+                if (access(probe, R_OK) < 0) {
+                        fprintf(stderr, "perfsnapctl: the window's kcore snapshot %s is not readable here (%s): "
+                                "writing the perf.data without it (root gets the directory with it)\n",
+                                head->kcore_snapshot, strerror(errno));
+                        with_kcore = 0;
+                }
+        }
         if (with_kcore != 0 && head->kcore_snapshot) {
                 r = make_kcore_dir(output, head->kcore_snapshot, &fd);
                 if (r != 0)

@@ -20,6 +20,22 @@ as_other() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
 as_member "$PERFSNAPCTL" status > "$T/member.txt" 2>&1 || { cat "$T/member.txt"; fail "a member of $GROUP could not query"; }
 pass "a member of $GROUP may query"
 
+# Exports are queries: a member may make them. The kcore snapshots are
+# root's: a member's perf.data is the plain file, and says why.
+mkdir -m 1777 "$T/out"
+busy_start 1
+T_NOW=$(now_ns)
+wait_committed "$T_NOW"
+wait_field snapshot_linked_samples -gt 0
+busy_stop
+as_member "$PERFSNAPCTL" export --since 1m -o "$T/out/cpu.pb.gz" 2> "$T/export.err" || { cat "$T/export.err"; fail "a member could not export pprof"; }
+as_member "$PERFSNAPCTL" export --since 1m -o "$T/out/cpu.perf.data" 2> "$T/export.err" || { cat "$T/export.err"; fail "a member could not export perf.data"; }
+[ -f "$T/out/cpu.perf.data" ] || fail "a member's perf.data export is not a plain file"
+grep -q "not readable here" "$T/export.err" || fail "the member was not told why the perf.data has no kcore: $(cat "$T/export.err")"
+out=$(as_member "$PERFSNAPCTL" export --since 1m --with-kcore -o "$T/out/k.perf.data" 2>&1) && fail "--with-kcore as a member succeeded: $out"
+echo "$out" | grep -q "root" || fail "--with-kcore as a member: no word of root in: $out"
+pass "a member may export; its perf.data comes without the root-only kcore snapshot, and says so"
+
 out=$(as_other "$PERFSNAPCTL" query --since 1m 2>&1); rc=$?
 echo "$out"
 [ $rc = 1 ] || fail "non-member: exit $rc, expected 1"
