@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,9 @@ static int make_profile(pusher *p, int dfd, uint64_t from_ns, uint64_t until_ns)
         };
         r = export_pprof(fd, &in);
         query_result_free(res);
+        /* The query's heap goes back to the system, not to this
+         * thread's arena, as after the server's queries. */
+        malloc_trim(0);
         if (close(fd) < 0 && r >= 0)
                 r = negative_errno();
         if (r >= 0 && renameat(dfd, tmp, dfd, name) < 0)
