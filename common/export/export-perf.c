@@ -173,6 +173,11 @@ struct perf_writer {
         hashmap *dso_idx;       /* name -> index in dsos */
         dso *dsos;
         size_t n_dsos, alloc_dsos;
+        /* Kernel modules with build-ids ("[brd]"): for the build-id table
+         * only (their maps are the modules file's). */
+        hashmap *kmod_idx;
+        dso *kmods;
+        size_t n_kmods, alloc_kmods;
         uint64_t samples, omitted;
 };
 
@@ -187,6 +192,12 @@ perf_writer *perf_writer_free(perf_writer *w) {
                 free(w->dsos[i].build_id);
         }
         free(w->dsos);
+        hashmap_free(w->kmod_idx);
+        for (size_t i = 0; i < w->n_kmods; i++) {
+                free(w->kmods[i].name);
+                free(w->kmods[i].build_id);
+        }
+        free(w->kmods);
         free(w->kernel_build_id);
         free(w);
         return NULL;
@@ -206,7 +217,8 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
         w->h = (struct file_header) { .magic = "PERFILE2", .size = sizeof(struct file_header),
                                       .attr_size = sizeof(struct file_attr) };
         if ((kernel_build_id && !(w->kernel_build_id = strdup(kernel_build_id))) || hashmap_new(&w->pids) < 0 ||
-            hashmap_new(&w->maps) < 0 || hashmap_new(&w->dso_idx) < 0 || !(mods = calloc(1024, sizeof(kmod)))) {
+            hashmap_new(&w->maps) < 0 || hashmap_new(&w->dso_idx) < 0 || hashmap_new(&w->kmod_idx) < 0 ||
+            !(mods = calloc(1024, sizeof(kmod)))) {
                 perf_writer_free(w);
                 return -ENOMEM;
         }
@@ -280,6 +292,16 @@ static int dso_of(perf_writer *w, const query_module *m, int64_t *ret) {
         int k;
 
         *ret = -1;
+        if (m->kernel && m->name[0] == '[' && strcmp(m->name, "[kernel.kallsyms]") != 0 && m->build_id &&
+            hashmap_get(w->kmod_idx, m->name, strlen(m->name), &idx) < 0) {
+                k = array_reserve_one((void **) &w->kmods, &w->alloc_kmods, w->n_kmods, sizeof(dso));
+                if (k < 0)
+                        return k;
+                w->kmods[w->n_kmods++] = (dso) { .name = strdup(m->name), .build_id = strdup(m->build_id) };
+                if (!w->kmods[w->n_kmods - 1].name || !w->kmods[w->n_kmods - 1].build_id)
+                        return -ENOMEM;
+                return hashmap_put(w->kmod_idx, m->name, strlen(m->name), (int64_t) w->n_kmods - 1);
+        }
         if (m->kernel || !is_file(m->name))
                 return 0;
         if (hashmap_get(w->dso_idx, m->name, strlen(m->name), &idx) >= 0) {
@@ -477,10 +499,12 @@ int perf_writer_finish(perf_writer *w, uint64_t *ret_samples, uint64_t *ret_omit
         index = w->o.pos;
         fs = (struct file_section) { .offset = index + sizeof(struct file_section) };
         put(&w->o, &fs, sizeof fs);
-        for (size_t i = 0; i <= w->n_dsos; i++) {
-                const char *name = i == w->n_dsos ? "[kernel.kallsyms]" : w->dsos[i].name;
-                const char *hex = i == w->n_dsos ? w->kernel_build_id : w->dsos[i].build_id;
-                uint16_t misc = i == w->n_dsos ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
+        for (size_t i = 0; i <= w->n_dsos + w->n_kmods; i++) {
+                /* The user files, the kernel, its modules. */
+                const dso *d = i < w->n_dsos ? &w->dsos[i] : i > w->n_dsos ? &w->kmods[i - w->n_dsos - 1] : NULL;
+                const char *name = d ? d->name : "[kernel.kallsyms]";
+                const char *hex = d ? d->build_id : w->kernel_build_id;
+                uint16_t misc = i < w->n_dsos ? PERF_RECORD_MISC_USER : PERF_RECORD_MISC_KERNEL;
                 int32_t pid = -1;
                 uint8_t bid[24] = {};
                 size_t len, n_bid;

@@ -123,6 +123,9 @@ check_export_burn() {
         check "$1: perf report -i <the export> names brd_* ($ne lines)" [ "$ne" -gt 0 ]
         check "$1: perf report -i <the export> warns of nothing ($(head -3 $D/report-export.err | tr '\n' ';'))" \
                 eval '! grep -qi "warning\|error" $D/report-export.err'
+        perf buildid-list -i $D/export.perf.data/data > $D/buildids.txt 2>&1
+        check "$1: its build-id table has the kernel and brd ($(grep -E 'kallsyms|brd' $D/buildids.txt | tr '\n' ';'))" \
+                eval 'grep -q "\[kernel.kallsyms\]" $D/buildids.txt && grep -q "brd" $D/buildids.txt'
 }
 
 # check_brd_burn LABEL: the daemon's samples of the burn window in brd
