@@ -263,6 +263,8 @@ static int export_perf_part(perf_writer *w, const query_params *base, uint64_t s
         q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.packed = true;
         q.inlined = false;
         q.timeline = seconds_of(since_ns, until_ns);
+        /* Threads too (parts are at most a minute: slots fit by_tid's 128). */
+        q.by_tid = q.timeline <= 128;
         if (query_fetch(&q, &part) != 0)
                 return -ECANCELED;
         for (size_t i = 0; i < part->n_stacks && !others; i++)

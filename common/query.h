@@ -42,6 +42,10 @@ typedef struct query_params {
          * a minute, else a minute, or an hour for slots of an hour or
          * more). */
         bool by_pid, by_cpu, want_modules;
+        /* With want_stacks and a timeline of at most 128 slots: stacks
+         * told apart by process, thread and CPU (the thread of blocks of
+         * seconds; else the process's id). */
+        bool by_tid;
         uint32_t timeline;
         /* With want_stacks: frame names once, in the answer's names, and
          * each stack's frames as indices into them (a smaller answer for
@@ -82,8 +86,9 @@ typedef struct query_stack {
         uint64_t samples;
         /* Frames at the leaf end that are kernel frames. */
         size_t n_kernel;
-        /* With query_params.by_pid / by_cpu / timeline, else -1. */
-        int64_t pid;
+        /* With query_params.by_pid / by_cpu / timeline, else -1; tid with
+         * by_tid (which gives pid and cpu too). */
+        int64_t pid, tid;
         int32_t cpu;
         int32_t slot;
         /* With want_modules: per frame, an index in query_result.modules. */

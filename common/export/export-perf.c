@@ -168,7 +168,7 @@ struct perf_writer {
         struct file_header h;
         uint64_t period;
         char *kernel_build_id;
-        hashmap *pids;          /* pid -> 1: COMM written */
+        hashmap *pids;          /* (pid, tid) -> 1: COMM written */
         hashmap *maps;          /* (pid, dso) -> 1: MMAP2 written */
         hashmap *dso_idx;       /* name -> index in dsos */
         dso *dsos;
@@ -331,15 +331,17 @@ static int put_process(perf_writer *w, const query_result *r, const query_stack 
         int64_t v;
         int k;
 
-        if (hashmap_get_u64(w->pids, (uint64_t) st->pid, &v) < 0) {
+        int64_t tid = st->tid > 0 ? st->tid : st->pid;
+
+        if (hashmap_get_pair(w->pids, (uint64_t) st->pid, (uint64_t) tid, &v) < 0) {
                 size_t len = padded(st->comm, 8);
 
-                k = hashmap_put_u64(w->pids, (uint64_t) st->pid, 1);
+                k = hashmap_put_pair(w->pids, (uint64_t) st->pid, (uint64_t) tid, 1);
                 if (k < 0)
                         return k;
                 put_header(&w->o, PERF_RECORD_COMM, 0, sizeof(struct perf_event_header) + 8 + len);
                 put_u32(&w->o, (uint32_t) st->pid);
-                put_u32(&w->o, (uint32_t) st->pid);
+                put_u32(&w->o, (uint32_t) tid);
                 put_padded(&w->o, st->comm, len);
         }
         for (size_t j = 0; st->modules && j < st->n_frames; j++) {
@@ -410,7 +412,7 @@ static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso
                    sizeof(struct perf_event_header) + 48 + 8 * c);
         put_u64(&w->o, chain[1]);       /* the leaf */
         put_u32(&w->o, (uint32_t) st->pid);
-        put_u32(&w->o, (uint32_t) st->pid);
+        put_u32(&w->o, (uint32_t) (st->tid > 0 ? st->tid : st->pid));
         put_u64(&w->o, time);
         put_u32(&w->o, st->cpu >= 0 ? (uint32_t) st->cpu : 0);
         put_u32(&w->o, 0);

@@ -45,6 +45,14 @@ typedef struct group {
 #define SPLIT_PID(x) ((int64_t) ((x) >> 32))
 #define SPLIT_CPU(x) ((int32_t) (((x) >> 16) & 0xffff))
 #define SPLIT_SLOT(x) ((int32_t) ((x) & 0xffff))
+/* With by_tid (timeline of at most 128 slots): pid 22 bits (PID_MAX_LIMIT
+ * is 2^22), tid 22, cpu 13 (NR_CPUS at most 8192), slot 7. */
+#define TSPLIT(pid, tid, cpu, slot) \
+        ((uint64_t) (pid) << 42 | (uint64_t) (tid) << 20 | (uint64_t) (cpu) << 7 | (uint64_t) (slot))
+#define TSPLIT_PID(x) ((int64_t) ((x) >> 42))
+#define TSPLIT_TID(x) ((int64_t) (((x) >> 20) & 0x3fffff))
+#define TSPLIT_CPU(x) ((int32_t) (((x) >> 7) & 0x1fff))
+#define TSPLIT_SLOT(x) ((int32_t) ((x) & 0x7f))
 
 #define GROUP_BY_FRAME (UINT64_C(1) << 63)
 
@@ -541,6 +549,8 @@ static int stack_names_cmp(const void *x, const void *y) {
 
         if (d == 0 && a->pid != b->pid)
                 d = a->pid < b->pid ? -1 : 1;
+        if (d == 0 && a->tid != b->tid)
+                d = a->tid < b->tid ? -1 : 1;
         if (d == 0 && a->cpu != b->cpu)
                 d = a->cpu < b->cpu ? -1 : 1;
         if (d == 0 && a->slot != b->slot)
@@ -784,10 +794,15 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 uint64_t k = by_frame ? (uint64_t) e->frame_id | GROUP_BY_FRAME : (uint64_t) e->stack_id;
                 /* With frames of one kind, the leaf is found from the stack. */
                 int64_t leaf = q->frames == QUERY_FRAMES_ALL ? e->frame_id : 0;
-                if (q->want_stacks && q->by_pid)
-                        split |= (uint64_t) (uint32_t) e->pid << 32;
-                if (q->want_stacks && q->by_cpu)
-                        split |= (uint64_t) (e->cpu & 0xffff) << 16;
+                if (q->want_stacks && q->by_tid)
+                        split = TSPLIT(e->pid & 0x3fffff, (e->tid ? e->tid : e->pid) & 0x3fffff, e->cpu & 0x1fff,
+                                       split_base & 0x7f);
+                else {
+                        if (q->want_stacks && q->by_pid)
+                                split |= (uint64_t) (uint32_t) e->pid << 32;
+                        if (q->want_stacks && q->by_cpu)
+                                split |= (uint64_t) (e->cpu & 0xffff) << 16;
+                }
                 uint64_t h = group_hash_of(e->comm_id, k, split);
 
                 /* The part from the high bits, the slot from the low. */
@@ -1394,6 +1409,10 @@ static int32_t group_slot_of(const group *g) {
         return SPLIT_SLOT(g->split);
 }
 
+static int32_t group_tslot_of(const group *g) {
+        return TSPLIT_SLOT(g->split);
+}
+
 /* A stack "[other stacks]" per (comm, slot) of what the cap left out. */
 static int add_other_stacks(query_ctx *c, const top_groups *top, query_result *res) {
         query_stack *v;
@@ -1411,6 +1430,7 @@ static int add_other_stacks(query_ctx *c, const top_groups *top, query_result *r
                 *st = (query_stack) {
                         .samples = top->others[i].samples,
                         .pid = -1,
+                        .tid = -1,
                         .cpu = -1,
                         .slot = top->others[i].slot,
                         .frames = calloc(1, sizeof(char *)),
@@ -1493,9 +1513,10 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         size_t n = 0, alloc = 0;
         query_stack st = {
                 .samples = g->samples,
-                .pid = c->q->by_pid ? SPLIT_PID(g->split) : -1,
-                .cpu = c->q->by_cpu ? SPLIT_CPU(g->split) : -1,
-                .slot = c->q->timeline > 0 ? SPLIT_SLOT(g->split) : -1,
+                .pid = c->q->by_tid ? TSPLIT_PID(g->split) : c->q->by_pid ? SPLIT_PID(g->split) : -1,
+                .tid = c->q->by_tid ? TSPLIT_TID(g->split) : -1,
+                .cpu = c->q->by_tid ? TSPLIT_CPU(g->split) : c->q->by_cpu ? SPLIT_CPU(g->split) : -1,
+                .slot = c->q->timeline == 0 ? -1 : c->q->by_tid ? TSPLIT_SLOT(g->split) : SPLIT_SLOT(g->split),
         };
         size_t frames_alloc = 0;
         bool in_dso = !c->dso;
@@ -1826,7 +1847,7 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
         _cleanup_(row_set_done) row_set rs = {};
         _cleanup_(top_groups_done) top_groups top = {
                 .limit = max_stacks,
-                .slot_of = q->timeline > 0 ? group_slot_of : NULL,
+                .slot_of = q->timeline == 0 ? NULL : q->by_tid ? group_tslot_of : group_slot_of,
         };
         size_t row_limit;
         int64_t comm_id = 0;

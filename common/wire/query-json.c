@@ -125,15 +125,19 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                 q.inlined = json_object_get_boolean(val);
                         } else if (strcmp(key, "by_pid") == 0 || strcmp(key, "by_cpu") == 0 ||
                                    strcmp(key, "modules") == 0 || strcmp(key, "packed") == 0 ||
-                                   strcmp(key, "offsets") == 0 || strcmp(key, "raw") == 0) {
+                                   strcmp(key, "offsets") == 0 || strcmp(key, "raw") == 0 ||
+                                   strcmp(key, "by_tid") == 0) {
                                 static const char *const errors[] = {
                                         "by_pid: expected a boolean", "by_cpu: expected a boolean",
                                         "modules: expected a boolean", "packed: expected a boolean",
                                         "offsets: expected a boolean", "raw: expected a boolean",
+                                        "by_tid: expected a boolean",
                                 };
-                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed, &q.offsets, &q.raw };
-                                size_t which = key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2 : key[0] == 'p' ? 3
-                                               : key[0] == 'o' ? 4 : 5;
+                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed, &q.offsets, &q.raw,
+                                                  &q.by_tid };
+                                size_t which = strcmp(key, "by_tid") == 0 ? 6
+                                               : key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2
+                                               : key[0] == 'p' ? 3 : key[0] == 'o' ? 4 : 5;
 
                                 if (!json_object_is_type(val, json_type_boolean)) {
                                         error = errors[which];
@@ -188,6 +192,10 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                 error = "timeline: needs since_ns and until_ns";
                 goto fail;
         }
+        if (q.by_tid && q.timeline > 128) {
+                error = "by_tid: needs a timeline of at most 128 slots";
+                goto fail;
+        }
 
         *ret = q;
         return 0;
@@ -234,6 +242,7 @@ struct json_object *query_params_to_json(const query_params *q) {
             (q->packed && add(o, "packed", json_object_new_boolean(1)) < 0) ||
             (q->offsets && add(o, "offsets", json_object_new_boolean(1)) < 0) ||
             (q->raw && add(o, "raw", json_object_new_boolean(1)) < 0) ||
+            (q->by_tid && add(o, "by_tid", json_object_new_boolean(1)) < 0) ||
             (q->timeline > 0 && add(o, "timeline", json_object_new_int64(q->timeline)) < 0))
                 return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&
@@ -337,6 +346,7 @@ scalars:
         if (add(o, "samples", json_object_new_uint64(st->samples)) < 0 ||
             add(o, "kernel_frames", json_object_new_uint64(st->n_kernel)) < 0 ||
             (st->pid >= 0 && add(o, "pid", json_object_new_int64(st->pid)) < 0) ||
+            (st->tid >= 0 && add(o, "tid", json_object_new_int64(st->tid)) < 0) ||
             (st->cpu >= 0 && add(o, "cpu", json_object_new_int64(st->cpu)) < 0) ||
             (st->slot >= 0 && add(o, "slot", json_object_new_int64(st->slot)) < 0))
                 return NULL;
@@ -565,21 +575,23 @@ bad:
 static int stack_from_json(struct json_object *o, query_stack *st, const query_result *res) {
         struct json_object *frames, *mods;
         uint64_t n_kernel;
-        int64_t pid, cpu, slot;
+        int64_t pid, tid, cpu, slot;
         size_t n;
         int r;
 
-        st->pid = st->cpu = st->slot = -1;
+        st->pid = st->tid = st->cpu = st->slot = -1;
         if (!json_object_is_type(o, json_type_object))
                 return -EBADMSG;
         if ((r = dup_string(o, "comm", &st->comm)) < 0 ||
             (r = get_u64(o, "samples", true, UINT64_MAX, &st->samples)) < 0 ||
             (r = get_u64(o, "kernel_frames", false, UINT32_MAX, &n_kernel)) < 0 ||
             (r = get_opt_index(o, "pid", UINT32_MAX, &pid)) < 0 ||
+            (r = get_opt_index(o, "tid", UINT32_MAX, &tid)) < 0 ||
             (r = get_opt_index(o, "cpu", QUERY_CPU_MAX, &cpu)) < 0 ||
             (r = get_opt_index(o, "slot", QUERY_TIMELINE_MAX - 1, &slot)) < 0)
                 return r;
         st->pid = pid;
+        st->tid = tid;
         st->cpu = (int32_t) cpu;
         st->slot = (int32_t) slot;
 
@@ -853,6 +865,10 @@ static void render_stack(proto_buf *b, const query_stack *st) {
         if (st->pid >= 0) {
                 proto_buf_add_str(b, ",\"pid\":");
                 proto_buf_add_u64(b, (uint64_t) st->pid);
+        }
+        if (st->tid >= 0) {
+                proto_buf_add_str(b, ",\"tid\":");
+                proto_buf_add_u64(b, (uint64_t) st->tid);
         }
         if (st->cpu >= 0) {
                 proto_buf_add_str(b, ",\"cpu\":");

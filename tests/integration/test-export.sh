@@ -154,15 +154,17 @@ perf)
                 fail "perf warned reading the export (above)"
         fi
         grep -E "^ +[0-9.]+%" "$T/report.txt" | head -8
-        python3 - "$T" "$DD" "$NF" <<'PY' || fail "perf reads the export wrong (above)"
+        python3 - "$T" "$DD" "$NF" "$P1" <<'PY' || fail "perf reads the export wrong (above)"
 import re, sys
-t, dd, nf = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t, dd, nf, npid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 # perf script: a sample's first line (comm pid/tid [cpu] time:), then its chain.
 samples, chains, cur = {}, [], None
 for line in open(f"{t}/script.txt"):
     m = re.match(r"\s*(\S.*?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):", line)
     if m:
         samples[m.group(1)] = samples.get(m.group(1), 0) + 1
+        if m.group(1) == "named-funcs":
+            assert (m.group(2), m.group(3)) == (npid, npid), f"named-funcs sample of pid/tid {m.group(2)}/{m.group(3)}, not {npid}" 
         cur = (m.group(1), [])
         chains.append(cur)
     elif cur and line.strip():

@@ -30,6 +30,7 @@ static void set_stack(query_stack *st, const char *comm, const char *const *fram
                 .samples = samples,
                 .n_kernel = n_kernel,
                 .pid = pid,
+                .tid = -1,
                 .cpu = cpu,
                 .slot = slot,
         };

@@ -215,6 +215,7 @@ static query_result *make_result(size_t n) {
                 r->stacks[i].n_kernel = i % 4 / 2;
                 /* Exports: pid, CPU and slot on some; modules on all or none. */
                 r->stacks[i].pid = i % 2 ? (int64_t) (1000 + i) : -1;
+                r->stacks[i].tid = i == 1 ? 1002 : -1;
                 r->stacks[i].cpu = i % 3 ? (int32_t) i : -1;
                 r->stacks[i].slot = i % 2 || n <= 3 ? -1 : (int32_t) (i % 3);      /* one of the timeline's 3 */
                 if (n > 3) {
@@ -274,6 +275,7 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
                 ASSERT_U64_EQ(a->stacks[i].samples, b->stacks[i].samples);
                 ASSERT_EQ(a->stacks[i].n_kernel, b->stacks[i].n_kernel);
                 ASSERT_EQ(a->stacks[i].pid, b->stacks[i].pid);
+                ASSERT_EQ(a->stacks[i].tid, b->stacks[i].tid);
                 ASSERT_EQ(a->stacks[i].cpu, b->stacks[i].cpu);
                 ASSERT_EQ(a->stacks[i].slot, b->stacks[i].slot);
                 ASSERT_EQ(!a->stacks[i].modules, !b->stacks[i].modules);

@@ -632,6 +632,35 @@ TEST(query_stacks_for_exports) {
         ASSERT_EQ(r->total_samples, 4);
         query_result_free(r);
 
+        /* Threads: by_tid tells apart two threads of one process (the
+         * blocks of seconds keep the thread). */
+        const frame k1[] = { K_OPEN, K_ENTRY };
+        ASSERT_OK(store_begin(s));
+        for (uint32_t k = 0; k < 3; k++) {
+                test_sample smp = {
+                        .time_ns = S(50) + k, .cpu = 1, .pid = 77, .tid = k == 0 ? 77 : 78, .comm = "mt",
+                        .period = 1, .n_frames = 2, .frames = k1,
+                };
+                ASSERT_OK(test_add_sample(s, 1, &smp));
+        }
+        ASSERT_OK(store_commit(s));
+        q = (query_params) QUERY_PARAMS_INIT;
+        q.want_stacks = q.by_tid = true;
+        q.comm = "mt";
+        q.since_ns = S(49);
+        q.until_ns = S(52);
+        q.timeline = 3;
+        r = run_query(s, &q, 0, 0);
+        ASSERT_EQ(r->n_stacks, 2);
+        ASSERT_EQ(r->stacks[0].samples, 2);
+        ASSERT_EQ(r->stacks[0].tid, 78);
+        ASSERT_EQ(r->stacks[0].pid, 77);
+        ASSERT_EQ(r->stacks[0].cpu, 1);
+        ASSERT_EQ(r->stacks[0].slot, 1);
+        ASSERT_EQ(r->stacks[1].tid, 77);
+        query_result_free(r);
+        q.comm = NULL;
+
         /* A timeline needs a closed window. */
         q.until_ns = 0;
         ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EINVAL);
