@@ -23,10 +23,12 @@ pass "a member of $GROUP may query"
 # Exports are queries: a member may make them. The kcore snapshots are
 # root's: a member's perf.data is the plain file, and says why.
 mkdir -m 1777 "$T/out"
+# Samples taken once the start-up snapshot is done carry its link as they
+# are stored (snapshot_linked_samples counts only those linked later).
+wait_field snapshots_created -ge 1
 busy_start 1
 T_NOW=$(now_ns)
 wait_committed "$T_NOW"
-wait_field snapshot_linked_samples -gt 0
 busy_stop
 as_member "$PERFSNAPCTL" export --since 1m -o "$T/out/cpu.pb.gz" 2> "$T/export.err" || { cat "$T/export.err"; fail "a member could not export pprof"; }
 as_member "$PERFSNAPCTL" export --since 1m -o "$T/out/cpu.perf.data" 2> "$T/export.err" || { cat "$T/export.err"; fail "a member could not export perf.data"; }
