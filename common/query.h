@@ -107,6 +107,12 @@ typedef struct query_stack {
  * the samples of the stacks beyond the answer's cap. */
 #define OTHER_STACKS "[other stacks]"
 
+/* Whether a user frame's module is a mapped file's path, so that the
+ * frame is an offset in it: not "//anon", "[vdso]", "[heap]" and the like. */
+static inline bool module_is_file(const char *module) {
+        return module && module[0] == '/' && module[1] != '/';
+}
+
 /* A module of the frames of stacks: its path or "[name]", and the
  * build-id of the file (hex), or NULL. */
 typedef struct query_module {

@@ -111,10 +111,6 @@ static size_t build_id_bytes(const char *hex, uint8_t bytes[20]) {
         return n;
 }
 
-static bool is_file(const char *path) {
-        return path[0] == '/';
-}
-
 typedef struct timed {
         uint64_t time;
         uint32_t stack;
@@ -302,7 +298,7 @@ static int dso_of(perf_writer *w, const query_module *m, int64_t *ret) {
                         return -ENOMEM;
                 return hashmap_put(w->kmod_idx, m->name, strlen(m->name), (int64_t) w->n_kmods - 1);
         }
-        if (m->kernel || !is_file(m->name))
+        if (m->kernel || !module_is_file(m->name))
                 return 0;
         if (hashmap_get(w->dso_idx, m->name, strlen(m->name), &idx) >= 0) {
                 *ret = idx;

@@ -455,11 +455,6 @@ static int ctx_comm(query_ctx *c, int64_t comm_id, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-/* A mapped file's path (not "//anon", "[vdso]" and the like). */
-static bool is_file(const char *module) {
-        return module && module[0] == '/' && module[1] != '/';
-}
-
 static const char *file_base(const char *path) {
         const char *b = strrchr(path, '/');
 
@@ -492,7 +487,7 @@ static int ctx_folded(query_ctx *c, size_t fi, const char **ret) {
                         name = NULL;
         } else if (symbol)
                 name = strdup(symbol);
-        else if (f->kind == FRAME_USER && is_file(module)) {
+        else if (f->kind == FRAME_USER && module_is_file(module)) {
                 r = asprintf(&name, "%s+0x%" PRIx64, file_base(module), f->offset);
                 if (r < 0)
                         name = NULL;
@@ -1055,7 +1050,7 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                         r = ctx_string(c, key.module_id, &mod);
                                         if (r < 0)
                                                 return r;
-                                        if (is_file(mod))
+                                        if (module_is_file(mod))
                                                 key.addr = u64(v[3]);
                                 }
                         }
@@ -1117,7 +1112,7 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                 r = ctx_string(c, a->key.module_id, &module);
                 if (r < 0)
                         return r;
-                if (is_file(module))
+                if (module_is_file(module))
                         res->user_by_offset += a->samples;
                 else
                         res->user_unknown += a->samples;
@@ -1155,7 +1150,7 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                         row->symbol = strdup(symbol);
                 else if (k->kind == 0)
                         row->symbol = strdup("[unknown]");      /* a sample without frames */
-                else if (k->kind == FRAME_USER && is_file(module)) {
+                else if (k->kind == FRAME_USER && module_is_file(module)) {
                         /* libc.so.6+0x2a1b4: the offset in the file, named
                          * by it, so another tool can name it later. */
                         if (asprintf(&row->symbol, "%s+0x%" PRIx64, file_base(module), k->addr) < 0)
@@ -1603,7 +1598,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
 
                         r = ctx_string(c, f->module_id, &mod);
                         f = c->frames + fi;
-                        st.addrs[st.n_frames - 1] = f->kind == FRAME_USER && is_file(mod) ? f->offset : f->addr;
+                        st.addrs[st.n_frames - 1] = f->kind == FRAME_USER && module_is_file(mod) ? f->offset : f->addr;
                 }
                 int64_t inline_id = 0;
                 if (r >= 0)

@@ -419,6 +419,12 @@ TEST(perf_data_has_a_sample_record_per_sample) {
 
         r->kernel_text = 0xffffffff81000000ull;
         r->kernel_build_id = strdup("00112233445566778899aabbccddeeff00112233");
+        /* a;main;g's leaf in anonymous memory: no file, so no MMAP2. */
+        r->modules = realloc(r->modules, 3 * sizeof(query_module));
+        ASSERT_TRUE(r->modules);
+        r->modules[2] = (query_module) { .name = strdup("//anon") };
+        r->n_modules = 3;
+        r->stacks[2].modules[1] = 2;
         for (size_t i = 0; i < r->n_stacks; i++) {
                 query_stack *st = &r->stacks[i];
 
@@ -496,7 +502,7 @@ TEST(perf_data_has_a_sample_record_per_sample) {
         ASSERT_EQ(n_comm, 3);           /* pids 11, 12, 13 */
         ASSERT_EQ(n_mmap, 3);           /* the kernel, brd, loop */
         unlink(mods);
-        ASSERT_EQ(n_mmap2, 3);          /* /usr/bin/prog in each */
+        ASSERT_EQ(n_mmap2, 3);          /* /usr/bin/prog in each, not //anon */
         /* The build-id table names the kernel. */
         ASSERT_TRUE(memmem(buf + v[5] + v[6], size - v[5] - v[6], "[kernel.kallsyms]", 17) != NULL);
         ASSERT_TRUE(memmem(buf + v[5] + v[6], size - v[5] - v[6], "/usr/bin/prog", 13) != NULL);
