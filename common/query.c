@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hashmap.h"
 #include "macro.h"
 #include "query.h"
+#include "strtab.h"
 
 void query_rows_free(query_row *rows, size_t n) {
         for (size_t i = 0; i < n; i++) {
@@ -66,44 +66,35 @@ void query_result_unpack(query_result *r) {
 }
 
 int query_result_pack(query_result *r) {
-        hashmap *idx = NULL;
-        size_t alloc = 0;
+        strtab t;
         int k;
 
-        k = hashmap_new(&idx);
+        query_result_unpack(r);
+        k = strtab_init(&t);
         for (size_t i = 0; k >= 0 && i < r->n_stacks; i++) {
                 query_stack *st = &r->stacks[i];
 
-                free(st->name_ids);
                 st->name_ids = calloc(MAX(st->n_frames, (size_t) 1), sizeof(uint32_t));
                 if (!st->name_ids) {
                         k = -ENOMEM;
                         break;
                 }
                 for (size_t j = 0; k >= 0 && j < st->n_frames; j++) {
-                        const char *name = st->frames[j];
-                        int64_t id;
+                        size_t id;
 
-                        if (hashmap_get(idx, name, strlen(name), &id) < 0) {
-                                if (r->n_names >= UINT32_MAX) {
-                                        k = -E2BIG;
-                                        break;
-                                }
-                                k = array_reserve_one((void **) &r->names, &alloc, r->n_names, sizeof(char *));
-                                if (k < 0)
-                                        break;
-                                r->names[r->n_names] = strdup(name);
-                                if (!r->names[r->n_names]) {
-                                        k = -ENOMEM;
-                                        break;
-                                }
-                                id = (int64_t) r->n_names++;
-                                k = hashmap_put(idx, r->names[id], strlen(name), id);
-                        }
+                        k = strtab_id_copy(&t, st->frames[j], &id);
+                        if (k >= 0 && id >= UINT32_MAX)
+                                k = -E2BIG;
                         if (k >= 0)
                                 st->name_ids[j] = (uint32_t) id;
                 }
         }
-        hashmap_free(idx);
+        if (k >= 0) {
+                /* Every name is a copy: the copies are the names, in order. */
+                r->names = TAKE_PTR(t.owned);
+                r->n_names = t.n_owned;
+                t.n_owned = 0;
+        }
+        strtab_done(&t);
         return k < 0 ? k : 0;
 }

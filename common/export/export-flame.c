@@ -138,39 +138,10 @@ int export_svg(FILE *f, const export_input *in) {
 
 /* ---- HTML ---- */
 
-typedef struct names {
-        hashmap *idx;
-        const char **v;
-        size_t n, alloc;
-} names;
-
-static int name_id(names *nm, const char *s, size_t *ret) {
-        int64_t id;
-        int r;
-
-        if (hashmap_get(nm->idx, s, strlen(s), &id) >= 0) {
-                *ret = (size_t) id;
-                return 0;
-        }
-        r = array_reserve_one((void **) &nm->v, &nm->alloc, nm->n, sizeof(char *));
-        if (r >= 0)
-                r = hashmap_put(nm->idx, s, strlen(s), (int64_t) nm->n);
-        if (r < 0)
-                return r;
-        nm->v[nm->n] = s;
-        *ret = nm->n++;
-        return 0;
-}
-
-static void names_done(names *nm) {
-        hashmap_free(nm->idx);
-        free(nm->v);
-}
-
 /* The stacks as [comm, [frames], kernel frames, [slot, samples, ...]]:
  * stacks of equal paths (other pids, CPUs or slots) are one, with their
  * samples per slot (-1: no timeline). */
-static int write_html_stacks(FILE *f, const query_result *r, names *nm) {
+static int write_html_stacks(FILE *f, const query_result *r, strtab *nm) {
         _cleanup_free_ size_t *order = NULL;
         int k;
 
@@ -183,12 +154,12 @@ static int write_html_stacks(FILE *f, const query_result *r, names *nm) {
                 size_t id, j;
 
                 fputs(i > 0 ? ",\n[" : "\n[", f);
-                k = name_id(nm, st->comm, &id);
+                k = strtab_id(nm, st->comm, &id);
                 if (k < 0)
                         return k;
                 fprintf(f, "%zu,[", id);
                 for (size_t d = 0; d < st->n_frames; d++) {
-                        k = name_id(nm, st->frames[d], &id);
+                        k = strtab_id(nm, st->frames[d], &id);
                         if (k < 0)
                                 return k;
                         fprintf(f, d > 0 ? ",%zu" : "%zu", id);
@@ -210,12 +181,12 @@ static int write_html_stacks(FILE *f, const query_result *r, names *nm) {
 
 int export_speedscope(FILE *f, const export_input *in) {
         const query_result *r = in->r;
-        _cleanup_(names_done) names nm = {};
+        _cleanup_(strtab_done) strtab nm = {};
         uint64_t total = stacks_total(r);
         size_t id;
         int k;
 
-        k = hashmap_new(&nm.idx);
+        k = strtab_init(&nm);
         if (k < 0)
                 return k;
         fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"perfsnapd\",\"name\":", f);
@@ -228,12 +199,12 @@ int export_speedscope(FILE *f, const export_input *in) {
         for (size_t i = 0; i < r->n_stacks; i++) {
                 const query_stack *st = r->stacks + i;
 
-                k = name_id(&nm, st->comm, &id);
+                k = strtab_id(&nm, st->comm, &id);
                 if (k < 0)
                         return k;
                 fprintf(f, i > 0 ? ",\n[%zu" : "\n[%zu", id);
                 for (size_t d = 0; d < st->n_frames; d++) {
-                        k = name_id(&nm, st->frames[d], &id);
+                        k = strtab_id(&nm, st->frames[d], &id);
                         if (k < 0)
                                 return k;
                         fprintf(f, ",%zu", id);
@@ -256,14 +227,14 @@ int export_speedscope(FILE *f, const export_input *in) {
 
 int export_html(FILE *f, const export_input *in) {
         const query_result *r = in->r;
-        _cleanup_(names_done) names nm = {};
+        _cleanup_(strtab_done) strtab nm = {};
         const char *marker = "@DATA@", *at = strstr(flamegraph_html, marker);
         char window[80];
         int k;
 
         if (!at)
                 return -EINVAL;
-        k = hashmap_new(&nm.idx);
+        k = strtab_init(&nm);
         if (k < 0)
                 return k;
         format_window(in, window, sizeof window);

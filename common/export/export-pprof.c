@@ -24,36 +24,18 @@
 #include "macro.h"
 #include "profile.pb-c.h"
 
-typedef struct strings {
-        hashmap *idx;
-        char **v;               /* borrowed from the answer, literals, or owned */
-        size_t n, alloc;
-        char **owned;
-        size_t n_owned, alloc_owned;
-} strings;
-
 /* The string ids of the label keys and of their fixed values. */
 typedef struct label_keys {
         int64_t comm, pid, cpu, context, kernel, user;
 } label_keys;
 
-static int string_id(strings *s, const char *str, int64_t *ret) {
-        int64_t id;
-        int r;
+/* pprof's string ids are int64_t. */
+static int string_id(strtab *s, const char *str, int64_t *ret) {
+        size_t id;
+        int r = strtab_id(s, str, &id);
 
-        if (hashmap_get(s->idx, str, strlen(str), &id) >= 0) {
-                *ret = id;
-                return 0;
-        }
-        r = array_reserve_one((void **) &s->v, &s->alloc, s->n, sizeof(char *));
-        if (r < 0)
-                return r;
-        r = hashmap_put(s->idx, str, strlen(str), (int64_t) s->n);
-        if (r < 0)
-                return r;
-        s->v[s->n] = (char *) str;
-        *ret = (int64_t) s->n++;
-        return 0;
+        *ret = (int64_t) id;
+        return r;
 }
 
 /* The output: protobuf-c appends to this, and it deflates. */
@@ -82,7 +64,7 @@ static void gz_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
 }
 
 typedef struct pprof_ctx {
-        strings str;
+        strtab str;
         hashmap *loc_idx;       /* "module index\0name" -> location id */
         Perfsnap__Pprof__Location **locs;
         Perfsnap__Pprof__Function **funcs;
@@ -94,11 +76,7 @@ typedef struct pprof_ctx {
 } pprof_ctx;
 
 static void pprof_ctx_done(pprof_ctx *c) {
-        hashmap_free(c->str.idx);
-        free(c->str.v);
-        for (size_t i = 0; i < c->str.n_owned; i++)
-                free(c->str.owned[i]);
-        free(c->str.owned);
+        strtab_done(&c->str);
         hashmap_free(c->loc_idx);
         for (size_t i = 0; i < c->n_locs; i++) {
                 if (c->locs[i])
@@ -197,24 +175,15 @@ static void add_label(Perfsnap__Pprof__Sample *s, Perfsnap__Pprof__Label *l, int
 
 /* Labels are strings: pprof drops a numeric label of 0 (pid 0, CPU 0),
  * and profile stores (Pyroscope, Parca) keep string labels only. */
-static int number_id(strings *s, int64_t v, int64_t *ret) {
+static int number_id(strtab *s, int64_t v, int64_t *ret) {
         char buf[24];
-        char *copy;
+        size_t id;
         int r;
 
         snprintf(buf, sizeof buf, "%" PRIi64, v);
-        if (hashmap_get(s->idx, buf, strlen(buf), ret) >= 0)
-                return 0;
-        copy = strdup(buf);
-        if (!copy)
-                return -ENOMEM;
-        r = array_reserve_one((void **) &s->owned, &s->alloc_owned, s->n_owned, sizeof(char *));
-        if (r < 0) {
-                free(copy);
-                return r;
-        }
-        s->owned[s->n_owned++] = copy;
-        return string_id(s, copy, ret);
+        r = strtab_id_copy(s, buf, &id);
+        *ret = (int64_t) id;
+        return r;
 }
 
 static int make_sample(pprof_ctx *c, const export_input *in, const query_stack *st, const label_keys *k,
@@ -288,7 +257,7 @@ int export_pprof(int fd, const export_input *in) {
         _cleanup_free_ char *comment = NULL;
         int r;
 
-        r = hashmap_new(&c.str.idx);
+        r = strtab_init(&c.str);
         if (r >= 0)
                 r = hashmap_new(&c.loc_idx);
         if (r < 0)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "query.h"
+#include "strtab.h"
 
 typedef struct export_input {
         const query_params *q;
