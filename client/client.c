@@ -250,6 +250,21 @@ int print_json(struct json_object *o) {
         return 0;
 }
 
+bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret) {
+        char *end;
+        long long v;
+
+        /* strtoll() would skip spaces and accept a '+'. */
+        if (!s || !(*s == '-' || (*s >= '0' && *s <= '9')))
+                return false;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno != 0 || end == s || *end || v < min || v > max)
+                return false;
+        *ret = v;
+        return true;
+}
+
 int finish_output(void) {
         if (fflush(stdout) != 0 || ferror(stdout))
                 return print_error("failed to write output: %s", strerror(errno));

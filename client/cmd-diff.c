@@ -126,7 +126,7 @@ int cmd_diff(int argc, char **argv) {
         size_t n = 0, alloc = 0, top = DEFAULT_DIFF_TOP;
         bool json = false;
         uint64_t now_ns;
-        char *end;
+        int64_t v;
         int c, r;
 
         optind = 0;
@@ -145,10 +145,10 @@ int cmd_diff(int argc, char **argv) {
                         w[0].until = optarg;
                         break;
                 case ARG_TOP:
-                        errno = 0;
-                        top = strtoul(optarg, &end, 10);
-                        if (errno != 0 || end == optarg || *end || optarg[0] == '-')
-                                return print_error("invalid --top '%s': expected a number of rows", optarg);
+                        if (!parse_int(optarg, 0, UINT32_MAX, &v))
+                                return print_error("invalid --top '%s': expected a number of rows from 0 to %" PRIu32,
+                                                   optarg, UINT32_MAX);
+                        top = (size_t) v;
                         break;
                 case ARG_FORMAT:
                         r = parse_format_option(optarg, &json);

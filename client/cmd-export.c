@@ -233,9 +233,10 @@ static int make_kcore_dir(const char *dir, const char *snapshot, int *ret_fd) {
         return 0;
 }
 
-/* Seconds in [since, until), at least 1, at most the Query's timeline. */
-static uint32_t seconds_of(uint64_t since_ns, uint64_t until_ns) {
-        return (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) QUERY_TIMELINE_MAX, (until_ns - since_ns) / UINT64_C(1000000000)));
+/* Seconds in [since, until), at least 1 and at most max: timeline slots
+ * none shorter than a second (the finest blocks the store keeps). */
+static uint32_t seconds_of(uint64_t since_ns, uint64_t until_ns, uint32_t max) {
+        return (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) max, (until_ns - since_ns) / UINT64_C(1000000000)));
 }
 
 /* perf.data, streamed: first what the whole window needs (the kernel, the
@@ -262,13 +263,13 @@ static int export_perf_part(perf_writer *w, const query_params *base, uint64_t s
         q.until_ns = until_ns;
         q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.packed = true;
         q.inlined = false;
-        q.timeline = seconds_of(since_ns, until_ns);
+        q.timeline = seconds_of(since_ns, until_ns, QUERY_TIMELINE_MAX);
         /* Threads too (parts are at most a minute: slots fit by_tid's 128). */
         q.by_tid = q.timeline <= 128;
         if (query_fetch(&q, &part) != 0)
                 return -ECANCELED;
         for (size_t i = 0; i < part->n_stacks && !others; i++)
-                others = part->stacks[i].n_frames == 1 && strcmp(part->stacks[i].frames[0], OTHER_STACKS) == 0;
+                others = query_stack_is_other(&part->stacks[i]);
         if (others && until_ns - since_ns > sec) {
                 uint64_t step = MAX(sec, (until_ns - since_ns) / 6 / sec * sec);
 
@@ -337,7 +338,7 @@ static int export_perf(const query_params *base, const char *output, int with_kc
         q.want_stacks = false;
         q.raw = true;
         q.top = 1;
-        q.timeline = seconds_of(q.since_ns, q.until_ns);
+        q.timeline = seconds_of(q.since_ns, q.until_ns, QUERY_TIMELINE_MAX);
         r = query_fetch(&q, &head);
         if (r != 0)
                 return r;
@@ -535,8 +536,7 @@ int cmd_export(int argc, char **argv) {
                 q.by_pid = q.by_cpu = true;
                 q.want_modules = true;
         } else if (format == EXPORT_HTML)
-                q.timeline = (uint32_t) MAX(UINT64_C(1), MIN((uint64_t) HTML_TIMELINE_SLOTS,
-                                                             (q.until_ns - q.since_ns) / UINT64_C(1000000000)));
+                q.timeline = seconds_of(q.since_ns, q.until_ns, HTML_TIMELINE_SLOTS);
 
         params = query_params_to_json(&q);
         if (!params)
@@ -567,7 +567,7 @@ int cmd_export(int argc, char **argv) {
                 uint64_t other = 0;
 
                 for (size_t i = 0; i < result->n_stacks; i++)
-                        if (result->stacks[i].n_frames == 1 && strcmp(result->stacks[i].frames[0], OTHER_STACKS) == 0)
+                        if (query_stack_is_other(&result->stacks[i]))
                                 other += result->stacks[i].samples;
                 if (other > 0)
                         fprintf(stderr,

@@ -31,21 +31,6 @@
 DEFINE_TRIVIAL_CLEANUP_FUNC(query_result *, query_result_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free)
 
-static bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret) {
-        char *end;
-        long long v;
-
-        /* strtoll() would skip spaces and accept a '+'. */
-        if (!s || !(*s == '-' || (*s >= '0' && *s <= '9')))
-                return false;
-        errno = 0;
-        v = strtoll(s, &end, 10);
-        if (errno != 0 || end == s || *end || v < min || v > max)
-                return false;
-        *ret = v;
-        return true;
-}
-
 /* Prints s in a column of width bytes, left-aligned; longer strings are
  * cut with "..." at the end, or at the start for paths (whose last part
  * is the informative one). */

@@ -58,6 +58,9 @@ int finish_output(void);
 int print_json(struct json_object *o);
 /* The string member key of object o, or NULL (no object, no member, not a string). */
 const char *json_string_member(struct json_object *o, const char *key);
+/* A decimal integer from min to max: digits with an optional '-', no
+ * spaces or '+'. */
+bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret);
 /* Prints s without control characters. */
 void put_sanitized(FILE *f, const char *s, size_t n);
 int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint64_t *ret);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct query_params {
         uint64_t since_ns;      /* wall clock, inclusive; 0 = from the beginning */
@@ -106,6 +107,10 @@ typedef struct query_stack {
 /* The one frame of the stack that holds, per command (and timeline slot),
  * the samples of the stacks beyond the answer's cap. */
 #define OTHER_STACKS "[other stacks]"
+
+static inline bool query_stack_is_other(const query_stack *st) {
+        return st->n_frames == 1 && strcmp(st->frames[0], OTHER_STACKS) == 0;
+}
 
 /* Whether a user frame's module is a mapped file's path, so that the
  * frame is an offset in it: not "//anon", "[vdso]", "[heap]" and the like. */

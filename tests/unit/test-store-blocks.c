@@ -862,16 +862,12 @@ TEST(verify_tells_foreign_damaged_and_ours) {
 /* A window with more distinct groups than the query's table holds is
  * grouped in parts, over several reads of its blocks, and answers exactly
  * what one read does: the same rows, totals and most frequent stacks. */
-static bool is_other(const query_stack *st) {
-        return st->n_frames == 1 && strcmp(st->frames[0], "[other stacks]") == 0;
-}
-
 /* The stacks that are "[other stacks]" (others) or not. */
 static size_t count_stacks(const query_result *r, bool others) {
         size_t n = 0;
 
         for (size_t i = 0; i < r->n_stacks; i++)
-                n += is_other(r->stacks + i) == others;
+                n += query_stack_is_other(r->stacks + i) == others;
         return n;
 }
 
@@ -985,7 +981,7 @@ TEST(query_in_parts_answers_like_one_pass) {
                                         const query_stack *b = parts->stacks + k;
                                         size_t x = 0;
 
-                                        if (is_other(b))
+                                        if (query_stack_is_other(b))
                                                 continue;
 
                                         while (x < all->n_stacks && stack_names_differ(all->stacks + x, b))
