@@ -177,23 +177,23 @@ struct perf_writer {
         uint64_t samples, omitted;
 };
 
+static void dsos_free(dso *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].name);
+                free(v[i].build_id);
+        }
+        free(v);
+}
+
 perf_writer *perf_writer_free(perf_writer *w) {
         if (!w)
                 return NULL;
         hashmap_free(w->pids);
         hashmap_free(w->maps);
         hashmap_free(w->dso_idx);
-        for (size_t i = 0; i < w->n_dsos; i++) {
-                free(w->dsos[i].name);
-                free(w->dsos[i].build_id);
-        }
-        free(w->dsos);
+        dsos_free(w->dsos, w->n_dsos);
         hashmap_free(w->kmod_idx);
-        for (size_t i = 0; i < w->n_kmods; i++) {
-                free(w->kmods[i].name);
-                free(w->kmods[i].build_id);
-        }
-        free(w->kmods);
+        dsos_free(w->kmods, w->n_kmods);
         free(w->kernel_build_id);
         free(w);
         return NULL;
