@@ -363,10 +363,16 @@ for i in (1, 2):
           f"instance {i}: rmmod's samples in the module's exit function name brd's ({ex}; brd's: {ex_brd}, wrong: {bad})")
     # Its init runs before the kernel sends "add" (rd_nr=16: sixteen disks
     # to set up, enough to be sampled): those samples must resolve too.
+    # do_one_initcall() also calls core functions: after the init function
+    # returns, add_latent_entropy() -> add_device_randomness() (seen once,
+    # 1 sample of 13, CI at 44402a6). As for the exit function: what is not
+    # core must be brd's init code, never hex or data.
     ini = callees(life, "modprobe", "do_one_initcall")
-    check(ini and all(re.match(r"^(brd_|init_module$)", f) for f in ini),
+    ini_brd = sum(c for f, c in ini.items() if re.match(r"^(brd_|init_module$)", f))
+    bad = sorted(f for f in ini if re.fullmatch(r"0x[0-9a-f]+", f) or data_section(f) or f == "cleanup_module")
+    check(ini_brd > 0 and not bad,
           f"instance {i}: modprobe's samples in the module's init function, taken before its add uevent, "
-          f"name brd's ({ini or 'none sampled'})")
+          f"name brd's ({ini or 'none sampled'}; brd's: {ini_brd}, wrong: {bad})")
 
 # Every sample since the start, from the first drain on: the modules that
 # were loaded before perfsnapd started own their core layout for all of it,
