@@ -160,32 +160,33 @@ static int send_all(int fd, const char *data, size_t size) {
         return 0;
 }
 
-/* Calls method and collects its answer: the parameters of the reply, with
- * the rows/stacks of continued replies appended. On failure prints the
- * error and returns EXIT_FAILURE. */
-int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret) {
-        _cleanup_(json_object_putp) struct json_object *answer = NULL;
-        _cleanup_(msgbuf_donep) msgbuf mb;
+int daemon_call_send(const char *method, struct json_object *params, bool more, daemon_pending *ret) {
         _cleanup_free_ char *call = NULL;
-        _cleanup_close_ int fd = -1;
-        const char *path = socket_path();
-        uint64_t received = 0;
-        int r, send_error;
+        int fd;
 
-        msgbuf_init(&mb, PERFSNAP_MAX_REPLY_BYTES);
-
-        fd = connect_daemon(path);
+        fd = connect_daemon(socket_path());
         if (fd < 0)
                 return EXIT_FAILURE;
-
         call = proto_format_call(method, params, more);
-        if (!call)
+        if (!call) {
+                close(fd);
                 return print_error("out of memory");
-
+        }
         /* If the daemon refuses us it may answer and close before reading
          * the call: a failed send is reported only if no answer follows. */
-        send_error = send_all(fd, call, strlen(call) + 1);
+        *ret = (daemon_pending) { .fd = fd, .send_error = send_all(fd, call, strlen(call) + 1) };
+        return 0;
+}
 
+int daemon_call_receive(daemon_pending *call, struct json_object **ret) {
+        _cleanup_(json_object_putp) struct json_object *answer = NULL;
+        _cleanup_(msgbuf_donep) msgbuf mb;
+        _cleanup_close_ int fd = TAKE_FD(call->fd);
+        const char *path = socket_path();
+        uint64_t received = 0;
+        int r;
+
+        msgbuf_init(&mb, PERFSNAP_MAX_REPLY_BYTES);
         for (;;) {
                 char buf[64 * 1024];
                 ssize_t n;
@@ -225,8 +226,9 @@ int daemon_call(const char *method, struct json_object *params, bool more, struc
                         return print_error("failed to read from perfsnapd at %s: %s", path, strerror(errno));
                 }
                 if (n == 0) {
-                        if (send_error < 0)
-                                return print_error("failed to send to perfsnapd at %s: %s", path, strerror(-send_error));
+                        if (call->send_error < 0)
+                                return print_error("failed to send to perfsnapd at %s: %s", path,
+                                                   strerror(-call->send_error));
                         return print_error("perfsnapd at %s closed the connection before answering", path);
                 }
                 received += (uint64_t) n;
@@ -239,6 +241,20 @@ int daemon_call(const char *method, struct json_object *params, bool more, struc
                 if (r < 0)
                         return print_error("out of memory");
         }
+}
+
+void daemon_call_abandon(daemon_pending *call) {
+        if (call->fd >= 0)
+                close(call->fd);
+        call->fd = -1;
+}
+
+int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret) {
+        daemon_pending call;
+        int r;
+
+        r = daemon_call_send(method, params, more, &call);
+        return r != 0 ? r : daemon_call_receive(&call, ret);
 }
 
 int print_json(struct json_object *o) {

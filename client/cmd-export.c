@@ -252,22 +252,30 @@ static uint32_t seconds_of(uint64_t since_ns, uint64_t until_ns, uint32_t max) {
  * seconds: the store counts a second's block in a window if the window
  * overlaps it, so a part's end must not cut one in two. -ECANCELED when
  * the error was printed. */
-static int export_perf_part(perf_writer *w, const query_params *base, uint64_t since_ns, uint64_t until_ns) {
-        const uint64_t sec = UINT64_C(1000000000);
+static query_params perf_part_params(const query_params *base, uint64_t since_ns, uint64_t until_ns) {
         query_params q = *base;
-        query_result *part = NULL;
-        bool others = false;
-        int r;
 
         q.since_ns = since_ns;
         q.until_ns = until_ns;
-        q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.packed = true;
-        q.inlined = false;
+        q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.shapes = true;
+        q.packed = q.inlined = false;
+        q.top = 1;      /* with shapes there are no rows */
         q.timeline = seconds_of(since_ns, until_ns, QUERY_TIMELINE_MAX);
         /* Threads too (parts are at most a minute: slots fit by_tid's 128). */
         q.by_tid = q.timeline <= 128;
-        if (query_fetch(&q, &part) != 0)
-                return -ECANCELED;
+        return q;
+}
+
+static int export_perf_part(perf_writer *w, const query_params *base, uint64_t since_ns, uint64_t until_ns);
+
+/* Writes the answer for [since_ns, until_ns), or asks again in parts if it
+ * has "[other stacks]"; frees part. */
+static int export_perf_answer(perf_writer *w, const query_params *base, uint64_t since_ns, uint64_t until_ns,
+                              query_result *part) {
+        const uint64_t sec = UINT64_C(1000000000);
+        bool others = false;
+        int r;
+
         for (size_t i = 0; i < part->n_stacks && !others; i++)
                 others = query_stack_is_other(&part->stacks[i]);
         if (others && until_ns - since_ns > sec) {
@@ -285,6 +293,65 @@ static int export_perf_part(perf_writer *w, const query_params *base, uint64_t s
         }
         r = perf_writer_add(w, part, since_ns, until_ns);
         query_result_free(part);
+        return r;
+}
+
+static int export_perf_part(perf_writer *w, const query_params *base, uint64_t since_ns, uint64_t until_ns) {
+        query_params q = perf_part_params(base, since_ns, until_ns);
+        query_result *part = NULL;
+
+        if (query_fetch(&q, &part) != 0)
+                return -ECANCELED;
+        return export_perf_answer(w, base, since_ns, until_ns, part);
+}
+
+/* The window a minute at a time, ending on whole minutes. The next
+ * minutes are asked for before this one's answer is read, so that the
+ * daemon works on them while this one is written: PERF_AHEAD calls in
+ * flight at most (each its own connection). */
+#define PERF_AHEAD 2
+
+typedef struct perf_call {
+        daemon_pending call;
+        uint64_t since_ns, until_ns;
+} perf_call;
+
+static int export_perf_minutes(perf_writer *w, const query_params *base) {
+        perf_call ring[PERF_AHEAD] = {};
+        size_t head = 0, n = 0;
+        uint64_t t = base->since_ns;
+        int r = 0;
+
+        for (;;) {
+                /* Fill the ring, then take its oldest. */
+                while (n < PERF_AHEAD && t < base->until_ns) {
+                        perf_call *c = &ring[(head + n) % PERF_AHEAD];
+                        query_params q;
+
+                        c->since_ns = t;
+                        c->until_ns = t = MIN((t / PERF_CHUNK_NS + 1) * PERF_CHUNK_NS, base->until_ns);
+                        q = perf_part_params(base, c->since_ns, c->until_ns);
+                        if (query_fetch_send(&q, &c->call) != 0) {
+                                r = -ECANCELED;
+                                break;
+                        }
+                        n++;
+                }
+                if (r < 0 || n == 0)
+                        break;
+
+                perf_call *c = &ring[head];
+                query_result *part = NULL;
+
+                head = (head + 1) % PERF_AHEAD;
+                n--;
+                r = query_fetch_receive(&c->call, &part) != 0 ? -ECANCELED
+                                                               : export_perf_answer(w, base, c->since_ns, c->until_ns, part);
+                if (r < 0)
+                        break;
+        }
+        for (; n > 0; n--, head = (head + 1) % PERF_AHEAD)
+                daemon_call_abandon(&ring[head].call);
         return r;
 }
 
@@ -384,13 +451,8 @@ static int export_perf(const query_params *base, const char *output, int with_kc
         r = perf_writer_new(f, period, head->kernel_text, head->kernel_build_id, modules_file, &w);
         if (r >= 0)
                 r = put_ksymbols(w, base->since_ns, base->until_ns);
-        /* A minute at a time, ending on whole minutes. */
-        for (uint64_t t = base->since_ns; r >= 0 && t < base->until_ns;) {
-                uint64_t end = MIN((t / PERF_CHUNK_NS + 1) * PERF_CHUNK_NS, base->until_ns);
-
-                r = export_perf_part(w, base, t, end);
-                t = end;
-        }
+        if (r >= 0)
+                r = export_perf_minutes(w, base);
         if (r >= 0)
                 r = perf_writer_finish(w, &samples, &omitted);
         perf_writer_free(w);

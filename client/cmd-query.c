@@ -239,14 +239,20 @@ int parse_query_option(int c, const char *arg, query_window *w, query_params *q)
         }
 }
 
-int query_fetch(const query_params *q, query_result **ret) {
-        _cleanup_(json_object_putp) struct json_object *params = query_params_to_json(q), *answer = NULL;
-        int r;
+int query_fetch_send(const query_params *q, daemon_pending *ret) {
+        _cleanup_(json_object_putp) struct json_object *params = query_params_to_json(q);
 
         if (!params)
                 return print_error("out of memory");
         /* more: the answer may come in several messages (doc/protocol.md). */
-        r = daemon_call(PERFSNAP_METHOD_QUERY, params, true, &answer);
+        return daemon_call_send(PERFSNAP_METHOD_QUERY, params, true, ret);
+}
+
+int query_fetch_receive(daemon_pending *call, query_result **ret) {
+        _cleanup_(json_object_putp) struct json_object *answer = NULL;
+        int r;
+
+        r = daemon_call_receive(call, &answer);
         if (r != 0)
                 return r;
         r = query_result_from_json(answer, ret);
@@ -255,6 +261,14 @@ int query_fetch(const query_params *q, query_result **ret) {
         if (r < 0)
                 return print_error("malformed Query reply from perfsnapd at %s", socket_path());
         return 0;
+}
+
+int query_fetch(const query_params *q, query_result **ret) {
+        daemon_pending call;
+        int r;
+
+        r = query_fetch_send(q, &call);
+        return r != 0 ? r : query_fetch_receive(&call, ret);
 }
 
 /* Sets q's window from w; 0, or the exit status after printing the error. */

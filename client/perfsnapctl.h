@@ -67,6 +67,16 @@ int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint
 /* Calls method; 0 and the reply parameters in *ret, or the exit status
  * after printing the error. */
 int daemon_call(const char *method, struct json_object *params, bool more, struct json_object **ret);
+/* The same in two steps, so that the daemon works on a call while the
+ * caller does something else: send, then receive (which closes the
+ * connection) or abandon. Both return 0 or EXIT_FAILURE (printed). */
+typedef struct daemon_pending {
+        int fd;
+        int send_error;
+} daemon_pending;
+int daemon_call_send(const char *method, struct json_object *params, bool more, daemon_pending *ret);
+int daemon_call_receive(daemon_pending *call, struct json_object **ret);
+void daemon_call_abandon(daemon_pending *call);
 
 int cmd_query(int argc, char **argv);
 int cmd_export(int argc, char **argv);
@@ -96,6 +106,9 @@ struct query_result;
 /* Calls Query with q: 0 and the parsed answer, or the exit status after
  * printing the error. */
 int query_fetch(const struct query_params *q, struct query_result **ret);
+/* query_fetch() in two steps (daemon_call_send()). */
+int query_fetch_send(const struct query_params *q, daemon_pending *ret);
+int query_fetch_receive(daemon_pending *call, struct query_result **ret);
 /* Folded stacks ("comm;outer;...;leaf COUNT" lines), as flamegraph.pl reads them. */
 void print_folded(FILE *f, const struct query_result *r);
 int cmd_status(int argc, char **argv);

@@ -21,7 +21,7 @@ void query_rows_free(query_row *rows, size_t n) {
 
 void query_stack_done(query_stack *st) {
         free(st->comm);
-        for (size_t i = 0; !st->borrowed && i < st->n_frames; i++)
+        for (size_t i = 0; !st->borrowed && st->frames && i < st->n_frames; i++)
                 free(st->frames[i]);
         free(st->frames);
         free(st->modules);
@@ -49,6 +49,13 @@ query_result *query_result_free(query_result *r) {
         for (size_t i = 0; i < r->n_names; i++)
                 free(r->names[i]);
         free(r->names);
+        for (size_t i = 0; i < r->n_shapes; i++)
+                query_stack_done(r->shapes + i);
+        free(r->shapes);
+        for (size_t i = 0; i < r->n_comms; i++)
+                free(r->comms[i]);
+        free(r->comms);
+        free(r->entries);
         free(r);
         return NULL;
 }

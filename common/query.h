@@ -60,6 +60,12 @@ typedef struct query_params {
          * kernel's _text and build-id of the window's last boot; stacks of
          * other addresses in the same functions stay apart. */
         bool raw;
+        /* With raw (perfsnapctl export --format perf.data): each distinct
+         * stack once, as a shape (query_result.shapes: addresses, modules
+         * and kernel frames, no names), and its samples per comm, process,
+         * thread, CPU and slot as entries referring to it
+         * (query_result.entries); no rows. "[other stacks]" stay stacks. */
+        bool shapes;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
@@ -103,6 +109,16 @@ typedef struct query_stack {
         /* frames[] point into query_result.names (not freed with the stack). */
         bool borrowed;
 } query_stack;
+
+/* With query_params.shapes: samples of one shape (an index in
+ * query_result.shapes) in one comm (an index in query_result.comms),
+ * process, thread, CPU and timeline slot (-1: not told apart). */
+typedef struct query_entry {
+        uint32_t shape, comm;
+        int64_t pid, tid;
+        int32_t cpu, slot;
+        uint64_t samples;
+} query_entry;
 
 /* The one frame of the stack that holds, per command (and timeline slot),
  * the samples of the stacks beyond the answer's cap. */
@@ -158,8 +174,32 @@ typedef struct query_result {
         uint64_t *timeline;
         uint32_t n_timeline;
         uint64_t timeline_start_ns, timeline_slot_ns;
+        /* Only with query_params.shapes: the distinct stacks (no frames'
+         * names: frames is NULL; n_frames, n_kernel, addrs and modules
+         * are set), the comms, and the entries that refer to them. */
+        query_stack *shapes;
+        size_t n_shapes;
+        char **comms;
+        size_t n_comms;
+        query_entry *entries;
+        size_t n_entries;
         uint32_t passes;        /* reads of the window the grouping took (store_query(); not on the wire) */
 } query_result;
+
+/* An entry as a stack: its shape's frames with the entry's comm, pid,
+ * tid, cpu, slot and samples (pointers into r: not to be freed). */
+static inline query_stack query_entry_stack(const query_result *r, const query_entry *e) {
+        query_stack st = r->shapes[e->shape];
+
+        st.comm = r->comms[e->comm];
+        st.pid = e->pid;
+        st.tid = e->tid;
+        st.cpu = e->cpu;
+        st.slot = e->slot;
+        st.samples = e->samples;
+        st.borrowed = true;
+        return st;
+}
 
 /* Frees the strings of rows[0..n) (not the array). */
 void query_rows_free(query_row *rows, size_t n);

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <json-c/json.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +76,9 @@ static char **run_query(method_job *j) {
         }
         query_result_free(res);
         /* A query's transient heap goes back to the system, not to the
-         * daemon's high-water mark. */
-        malloc_trim(0);
+         * daemon's high-water mark (once no other query waits: the parts
+         * of an export come one after another). */
+        j->trim = true;
         if (r == -E2BIG)
                 return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, "a single row does not fit in one reply"));
         if (r < 0)

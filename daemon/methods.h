@@ -37,6 +37,9 @@ typedef struct method_job {
         store *store;                   /* the thread's read-only connection; NULL if it failed: */
         int store_error;                /*   the negative errno */
         const char *db_path, *cache_dir;
+        /* Set by the handler: its transient heap goes back to the system
+         * (malloc_trim()) unless another call waits for the thread. */
+        bool trim;
 } method_job;
 
 typedef struct method {

@@ -128,6 +128,10 @@ static int worker_store(server *s, const job *j, store **ret) {
         return 0;
 }
 
+static bool on_query_queue(const method *m) {
+        return m->thread != METHOD_STATUS_THREAD;
+}
+
 /* On the worker thread. */
 static void run_job(workqueue_item *item, void *userdata) {
         server *s = userdata;
@@ -136,6 +140,8 @@ static void run_job(workqueue_item *item, void *userdata) {
         j->call.store_error = worker_store(s, j, &j->call.store);
         j->replies = j->method->run(&j->call);
         j->call.store = NULL;
+        if (j->call.trim && workqueue_idle(on_query_queue(j->method) ? s->queue : s->status_queue))
+                malloc_trim(0);
 }
 
 /* ---- clients ---------------------------------------------------------- */
@@ -213,10 +219,6 @@ static int may_start_job(server *s, const client *c, const char **why) {
                 return -EBUSY;
         }
         return 0;
-}
-
-static bool on_query_queue(const method *m) {
-        return m->thread != METHOD_STATUS_THREAD;
 }
 
 static job *job_new(server *s, client *c, const method *m, json_object *params, bool more) {

@@ -92,6 +92,15 @@ void workqueue_submit(workqueue *q, workqueue_item *item) {
         pthread_mutex_unlock(&q->lock);
 }
 
+bool workqueue_idle(workqueue *q) {
+        bool idle;
+
+        pthread_mutex_lock(&q->lock);
+        idle = !q->todo_head;
+        pthread_mutex_unlock(&q->lock);
+        return idle;
+}
+
 int workqueue_new(struct event_base *base, const char *name, workqueue_fn run, workqueue_fn done, void *userdata,
                   workqueue **ret) {
         workqueue *q;

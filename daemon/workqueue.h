@@ -7,6 +7,7 @@
  * the kcore snapshots each have one, so neither ever blocks the loop. */
 
 #include <event2/event.h>
+#include <stdbool.h>
 
 typedef struct workqueue workqueue;
 
@@ -29,6 +30,10 @@ workqueue *workqueue_free(workqueue *q, workqueue_fn drop);
 
 /* From the loop. */
 void workqueue_submit(workqueue *q, workqueue_item *item);
+
+/* Whether no item waits to run (from any thread): a worker that is
+ * about to be idle. */
+bool workqueue_idle(workqueue *q);
 
 /* Hands an item to done without running it, from any thread (the loop
  * calls done for it on its next iteration). */

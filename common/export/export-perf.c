@@ -4,10 +4,11 @@
  * file that perf report and perf script read.
  *
  * The file: the header, one cpu-clock attribute (sample_type IP, TID,
- * TIME, CPU, PERIOD, CALLCHAIN), then the records: the kernel's MMAP at
- * its _text (perf relocates kallsyms by it), a COMM per process, an
- * MMAP2 per (process, user file) with the file's build-id, then the
- * samples in time order; then the HEADER_BUILD_ID feature (the kernel and
+ * TIME, CPU, PERIOD, CALLCHAIN; sample_id_all, so that every record has a
+ * time), then the records: the kernel's MMAP at its _text (perf relocates
+ * kallsyms by it) and the modules', a COMM per thread and name, an MMAP2
+ * per (process, user file) with the file's build-id, then the samples in
+ * time order; then the HEADER_BUILD_ID feature (the kernel and
  * the user files). User frames are kept as offsets in their files, so
  * each file gets an address range of its own (USER_BASE + 4 GiB * k,
  * mapped from offset 0): a frame's address is its range's start plus its
@@ -35,6 +36,9 @@
 #define NAME_ALIGN 64
 /* x86-64's MODULES_VADDR: __START_KERNEL_map + KERNEL_IMAGE_SIZE (1 GiB). */
 #define X86_64_MODULES_VADDR UINT64_C(0xffffffffc0000000)
+/* Threads and (process, file) maps whose COMM and MMAP2 the writer
+ * remembers having written. */
+#define PERF_WRITER_TABLE_MAX (64u * 1024u)
 /* Frames of a stack (callchain_depth is at most 127) and two contexts. */
 #define MAX_CHAIN 256
 
@@ -60,7 +64,8 @@ typedef struct out {
 } out;
 
 static void put(out *o, const void *p, size_t n) {
-        fwrite(p, 1, n, o->f);
+        /* One thread writes the stream: no lock per record. */
+        fwrite_unlocked(p, 1, n, o->f);
         o->pos += n;
 }
 
@@ -76,6 +81,19 @@ static void put_header(out *o, uint32_t type, uint16_t misc, size_t size) {
         struct perf_event_header h = { .type = type, .misc = misc, .size = (uint16_t) size };
 
         put(o, &h, sizeof h);
+}
+
+/* The attribute sets sample_id_all: every record but the samples ends in
+ * this, the sample's TID, TIME and CPU fields, so that perf orders them
+ * with the samples by time (a COMM after an exec applies from then on). */
+#define SAMPLE_ID_SIZE 24
+
+static void put_sample_id(out *o, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu) {
+        uint32_t ids[2] = { pid, tid }, cpu_res[2] = { cpu, 0 };
+
+        put(o, ids, sizeof ids);
+        put(o, &time, sizeof time);
+        put(o, cpu_res, sizeof cpu_res);
 }
 
 /* A NUL-terminated string padded with NULs to a multiple of align. */
@@ -96,17 +114,21 @@ static void put_padded(out *o, const char *s, size_t size) {
         }
 }
 
+static int hex_digit(char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 /* hex -> bytes; the number of bytes, at most 20. */
 static size_t build_id_bytes(const char *hex, uint8_t bytes[20]) {
         size_t n = 0;
 
         memset(bytes, 0, 20);
-        for (; hex && hex[0] && hex[1] && n < 20; hex += 2) {
-                unsigned v;
+        for (; hex && n < 20; hex += 2) {
+                int hi = hex_digit(hex[0]), lo = hi < 0 ? -1 : hex_digit(hex[1]);
 
-                if (sscanf(hex, "%2x", &v) != 1)
+                if (lo < 0)
                         break;
-                bytes[n++] = (uint8_t) v;
+                bytes[n++] = (uint8_t) (hi << 4 | lo);
         }
         return n;
 }
@@ -157,6 +179,8 @@ static size_t read_modules(const char *path, kmod *v, size_t max) {
 typedef struct dso {
         char *name, *build_id;
         uint64_t base;
+        uint8_t bid[20];        /* build_id's bytes, n_bid of them */
+        size_t n_bid;
 } dso;
 
 struct perf_writer {
@@ -164,7 +188,10 @@ struct perf_writer {
         struct file_header h;
         uint64_t period;
         char *kernel_build_id;
-        hashmap *pids;          /* (pid, tid) -> 1: COMM written */
+        hashmap *pids;          /* (pid, tid) -> 1 + index in comms of the COMM written last */
+        hashmap *comm_idx;      /* comm -> index in comms */
+        char **comms;
+        size_t n_comms, alloc_comms;
         hashmap *maps;          /* (pid, dso) -> 1: MMAP2 written */
         hashmap *dso_idx;       /* name -> index in dsos */
         dso *dsos;
@@ -189,6 +216,10 @@ perf_writer *perf_writer_free(perf_writer *w) {
         if (!w)
                 return NULL;
         hashmap_free(w->pids);
+        hashmap_free(w->comm_idx);
+        for (size_t i = 0; i < w->n_comms; i++)
+                free(w->comms[i]);
+        free(w->comms);
         hashmap_free(w->maps);
         hashmap_free(w->dso_idx);
         dsos_free(w->dsos, w->n_dsos);
@@ -213,7 +244,7 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
         w->h = (struct file_header) { .magic = "PERFILE2", .size = sizeof(struct file_header),
                                       .attr_size = sizeof(struct file_attr) };
         if ((kernel_build_id && !(w->kernel_build_id = strdup(kernel_build_id))) || hashmap_new(&w->pids) < 0 ||
-            hashmap_new(&w->maps) < 0 || hashmap_new(&w->dso_idx) < 0 || hashmap_new(&w->kmod_idx) < 0 ||
+            hashmap_new(&w->comm_idx) < 0 || hashmap_new(&w->maps) < 0 || hashmap_new(&w->dso_idx) < 0 || hashmap_new(&w->kmod_idx) < 0 ||
             !(mods = calloc(1024, sizeof(kmod)))) {
                 perf_writer_free(w);
                 return -ENOMEM;
@@ -232,6 +263,7 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
                 .comm = 1,
                 .mmap2 = 1,
                 .ksymbol = 1,
+                .sample_id_all = 1,
                 .disabled = 1,
         };
         w->h.attrs = (struct file_section) { .offset = w->o.pos, .size = sizeof fa };
@@ -257,24 +289,28 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
                 for (size_t i = 0; i < n_mods; i++)
                         if (mods[i].start > kernel_text)
                                 end = MIN(end, mods[i].start);
-                put_header(&w->o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
+                put_header(&w->o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL,
+                           sizeof(struct perf_event_header) + 32 + len + SAMPLE_ID_SIZE);
                 put_u32(&w->o, UINT32_MAX);     /* pid -1: the kernel */
                 put_u32(&w->o, 0);
                 put_u64(&w->o, kernel_text);
                 put_u64(&w->o, end - kernel_text);
                 put_u64(&w->o, kernel_text);
                 put_padded(&w->o, name, len);
+                put_sample_id(&w->o, UINT32_MAX, 0, 0, 0);      /* time 0: before everything */
         }
         for (size_t i = 0; i < n_mods; i++) {
                 size_t len = padded(mods[i].name, 8);
 
-                put_header(&w->o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 32 + len);
+                put_header(&w->o, PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL,
+                           sizeof(struct perf_event_header) + 32 + len + SAMPLE_ID_SIZE);
                 put_u32(&w->o, UINT32_MAX);
                 put_u32(&w->o, 0);
                 put_u64(&w->o, mods[i].start);
                 put_u64(&w->o, mods[i].size);
                 put_u64(&w->o, 0);
                 put_padded(&w->o, mods[i].name, len);
+                put_sample_id(&w->o, UINT32_MAX, 0, 0, 0);
         }
         free(mods);
         *ret = w;
@@ -312,6 +348,7 @@ static int dso_of(perf_writer *w, const query_module *m, int64_t *ret) {
                 .build_id = m->build_id ? strdup(m->build_id) : NULL,
                 .base = USER_BASE + USER_SPAN * w->n_dsos,
         };
+        w->dsos[w->n_dsos].n_bid = build_id_bytes(m->build_id, w->dsos[w->n_dsos].bid);
         if (!w->dsos[w->n_dsos].name || (m->build_id && !w->dsos[w->n_dsos].build_id)) {
                 free(w->dsos[w->n_dsos].name);
                 free(w->dsos[w->n_dsos].build_id);
@@ -323,50 +360,78 @@ static int dso_of(perf_writer *w, const query_module *m, int64_t *ret) {
 }
 
 /* The COMM of st's process and the MMAP2s of its files, once each. */
-static int put_process(perf_writer *w, const query_result *r, const query_stack *st, const int64_t *dso_map) {
-        int64_t v;
+/* The writer's index of a comm. */
+static int comm_id(perf_writer *w, const char *comm, int64_t *ret) {
+        int k;
+
+        if (hashmap_get(w->comm_idx, comm, strlen(comm), ret) >= 0)
+                return 0;
+        k = array_reserve_one((void **) &w->comms, &w->alloc_comms, w->n_comms, sizeof(char *));
+        if (k < 0)
+                return k;
+        w->comms[w->n_comms] = strdup(comm);
+        if (!w->comms[w->n_comms])
+                return -ENOMEM;
+        *ret = (int64_t) w->n_comms++;
+        return hashmap_put(w->comm_idx, comm, strlen(comm), *ret);
+}
+
+/* The COMM of st's thread, when it is not the one written last for it,
+ * at comm_time (its slot's start: a thread that exec'ed has its new name
+ * from the slot of its first sample under it); the MMAP2s of its files,
+ * once each, at map_time (the part's start: before all its samples). */
+static int put_process(perf_writer *w, const query_result *r, const query_stack *st, const int64_t *dso_map,
+                       uint64_t comm_time, uint64_t map_time) {
+        int64_t v, c;
         int k;
 
         int64_t tid = st->tid > 0 ? st->tid : st->pid;
+        uint32_t cpu = st->cpu >= 0 ? (uint32_t) st->cpu : 0;
 
-        if (hashmap_get_pair(w->pids, (uint64_t) st->pid, (uint64_t) tid, &v) < 0) {
-                size_t len = padded(st->comm, 8);
+        k = comm_id(w, st->comm ?: "", &c);
+        if (k < 0)
+                return k;
+        if (hashmap_get_pair(w->pids, (uint64_t) st->pid, (uint64_t) tid, &v) < 0 || v != c + 1) {
+                size_t len = padded(st->comm ?: "", 8);
 
-                k = hashmap_put_pair(w->pids, (uint64_t) st->pid, (uint64_t) tid, 1);
+                k = hashmap_put_pair(w->pids, (uint64_t) st->pid, (uint64_t) tid, c + 1);
                 if (k < 0)
                         return k;
-                put_header(&w->o, PERF_RECORD_COMM, 0, sizeof(struct perf_event_header) + 8 + len);
+                put_header(&w->o, PERF_RECORD_COMM, 0, sizeof(struct perf_event_header) + 8 + len + SAMPLE_ID_SIZE);
                 put_u32(&w->o, (uint32_t) st->pid);
                 put_u32(&w->o, (uint32_t) tid);
-                put_padded(&w->o, st->comm, len);
+                put_padded(&w->o, st->comm ?: "", len);
+                put_sample_id(&w->o, (uint32_t) st->pid, (uint32_t) tid, comm_time, cpu);
         }
-        for (size_t j = 0; st->modules && j < st->n_frames; j++) {
+        for (size_t j = 0, last = SIZE_MAX; st->modules && j < st->n_frames; j++) {
                 int64_t d = st->modules[j] < r->n_modules ? dso_map[st->modules[j]] : -1;
                 const dso *m;
-                uint8_t bid[20];
-                size_t len, n_bid;
+                size_t len;
 
-                if (d < 0 || hashmap_get_pair(w->maps, (uint64_t) st->pid, (uint64_t) d, &v) >= 0)
+                /* Frames of one file come in runs: looked up once a run. */
+                if (d < 0 || (size_t) d == last)
+                        continue;
+                last = (size_t) d;
+                if (hashmap_get_pair(w->maps, (uint64_t) st->pid, (uint64_t) d, &v) >= 0)
                         continue;
                 k = hashmap_put_pair(w->maps, (uint64_t) st->pid, (uint64_t) d, 1);
                 if (k < 0)
                         return k;
                 m = &w->dsos[d];
-                n_bid = build_id_bytes(m->build_id, bid);
                 len = padded(m->name, 8);
                 put_header(&w->o, PERF_RECORD_MMAP2,
-                           PERF_RECORD_MISC_USER | (n_bid > 0 ? PERF_RECORD_MISC_MMAP_BUILD_ID : 0),
-                           sizeof(struct perf_event_header) + 64 + len);
+                           PERF_RECORD_MISC_USER | (m->n_bid > 0 ? PERF_RECORD_MISC_MMAP_BUILD_ID : 0),
+                           sizeof(struct perf_event_header) + 64 + len + SAMPLE_ID_SIZE);
                 put_u32(&w->o, (uint32_t) st->pid);
                 put_u32(&w->o, (uint32_t) st->pid);
                 put_u64(&w->o, m->base);
                 put_u64(&w->o, USER_SPAN);
                 put_u64(&w->o, 0);
-                if (n_bid > 0) {
-                        uint8_t sz[4] = { (uint8_t) n_bid };
+                if (m->n_bid > 0) {
+                        uint8_t sz[4] = { (uint8_t) m->n_bid };
 
                         put(&w->o, sz, sizeof sz);
-                        put(&w->o, bid, sizeof bid);
+                        put(&w->o, m->bid, sizeof m->bid);
                 } else {
                         uint8_t zero[24] = {};
 
@@ -375,6 +440,7 @@ static int put_process(perf_writer *w, const query_result *r, const query_stack 
                 put_u32(&w->o, PROT_READ | PROT_EXEC);
                 put_u32(&w->o, MAP_PRIVATE);
                 put_padded(&w->o, m->name, len);
+                put_sample_id(&w->o, (uint32_t) st->pid, (uint32_t) tid, map_time, cpu);
         }
         return 0;
 }
@@ -385,7 +451,8 @@ static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso
                        uint64_t time) {
         size_t n_user_frames = st->n_frames - st->n_kernel;
         size_t nr = st->n_frames + (st->n_kernel > 0) + (n_user_frames > 0);
-        uint64_t chain[MAX_CHAIN];
+        /* The record, written at once: header, 6 fixed fields, the chain. */
+        uint64_t rec[1 + 6 + MAX_CHAIN], *chain = rec + 7;
         size_t c = 0;
 
         if (st->n_frames == 0 || nr > MAX_CHAIN)
@@ -404,17 +471,22 @@ static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso
                         chain[c++] = d >= 0 ? w->dsos[d].base + st->addrs[j] : st->addrs[j];
                 }
         }
-        put_header(&w->o, PERF_RECORD_SAMPLE, st->n_kernel > 0 ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER,
-                   sizeof(struct perf_event_header) + 48 + 8 * c);
-        put_u64(&w->o, chain[1]);       /* the leaf */
-        put_u32(&w->o, (uint32_t) st->pid);
-        put_u32(&w->o, (uint32_t) (st->tid > 0 ? st->tid : st->pid));
-        put_u64(&w->o, time);
-        put_u32(&w->o, st->cpu >= 0 ? (uint32_t) st->cpu : 0);
-        put_u32(&w->o, 0);
-        put_u64(&w->o, w->period);
-        put_u64(&w->o, c);
-        put(&w->o, chain, c * sizeof(uint64_t));
+        struct perf_event_header h = {
+                .type = PERF_RECORD_SAMPLE,
+                .misc = st->n_kernel > 0 ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER,
+                .size = (uint16_t) (sizeof h + 48 + 8 * c),
+        };
+        uint32_t pid_tid[2] = { (uint32_t) st->pid, (uint32_t) (st->tid > 0 ? st->tid : st->pid) };
+        uint32_t cpu_res[2] = { st->cpu >= 0 ? (uint32_t) st->cpu : 0, 0 };
+
+        memcpy(&rec[0], &h, sizeof h);
+        rec[1] = chain[1];      /* the leaf */
+        memcpy(&rec[2], pid_tid, sizeof pid_tid);
+        rec[3] = time;
+        memcpy(&rec[4], cpu_res, sizeof cpu_res);
+        rec[5] = w->period;
+        rec[6] = c;
+        put(&w->o, rec, h.size);
         return true;
 }
 
@@ -423,23 +495,47 @@ int perf_writer_ksymbol(perf_writer *w, uint64_t addr, uint32_t len, bool bpf, c
 
         if (size > 4096)
                 return -EINVAL;
-        put_header(&w->o, PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_KERNEL, sizeof(struct perf_event_header) + 16 + size);
+        put_header(&w->o, PERF_RECORD_KSYMBOL, PERF_RECORD_MISC_KERNEL,
+                   sizeof(struct perf_event_header) + 16 + size + SAMPLE_ID_SIZE);
         put_u64(&w->o, addr);
         put_u32(&w->o, len);
         uint16_t type_flags[2] = { bpf ? PERF_RECORD_KSYMBOL_TYPE_BPF : PERF_RECORD_KSYMBOL_TYPE_OOL, 0 };
         put(&w->o, type_flags, sizeof type_flags);
         put_padded(&w->o, name, size);
+        put_sample_id(&w->o, UINT32_MAX, 0, 0, 0);
         return ferror(w->o.f) ? -EIO : 0;
+}
+
+/* Item i of r's samples: its stacks, then its entries (query_params.shapes)
+ * as stacks in *tmp. */
+static const query_stack *item_at(const query_result *r, size_t i, query_stack *tmp) {
+        if (i < r->n_stacks)
+                return &r->stacks[i];
+        *tmp = query_entry_stack(r, &r->entries[i - r->n_stacks]);
+        return tmp;
 }
 
 int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, uint64_t until_ns) {
         _cleanup_free_ int64_t *dso_map = calloc(MAX(r->n_modules, (size_t) 1), sizeof(int64_t));
         _cleanup_free_ timed *times = NULL;
         uint64_t slot_ns = r->timeline_slot_ns ? r->timeline_slot_ns : until_ns - since_ns, n_times = 0;
+        size_t n_items;
         int k;
 
         if (!dso_map)
                 return -ENOMEM;
+        /* Bounded memory over any window: past this many threads and
+         * maps written, they are forgotten, and written again before
+         * their next sample (perf takes the same COMM or MMAP2 twice as
+         * the same thread name and mapping). */
+        if (hashmap_size(w->pids) + hashmap_size(w->maps) + w->n_comms > PERF_WRITER_TABLE_MAX) {
+                hashmap_clear(w->pids);
+                hashmap_clear(w->maps);
+                hashmap_clear(w->comm_idx);
+                for (size_t i = 0; i < w->n_comms; i++)
+                        free(w->comms[i]);
+                w->n_comms = 0;
+        }
         for (size_t i = 0; i < r->n_modules; i++) {
                 k = dso_of(w, &r->modules[i], &dso_map[i]);
                 if (k < 0)
@@ -448,26 +544,46 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
         /* The processes and their files before their samples. A part
          * cannot hold more samples than its window has nanoseconds: a
          * reply that says so is refused, not believed. */
-        for (size_t i = 0; i < r->n_stacks; i++) {
-                if (!r->stacks[i].addrs) {
-                        w->omitted += r->stacks[i].samples;     /* "[other stacks]": no addresses */
+        if (r->n_entries > UINT32_MAX - r->n_stacks)
+                return -EBADMSG;
+        /* In slot order: a thread's first COMM in the part is at its
+         * earliest slot, before all its samples. */
+        n_items = r->n_stacks + r->n_entries;
+        times = calloc(MAX(n_items, (size_t) 1), sizeof(timed));
+        if (!times)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_items; i++) {
+                query_stack tmp;
+                const query_stack *st = item_at(r, i, &tmp);
+
+                times[i] = (timed) { since_ns + (st->slot > 0 ? (uint64_t) st->slot * slot_ns : 0), (uint32_t) i };
+        }
+        qsort(times, n_items, sizeof(timed), timed_cmp);
+        for (size_t x = 0; x < n_items; x++) {
+                query_stack tmp;
+                const query_stack *st = item_at(r, times[x].stack, &tmp);
+
+                if (!st->addrs) {
+                        w->omitted += st->samples;      /* "[other stacks]": no addresses */
                         continue;
                 }
-                if (r->stacks[i].samples > until_ns - since_ns || n_times > UINT32_MAX - r->stacks[i].samples)
+                if (st->samples > until_ns - since_ns || n_times > UINT32_MAX - st->samples)
                         return -EBADMSG;
-                k = put_process(w, r, &r->stacks[i], dso_map);
+                k = put_process(w, r, st, dso_map, times[x].time, since_ns);
                 if (k < 0)
                         return k;
-                n_times += r->stacks[i].samples;
+                n_times += st->samples;
         }
+        free(times);
         /* The samples in time order: a stack's samples of a slot spread
          * evenly over it. */
         times = calloc(MAX(n_times, (uint64_t) 1), sizeof(timed));
         if (!times)
                 return -ENOMEM;
         n_times = 0;
-        for (size_t i = 0; i < r->n_stacks; i++) {
-                const query_stack *st = &r->stacks[i];
+        for (size_t i = 0; i < r->n_stacks + r->n_entries; i++) {
+                query_stack tmp;
+                const query_stack *st = item_at(r, i, &tmp);
                 uint64_t start = since_ns + (st->slot > 0 ? (uint64_t) st->slot * slot_ns : 0);
 
                 for (uint64_t s = 0; st->addrs && s < st->samples; s++)
@@ -479,7 +595,9 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
         }
         qsort(times, n_times, sizeof(timed), timed_cmp);
         for (size_t x = 0; x < n_times; x++) {
-                if (put_sample(w, r, dso_map, &r->stacks[times[x].stack], times[x].time))
+                query_stack tmp;
+
+                if (put_sample(w, r, dso_map, item_at(r, times[x].stack, &tmp), times[x].time))
                         w->samples++;
                 else
                         w->omitted++;

@@ -37,9 +37,11 @@ int export_perf_data(FILE *f, const export_input *in, uint64_t *ret_omitted);
 
 /* The same, streamed: a writer takes the answers of consecutive parts of
  * the window one at a time (perf_writer_add(), each raw, with modules,
- * per pid and CPU, with a timeline over [since_ns, until_ns)), and keeps
- * across them only the processes and files it has written records for.
- * finish writes the build-id table and the header (f must be seekable);
+ * per pid and CPU, with a timeline over [since_ns, until_ns); stacks, or
+ * shapes and entries), and keeps across them only which threads and
+ * (process, file) pairs it has written COMM and MMAP2 records for, at
+ * most 65536 of them: past that it forgets them and writes them again
+ * before their next sample. finish writes the build-id table and the header (f must be seekable);
  * *ret_samples: samples written, *ret_omitted: left out. */
 typedef struct perf_writer perf_writer;
 int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const char *kernel_build_id,

@@ -250,7 +250,8 @@ static int ctx_frame(query_ctx *c, int64_t frame_id, size_t *ret_idx) {
         if (r < 0)
                 return r;
         int64_t inline_id = 0, inline_caller_id = 0;
-        if (v[0] == FRAME_USER && v[2] == 0) {
+        /* Shapes have no names: no function table to load. */
+        if (v[0] == FRAME_USER && v[2] == 0 && !c->q->shapes) {
                 r = ctx_user_symbol(c, v[5], u64(v[3]), &v[2], &inline_id, &inline_caller_id);
                 if (r < 0)
                         return r;
@@ -1492,8 +1493,9 @@ static int stack_push(query_stack *st, size_t *alloc, const char *name, size_t l
                         return -ENOMEM;
                 st->modules = m;
         }
-        st->frames[st->n_frames] = strndup(name, len);
-        if (!st->frames[st->n_frames])
+        /* NULL: a shape's frame (query_params.shapes), not named. */
+        st->frames[st->n_frames] = name ? strndup(name, len) : NULL;
+        if (name && !st->frames[st->n_frames])
                 return -ENOMEM;
         if (st->modules)
                 st->modules[st->n_frames] = module;
@@ -1569,7 +1571,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
 
         /* frame_ids is leaf first; the result is outermost caller first. */
         for (size_t i = 0; i < n; i++) {
-                const char *name;
+                const char *name = NULL;
                 size_t fi;
 
                 bool counts = true;
@@ -1581,13 +1583,13 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
                         continue;
                 if (r >= 0 && !in_dso)
                         r = ctx_module_matches(c, c->frames[fi].module_id, &in_dso);
-                if (r >= 0)
+                if (r >= 0 && !c->q->shapes)
                         r = ctx_folded(c, fi, &name);
                 uint32_t module = 0;
                 if (r >= 0 && c->want_modules)
                         r = ctx_module(c, c->frames + fi, &module);
                 if (r >= 0)
-                        r = stack_push(&st, &frames_alloc, name, strlen(name), module);
+                        r = stack_push(&st, &frames_alloc, name, name ? strlen(name) : 0, module);
                 /* Kernel frames are the innermost ones of a stack. */
                 if (r >= 0)
                         st.n_kernel = c->frames[fi].kind == FRAME_USER ? 0 : st.n_kernel + 1;
@@ -1665,6 +1667,84 @@ static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) 
         res->n_stacks = m;
         qsort(res->stacks, res->n_stacks, sizeof(query_stack), stack_cmp);
         return 0;
+}
+
+/* query_params.shapes: each distinct stack of the top groups once (as
+ * expanded, without names), and the groups as entries referring to it
+ * and to their comm. */
+static int group_key_cmp(const void *x, const void *y) {
+        const group *a = x, *b = y;
+
+        return a->key < b->key ? -1 : a->key > b->key;
+}
+
+static int build_entries(query_ctx *c, top_groups *top, query_result *res) {
+        _cleanup_(hashmap_freep) hashmap *shape_idx = NULL, *comm_idx = NULL;
+        size_t alloc_shapes = 0, alloc_comms = 0;
+        const query_params *q = c->q;
+        int r;
+
+        if (top->n > 0 && !(res->entries = calloc(top->n, sizeof(query_entry))))
+                return -ENOMEM;
+        if (hashmap_new(&shape_idx) < 0 || hashmap_new(&comm_idx) < 0)
+                return -ENOMEM;
+        /* In stack order: stacks made about the same time have their
+         * nodes in the same dictionary blocks, and near in them. */
+        qsort(top->v, top->n, sizeof(group), group_key_cmp);
+        for (size_t i = 0; i < top->n; i++) {
+                const group *g = top->v + i;
+                int64_t shape, comm;
+
+                /* -1: a stack without a frame in the query's dso. */
+                if (hashmap_get_u64(shape_idx, (uint64_t) group_stack(g), &shape) < 0) {
+                        query_stack st;
+
+                        r = array_reserve_one((void **) &res->shapes, &alloc_shapes, res->n_shapes, sizeof(query_stack));
+                        if (r < 0)
+                                return r;
+                        r = expand_stack(c, g, &st);
+                        if (r < 0)
+                                return r;
+                        shape = -1;
+                        if (r == 0) {
+                                /* A shape has neither names nor samples. */
+                                free(st.frames);
+                                free(st.comm);
+                                st.frames = NULL;
+                                st.comm = NULL;
+                                st.samples = 0;
+                                st.pid = st.tid = st.cpu = st.slot = -1;
+                                shape = (int64_t) res->n_shapes;
+                                res->shapes[res->n_shapes++] = st;
+                        }
+                        r = hashmap_put_u64(shape_idx, (uint64_t) group_stack(g), shape);
+                        if (r < 0)
+                                return r;
+                }
+                if (shape < 0)
+                        continue;
+                if (hashmap_get_u64(comm_idx, (uint64_t) g->comm_id, &comm) < 0) {
+                        r = array_reserve_one((void **) &res->comms, &alloc_comms, res->n_comms, sizeof(char *));
+                        if (r >= 0)
+                                r = ctx_comm(c, g->comm_id, &res->comms[res->n_comms]);
+                        if (r < 0)
+                                return r;
+                        comm = (int64_t) res->n_comms++;
+                        r = hashmap_put_u64(comm_idx, (uint64_t) g->comm_id, comm);
+                        if (r < 0)
+                                return r;
+                }
+                res->entries[res->n_entries++] = (query_entry) {
+                        .shape = (uint32_t) shape,
+                        .comm = (uint32_t) comm,
+                        .samples = g->samples,
+                        .pid = q->by_tid ? TSPLIT_PID(g->split) : q->by_pid ? SPLIT_PID(g->split) : -1,
+                        .tid = q->by_tid ? TSPLIT_TID(g->split) : -1,
+                        .cpu = q->by_tid ? TSPLIT_CPU(g->split) : q->by_cpu ? SPLIT_CPU(g->split) : -1,
+                        .slot = q->timeline == 0 ? -1 : q->by_tid ? TSPLIT_SLOT(g->split) : SPLIT_SLOT(g->split),
+                };
+        }
+        return add_other_stacks(c, top, res);
 }
 
 /* Groups the window in as many parts as its distinct groups need (see
@@ -1773,7 +1853,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 for (size_t i = 0; i < t.capacity; i++)
                         if (t.slots[i].samples != 0)
                                 t.slots[n++] = t.slots[i];
-                r = rows_add(c, rs, t.slots, n);
+                r = q->shapes ? 0 : rows_add(c, rs, t.slots, n);
                 if (r >= 0 && q->want_stacks && q->frames == QUERY_FRAMES_ALL && !q->inlined && !q->offsets && !q->raw)
                         r = merge_leaf_offsets(c, t.slots, &n);
                 if (r >= 0 && q->want_stacks)
@@ -1894,8 +1974,8 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
 
         if (!q->want_stacks)
                 return 0;
-        r = build_stacks(&c, &top, res);
-        if (r >= 0 && q->packed)
+        r = q->shapes ? build_entries(&c, &top, res) : build_stacks(&c, &top, res);
+        if (r >= 0 && q->packed && !q->shapes)
                 r = query_result_pack(res);
         if (r < 0)
                 return r;

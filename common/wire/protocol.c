@@ -594,10 +594,32 @@ void proto_buf_add_str(proto_buf *b, const char *s) {
         proto_buf_add(b, s, strlen(s));
 }
 
+/* Digits by hand: printf's machinery is most of the cost of an answer of
+ * many small numbers (perf.data exports). */
 void proto_buf_add_u64(proto_buf *b, uint64_t v) {
-        char t[24];
+        char t[24], *p = t + sizeof t;
 
-        proto_buf_add(b, t, (size_t) snprintf(t, sizeof t, "%" PRIu64, v));
+        do
+                *--p = (char) ('0' + v % 10);
+        while ((v /= 10) != 0);
+        proto_buf_add(b, p, (size_t) (t + sizeof t - p));
+}
+
+void proto_buf_add_i64(proto_buf *b, int64_t v) {
+        if (v < 0) {
+                proto_buf_add(b, "-", 1);
+                proto_buf_add_u64(b, -(uint64_t) v);
+        } else
+                proto_buf_add_u64(b, (uint64_t) v);
+}
+
+void proto_buf_add_hex(proto_buf *b, uint64_t v) {
+        char t[16], *p = t + sizeof t;
+
+        do
+                *--p = "0123456789abcdef"[v & 15];
+        while ((v >>= 4) != 0);
+        proto_buf_add(b, p, (size_t) (t + sizeof t - p));
 }
 
 void proto_buf_add_json_string(proto_buf *b, const char *s) {

@@ -99,6 +99,9 @@ typedef struct proto_buf {
 void proto_buf_add(proto_buf *b, const char *s, size_t n);
 void proto_buf_add_str(proto_buf *b, const char *s);
 void proto_buf_add_u64(proto_buf *b, uint64_t v);
+void proto_buf_add_i64(proto_buf *b, int64_t v);
+/* Lower-case hex digits, no prefix. */
+void proto_buf_add_hex(proto_buf *b, uint64_t v);
 /* s as a JSON string, escaped as json-c's plain output escapes it, with
  * each byte that is not part of valid UTF-8 written as \ufffd (so the
  * result is what proto_format_reply() would have made of s). */

@@ -51,7 +51,22 @@ static const char *unknown_field_error(const char *name) {
         return buf;
 }
 
+/* The boolean parameter key of q, or NULL. */
+static bool *bool_flag(query_params *q, const char *key) {
+        const struct { const char *key; bool *flag; } flags[] = {
+                { "by_pid", &q->by_pid }, { "by_cpu", &q->by_cpu }, { "by_tid", &q->by_tid },
+                { "modules", &q->want_modules }, { "packed", &q->packed }, { "offsets", &q->offsets },
+                { "raw", &q->raw }, { "shapes", &q->shapes },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(flags); i++)
+                if (strcmp(key, flags[i].key) == 0)
+                        return flags[i].flag;
+        return NULL;
+}
+
 int query_params_from_json(struct json_object *params, query_params *ret, const char **ret_error) {
+        static _Thread_local char bool_error[64];
         query_params q = QUERY_PARAMS_INIT;
         const char *error = NULL;
         int64_t v;
@@ -123,27 +138,13 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                         goto fail;
                                 }
                                 q.inlined = json_object_get_boolean(val);
-                        } else if (strcmp(key, "by_pid") == 0 || strcmp(key, "by_cpu") == 0 ||
-                                   strcmp(key, "modules") == 0 || strcmp(key, "packed") == 0 ||
-                                   strcmp(key, "offsets") == 0 || strcmp(key, "raw") == 0 ||
-                                   strcmp(key, "by_tid") == 0) {
-                                static const char *const errors[] = {
-                                        "by_pid: expected a boolean", "by_cpu: expected a boolean",
-                                        "modules: expected a boolean", "packed: expected a boolean",
-                                        "offsets: expected a boolean", "raw: expected a boolean",
-                                        "by_tid: expected a boolean",
-                                };
-                                bool *flags[] = { &q.by_pid, &q.by_cpu, &q.want_modules, &q.packed, &q.offsets, &q.raw,
-                                                  &q.by_tid };
-                                size_t which = strcmp(key, "by_tid") == 0 ? 6
-                                               : key[0] == 'b' ? (key[3] == 'p' ? 0 : 1) : key[0] == 'm' ? 2
-                                               : key[0] == 'p' ? 3 : key[0] == 'o' ? 4 : 5;
-
+                        } else if (bool_flag(&q, key)) {
                                 if (!json_object_is_type(val, json_type_boolean)) {
-                                        error = errors[which];
+                                        snprintf(bool_error, sizeof bool_error, "%s: expected a boolean", key);
+                                        error = bool_error;
                                         goto fail;
                                 }
-                                *flags[which] = json_object_get_boolean(val);
+                                *bool_flag(&q, key) = json_object_get_boolean(val);
                         } else if (strcmp(key, "timeline") == 0) {
                                 if (!json_int_in_range(val, 0, QUERY_TIMELINE_MAX, &v)) {
                                         error = "timeline: expected a number of slots from 0 (none) to 2000";
@@ -190,6 +191,10 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
         }
         if (q.timeline > 0 && (q.since_ns == 0 || q.until_ns == 0)) {
                 error = "timeline: needs since_ns and until_ns";
+                goto fail;
+        }
+        if (q.shapes && (!q.raw || !q.want_stacks)) {
+                error = "shapes: needs raw and stacks";
                 goto fail;
         }
         if (q.by_tid && q.timeline > 128) {
@@ -243,6 +248,7 @@ struct json_object *query_params_to_json(const query_params *q) {
             (q->offsets && add(o, "offsets", json_object_new_boolean(1)) < 0) ||
             (q->raw && add(o, "raw", json_object_new_boolean(1)) < 0) ||
             (q->by_tid && add(o, "by_tid", json_object_new_boolean(1)) < 0) ||
+            (q->shapes && add(o, "shapes", json_object_new_boolean(1)) < 0) ||
             (q->timeline > 0 && add(o, "timeline", json_object_new_int64(q->timeline)) < 0))
                 return NULL;
         if (q->frames != QUERY_FRAMES_ALL &&
@@ -276,25 +282,24 @@ static struct json_object *row_to_json(const query_row *row) {
 /* A packed stack's indices: "3 17 22" (one JSON value per stack, not one
  * per frame). */
 static void add_ids(proto_buf *b, const uint32_t *v, size_t n) {
-        proto_buf_add_str(b, "\"");
+        proto_buf_add(b, "\"", 1);
         for (size_t i = 0; i < n; i++) {
                 if (i > 0)
-                        proto_buf_add_str(b, " ");
+                        proto_buf_add(b, " ", 1);
                 proto_buf_add_u64(b, v[i]);
         }
-        proto_buf_add_str(b, "\"");
+        proto_buf_add(b, "\"", 1);
 }
 
 /* A raw stack's addresses: "ffffffff81a00010 2a1b4" (hex). */
 static void add_addrs(proto_buf *b, const uint64_t *v, size_t n) {
-        char buf[24];
-
-        proto_buf_add_str(b, "\"");
+        proto_buf_add(b, "\"", 1);
         for (size_t i = 0; i < n; i++) {
-                snprintf(buf, sizeof buf, i > 0 ? " %" PRIx64 : "%" PRIx64, v[i]);
-                proto_buf_add_str(b, buf);
+                if (i > 0)
+                        proto_buf_add(b, " ", 1);
+                proto_buf_add_hex(b, v[i]);
         }
-        proto_buf_add_str(b, "\"");
+        proto_buf_add(b, "\"", 1);
 }
 
 /* The quoted string in b as a JSON string (without the quotes); frees b. */
@@ -367,8 +372,66 @@ scalars:
         return TAKE_PTR(o);
 }
 
-/* The scalar part of an answer, with empty "rows" (and "stacks"). */
-static struct json_object *result_header_to_json(const query_result *r, bool stacks) {
+/* A shape (query_params.shapes): {"kernel_frames":..,"addrs":..,"module_ids":..}. */
+static struct json_object *shape_to_json(const query_stack *st) {
+        _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
+
+        if (!o || add(o, "kernel_frames", json_object_new_uint64(st->n_kernel)) < 0 ||
+            add(o, "addrs", addrs_to_json(st->addrs, st->n_frames)) < 0 ||
+            (st->modules && add(o, "module_ids", ids_to_json(st->modules, st->n_frames)) < 0))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* Entries go ENTRIES_PER_STRING to a string, one comma apart: one JSON
+ * value per entry made json-c most of the cost of reading an export. */
+#define ENTRIES_PER_STRING 64
+
+/* The k-th string of r's entries: "shape comm pid tid cpu slot samples"
+ * each (-1: not told apart). */
+static void add_entries(proto_buf *b, const query_result *r, size_t k) {
+        proto_buf_add(b, "\"", 1);
+        for (size_t i = k * ENTRIES_PER_STRING; i < r->n_entries && i < (k + 1) * ENTRIES_PER_STRING; i++) {
+                const query_entry *e = &r->entries[i];
+                const int64_t v[] = { e->shape, e->comm, e->pid, e->tid, e->cpu, e->slot };
+
+                if (i > k * ENTRIES_PER_STRING)
+                        proto_buf_add(b, ",", 1);
+                for (size_t j = 0; j < ELEMENTSOF(v); j++) {
+                        proto_buf_add_i64(b, v[j]);
+                        proto_buf_add(b, " ", 1);
+                }
+                proto_buf_add_u64(b, e->samples);
+        }
+        proto_buf_add(b, "\"", 1);
+}
+
+static size_t entry_strings(const query_result *r) {
+        return (r->n_entries + ENTRIES_PER_STRING - 1) / ENTRIES_PER_STRING;
+}
+
+static struct json_object *entries_to_json(const query_result *r, size_t k) {
+        proto_buf b = {};
+
+        add_entries(&b, r, k);
+        return quoted_to_json(&b);
+}
+
+/* An array of strings member. */
+static int add_strings(struct json_object *o, const char *key, char *const *v, size_t n) {
+        struct json_object *a = json_object_new_array_ext((int) MIN(n, (size_t) INT32_MAX));
+
+        if (add(o, key, a) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (append(a, json_object_new_string(v[i])) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+/* The scalar part of an answer, with empty "rows" (and "stacks",
+ * "shapes", "entries" where it has them). */
+static struct json_object *result_header_to_json(const query_result *r) {
         _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
 
         if (!o ||
@@ -413,25 +476,20 @@ static struct json_object *result_header_to_json(const query_result *r, bool sta
                 return NULL;
         if (r->kcore_snapshot && add(o, "kcore_snapshot", json_object_new_string(r->kcore_snapshot)) < 0)
                 return NULL;
-        if (r->names) {
-                struct json_object *a = json_object_new_array_ext((int) MIN(r->n_names, (size_t) INT32_MAX));
-
-                if (add(o, "names", a) < 0)
-                        return NULL;
-                for (size_t i = 0; i < r->n_names; i++)
-                        if (append(a, json_object_new_string(r->names[i])) < 0)
-                                return NULL;
-        }
-        if (add(o, "rows", json_object_new_array()) < 0)
+        if ((r->names && add_strings(o, "names", r->names, r->n_names) < 0) ||
+            (r->comms && add_strings(o, "comms", r->comms, r->n_comms) < 0))
                 return NULL;
-        if (stacks && add(o, "stacks", json_object_new_array()) < 0)
+        if (add(o, "rows", json_object_new_array()) < 0 ||
+            (r->n_stacks > 0 && add(o, "stacks", json_object_new_array()) < 0) ||
+            (r->n_shapes > 0 && add(o, "shapes", json_object_new_array()) < 0) ||
+            (r->n_entries > 0 && add(o, "entries", json_object_new_array()) < 0))
                 return NULL;
         return TAKE_PTR(o);
 }
 
 
 struct json_object *query_result_to_json(const query_result *r) {
-        _cleanup_(json_object_putp) struct json_object *o = result_header_to_json(r, r->n_stacks > 0);
+        _cleanup_(json_object_putp) struct json_object *o = result_header_to_json(r);
 
         if (!o)
                 return NULL;
@@ -440,6 +498,12 @@ struct json_object *query_result_to_json(const query_result *r) {
                         return NULL;
         for (size_t i = 0; i < r->n_stacks; i++)
                 if (append(json_object_object_get(o, "stacks"), stack_to_json(&r->stacks[i])) < 0)
+                        return NULL;
+        for (size_t i = 0; i < r->n_shapes; i++)
+                if (append(json_object_object_get(o, "shapes"), shape_to_json(&r->shapes[i])) < 0)
+                        return NULL;
+        for (size_t i = 0; i < entry_strings(r); i++)
+                if (append(json_object_object_get(o, "entries"), entries_to_json(r, i)) < 0)
                         return NULL;
         return TAKE_PTR(o);
 }
@@ -659,29 +723,119 @@ static int stack_from_json(struct json_object *o, query_stack *st, const query_r
         return 0;
 }
 
-static int names_from_json(struct json_object *obj, query_result *r) {
+/* An array of strings member (names, comms), copied. */
+static int strings_from_json(struct json_object *obj, const char *key, char ***ret, size_t *ret_n) {
         struct json_object *a;
         size_t n;
 
-        if (!json_object_object_get_ex(obj, "names", &a) || !a)
+        if (!json_object_object_get_ex(obj, key, &a) || !a)
                 return 0;
         if (!json_object_is_type(a, json_type_array))
                 return -EBADMSG;
         n = json_object_array_length(a);
-        r->names = calloc(MAX(n, (size_t) 1), sizeof(char *));
-        if (!r->names)
+        *ret = calloc(MAX(n, (size_t) 1), sizeof(char *));
+        if (!*ret)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 struct json_object *v = json_object_array_get_idx(a, i);
 
                 if (!json_object_is_type(v, json_type_string))
                         return -EBADMSG;
-                r->names[i] = strdup(json_object_get_string(v));
-                if (!r->names[i])
+                (*ret)[i] = strdup(json_object_get_string(v));
+                if (!(*ret)[i])
                         return -ENOMEM;
-                r->n_names = i + 1;
+                *ret_n = i + 1;
         }
         return 0;
+}
+
+static int shape_from_json(struct json_object *o, query_stack *st, const query_result *res) {
+        struct json_object *v;
+        uint64_t n_kernel;
+        const char *p;
+        size_t n = 0;
+        int r;
+
+        st->pid = st->tid = st->cpu = st->slot = -1;
+        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "addrs", &v) ||
+            !json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+        p = json_object_get_string(v);
+        if (*p)
+                for (n = 1; *p; p++)
+                        n += *p == ' ';
+        if ((r = get_u64(o, "kernel_frames", true, n, &n_kernel)) < 0 || (r = addrs_from_json(v, &st->addrs, n)) < 0)
+                return r;
+        st->n_frames = n;
+        st->n_kernel = (size_t) n_kernel;
+        if (json_object_object_get_ex(o, "module_ids", &v) && v) {
+                size_t m;
+
+                r = ids_from_json(v, res->n_modules, &st->modules, &m);
+                if (r < 0)
+                        return r;
+                if (m != n)
+                        return -EBADMSG;
+        }
+        return 0;
+}
+
+/* One entry at *pp, "shape comm pid tid cpu slot samples", each index in
+ * range; *pp is moved past it. */
+static int entry_parse(const char **pp, query_entry *e, const query_result *res) {
+        const char *p = *pp;
+        int64_t x[7];
+
+        for (size_t i = 0; i < ELEMENTSOF(x); i++) {
+                char *end;
+
+                if ((i > 0 && *p++ != ' ') || !(*p == '-' || (*p >= '0' && *p <= '9')))
+                        return -EBADMSG;
+                errno = 0;
+                x[i] = strtoll(p, &end, 10);
+                if (errno != 0)
+                        return -EBADMSG;
+                p = end;
+        }
+        if ((*p && *p != ',') || x[0] < 0 || (uint64_t) x[0] >= res->n_shapes || x[1] < 0 || (uint64_t) x[1] >= res->n_comms ||
+            x[2] < -1 || x[2] > UINT32_MAX || x[3] < -1 || x[3] > UINT32_MAX || x[4] < -1 || x[4] > QUERY_CPU_MAX ||
+            x[5] < -1 || x[5] >= (int64_t) res->n_timeline || x[6] < 1)
+                return -EBADMSG;
+        *e = (query_entry) {
+                .shape = (uint32_t) x[0],
+                .comm = (uint32_t) x[1],
+                .pid = x[2],
+                .tid = x[3],
+                .cpu = (int32_t) x[4],
+                .slot = (int32_t) x[5],
+                .samples = (uint64_t) x[6],
+        };
+        *pp = p;
+        return 0;
+}
+
+/* An "entries" string: 1 to ENTRIES_PER_STRING entries, one comma apart,
+ * appended to r's. */
+static int entries_from_json(struct json_object *v, query_result *r, size_t *alloc) {
+        const char *p;
+        int k;
+
+        if (!json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+        p = json_object_get_string(v);
+        for (size_t i = 0; i < ENTRIES_PER_STRING; i++) {
+                k = array_reserve_one((void **) &r->entries, alloc, r->n_entries, sizeof(query_entry));
+                if (k < 0)
+                        return k;
+                k = entry_parse(&p, &r->entries[r->n_entries], r);
+                if (k < 0)
+                        return k;
+                r->n_entries++;
+                if (!*p)
+                        return 0;
+                p++;    /* the comma */
+        }
+        return -EBADMSG;
 }
 
 static int modules_from_json(struct json_object *obj, query_result *r) {
@@ -765,7 +919,8 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                 return k;
         r->n_cpus = (uint32_t) cpus;
         if ((k = modules_from_json(obj, r)) < 0 || (k = timeline_from_json(obj, r)) < 0 ||
-            (k = names_from_json(obj, r)) < 0 ||
+            (k = strings_from_json(obj, "names", &r->names, &r->n_names)) < 0 ||
+            (k = strings_from_json(obj, "comms", &r->comms, &r->n_comms)) < 0 ||
             (k = get_u64(obj, "kernel_text", false, UINT64_MAX, &r->kernel_text)) < 0)
                 return k;
         if (json_object_object_get_ex(obj, "kcore_snapshot", &stacks) && stacks &&
@@ -808,6 +963,32 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                         /* A slot is one of the answer's timeline. */
                         if (r->stacks[i].slot >= 0 && (uint32_t) r->stacks[i].slot >= r->n_timeline)
                                 return -EBADMSG;
+                }
+        }
+
+        if (json_object_object_get_ex(obj, "shapes", &stacks) && stacks) {
+                if (!json_object_is_type(stacks, json_type_array))
+                        return -EBADMSG;
+                n = json_object_array_length(stacks);
+                if (n > 0 && !(r->shapes = calloc(n, sizeof(query_stack))))
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++) {
+                        r->n_shapes = i + 1;
+                        k = shape_from_json(json_object_array_get_idx(stacks, i), &r->shapes[i], r);
+                        if (k < 0)
+                                return k;
+                }
+        }
+        if (json_object_object_get_ex(obj, "entries", &stacks) && stacks) {
+                if (!json_object_is_type(stacks, json_type_array))
+                        return -EBADMSG;
+                size_t alloc = 0;
+
+                n = json_object_array_length(stacks);
+                for (size_t i = 0; i < n; i++) {
+                        k = entries_from_json(json_object_array_get_idx(stacks, i), r, &alloc);
+                        if (k < 0)
+                                return k;
                 }
         }
 
@@ -897,6 +1078,17 @@ static void render_stack(proto_buf *b, const query_stack *st) {
         proto_buf_add_str(b, "}");
 }
 
+/* start, the strings of v one comma apart, "]". */
+static void render_strings(proto_buf *b, const char *start, char *const *v, size_t n) {
+        proto_buf_add_str(b, start);
+        for (size_t i = 0; i < n; i++) {
+                if (i > 0)
+                        proto_buf_add_str(b, ",");
+                proto_buf_add_json_string(b, v[i]);
+        }
+        proto_buf_add_str(b, "]");
+}
+
 /* The parameters up to the first row: {"total":..,...,"rows":[; the
  * names of packed stacks only in the first message (first). */
 static void render_header(proto_buf *b, const query_result *r, bool first) {
@@ -951,47 +1143,69 @@ static void render_header(proto_buf *b, const query_result *r, bool first) {
                 proto_buf_add_str(b, ",\"kcore_snapshot\":");
                 proto_buf_add_json_string(b, r->kcore_snapshot);
         }
-        if (r->names && first) {
-                proto_buf_add_str(b, ",\"names\":[");
-                for (size_t i = 0; i < r->n_names; i++) {
-                        if (i > 0)
-                                proto_buf_add_str(b, ",");
-                        proto_buf_add_json_string(b, r->names[i]);
-                }
-                proto_buf_add_str(b, "]");
-        }
+        if (r->names && first)
+                render_strings(b, ",\"names\":[", r->names, r->n_names);
+        if (r->comms && first)
+                render_strings(b, ",\"comms\":[", r->comms, r->n_comms);
         proto_buf_add_str(b, ",\"rows\":[");
+}
+
+static void render_shape(proto_buf *b, const query_stack *st) {
+        proto_buf_add_str(b, "{\"kernel_frames\":");
+        proto_buf_add_u64(b, st->n_kernel);
+        proto_buf_add_str(b, ",\"addrs\":");
+        add_addrs(b, st->addrs, st->n_frames);
+        if (st->modules) {
+                proto_buf_add_str(b, ",\"module_ids\":");
+                add_ids(b, st->modules, st->n_frames);
+        }
+        proto_buf_add_str(b, "}");
 }
 
 #define REPLY_START "{\"parameters\":"
 #define REPLY_START_CONTINUES "{\"continues\":true,\"parameters\":"
-#define STACKS_START "],\"stacks\":["
+
+/* The arrays of items a reply has, in this order; the header opens rows. */
+enum { ITEM_ROWS, ITEM_STACKS, ITEM_SHAPES, ITEM_ENTRIES, N_ITEM_KINDS };
+static const char *const array_start[N_ITEM_KINDS] = {
+        "", "],\"stacks\":[", "],\"shapes\":[", "],\"entries\":[",
+};
 
 /* One message being filled: the parameters object in body. */
 typedef struct chunk {
         proto_buf body;
-        size_t n[2];            /* rows, stacks in it */
-        bool in_stacks;
+        size_t n[N_ITEM_KINDS]; /* items of each array in it */
+        unsigned cur;           /* the array being filled */
+        bool present[N_ITEM_KINDS];
 } chunk;
 
 static void chunk_start(chunk *c, const query_result *r, bool first) {
         c->body.len = 0;
-        c->n[0] = c->n[1] = 0;
-        c->in_stacks = false;
+        memset(c->n, 0, sizeof c->n);
+        c->cur = ITEM_ROWS;
         render_header(&c->body, r, first);
 }
 
 /* The length of c's message if it were finished now, as continued. */
-static size_t chunk_bytes(const chunk *c, bool stacks) {
-        return strlen(REPLY_START_CONTINUES) + c->body.len + (stacks && !c->in_stacks ? strlen(STACKS_START) : 0) +
-               strlen("]}}");
+static size_t chunk_bytes(const chunk *c) {
+        size_t n = strlen(REPLY_START_CONTINUES) + c->body.len + strlen("]}}");
+
+        for (unsigned k = c->cur + 1; k < N_ITEM_KINDS; k++)
+                n += c->present[k] ? strlen(array_start[k]) : 0;
+        return n;
 }
 
-static char *chunk_finish(chunk *c, bool stacks, bool continues) {
+/* Opens the arrays up to kind (every message has all the reply's). */
+static void chunk_open(chunk *c, unsigned kind) {
+        for (; c->cur < kind; c->cur++)
+                if (c->present[c->cur + 1])
+                        proto_buf_add_str(&c->body, array_start[c->cur + 1]);
+}
+
+static char *chunk_finish(chunk *c, bool continues) {
         proto_buf m = {};
 
-        if (!c->in_stacks && stacks)
-                proto_buf_add_str(&c->body, STACKS_START);
+        chunk_open(c, N_ITEM_KINDS - 1);
         proto_buf_add_str(&c->body, "]}");
         if (c->body.failed)
                 return NULL;
@@ -1008,65 +1222,82 @@ static char *chunk_finish(chunk *c, bool stacks, bool continues) {
 int query_result_format_replies(const query_result *r, size_t max_bytes, char ***ret_messages, size_t *ret_n) {
         _cleanup_(strv_freep) char **messages = NULL;
         _cleanup_free_ char *item_data = NULL, *body_data = NULL;
-        bool stacks = r->n_stacks > 0;
-        size_t n_items, n_messages = 0, base;
+        const size_t counts[N_ITEM_KINDS] = { r->n_rows, r->n_stacks, r->n_shapes, entry_strings(r) };
+        size_t n_items = 0, n_messages = 0, base;
         proto_buf item = {};
         chunk c = {};
         int r_ = 0;
 
-        if (size_add(r->n_rows, r->n_stacks, &n_items) < 0 || n_items >= SIZE_MAX / sizeof(char *) - 2)
+        for (unsigned k = 0; k < N_ITEM_KINDS; k++) {
+                c.present[k] = k == ITEM_ROWS || counts[k] > 0;
+                if (size_add(n_items, counts[k], &n_items) < 0)
+                        return -ENOMEM;
+        }
+        if (n_items >= SIZE_MAX / sizeof(char *) - 2)
                 return -ENOMEM;
         /* At most one message per item, or one for an empty answer. */
         messages = calloc(n_items + 2, sizeof(char *));
         if (!messages)
                 return -ENOMEM;
 
-        /* Every message has the header, both arrays' brackets and the
+        /* Every message has the header, all arrays' brackets and the
          * longer start. */
         chunk_start(&c, r, true);
-        base = chunk_bytes(&c, stacks);
+        base = chunk_bytes(&c);
         if (c.body.failed)
                 r_ = -ENOMEM;
         else if (base > max_bytes)
                 r_ = -E2BIG;
 
-        for (size_t i = 0; r_ == 0 && i < n_items; i++) {
-                unsigned which = i < r->n_rows ? 0 : 1;
-                size_t add_len;
+        for (unsigned which = 0; r_ == 0 && which < N_ITEM_KINDS; which++)
+                for (size_t i = 0; r_ == 0 && i < counts[which]; i++) {
+                        size_t add_len;
 
-                item.len = 0;
-                if (which == 0)
-                        render_row(&item, &r->rows[i]);
-                else
-                        render_stack(&item, &r->stacks[i - r->n_rows]);
-                if (item.failed) {
-                        r_ = -ENOMEM;
-                        break;
-                }
-                add_len = item.len + (c.n[which] > 0 ? 1 : 0);
-                if (add_len > max_bytes - chunk_bytes(&c, stacks)) {
-                        if (c.n[0] + c.n[1] == 0 || item.len > max_bytes - base) {
-                                r_ = -E2BIG;
+                        item.len = 0;
+                        switch (which) {
+                        case ITEM_ROWS:
+                                render_row(&item, &r->rows[i]);
                                 break;
+                        case ITEM_STACKS:
+                                render_stack(&item, &r->stacks[i]);
+                                break;
+                        case ITEM_SHAPES:
+                                render_shape(&item, &r->shapes[i]);
+                                break;
+                        default:
+                                add_entries(&item, r, i);
                         }
-                        messages[n_messages] = chunk_finish(&c, stacks, true);
-                        if (!messages[n_messages++]) {
+                        if (item.failed) {
                                 r_ = -ENOMEM;
                                 break;
                         }
-                        chunk_start(&c, r, false);
+                        /* Measured with the arrays up to this one opened. */
+                        chunk_open(&c, which);
+                        add_len = item.len + (c.n[which] > 0 ? 1 : 0);
+                        if (add_len > max_bytes - MIN(max_bytes, chunk_bytes(&c))) {
+                                size_t in_chunk = 0;
+
+                                for (unsigned k = 0; k < N_ITEM_KINDS; k++)
+                                        in_chunk += c.n[k];
+                                if (in_chunk == 0 || item.len > max_bytes - base) {
+                                        r_ = -E2BIG;
+                                        break;
+                                }
+                                messages[n_messages] = chunk_finish(&c, true);
+                                if (!messages[n_messages++]) {
+                                        r_ = -ENOMEM;
+                                        break;
+                                }
+                                chunk_start(&c, r, false);
+                                chunk_open(&c, which);
+                        }
+                        if (c.n[which] > 0)
+                                proto_buf_add_str(&c.body, ",");
+                        proto_buf_add(&c.body, item.data, item.len);
+                        c.n[which]++;
                 }
-                if (which == 1 && !c.in_stacks) {
-                        proto_buf_add_str(&c.body, STACKS_START);
-                        c.in_stacks = true;
-                }
-                if (c.n[which] > 0)
-                        proto_buf_add_str(&c.body, ",");
-                proto_buf_add(&c.body, item.data, item.len);
-                c.n[which]++;
-        }
         if (r_ == 0) {
-                messages[n_messages] = chunk_finish(&c, stacks, false);
+                messages[n_messages] = chunk_finish(&c, false);
                 r_ = messages[n_messages++] ? 0 : -ENOMEM;
         }
         item_data = item.data;
@@ -1109,7 +1340,11 @@ int query_result_json_merge(struct json_object *into, struct json_object *more) 
         if (!json_object_is_type(into, json_type_object) || !json_object_is_type(more, json_type_object))
                 return -EBADMSG;
         r = merge_array(into, more, "rows");
-        if (r < 0)
-                return r;
-        return merge_array(into, more, "stacks");
+        if (r >= 0)
+                r = merge_array(into, more, "stacks");
+        if (r >= 0)
+                r = merge_array(into, more, "shapes");
+        if (r >= 0)
+                r = merge_array(into, more, "entries");
+        return r;
 }

@@ -409,6 +409,19 @@ TEST(speedscope_samples_name_frames_and_weigh_cpu_time) {
 /* The perf.data of a raw answer, read back: the header, the attribute,
  * a record per sample with its chain, the COMMs and MMAP2s, the
  * build-id table. */
+/* The whole of a temporary file written up to its position; closes it. */
+static char *read_back(FILE *f, size_t *ret_size) {
+        size_t size = (size_t) ftell(f);
+        char *buf = malloc(MAX(size, (size_t) 1));
+
+        ASSERT_TRUE(buf);
+        rewind(f);
+        ASSERT_EQ(fread(buf, 1, size, f), size);
+        fclose(f);
+        *ret_size = size;
+        return buf;
+}
+
 TEST(perf_data_has_a_sample_record_per_sample) {
         query_result *r = sample_result(true);
         export_input in = { .r = r, .since_ns = 1000000000, .until_ns = 4000000000, .period_ns = 1001001, .title = "" };
@@ -446,12 +459,7 @@ TEST(perf_data_has_a_sample_record_per_sample) {
         ASSERT_TRUE(f);
         ASSERT_EQ(export_perf_data(f, &in, &omitted), 0);
         ASSERT_EQ(omitted, 0);
-        size = (size_t) ftell(f);
-        buf = malloc(size);
-        ASSERT_TRUE(buf);
-        rewind(f);
-        ASSERT_EQ(fread(buf, 1, size, f), size);
-        fclose(f);
+        buf = read_back(f, &size);
 
         uint64_t v[13];
         memcpy(v, buf, sizeof v);
@@ -507,5 +515,102 @@ TEST(perf_data_has_a_sample_record_per_sample) {
         ASSERT_TRUE(memmem(buf + v[5] + v[6], size - v[5] - v[6], "[kernel.kallsyms]", 17) != NULL);
         ASSERT_TRUE(memmem(buf + v[5] + v[6], size - v[5] - v[6], "/usr/bin/prog", 13) != NULL);
         free(buf);
+        query_result_free(r);
+}
+
+/* Parts with shapes and entries (what perfsnapctl asks for): a sample per
+ * entry's sample, with its shape's chain, and a COMM before the first
+ * sample of each thread, also after the writer forgot the threads of
+ * earlier parts (past its table bound). */
+TEST(perf_data_from_shapes_in_parts_with_bounded_tables) {
+        const uint32_t n_pids = 70000;
+        query_result *r = calloc(1, sizeof *r);
+        perf_writer *w = NULL;
+        uint64_t samples = 0, omitted = 99;
+        size_t size, n_samples = 0, n_comm = 0, n_mmap2 = 0;
+        uint8_t *commed = calloc(n_pids + 1, 1);
+        char *buf;
+        FILE *f = tmpfile();
+
+        ASSERT_TRUE(r && commed && f);
+        r->modules = calloc(2, sizeof(query_module));
+        r->shapes = calloc(1, sizeof(query_stack));
+        r->comms = calloc(1, sizeof(char *));
+        r->entries = calloc(n_pids, sizeof(query_entry));
+        ASSERT_TRUE(r->modules && r->shapes && r->comms && r->entries);
+        r->modules[0] = (query_module) { .name = strdup("/usr/bin/prog"), .build_id = strdup("0a0b") };
+        r->modules[1] = (query_module) { .name = strdup("[kernel.kallsyms]"), .kernel = true };
+        r->n_modules = 2;
+        r->comms[0] = strdup("prog");
+        r->n_comms = 1;
+        /* main -> f -> do_sys_open */
+        r->shapes[0] = (query_stack) { .n_frames = 3, .n_kernel = 1, .pid = -1, .tid = -1, .cpu = -1, .slot = -1 };
+        r->shapes[0].addrs = calloc(3, sizeof(uint64_t));
+        r->shapes[0].modules = calloc(3, sizeof(uint32_t));
+        ASSERT_TRUE(r->shapes[0].addrs && r->shapes[0].modules);
+        r->shapes[0].addrs[0] = 0x1100;
+        r->shapes[0].addrs[1] = 0x1200;
+        r->shapes[0].addrs[2] = 0xffffffff81300100ull;
+        r->shapes[0].modules[2] = 1;
+        r->n_shapes = 1;
+        for (uint32_t i = 0; i < n_pids; i++)
+                r->entries[r->n_entries++] = (query_entry) { .pid = 1 + i, .tid = 1 + i, .cpu = (int32_t) (i % 4),
+                                                             .slot = -1, .samples = 1 };
+
+        ASSERT_OK(perf_writer_new(f, 10101010, 0xffffffff81000000ull, NULL, NULL, &w));
+        ASSERT_OK(perf_writer_add(w, r, 1000000000, 2000000000));
+        /* The next part: pid 1 again, after 70000 threads and maps. */
+        r->n_entries = 1;
+        r->entries[0].cpu = 3;
+        ASSERT_OK(perf_writer_add(w, r, 2000000000, 3000000000));
+        ASSERT_OK(perf_writer_finish(w, &samples, &omitted));
+        perf_writer_free(w);
+        ASSERT_U64_EQ(samples, n_pids + 1);
+        ASSERT_U64_EQ(omitted, 0);
+
+        buf = read_back(f, &size);
+        uint64_t v[7];
+        memcpy(v, buf, sizeof v);
+        for (uint64_t off = v[5]; off < v[5] + v[6];) {
+                struct perf_event_header h;
+                uint32_t pid;
+
+                memcpy(&h, buf + off, sizeof h);
+                ASSERT_TRUE(h.size >= sizeof h && off + h.size <= v[5] + v[6]);
+                if (h.type == PERF_RECORD_SAMPLE) {
+                        uint64_t s[6], chain[5];
+
+                        memcpy(s, buf + off + sizeof h, sizeof s);
+                        pid = (uint32_t) s[1];
+                        ASSERT_TRUE(pid >= 1 && pid <= n_pids);
+                        if (commed[pid] != 1)
+                                TEST_FAIL_("sample of pid %u without its COMM before it", pid);
+                        ASSERT_EQ(s[5], 5);     /* kernel context, 1, user context, 2 */
+                        memcpy(chain, buf + off + sizeof h + sizeof s, sizeof chain);
+                        ASSERT_U64_EQ(chain[0], (uint64_t) PERF_CONTEXT_KERNEL);
+                        ASSERT_U64_EQ(chain[1], 0xffffffff81300100ull);
+                        ASSERT_U64_EQ(chain[2], (uint64_t) PERF_CONTEXT_USER);
+                        /* The file's range, at the frames' offsets. */
+                        ASSERT_U64_EQ(chain[3] - chain[4], 0x100);
+                        ASSERT_U64_EQ(s[0], chain[1]);
+                        if (n_samples == n_pids)
+                                commed[pid] = 2;        /* seen again: the second part */
+                        n_samples++;
+                } else if (h.type == PERF_RECORD_COMM) {
+                        memcpy(&pid, buf + off + sizeof h, sizeof pid);
+                        ASSERT_TRUE(pid >= 1 && pid <= n_pids);
+                        commed[pid] = 1;
+                        n_comm++;
+                } else if (h.type == PERF_RECORD_MMAP2)
+                        n_mmap2++;
+                off += h.size;
+        }
+        ASSERT_EQ(n_samples, n_pids + 1);
+        /* pid 1's COMM and MMAP2 were written again for the second part. */
+        ASSERT_EQ(commed[1], 2);
+        ASSERT_EQ(n_comm, n_pids + 1);
+        ASSERT_EQ(n_mmap2, n_pids + 1);
+        free(buf);
+        free(commed);
         query_result_free(r);
 }

@@ -78,6 +78,9 @@ TEST(params_rejected) {
                 { "{\"since_ns\":20,\"until_ns\":20}",         "until_ns: " },
                 { "{\"since_ns\":20,\"until_ns\":10}",         "until_ns: " },
                 { "{\"pid\":-2}",                              "pid: " },
+                { "{\"shapes\":1}",                            "shapes: " },
+                { "{\"shapes\":true,\"stacks\":true}",         "shapes: " },
+                { "{\"shapes\":true,\"raw\":true}",            "shapes: " },
                 { "{\"pid\":4194304}",                         "pid: " },
                 { "{\"pid\":\"1\"}",                           "pid: " },
                 { "{\"cpu\":-2}",                              "cpu: " },
@@ -133,6 +136,7 @@ TEST(params_round_trip) {
                 { .since_ns = 1763733600000000000ull, .pid = -1, .cpu = 3, .top = 25 },
                 { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_KERNEL },
                 { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_USER, .want_stacks = true, .dso = "libc.so.6" },
+                { .pid = -1, .cpu = -1, .want_stacks = true, .raw = true, .shapes = true, .by_tid = true },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -156,6 +160,9 @@ TEST(params_round_trip) {
                         ASSERT_NULL(q.comm);
                 ASSERT_EQ(q.top, cases[i].top);
                 ASSERT_EQ(q.want_stacks, cases[i].want_stacks);
+                ASSERT_EQ(q.raw, cases[i].raw);
+                ASSERT_EQ(q.shapes, cases[i].shapes);
+                ASSERT_EQ(q.by_tid, cases[i].by_tid);
                 ASSERT_EQ(q.frames, cases[i].frames);
                 if (cases[i].dso)
                         ASSERT_STREQ(q.dso, cases[i].dso);
@@ -246,6 +253,42 @@ static query_result *make_result(size_t n) {
                 r->kernel_build_id = xstrdup("4a5a9b0a");
                 r->kcore_snapshot = xstrdup("/c/[kernel.kcore]/4a/1");
         }
+        /* perf.data exports: shapes and entries referring to them (with a
+         * pid, tid, CPU or slot of -1 on some), with the stacks. */
+        if (n > 3) {
+                r->shapes = calloc(2, sizeof(query_stack));
+                r->comms = calloc(2, sizeof(char *));
+                r->entries = calloc(3 * n, sizeof(query_entry));
+                ASSERT_TRUE(r->shapes && r->comms && r->entries);
+                r->comms[0] = xstrdup("dd");
+                r->comms[1] = xstrdup("a \"b\"\\");
+                r->n_comms = 2;
+                for (size_t i = 0; i < 2; i++) {
+                        query_stack *sh = &r->shapes[i];
+
+                        *sh = (query_stack) { .n_frames = 3 * i, .n_kernel = i, .pid = -1, .tid = -1, .cpu = -1,
+                                              .slot = -1 };
+                        sh->addrs = calloc(4, sizeof(uint64_t));
+                        sh->modules = i == 1 ? calloc(4, sizeof(uint32_t)) : NULL;
+                        ASSERT_TRUE(sh->addrs);
+                        for (size_t j = 0; j < sh->n_frames; j++) {
+                                sh->addrs[j] = j == 0 ? UINT64_MAX : 0x1000 * j;
+                                sh->modules[j] = (uint32_t) (j % 2);
+                        }
+                }
+                r->n_shapes = 2;
+                /* 3 n: more than a string's 64 for n = 40. */
+                for (size_t i = 0; i < 3 * n; i++)
+                        r->entries[r->n_entries++] = (query_entry) {
+                                .shape = (uint32_t) (i % 2),
+                                .comm = (uint32_t) (i / 2 % 2),
+                                .pid = i % 3 ? (int64_t) (4194303 - i) : -1,
+                                .tid = i % 3 ? (int64_t) i : -1,
+                                .cpu = i % 4 ? (int32_t) (8191 - i) : -1,
+                                .slot = i % 5 ? (int32_t) (i % 3) : -1, /* of the timeline's 3 */
+                                .samples = i == 0 ? UINT64_MAX / 2 : i,
+                        };
+        }
         /* Packed stacks: names once, frames as indices. */
         if (n % 2 == 1 && n > 4)
                 ASSERT_OK(query_result_pack(r));
@@ -300,6 +343,32 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
         ASSERT_EQ(!a->kcore_snapshot, !b->kcore_snapshot);
         if (a->kcore_snapshot)
                 ASSERT_STREQ(a->kcore_snapshot, b->kcore_snapshot);
+        ASSERT_EQ(a->n_comms, b->n_comms);
+        for (size_t i = 0; i < a->n_comms; i++)
+                ASSERT_STREQ(a->comms[i], b->comms[i]);
+        ASSERT_EQ(a->n_shapes, b->n_shapes);
+        for (size_t i = 0; i < a->n_shapes; i++) {
+                ASSERT_EQ(a->shapes[i].n_frames, b->shapes[i].n_frames);
+                ASSERT_EQ(a->shapes[i].n_kernel, b->shapes[i].n_kernel);
+                ASSERT_EQ(!a->shapes[i].modules, !b->shapes[i].modules);
+                for (size_t j = 0; j < a->shapes[i].n_frames; j++) {
+                        ASSERT_U64_EQ(a->shapes[i].addrs[j], b->shapes[i].addrs[j]);
+                        if (a->shapes[i].modules)
+                                ASSERT_EQ(a->shapes[i].modules[j], b->shapes[i].modules[j]);
+                }
+        }
+        ASSERT_EQ(a->n_entries, b->n_entries);
+        for (size_t i = 0; i < a->n_entries; i++) {
+                const query_entry *x = &a->entries[i], *y = &b->entries[i];
+
+                ASSERT_EQ(x->shape, y->shape);
+                ASSERT_EQ(x->comm, y->comm);
+                ASSERT_EQ(x->pid, y->pid);
+                ASSERT_EQ(x->tid, y->tid);
+                ASSERT_EQ(x->cpu, y->cpu);
+                ASSERT_EQ(x->slot, y->slot);
+                ASSERT_U64_EQ(x->samples, y->samples);
+        }
         ASSERT_EQ(a->n_timeline, b->n_timeline);
         for (size_t i = 0; i < a->n_timeline; i++)
                 ASSERT_U64_EQ(a->timeline[i], b->timeline[i]);
@@ -327,7 +396,7 @@ TEST(result_round_trip) {
 }
 
 TEST(result_rejected) {
-        static const char *bad[] = {
+        const char *bad[] = {
                 "[]",
                 "{\"rows\":[]}",
                 "{\"total\":1}",
@@ -345,7 +414,49 @@ TEST(result_rejected) {
                 "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":[\"a\",2],\"samples\":1}]}",
                 "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":\"a\",\"samples\":1}]}",
                 "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":[]}]}",
+                /* shapes and entries (perf.data exports) */
+                "{\"total\":1,\"rows\":[],\"shapes\":[{\"addrs\":\"1 2\"}]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":3,\"addrs\":\"1 2\"}]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1  2\"}]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1 g\"}]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\",\"module_ids\":\"0\"}]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":{}}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"1 0 1 1 0 -1 1\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 1 1 1 0 -1 1\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 1 1 0 0 1\"]}",       /* slot 0 of no timeline */
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 1 1 0 -1 0\"]}",       /* no samples */
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 -2 1 0 -1 1\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 1 1 8192 -1 1\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 1 1 0 -1\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 1 1 0 -1 1 \"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 99999999999999999999 1 0 -1 1\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[5]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 1 1 0 -1 1,\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"0 0 1 1 0 -1 1,,0 0 1 1 0 -1 1\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "\"entries\":[\"\"]}",
+                NULL,   /* many, below */
         };
+
+        /* More entries in one string than a reply makes. */
+        char many[64 * 16 + 400] = "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,"
+                                   "\"addrs\":\"1\"}],\"entries\":[\"0 0 1 1 0 -1 1";
+        for (size_t i = 0; i < 64; i++)
+                strcat(many, ",0 0 1 1 0 -1 1");
+        strcat(many, "\"]}");
+        bad[ELEMENTSOF(bad) - 1] = many;
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 struct json_object *o = parse(bad[i]);
@@ -413,7 +524,7 @@ static bool split_and_merge(const query_result *r, size_t max_bytes) {
 }
 
 TEST(result_split_and_merge) {
-        const size_t limits[] = { 100000, 4096, 700, 100000, 4096, 1500 };
+        const size_t limits[] = { 100000, 4096, 2500, 100000, 4096, 2500 };
         query_result *r = make_result(40);
 
         for (size_t l = 0; l < ELEMENTSOF(limits); l++) {

@@ -688,6 +688,104 @@ TEST(query_stacks_for_exports) {
         query_result_free(r);
 }
 
+/* A raw stack and an entry (with its shape) of the shapes answer: the same
+ * samples of the same frames in the same thread, CPU and slot. */
+static bool stack_is_entry(const query_result *raw, const query_stack *st, const query_result *sh,
+                           const query_entry *e) {
+        query_stack v = query_entry_stack(sh, e);
+
+        if (strcmp(st->comm, v.comm) != 0 || st->pid != v.pid || st->tid != v.tid || st->cpu != v.cpu ||
+            st->slot != v.slot || st->samples != v.samples || st->n_frames != v.n_frames || st->n_kernel != v.n_kernel)
+                return false;
+        for (size_t j = 0; j < st->n_frames; j++)
+                if (st->addrs[j] != v.addrs[j] ||
+                    strcmp(raw->modules[st->modules[j]].name, sh->modules[v.modules[j]].name) != 0)
+                        return false;
+        return true;
+}
+
+/* perf.data exports: each distinct stack once (a shape), its samples per
+ * comm, thread, CPU and slot as entries; the same samples and addresses
+ * as the raw stacks, no rows, and no names. */
+TEST(query_shapes_are_the_raw_stacks) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame a[] = { K_OPEN, K_NOSYM, K_ENTRY, U_LIBC, U_NOMAP }, b[] = { K_BRD, K_ENTRY, U_LIBC },
+                    c[] = { K_MEMCPY_10, K_ENTRY };
+        query_result *raw, *sh;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (uint32_t k = 0; k < 40; k++) {
+                test_sample smp = {
+                        .time_ns = S(k / 4) + k, .cpu = k % 3, .pid = 100 + k % 5, .tid = 100 + k % 5 + (k % 2) * 1000,
+                        .comm = k % 5 == 4 ? "cc" : "sh", .period = 1,
+                        .n_frames = k % 3 == 0 ? 5 : k % 3 == 1 ? 3 : 2, .frames = k % 3 == 0 ? a : k % 3 == 1 ? b : c,
+                };
+                ASSERT_OK(test_add_sample(s, 1, &smp));
+        }
+        ASSERT_OK(store_commit(s));
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.since_ns = S(0);
+        q.until_ns = S(10);
+        q.timeline = 10;
+        q.want_stacks = q.by_pid = q.by_cpu = q.by_tid = q.want_modules = q.raw = true;
+        raw = run_query(s, &q, 0, 0);
+        q.shapes = true;
+        sh = run_query(s, &q, 0, 0);
+
+        ASSERT_U64_EQ(sh->total_samples, 40);
+        ASSERT_EQ(sh->n_rows, 0);
+        ASSERT_EQ(sh->n_stacks, 0);
+        ASSERT_EQ(sh->n_shapes, 3);     /* a, b and c */
+        ASSERT_EQ(sh->n_comms, 2);
+        ASSERT_EQ(sh->n_entries, raw->n_stacks);
+        for (size_t i = 0; i < sh->n_shapes; i++)
+                ASSERT_NULL(sh->shapes[i].frames);
+        uint64_t total = 0;
+        for (size_t i = 0; i < raw->n_stacks; i++) {
+                size_t found = 0;
+
+                for (size_t j = 0; j < sh->n_entries; j++)
+                        found += stack_is_entry(raw, &raw->stacks[i], sh, &sh->entries[j]);
+                if (found != 1)
+                        TEST_FAIL_("raw stack %zu (pid %lld tid %lld cpu %d slot %d, %zu frames): %zu entries match", i,
+                                   (long long) raw->stacks[i].pid, (long long) raw->stacks[i].tid, raw->stacks[i].cpu,
+                                   raw->stacks[i].slot, raw->stacks[i].n_frames, found);
+                total += raw->stacks[i].samples;
+        }
+        ASSERT_U64_EQ(total, 40);
+        query_result_free(sh);
+
+        /* A module's stacks only: the shapes through [brd]. */
+        q.dso = "brd";
+        sh = run_query(s, &q, 0, 0);
+        ASSERT_EQ(sh->n_shapes, 1);
+        total = 0;
+        for (size_t j = 0; j < sh->n_entries; j++)
+                total += sh->entries[j].samples;
+        ASSERT_U64_EQ(total, 13);       /* k % 3 == 1 of 0..39 */
+        query_result_free(sh);
+        q.dso = NULL;
+
+        /* Past the cap, the rest are "[other stacks]" stacks. */
+        sh = run_query(s, &q, 0, 5);
+        ASSERT_EQ(sh->n_entries, 5);
+        ASSERT_GE(sh->n_stacks, 1);
+        total = 0;
+        for (size_t j = 0; j < sh->n_entries; j++)
+                total += sh->entries[j].samples;
+        for (size_t j = 0; j < sh->n_stacks; j++) {
+                ASSERT_TRUE(query_stack_is_other(&sh->stacks[j]));
+                total += sh->stacks[j].samples;
+        }
+        ASSERT_U64_EQ(total, 40);
+        query_result_free(sh);
+        query_result_free(raw);
+}
+
 TEST(stack_cache_follows_content_not_pointers) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
