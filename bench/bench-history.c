@@ -93,8 +93,27 @@ typedef struct program {
 static const char *const program_names[] = { "server", "cc1", "sh", "make", "ld", "as", "sed", "grep", "python3" };
 static program programs[ELEMENTSOF(program_names)];
 
+/* Cgroups, as PERF_RECORD_CGROUP names them: the root (the idle task's),
+ * the long-lived server's service, and sessions and build services the
+ * short-lived processes run in. Ids far above a real hierarchy's. */
+#define CG_BASE (UINT64_C(1) << 40)
+#define N_SESSIONS 16
+#define N_BUILDS 8
+static const char *cgroup_path(size_t i, char *buf, size_t size) {
+        if (i == 0)
+                snprintf(buf, size, "/");
+        else if (i == 1)
+                snprintf(buf, size, "/system.slice/server.service");
+        else if (i < 2 + N_SESSIONS)
+                snprintf(buf, size, "/user.slice/user-1000.slice/session-%zu.scope", i - 2);
+        else
+                snprintf(buf, size, "/system.slice/system-build.slice/build@%zu.service", i - 2 - N_SESSIONS);
+        return buf;
+}
+
 typedef struct proc {
         uint32_t pid;
+        uint64_t cgroup;        /* its cgroup's id */
         const program *prog;
         uint64_t base[6];
         uint64_t end_ns;        /* 0: lives forever */
@@ -162,6 +181,7 @@ static void spawn(synth_rb *c, uint64_t now, uint32_t cpu, uint64_t life_ns) {
                 .pid = next_pid++,
                 .prog = &programs[life_ns ? 1 + rnd() % (ELEMENTSOF(programs) - 1) : 0],
                 .end_ns = life_ns ? now + life_ns : 0,
+                .cgroup = CG_BASE + (life_ns ? 2 + rnd() % (N_SESSIONS + N_BUILDS) : 1),
         };
         if (next_pid > 4000000)
                 next_pid = 1000;
@@ -377,6 +397,13 @@ int main(int argc, char **argv) {
                 cpu_ids[i] = (uint32_t) i;
         }
 
+        /* The events of a 5.7+ kernel: samples carry their cgroup. */
+        ingest_set_sample_type(in, PERFSNAP_SAMPLE_TYPE | PERF_SAMPLE_CGROUP);
+        for (size_t i = 0; i < 2 + N_SESSIONS + N_BUILDS; i++) {
+                char path[96];
+
+                must(synth_cgroup(&rbs[0], CG_BASE + i, cgroup_path(i, path, sizeof path), mono0, 0));
+        }
         c0 = cpu_seconds();
         w0 = wall_seconds();
         for (int i = 0; i < 12; i++)
@@ -410,7 +437,9 @@ int main(int argc, char **argv) {
                                 /* idle */
                                 for (unsigned j = 0; j < kpath_len[0]; j++)
                                         chain[nr++] = kpaths[0][j];
-                                must(synth_sample(&rbs[cpu], 0, 0, time, cpu, step, chain, nr, false));
+                                uint64_t root = CG_BASE;
+
+                                must(synth_sample_cg(&rbs[cpu], 0, 0, time, cpu, step, chain, nr, false, &root));
                         } else {
                                 proc *p = &procs[zipf(n_procs)];
                                 bool kernel = rnd() % 3 == 0;
@@ -431,7 +460,8 @@ int main(int argc, char **argv) {
                                         uint64_t fn = (x >> (j * 5 + 7)) % FUNCS_PER_OBJECT;
                                         chain[nr++] = p->base[o] + 0x1000 + fn * 0x400 + (j * 0x10);
                                 }
-                                must(synth_sample(&rbs[cpu], p->pid, p->pid, time, cpu, step, chain, nr, !kernel));
+                                must(synth_sample_cg(&rbs[cpu], p->pid, p->pid, time, cpu, step, chain, nr, !kernel,
+                                                     &p->cgroup));
                         }
                         emitted++;
                 }

@@ -281,6 +281,15 @@ bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret) {
         return true;
 }
 
+int parse_top_option(const char *arg, const char *what, uint32_t *ret) {
+        int64_t v;
+
+        if (!parse_int(arg, 0, UINT32_MAX, &v))
+                return print_error("invalid --top '%s': expected a number of %s from 0 to %" PRIu32, arg, what, UINT32_MAX);
+        *ret = (uint32_t) v;
+        return 0;
+}
+
 int finish_output(void) {
         if (fflush(stdout) != 0 || ferror(stdout))
                 return print_error("failed to write output: %s", strerror(errno));

@@ -88,7 +88,8 @@ static void help_diff(void) {
                "      --base-until TIME  end of the base range, exclusive\n"
                "      --since TIME       start of the new range (default: 5m)\n"
                "      --until TIME       end of the new range, exclusive (default: now)\n"
-               "      --pid, --comm, --cpu, --dso, --kernel-only, --user-only, --inline\n"
+               "      --pid, --comm, --cpu, --dso, --unit, --cgroup, --container, --kernel-only,\n"
+               "      --user-only, --inline\n"
                "                         as for query, applied to both ranges\n"
                "      --top N            at most N rows (default: %d; 0: all)\n"
                "      --format FORMAT    table (default) or json\n"
@@ -123,10 +124,10 @@ int cmd_diff(int argc, char **argv) {
         _cleanup_free_ diff_row *rows = NULL;
         query_window w[2] = { { .since = NULL }, { .since = "5m" } };
         query_params q[2] = { QUERY_PARAMS_INIT, QUERY_PARAMS_INIT };
-        size_t n = 0, alloc = 0, top = DEFAULT_DIFF_TOP;
+        size_t n = 0, alloc = 0;
+        uint32_t top = DEFAULT_DIFF_TOP;
         bool json = false;
         uint64_t now_ns;
-        int64_t v;
         int c, r;
 
         optind = 0;
@@ -145,10 +146,9 @@ int cmd_diff(int argc, char **argv) {
                         w[0].until = optarg;
                         break;
                 case ARG_TOP:
-                        if (!parse_int(optarg, 0, UINT32_MAX, &v))
-                                return print_error("invalid --top '%s': expected a number of rows from 0 to %" PRIu32,
-                                                   optarg, UINT32_MAX);
-                        top = (size_t) v;
+                        r = parse_top_option(optarg, "rows", &top);
+                        if (r != 0)
+                                return r;
                         break;
                 case ARG_FORMAT:
                         r = parse_format_option(optarg, &json);

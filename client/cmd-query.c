@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 
 #include "calltree.h"
+#include "cgroup.h"
 #include "hashmap.h"
 #include "perfsnapctl.h"
 #include "timeparse.h"
@@ -34,7 +35,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free)
 /* Prints s in a column of width bytes, left-aligned; longer strings are
  * cut with "..." at the end, or at the start for paths (whose last part
  * is the informative one). */
-static void put_column(const char *s, size_t width, bool cut_front) {
+void put_column(const char *s, size_t width, bool cut_front) {
         size_t len = strlen(s);
 
         if (len <= width) {
@@ -171,6 +172,14 @@ void print_folded(FILE *f, const query_result *r) {
         for (size_t i = 0; i < r->n_stacks; i++) {
                 const query_stack *st = &r->stacks[i];
 
+                /* Told apart by cgroup: the unit first. */
+                if (st->cgroup) {
+                        cgroup_info info;
+
+                        cgroup_info_of(st->cgroup, &info);
+                        put_folded_name(f, !st->cgroup[0] ? "[unknown]" : info.unit[0] ? info.unit : "-");
+                        fputc(';', f);
+                }
                 put_folded_name(f, st->comm);
                 for (size_t j = 0; j < st->n_frames; j++) {
                         fputc(';', f);
@@ -222,6 +231,27 @@ int parse_query_option(int c, const char *arg, query_window *w, query_params *q)
                 return 1;
         case ARG_INLINE:
                 q->inlined = true;
+                return 1;
+        case ARG_UNIT:
+                if (strlen(arg) < 1 || strlen(arg) > 256) {
+                        print_error("invalid --unit '%s': expected a unit name or glob of 1 to 256 bytes", arg);
+                        return -1;
+                }
+                q->unit = arg;
+                return 1;
+        case ARG_CGROUP:
+                if (strlen(arg) < 1 || strlen(arg) > 4096) {
+                        print_error("invalid --cgroup '%s': expected a cgroup path of 1 to 4096 bytes", arg);
+                        return -1;
+                }
+                q->cgroup = arg;
+                return 1;
+        case ARG_CONTAINER:
+                if (strlen(arg) < 1 || strlen(arg) > 64 || strspn(arg, "0123456789abcdef") != strlen(arg)) {
+                        print_error("invalid --container '%s': expected 1 to 64 lower-case hex digits of its id", arg);
+                        return -1;
+                }
+                q->container = arg;
                 return 1;
         case ARG_OFFSETS:
                 q->offsets = true;
@@ -296,13 +326,19 @@ static void help_query(void) {
                "      --cpu N          only samples taken on CPU N\n"
                "      --dso NAME       only rows of this module (path, file name, or kernel module\n"
                "                       name) and stacks through it; --module NAME is the same\n"
+               "      --unit GLOB      only samples of tasks in a systemd unit matching GLOB, or\n"
+               "                       below one (--unit 'user@1000.service', --unit system.slice);\n"
+               "                       the table gets a Unit column\n"
+               "      --cgroup PATH    only samples of tasks in cgroup PATH or below it\n"
+               "      --container ID   only samples of tasks in a container whose id starts with ID\n"
                "      --symbol NAME    only samples whose stack goes through function NAME: rows\n"
                "                       by their leaf, folded stacks through it\n"
                "      --callers NAME   the call tree of who called function NAME, up to the\n"
                "                       command, with shares of all samples (perf report -g caller)\n"
                "      --callees NAME   the call tree of what function NAME called, down to the leaf\n"
                "      --sort KEYS      rows by these keys of the leaf, in this order: comm, pid,\n"
-               "                       cpu, dso (or module), sym; e.g. --sort comm,dso\n"
+               "                       cpu, dso (or module), sym, unit, cgroup, container;\n"
+               "                       e.g. --sort comm,dso or --sort unit\n"
                "      --offsets        named frames as symbol+0x<offset in it>: a row per offset\n"
                "      --kernel-only    only kernel frames: rows by the innermost kernel frame,\n"
                "                       stacks without their user part\n"
@@ -412,9 +448,10 @@ static int rows_through(query_result *r, const char *symbol, uint32_t top) {
 }
 
 /* --sort: the keys of a row, as perf report's --sort. */
-enum { SORT_COMM, SORT_PID, SORT_CPU, SORT_DSO, SORT_SYM, SORT_KEYS };
-static const char *const sort_names[SORT_KEYS] = { "comm", "pid", "cpu", "dso", "sym" };
-static const char *const sort_headers[SORT_KEYS] = { "Command", "Pid", "CPU", "Module", "Symbol" };
+enum { SORT_COMM, SORT_PID, SORT_CPU, SORT_DSO, SORT_SYM, SORT_UNIT, SORT_CGROUP, SORT_CONTAINER, SORT_KEYS };
+static const char *const sort_names[SORT_KEYS] = { "comm", "pid", "cpu", "dso", "sym", "unit", "cgroup", "container" };
+static const char *const sort_headers[SORT_KEYS] = { "Command", "Pid", "CPU", "Module", "Symbol", "Unit", "Cgroup",
+                                                     "Container" };
 
 /* "comm,dso" -> keys in order; "module" is "dso". -1 after printing the error. */
 static int parse_sort(const char *arg, int *keys, size_t *n) {
@@ -432,7 +469,8 @@ static int parse_sort(const char *arg, int *keys, size_t *n) {
                             (i == SORT_SYM && strcmp(t, "symbol") == 0))
                                 k = i;
                 if (k < 0)
-                        return print_error("invalid --sort key '%s': expected comm, pid, cpu, dso (module) or sym", t), -1;
+                        return print_error("invalid --sort key '%s': expected comm, pid, cpu, dso (module), sym, "
+                                           "unit, cgroup or container", t), -1;
                 for (size_t j = 0; j < *n; j++)
                         if (keys[j] == k)
                                 return print_error("--sort: key '%s' given twice", t), -1;
@@ -444,11 +482,49 @@ static int parse_sort(const char *arg, int *keys, size_t *n) {
 }
 
 typedef struct sort_row {
-        const char *v[SORT_KEYS];       /* the key values (strings) */
+        /* The key values (strings) kept elsewhere; those of pid, cpu,
+         * unit and container are in the row (sort_value()). */
+        const char *v[SORT_KEYS];
         char num[2][16];                /* pid, cpu as text */
+        char unit[CGROUP_UNIT_MAX], container[16];      /* from the cgroup's path */
         bool kernel;
         uint64_t samples;
 } sort_row;
+
+/* The unit and container of a row from its cgroup's path: "[unknown]"
+ * for samples whose cgroup was not known, "-" for a path without one. */
+static void sort_row_cgroup(sort_row *row, const char *path) {
+        cgroup_info info;
+
+        if (!path || !path[0]) {
+                snprintf(row->unit, sizeof row->unit, "[unknown]");
+                snprintf(row->container, sizeof row->container, "[unknown]");
+                row->v[SORT_CGROUP] = "[unknown]";
+        } else {
+                cgroup_info_of(path, &info);
+                snprintf(row->unit, sizeof row->unit, "%s", info.unit[0] ? info.unit : "-");
+                /* 12 digits, as docker ps shows them. */
+                snprintf(row->container, sizeof row->container, "%.12s", info.container[0] ? info.container : "-");
+                row->v[SORT_CGROUP] = path;
+        }
+}
+
+/* A row's value of key: in the row itself for those it formats (the rows
+ * move when their array grows), else where v points. */
+static const char *sort_value(const sort_row *row, int key) {
+        switch (key) {
+        case SORT_PID:
+                return row->num[0];
+        case SORT_CPU:
+                return row->num[1];
+        case SORT_UNIT:
+                return row->unit;
+        case SORT_CONTAINER:
+                return row->container;
+        default:
+                return row->v[key];
+        }
+}
 
 static const int *sort_cmp_keys;
 static size_t sort_cmp_n;
@@ -459,7 +535,7 @@ static int sort_row_cmp(const void *x, const void *y) {
         if (a->samples != b->samples)
                 return a->samples > b->samples ? -1 : 1;
         for (size_t i = 0; i < sort_cmp_n; i++) {
-                int d = strcmp(a->v[sort_cmp_keys[i]], b->v[sort_cmp_keys[i]]);
+                int d = strcmp(sort_value(a, sort_cmp_keys[i]), sort_value(b, sort_cmp_keys[i]));
                 if (d != 0)
                         return d;
         }
@@ -485,15 +561,14 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
 
                 snprintf(row.num[0], sizeof row.num[0], "%" PRIi64, st->pid);
                 snprintf(row.num[1], sizeof row.num[1], "%" PRIi32, st->cpu);
+                sort_row_cgroup(&row, st->cgroup);
                 row.v[SORT_COMM] = st->comm;
-                row.v[SORT_PID] = row.num[0];
-                row.v[SORT_CPU] = row.num[1];
                 row.v[SORT_SYM] = st->n_frames > 0 ? st->frames[st->n_frames - 1] : "[unknown]";
                 row.v[SORT_DSO] = st->n_frames > 0 && st->modules ? r->modules[st->modules[st->n_frames - 1]].name
                                                                   : "[unknown]";
                 /* The keys' values, each with its NUL, whole. */
                 for (size_t j = 0; j < n_keys; j++)
-                        len += strlen(row.v[keys[j]]) + 1;
+                        len += strlen(sort_value(&row, keys[j])) + 1;
                 key = malloc(MAX(len, (size_t) 1));
                 if (!key) {
                         k = -ENOMEM;
@@ -501,9 +576,9 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
                 }
                 len = 0;
                 for (size_t j = 0; j < n_keys; j++) {
-                        size_t l = strlen(row.v[keys[j]]) + 1;
+                        size_t l = strlen(sort_value(&row, keys[j])) + 1;
 
-                        memcpy(key + len, row.v[keys[j]], l);
+                        memcpy(key + len, sort_value(&row, keys[j]), l);
                         len += l;
                 }
                 if (hashmap_get(idx, key, len, &at) >= 0) {
@@ -516,9 +591,6 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
                 if (k < 0)
                         break;
                 rows[n] = row;
-                /* The numbers' pointers must follow the row into the array. */
-                rows[n].v[SORT_PID] = rows[n].num[0];
-                rows[n].v[SORT_CPU] = rows[n].num[1];
                 n++;
         }
         if (k < 0)
@@ -539,7 +611,7 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
         for (size_t j = 0; j < n_keys; j++) {
                 width[keys[j]] = strlen(sort_headers[keys[j]]);
                 for (size_t i = 0; i < n; i++)
-                        width[keys[j]] = MAX(width[keys[j]], strlen(rows[i].v[keys[j]]));
+                        width[keys[j]] = MAX(width[keys[j]], strlen(sort_value(&rows[i], keys[j])));
                 width[keys[j]] = MIN(width[keys[j]], (size_t) MODULE_COLUMN_MAX);
         }
         printf("# Overhead    Samples");
@@ -559,9 +631,9 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
                         if (keys[j] == SORT_SYM)
                                 fputs(rows[i].kernel ? "[k] " : "[.] ", stdout);
                         if (j + 1 < n_keys)
-                                put_column(rows[i].v[keys[j]], width[keys[j]], keys[j] == SORT_DSO);
+                                put_column(sort_value(&rows[i], keys[j]), width[keys[j]], keys[j] == SORT_DSO);
                         else
-                                put_sanitized(stdout, rows[i].v[keys[j]], SIZE_MAX);
+                                put_sanitized(stdout, sort_value(&rows[i], keys[j]), SIZE_MAX);
                 }
                 fputc('\n', stdout);
         }
@@ -591,7 +663,6 @@ int cmd_query(int argc, char **argv) {
         size_t n_sort = 0;
         bool top_set = false, callers = false;
         uint64_t now_ns;
-        int64_t v;
         int c, r;
 
         optind = 0;
@@ -604,9 +675,9 @@ int cmd_query(int argc, char **argv) {
                         continue;
                 switch (c) {
                 case ARG_TOP:
-                        if (!parse_int(optarg, 0, UINT32_MAX, &v))
-                                return print_error("invalid --top '%s': expected a number of rows from 0 to %" PRIu32, optarg, UINT32_MAX);
-                        q.top = (uint32_t) v;
+                        r = parse_top_option(optarg, "rows", &q.top);
+                        if (r != 0)
+                                return r;
                         top_set = true;
                         break;
                 case ARG_FORMAT:
@@ -655,6 +726,13 @@ int cmd_query(int argc, char **argv) {
                 return print_error("--callers and --callees print a call tree: use the table format");
         if (!top_set && strcmp(format, "table") == 0)
                 q.top = DEFAULT_TABLE_TOP;
+        /* A table of a unit, cgroup or container filter says which unit. */
+        if ((q.unit || q.cgroup || q.container) && n_sort == 0 && strcmp(format, "table") == 0 && !tree_symbol) {
+                const int keys[] = { SORT_UNIT, SORT_COMM, SORT_DSO, SORT_SYM };
+
+                memcpy(sort_keys, keys, sizeof keys);
+                n_sort = ELEMENTSOF(keys);
+        }
         q.want_stacks = strcmp(format, "folded") == 0 || tree_symbol || symbol || n_sort > 0;
         /* The tables of --symbol and --sort are made here from the
          * stacks' leaves. */
@@ -663,7 +741,12 @@ int cmd_query(int argc, char **argv) {
         for (size_t i = 0; i < n_sort; i++) {
                 q.by_pid |= sort_keys[i] == SORT_PID;
                 q.by_cpu |= sort_keys[i] == SORT_CPU;
+                q.by_cgroup |= sort_keys[i] >= SORT_UNIT;
         }
+        /* Folded stacks of a unit, cgroup or container filter start with
+         * the sample's unit; json rows and stacks carry their cgroup. */
+        if ((q.unit || q.cgroup || q.container) && strcmp(format, "table") != 0)
+                q.by_cgroup = true;
         uint32_t top = q.top;
         if (symbol || n_sort > 0)
                 q.top = 1;      /* the daemon's rows are not used */

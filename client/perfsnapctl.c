@@ -23,6 +23,7 @@ static void help_main(void) {
                "  query    show the most sampled symbols in a time range\n"
                "  export   write a time range as pprof, an SVG or HTML flame graph, or folded stacks\n"
                "  diff     compare two time ranges: which functions' shares changed most\n"
+               "  units    show the CPU time of each systemd unit (or cgroup) in a time range\n"
                "  status   show the daemon's state\n"
                "  modules  show kernel modules loaded and unloaded, with their section maps\n"
                "  ksyms    show BPF programs and other dynamic kernel code registered and gone\n"
@@ -81,6 +82,8 @@ int main(int argc, char **argv) {
                 return cmd_export(argc, argv);
         if (strcmp(argv[0], "diff") == 0)
                 return cmd_diff(argc, argv);
+        if (strcmp(argv[0], "units") == 0)
+                return cmd_units(argc, argv);
         if (strcmp(argv[0], "status") == 0)
                 return cmd_status(argc, argv);
         if (strcmp(argv[0], "modules") == 0)

@@ -49,6 +49,9 @@ enum {
         ARG_SORT,
         ARG_WITH_KCORE,
         ARG_NO_KCORE,
+        ARG_UNIT,
+        ARG_CGROUP,
+        ARG_CONTAINER,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
@@ -61,8 +64,14 @@ const char *json_string_member(struct json_object *o, const char *key);
 /* A decimal integer from min to max: digits with an optional '-', no
  * spaces or '+'. */
 bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret);
+/* --top N: 0 to UINT32_MAX (what: "rows", "units"); 0, or the exit status
+ * after printing the error. */
+int parse_top_option(const char *arg, const char *what, uint32_t *ret);
 /* Prints s without control characters. */
 void put_sanitized(FILE *f, const char *s, size_t n);
+/* s sanitized in a column of width, cut with "..." at its end (or at its
+ * front: cut_front, for paths) when longer. */
+void put_column(const char *s, size_t width, bool cut_front);
 int parse_time_option(const char *name, const char *value, uint64_t now_ns, uint64_t *ret);
 /* Calls method; 0 and the reply parameters in *ret, or the exit status
  * after printing the error. */
@@ -81,6 +90,7 @@ void daemon_call_abandon(daemon_pending *call);
 int cmd_query(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_units(int argc, char **argv);
 
 /* The time window of query and export, as given. */
 typedef struct query_window {
@@ -99,6 +109,9 @@ struct query_params;
         { "dso",    required_argument, NULL, ARG_DSO },                         \
         { "module", required_argument, NULL, ARG_DSO },                         \
         { "offsets", no_argument,      NULL, ARG_OFFSETS },                     \
+        { "unit",   required_argument, NULL, ARG_UNIT },                        \
+        { "cgroup", required_argument, NULL, ARG_CGROUP },                      \
+        { "container", required_argument, NULL, ARG_CONTAINER },                \
         { "inline", no_argument,       NULL, ARG_INLINE }
 int parse_query_option(int c, const char *arg, query_window *w, struct query_params *q);
 int query_window_apply(const query_window *w, uint64_t now_ns, struct query_params *q);

@@ -16,11 +16,13 @@ void query_rows_free(query_row *rows, size_t n) {
                 free(rows[i].module);
                 free(rows[i].symbol);
                 free(rows[i].inlined);
+                free(rows[i].cgroup);
         }
 }
 
 void query_stack_done(query_stack *st) {
         free(st->comm);
+        free(st->cgroup);
         for (size_t i = 0; !st->borrowed && st->frames && i < st->n_frames; i++)
                 free(st->frames[i]);
         free(st->frames);

@@ -66,6 +66,14 @@ typedef struct query_params {
          * thread, CPU and slot as entries referring to it
          * (query_result.entries); no rows. "[other stacks]" stay stacks. */
         bool shapes;
+        /* Attribution (cgroup.h). Filters, NULL = any: a unit (fnmatch
+         * glob) the sample's cgroup is in or below, a cgroup path prefix
+         * (whole components), a container id prefix (hex). Samples of no
+         * known cgroup pass none of them. */
+        const char *unit, *cgroup, *container;
+        /* Rows, and stacks, told apart by cgroup, each with its path
+         * (query_row.cgroup, query_stack.cgroup). */
+        bool by_cgroup;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
@@ -83,6 +91,7 @@ typedef struct query_row {
         char *inlined;          /* NULL, or (query_params.inlined) the functions inlined there: "outer;inner" */
         bool kernel;            /* leaf frame is a kernel frame */
         uint64_t samples;
+        char *cgroup;           /* with query_params.by_cgroup: the cgroup v2 path ("" if not known), else NULL */
 } query_row;
 
 /* A whole stack, for folded output: frames outermost caller first, leaf last. */
@@ -102,6 +111,9 @@ typedef struct query_stack {
         uint32_t *modules;
         /* With packed: per frame, an index in query_result.names. */
         uint32_t *name_ids;
+        /* With query_params.by_cgroup: the cgroup v2 path ("" if not
+         * known). */
+        char *cgroup;
         /* With raw: per frame, a kernel frame's address as sampled, a user
          * frame's offset in its file (its module), or the address of one
          * in no file. */

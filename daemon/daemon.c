@@ -445,6 +445,9 @@ static void status_fill(json_object *p, void *userdata) {
                 .user_frames_unknown = sy->user_frames_unknown,
                 .deferred_records = st->deferred,
                 .ksymbol_records = d->events && perf_events_has_ksymbol(d->events),
+                .cgroup_source = ingest_cgroup_source(d->ingest),
+                .cgroups_known = ingest_cgroups_known(d->ingest),
+                .cgroups_unknown = st->cgroups_unknown,
                 .commits = st->commits,
                 .pending_samples = store_pending_samples(d->store),
                 .bad_sample_blocks = store_bad_blocks(d->store),
@@ -657,6 +660,10 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 return log_error_errno(r, "Failed to open perf events: %m");
         d->n_cpus = perf_events_count(d->events);
+        ingest_set_sample_type(d->ingest, perf_events_sample_type(d->events));
+        if (!(perf_events_sample_type(d->events) & PERF_SAMPLE_CGROUP))
+                log_warning("This kernel has no PERF_SAMPLE_CGROUP (Linux < 5.7): samples are attributed to the "
+                            "cgroup their process was in at its first sample (/proc/PID/cgroup).");
         d->bufs = calloc(d->n_cpus, sizeof *d->bufs);
         d->cpus = calloc(d->n_cpus, sizeof *d->cpus);
         d->cpu_evs = calloc(d->n_cpus, sizeof *d->cpu_evs);

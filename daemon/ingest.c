@@ -6,6 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "hashmap.h"
+#include "idcache.h"
+#include "perf/cgroups.h"
 #include "perf/jitmaps.h"
 #include "fileio.h"
 #include "ingest.h"
@@ -22,6 +25,10 @@
  * replays them all: tries are spaced 1, 2, 4 .. this far apart, the batch
  * left open in between. */
 #define INGEST_HELD_RETRY_MAX_NS (16 * NSEC_PER_SEC)
+/* Cgroups whose string ids are cached, and processes whose cgroup was
+ * read from /proc (kernels without PERF_SAMPLE_CGROUP). */
+#define INGEST_CGROUP_IDS_MAX 16384
+#define INGEST_PID_CGROUPS_MAX (64u * 1024u)
 
 /* One raw record copied out of a ring buffer, waiting to be merged. */
 typedef struct pending {
@@ -42,6 +49,17 @@ struct ingest {
         tasks *tasks;
         symbolizer *symbolizer;
         jitmaps *jit;
+
+        /* Attribution (ingest_set_sample_type()): the events' sample_type;
+         * with PERF_SAMPLE_CGROUP the cgroup map (NULL without a cgroup2
+         * hierarchy) and its ids' string ids; without, the string id of
+         * each process's path from /proc/PID/cgroup, at its first sample. */
+        uint64_t sample_type;
+        cgroups *cgroups;
+        char *cgroup_mount;
+        idcache *cgroup_ids;            /* (kernel id, 0) -> string id */
+        hashmap *pid_cgroups;           /* pid -> string id, or -1: none */
+        uint64_t cgroup_gen, cgroup_epoch;      /* store_generation(), store_epoch() of those ids */
 
         ingest_record_handler record_cb;
         void *record_userdata;
@@ -91,12 +109,58 @@ int ingest_new(store *st, const char *root, ingest **ret) {
                 r = jitmaps_new(in->root, &in->jit);
         if (r >= 0)
                 symbolizer_set_jitmaps(in->symbolizer, in->jit);
+        if (r >= 0)
+                r = idcache_new(INGEST_CGROUP_IDS_MAX, &in->cgroup_ids);
+        if (r >= 0)
+                r = hashmap_new(&in->pid_cgroups);
         if (r < 0) {
                 ingest_free(in);
                 return r;
         }
+        in->sample_type = PERFSNAP_SAMPLE_TYPE;
         *ret = in;
         return 0;
+}
+
+void ingest_set_sample_type(ingest *in, uint64_t sample_type) {
+        _cleanup_free_ char *mountinfo = NULL;
+        int r;
+
+        in->sample_type = sample_type;
+        if (!(sample_type & PERF_SAMPLE_CGROUP) || in->cgroups)
+                return;
+        mountinfo = path_join(in->root, "proc/self/mountinfo");
+        r = mountinfo ? cgroups_find_mount(mountinfo, &in->cgroup_mount) : -ENOMEM;
+        if (r == -ENODEV) {
+                log_warning("%s lists no cgroup v2 hierarchy (cgroup v1 only): samples are not attributed to cgroups "
+                            "or units.", mountinfo);
+                return;
+        }
+        if (r < 0) {
+                log_warning("Cannot read %s: %s; samples are not attributed to cgroups or units.",
+                            mountinfo ?: "mountinfo", strerror(-r));
+                return;
+        }
+        {
+                _cleanup_free_ char *dir = path_join(in->root, in->cgroup_mount + 1);
+
+                r = dir ? cgroups_new(dir, &in->cgroups) : -ENOMEM;
+                if (r < 0) {
+                        log_warning("Cannot read the cgroup v2 hierarchy at %s: %s; samples are not attributed to "
+                                    "cgroups or units.", dir ?: in->cgroup_mount, strerror(-r));
+                        return;
+                }
+        }
+}
+
+const char *ingest_cgroup_source(const ingest *in) {
+        if (in->sample_type & PERF_SAMPLE_CGROUP)
+                return in->cgroups ? "perf" : "none";
+        return "proc";
+}
+
+size_t ingest_cgroups_known(const ingest *in) {
+        return in->cgroups ? cgroups_size(in->cgroups) : hashmap_size(in->pid_cgroups);
 }
 
 ingest *ingest_free(ingest *in) {
@@ -104,6 +168,10 @@ ingest *ingest_free(ingest *in) {
                 return NULL;
         symbolizer_free(in->symbolizer);
         jitmaps_free(in->jit);
+        cgroups_free(in->cgroups);
+        free(in->cgroup_mount);
+        idcache_free(in->cgroup_ids);
+        hashmap_free(in->pid_cgroups);
         layout_free(in->layout);
         tasks_free(in->tasks);
         free(in->arena);
@@ -229,8 +297,66 @@ const uint64_t *ingest_lost_per_cpu(const ingest *in, size_t *ret_n) {
         return in->lost_per_cpu;
 }
 
+/* The string id of the sample's cgroup path; 0 if not known. */
+static int sample_cgroup(ingest *in, const perf_sample *ps, int64_t *ret) {
+        int64_t id;
+        int r;
+
+        *ret = 0;
+        if (store_generation(in->store) != in->cgroup_gen || store_epoch(in->store) != in->cgroup_epoch) {
+                idcache_clear(in->cgroup_ids);
+                hashmap_clear(in->pid_cgroups);
+                in->cgroup_gen = store_generation(in->store);
+                in->cgroup_epoch = store_epoch(in->store);
+        }
+        if (in->sample_type & PERF_SAMPLE_CGROUP) {
+                const char *path;
+
+                if (!in->cgroups || ps->cgroup == 0)
+                        return 0;
+                if (idcache_get(in->cgroup_ids, ps->cgroup, 0, ret))
+                        return 0;
+                path = cgroups_path(in->cgroups, ps->cgroup, ps->time);
+                if (!path) {
+                        in->stats.cgroups_unknown++;
+                        return 0;
+                }
+                r = store_intern_string(in->store, path, ret);
+                if (r < 0)
+                        return r;
+                (void) idcache_put(in->cgroup_ids, ps->cgroup, 0, *ret);       /* a cache */
+                return 0;
+        }
+        /* Kernels before 5.7: the process's, read once (pid 0: no file). */
+        if (ps->pid == 0)
+                return 0;
+        if (hashmap_get_u64(in->pid_cgroups, ps->pid, &id) >= 0) {
+                *ret = MAX(id, (int64_t) 0);
+                return 0;
+        }
+        {
+                _cleanup_free_ char *proc = path_join(in->root, "proc"), *path = NULL;
+
+                if (!proc)
+                        return -ENOMEM;
+                id = -1;
+                if (cgroups_of_pid(proc, ps->pid, &path) >= 0) {
+                        r = store_intern_string(in->store, path, &id);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (hashmap_size(in->pid_cgroups) >= INGEST_PID_CGROUPS_MAX)
+                hashmap_clear(in->pid_cgroups);
+        r = hashmap_put_u64(in->pid_cgroups, ps->pid, id);
+        if (r < 0)
+                return r;
+        *ret = MAX(id, (int64_t) 0);
+        return 0;
+}
+
 static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns) {
-        int64_t stack = 0, comm_id = 0;
+        int64_t stack = 0, comm_id = 0, cgroup_id = 0;
         const char *comm;
         int r;
 
@@ -244,6 +370,9 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                 if (r < 0)
                         return r;
         }
+        r = sample_cgroup(in, ps, &cgroup_id);
+        if (r < 0)
+                return r;
 
         r = store_insert_sample(in->store, &(stored_sample) {
                         .time_ns = (uint64_t) ((int64_t) ps->time + mono_to_wall_ns),
@@ -251,6 +380,7 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                         .pid = ps->pid,
                         .tid = ps->tid,
                         .comm_id = comm_id,
+                        .cgroup_id = cgroup_id,
                         .stack_id = stack,
                         .period = ps->period,
                         .boot_id = in->boot_id,
@@ -279,7 +409,15 @@ int ingest_record(ingest *in, const perf_record *rec, int64_t mono_to_wall_ns) {
         case PERF_RECORD_FORK:
                 return tasks_fork(in->tasks, rec->task.ppid, rec->task.ptid, rec->task.pid, rec->task.tid);
 
+        case PERF_RECORD_CGROUP:
+                if (in->cgroups)
+                        (void) cgroups_add(in->cgroups, rec->cgroup.id, rec->cgroup.path); /* a relative path: ignored */
+                return 0;
+
         case PERF_RECORD_EXIT:
+                /* Its pid may be another process's next. */
+                if (rec->task.pid == rec->task.tid)
+                        (void) hashmap_remove_u64(in->pid_cgroups, rec->task.pid, NULL);
                 return tasks_exit(in->tasks, rec->task.pid, rec->task.tid,
                                   (uint64_t) ((int64_t) rec->task.time + mono_to_wall_ns));
 
@@ -378,7 +516,7 @@ static int collect_record(const struct perf_event_header *hdr, void *userdata) {
 
         /* Only the time here; the record is decoded once, after the merge.
          * One without a time sorts first; if malformed, it is skipped then. */
-        (void) perf_record_time(hdr, hdr->size, PERFSNAP_SAMPLE_TYPE, &time);
+        (void) perf_record_time(hdr, hdr->size, in->sample_type, &time);
 
         if (in->arena_alloc - in->arena_len < hdr->size) {
                 int r = GREEDY_REALLOC(in->arena, in->arena_alloc, in->arena_len + hdr->size + 65536);
@@ -554,7 +692,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
                 perf_record rec;
 
                 in->stats.records++;
-                r = perf_record_decode(in->arena + in->pend[i].off, in->pend[i].len, PERFSNAP_SAMPLE_TYPE, &rec);
+                r = perf_record_decode(in->arena + in->pend[i].off, in->pend[i].len, in->sample_type, &rec);
                 if (r < 0) {
                         in->stats.bad_records++;
                         log_debug_errno(r, "Skipping a malformed perf record: %m");

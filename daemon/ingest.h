@@ -30,6 +30,7 @@ typedef struct ingest_stats {
         uint64_t drains;
         uint64_t commits;
         uint64_t cpu_ns;                /* thread CPU time spent in ingest_drain() */
+        uint64_t cgroups_unknown;       /* samples whose cgroup id no walk of the hierarchy found */
 } ingest_stats;
 
 typedef struct kernel_info {
@@ -42,6 +43,17 @@ typedef struct kernel_info {
 /* Takes ownership of nothing; store must outlive the ingest object. */
 int ingest_new(store *st, const char *root, ingest **ret);
 ingest *ingest_free(ingest *in);
+
+/* The sample_type of the events the records come from (default
+ * PERFSNAP_SAMPLE_TYPE). With PERF_SAMPLE_CGROUP, samples are attributed
+ * to their cgroups through a map of the cgroup v2 hierarchy (found in
+ * ROOT/proc/self/mountinfo); without, through /proc/PID/cgroup. */
+void ingest_set_sample_type(ingest *in, uint64_t sample_type);
+/* Where cgroups come from: "perf" (PERF_SAMPLE_CGROUP), "proc"
+ * (/proc/PID/cgroup: kernels before 5.7) or "none" (no cgroup v2
+ * hierarchy); and how many cgroups (or processes, for "proc") are known. */
+const char *ingest_cgroup_source(const ingest *in);
+size_t ingest_cgroups_known(const ingest *in);
 
 /* Loads kallsyms, notes, boot id and registers the boot in the store. */
 int ingest_load_kernel(ingest *in);

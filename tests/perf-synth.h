@@ -69,10 +69,11 @@ static inline size_t synth_sample_id(uint64_t *p, uint32_t pid, uint32_t tid, ui
         return 4;
 }
 
-/* chain: nr entries, context markers included (leaf first). */
-static inline int synth_sample(synth_rb *c, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu, uint64_t period,
-                               const uint64_t *chain, size_t nr, bool user) {
-        uint64_t rec[8 + 256];
+/* chain: nr entries, context markers included (leaf first). cgroup: the
+ * PERF_SAMPLE_CGROUP field, for events with it; NULL for those without. */
+static inline int synth_sample_cg(synth_rb *c, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu,
+                                  uint64_t period, const uint64_t *chain, size_t nr, bool user, const uint64_t *cgroup) {
+        uint64_t rec[9 + 256];
         struct perf_event_header *h = (void *) rec;
         size_t n = 1;
 
@@ -87,11 +88,34 @@ static inline int synth_sample(synth_rb *c, uint32_t pid, uint32_t tid, uint64_t
         rec[n++] = nr;
         memcpy(rec + n, chain, nr * sizeof(uint64_t));
         n += nr;
+        if (cgroup)
+                rec[n++] = *cgroup;
         *h = (struct perf_event_header) {
                 .type = PERF_RECORD_SAMPLE,
                 .misc = user ? PERF_RECORD_MISC_USER : PERF_RECORD_MISC_KERNEL,
                 .size = (uint16_t) (n * 8),
         };
+        return synth_put(c, rec, n * 8);
+}
+
+static inline int synth_sample(synth_rb *c, uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu, uint64_t period,
+                               const uint64_t *chain, size_t nr, bool user) {
+        return synth_sample_cg(c, pid, tid, time, cpu, period, chain, nr, user, NULL);
+}
+
+/* PERF_RECORD_CGROUP: a cgroup made, its id and path. */
+static inline int synth_cgroup(synth_rb *c, uint64_t id, const char *path, uint64_t time, uint32_t cpu) {
+        uint64_t rec[8 + 64] = {};
+        struct perf_event_header *h = (void *) rec;
+        size_t n = 1, len = strlen(path) + 1;
+
+        if (len > 64 * 8)
+                return -E2BIG;
+        rec[n++] = id;
+        memcpy(rec + n, path, len);
+        n += (len + 7) / 8;
+        n += synth_sample_id(rec + n, 0, 0, time, cpu);
+        *h = (struct perf_event_header) { .type = PERF_RECORD_CGROUP, .size = (uint16_t) (n * 8) };
         return synth_put(c, rec, n * 8);
 }
 

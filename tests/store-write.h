@@ -14,6 +14,7 @@ typedef struct test_sample {
         uint32_t cpu;
         uint32_t pid, tid;
         const char *comm;       /* NULL if unknown */
+        const char *cgroup;     /* its cgroup v2 path; NULL if unknown */
         uint64_t period;
         size_t n_frames;
         const frame *frames;    /* leaf first, outermost caller last */
@@ -32,6 +33,11 @@ static inline int test_add_sample(store *s, int64_t boot_id, const test_sample *
 
         if (smp->comm) {
                 r = store_intern_string(s, smp->comm, &row.comm_id);
+                if (r < 0)
+                        return r;
+        }
+        if (smp->cgroup) {
+                r = store_intern_string(s, smp->cgroup, &row.cgroup_id);
                 if (r < 0)
                         return r;
         }

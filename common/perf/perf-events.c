@@ -32,6 +32,7 @@ struct perf_events {
         bool cycles_fell_back;
         bool build_id;
         bool ksymbol;
+        uint64_t sample_type;
 };
 
 static int parse_cpu_number(const char **p, uint32_t *ret) {
@@ -106,7 +107,7 @@ static int sys_perf_event_open(struct perf_event_attr *attr, int pid, int cpu) {
 }
 
 static void attr_init(struct perf_event_attr *a, const perf_events_config *c, bool cycles,
-                      bool build_id, bool ksymbol) {
+                      bool build_id, bool ksymbol, bool cgroup) {
         memset(a, 0, sizeof(*a));
         a->size = sizeof(*a);
         if (cycles) {
@@ -119,7 +120,9 @@ static void attr_init(struct perf_event_attr *a, const perf_events_config *c, bo
         a->freq = 1;
         a->sample_freq = c->freq_hz;
         /* perf_record_decode() parses exactly this layout. */
-        a->sample_type = PERFSNAP_SAMPLE_TYPE;
+        a->sample_type = PERFSNAP_SAMPLE_TYPE | (cgroup ? PERF_SAMPLE_CGROUP : 0);
+        /* The cgroups made while sampling, with their paths. */
+        a->cgroup = cgroup;
         a->sample_id_all = 1;
         a->use_clockid = 1;
         a->clockid = c->clockid;
@@ -150,18 +153,19 @@ static int probe_attr(const perf_events_config *c, uint32_t cpu, perf_events *p,
         int r = -EINVAL;
 
         for (size_t k = c->use_cycles ? 0 : 1; k < ELEMENTSOF(kinds); k++) {
-                bool build_id = true, ksymbol = c->want_ksymbol;
+                bool build_id = true, ksymbol = c->want_ksymbol, cgroup = true;
 
                 for (;;) {
                         struct perf_event_attr a;
 
-                        attr_init(&a, c, kinds[k], build_id, ksymbol);
+                        attr_init(&a, c, kinds[k], build_id, ksymbol, cgroup);
                         r = sys_perf_event_open(&a, -1, (int) cpu);
                         if (r >= 0) {
                                 p->cycles = kinds[k];
                                 p->cycles_fell_back = c->use_cycles && !kinds[k];
                                 p->build_id = build_id;
                                 p->ksymbol = ksymbol;
+                                p->sample_type = a.sample_type;
                                 *ret_attr = a;
                                 return r;
                         }
@@ -169,7 +173,9 @@ static int probe_attr(const perf_events_config *c, uint32_t cpu, perf_events *p,
                         if (r != -EINVAL)
                                 break;
                         if (build_id)
-                                build_id = false;
+                                build_id = false;       /* Linux < 5.12 */
+                        else if (cgroup)
+                                cgroup = false;         /* Linux < 5.7 */
                         else if (ksymbol)
                                 ksymbol = false;
                         else
@@ -324,6 +330,10 @@ bool perf_events_cycles_fell_back(const perf_events *p) {
 
 bool perf_events_has_build_id(const perf_events *p) {
         return p && p->build_id;
+}
+
+uint64_t perf_events_sample_type(const perf_events *p) {
+        return p->sample_type;
 }
 
 bool perf_events_has_ksymbol(const perf_events *p) {

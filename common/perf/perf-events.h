@@ -43,7 +43,8 @@ typedef struct perf_events perf_events;
  * /sys/devices/system/cpu/online. On failure returns a negative errno and,
  * if ret_failed_cpu is not NULL, stores the CPU whose open or mmap failed
  * (-1 when the failure was not specific to a CPU). Attributes a kernel
- * rejects with EINVAL are dropped one by one: build_id (Linux < 5.12), then
+ * rejects with EINVAL are dropped one by one: build_id (Linux < 5.12),
+ * cgroup (PERF_SAMPLE_CGROUP and attr.cgroup, Linux < 5.7), then
  * ksymbol/bpf_event (Linux < 5.1); cycles falls back to cpu-clock. */
 int perf_events_open_full(const perf_events_config *c, perf_events **ret, int *ret_failed_cpu);
 int perf_events_open(const perf_events_config *c, perf_events **ret);
@@ -64,6 +65,9 @@ bool perf_events_cycles_fell_back(const perf_events *p);
 bool perf_events_has_build_id(const perf_events *p);
 /* Whether the kernel accepted attr.ksymbol and attr.bpf_event. */
 bool perf_events_has_ksymbol(const perf_events *p);
+/* The events' sample_type: PERFSNAP_SAMPLE_TYPE, with PERF_SAMPLE_CGROUP
+ * (and attr.cgroup: PERF_RECORD_CGROUP) where the kernel has them. */
+uint64_t perf_events_sample_type(const perf_events *p);
 
 /* Unmaps, closes, frees; accepts NULL and returns NULL. */
 perf_events *perf_events_free(perf_events *p);

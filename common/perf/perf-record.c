@@ -12,14 +12,16 @@
 #include "perf/perf-record.h"
 
 /* Sample bits whose fields sit before PERF_SAMPLE_CALLCHAIN and have a
- * fixed size; PERF_SAMPLE_READ is variable (depends on read_format, which
- * the decoder does not know) and everything after the callchain is not
- * used by perfsnapd, so those are refused rather than misparsed. */
+ * fixed size, and PERF_SAMPLE_CGROUP (a u64 after the callchain when none
+ * of the bits between them is set); PERF_SAMPLE_READ is variable (depends
+ * on read_format, which the decoder does not know) and the rest after the
+ * callchain is not used by perfsnapd, so those are refused rather than
+ * misparsed. */
 #define SAMPLE_TYPE_SUPPORTED                                                   \
         (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |            \
          PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_ID |                 \
          PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |         \
-         PERF_SAMPLE_CALLCHAIN)
+         PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_CGROUP)
 
 /* A bounded cursor over [p, end). */
 typedef struct cursor {
@@ -225,6 +227,11 @@ static int decode_sample(cursor *c, uint64_t sample_type, uint16_t misc, perf_re
                 s->ips = (const uint64_t *) (const void *) c->p;
                 c->p += s->nr * sizeof(uint64_t);
         }
+        if (sample_type & PERF_SAMPLE_CGROUP) {
+                r = cursor_u64(c, &s->cgroup);
+                if (r < 0)
+                        return r;
+        }
         /* With only fixed-size fields and the callchain, the kernel's record
          * ends exactly here; leftover bytes mean a different sample_type or
          * a desynchronised stream. */
@@ -254,6 +261,16 @@ static int decode_comm(cursor *c, uint16_t misc, perf_comm *comm) {
                 return r;
         comm->exec = misc & PERF_RECORD_MISC_COMM_EXEC;
         return 0;
+}
+
+static int decode_cgroup(cursor *c, perf_cgroup *cg) {
+        int r;
+
+        /* { u64 id; char path[]; } */
+        r = cursor_u64(c, &cg->id);
+        if (r < 0)
+                return r;
+        return cursor_string(c, &cg->path);
 }
 
 static int decode_task(cursor *c, perf_task *t) {
@@ -398,6 +415,12 @@ int perf_record_decode(const void *data, size_t size, uint64_t sample_type, perf
                         r = decode_mmap2(&c, h.misc, &rec.mmap2);
                 break;
 
+        case PERF_RECORD_CGROUP:
+                r = split_sample_id(&c, sample_type, &rec.sid);
+                if (r >= 0)
+                        r = decode_cgroup(&c, &rec.cgroup);
+                break;
+
         case PERF_RECORD_LOST:
                 /* { u64 id; u64 lost; } */
                 r = split_sample_id(&c, sample_type, &rec.sid);
@@ -481,6 +504,7 @@ int perf_record_time(const void *data, size_t size, uint64_t sample_type, uint64
         case PERF_RECORD_FORK:
         case PERF_RECORD_EXIT:
         case PERF_RECORD_MMAP2:
+        case PERF_RECORD_CGROUP:
         case PERF_RECORD_LOST:
         case PERF_RECORD_LOST_SAMPLES:
                 r = split_sample_id(&c, sample_type, &sid);

@@ -11,7 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The sample_type every perfsnapd event uses; the decoder relies on it. */
+/* The sample_type every perfsnapd event uses; the decoder relies on it.
+ * Kernels that have it (5.7+) add PERF_SAMPLE_CGROUP (perf_events_open()
+ * says which one the events have). */
 #define PERFSNAP_SAMPLE_TYPE \
         (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | \
          PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN)
@@ -38,7 +40,13 @@ typedef struct perf_sample {
          * perf_sample_ip() reads an entry from any buffer. */
         const uint64_t *ips;
         bool user;              /* header.misc says PERF_RECORD_MISC_USER */
+        uint64_t cgroup;        /* PERF_SAMPLE_CGROUP: the task's cgroup v2 id (its kernfs node id); else 0 */
 } perf_sample;
+
+typedef struct perf_cgroup {     /* PERF_RECORD_CGROUP (attr.cgroup): a cgroup made */
+        uint64_t id;
+        const char *path;       /* from the hierarchy's root; NUL-terminated within the record, checked */
+} perf_cgroup;
 
 typedef struct perf_comm {
         uint32_t pid, tid;
@@ -96,6 +104,7 @@ typedef struct perf_record {
                 perf_lost lost;
                 perf_ksymbol ksymbol;
                 perf_bpf_event bpf;
+                perf_cgroup cgroup;
         };
 } perf_record;
 

@@ -14,7 +14,8 @@
  * of; higher levels cost more CPU for a few percent. */
 #define SAMPLE_BLOCK_ZSTD_LEVEL 1
 
-#define N_COLUMNS 9       /* format 2; format 1 has the first 8 */
+#define N_COLUMNS 10      /* format 3; format 2 has the first 9, format 1 the first 8 */
+#define FRAME_COLUMN 8
 #define VARINT_MAX 10
 
 typedef struct wbuf {
@@ -75,6 +76,7 @@ static inline int entry_cmp(const block_entry *x, const block_entry *y) {
         CMP(pid);
         CMP(tid);
         CMP(comm_id);
+        CMP(cgroup_id);
         CMP(snapshot_id);
         CMP(stack_id);
         CMP(frame_id);
@@ -87,7 +89,7 @@ int block_entry_cmp(const void *a, const void *b) {
 }
 
 /* Sorts v by block_entry_cmp(), stably: a merge sort of pointers with
- * the comparison inlined, then one pass that moves the 64-byte entries.
+ * the comparison inlined, then one pass that moves the 72-byte entries.
  * qsort() took ~700 instructions an entry here, most of them calls
  * through its comparison pointer. Without memory for the pointers,
  * qsort() it is. */
@@ -146,7 +148,8 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         case 5: return zigzag((int64_t) ((uint64_t) e->stack_id - (uint64_t) prev->stack_id));
         case 6: return e->count - 1;
         case 7: return zigzag((int64_t) (e->period - e->count * mean));
-        default: return zigzag((int64_t) ((uint64_t) e->frame_id - (uint64_t) prev->frame_id));
+        case FRAME_COLUMN: return zigzag((int64_t) ((uint64_t) e->frame_id - (uint64_t) prev->frame_id));
+        default: return zigzag((int64_t) ((uint64_t) e->cgroup_id - (uint64_t) prev->cgroup_id));
         }
 }
 
@@ -268,7 +271,7 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
         for (unsigned c = 0; c < N_COLUMNS; c++) {
                 block_entry prev = {};
 
-                if (c == N_COLUMNS - 1 && !with_frames) {
+                if (c == FRAME_COLUMN && !with_frames) {
                         memset(cols.p + cols.len, 0, n);
                         cols.len += n;
                         continue;
@@ -303,8 +306,9 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                 return 0;
         }
 
-        /* Format 1 blocks have no leaf frame column: frame_id 0. */
-        columns = format == 1 ? N_COLUMNS - 1 : N_COLUMNS;
+        /* Format 1 blocks have no leaf frame column (frame_id 0), format 2
+         * ones no cgroup column (cgroup_id 0). */
+        columns = format == 1 ? FRAME_COLUMN : format == 2 ? FRAME_COLUMN + 1 : N_COLUMNS;
         r = block_inflate(codec, p, end, n, columns, &raw, &raw_size);
         if (r < 0)
                 return r;
@@ -345,8 +349,10 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                 v[i].count = x + 1;
         });
         COLUMN(, v[i].period = v[i].count * mean + (uint64_t) unzigzag(x));
-        if (columns == N_COLUMNS)
+        if (columns > FRAME_COLUMN)
                 COLUMN(uint64_t frame = 0, { frame += (uint64_t) unzigzag(x); v[i].frame_id = (int64_t) frame; });
+        if (columns > FRAME_COLUMN + 1)
+                COLUMN(uint64_t cg = 0, { cg += (uint64_t) unzigzag(x); v[i].cgroup_id = (int64_t) cg; });
 #undef COLUMN
         if (q != qend)
                 return -EBADMSG;

@@ -2,15 +2,15 @@
 #pragma once
 
 /* A block of aggregated samples, as stored in one row of sample_blocks:
- * the distinct (cpu, pid, tid, comm, snapshot, stack) of a time bucket,
+ * the distinct (cpu, pid, tid, comm, cgroup, snapshot, stack) of a time bucket,
  * each with its exact sample count and period sum.
  *
- * Encoding (format 2):
- *   u8      format (2)
+ * Encoding (format 3):
+ *   u8      format (3)
  *   varint  number of entries n
  *   varint  mean period per sample (total period / total count)
  *   rest    a zstd frame of the columns below, each n varints, entries
- *           sorted by (cpu, pid, tid, comm, snapshot, stack):
+ *           sorted by (cpu, pid, tid, comm, cgroup, snapshot, stack):
  *             cpu       delta from the previous entry's (never negative)
  *             pid       zigzag delta from the previous entry's
  *             tid       zigzag of (tid - pid): 0 for a main thread
@@ -20,8 +20,11 @@
  *             count     count - 1
  *             period    zigzag of (period - count * mean period)
  *             frame     zigzag delta: the stack's leaf frame
- * Format 1 (schema 5 and 6) is the same without the frame column; its
- * entries decode with frame_id 0, and readers find the leaf frame in the
+ *             cgroup    zigzag delta: the string id of the task's cgroup v2
+ *                       path (0: not known)
+ * Format 2 is the same without the cgroup column (cgroup_id 0). Format 1
+ * (schema 5 and 6) has neither the frame column; its entries decode with
+ * frame_id 0, and readers find the leaf frame in the
  * stack dictionary. The leaf frame is what a report of functions needs:
  * with it, such a query does not read the stack dictionary at all.
  * Column-wise deltas leave long runs of small numbers (most entries share
@@ -32,15 +35,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLE_BLOCK_FORMAT 2
+#define SAMPLE_BLOCK_FORMAT 3
 
 /* A decoder refuses blocks that claim more entries than this. */
 #define SAMPLE_BLOCK_MAX_ENTRIES (4u * 1024 * 1024)
 
 typedef struct block_entry {
-        /* the key: compared and hashed as these 48 bytes */
+        /* the key: compared and hashed as these 64 bytes */
         uint32_t cpu, pid, tid, _pad;
         int64_t comm_id, snapshot_id, stack_id;
+        int64_t cgroup_id;      /* string id of the cgroup v2 path; 0: not known */
         /* the stack's leaf frame (follows from stack_id, but the leaf
          * levels key by it alone); 0: not known */
         int64_t frame_id;

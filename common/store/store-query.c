@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cgroup.h"
 #include "elf/symstore.h"
 #include "hashmap.h"
 #include "macro.h"
@@ -36,6 +37,7 @@
  * stack). */
 typedef struct group {
         int64_t comm_id;
+        int64_t cgroup_id;      /* with query_params.by_cgroup, else 0 */
         uint64_t key;
         int64_t frame_id;
         uint64_t samples;
@@ -80,6 +82,7 @@ typedef struct frame_info {
  * address. */
 typedef struct row_key {
         int64_t comm_id, kind, module_id, symbol_id, inline_id;
+        int64_t cgroup_id;      /* with query_params.by_cgroup, else 0 */
         uint64_t addr;
 } row_key;
 
@@ -95,6 +98,7 @@ typedef struct query_ctx {
         bool inlined;           /* query_params.inlined */
         const char *dso;        /* query_params.dso */
         hashmap *dso_match;     /* module string id -> 1 if it is dso, 0 if not */
+        hashmap *cgroup_match;  /* cgroup string id -> 1 if it passes the unit, cgroup and container filters */
         sqlite3_stmt *string_st;
         dict_reader *nodes, *frame_rows;
 
@@ -145,6 +149,7 @@ static void query_ctx_done(query_ctx *c) {
         free(c->strings);
         hashmap_free(c->tables_idx);
         hashmap_free(c->dso_match);
+        hashmap_free(c->cgroup_match);
         for (size_t i = 0; i < c->n_tables; i++)
                 elfsyms_free(c->tables[i]);
         free(c->tables);
@@ -192,6 +197,9 @@ static int query_ctx_init(query_ctx *c, store *s, const query_params *q) {
         if (r < 0)
                 return r;
         r = hashmap_new(&c->dso_match);
+        if (r < 0)
+                return r;
+        r = hashmap_new(&c->cgroup_match);
         if (r < 0)
                 return r;
         r = hashmap_new(&c->uname_idx);
@@ -543,6 +551,8 @@ static int stack_names_cmp(const void *x, const void *y) {
         const query_stack *a = x, *b = y;
         int d = strcmp(a->comm, b->comm);
 
+        if (d == 0 && (a->cgroup || b->cgroup))
+                d = strcmp(a->cgroup ?: "", b->cgroup ?: "");
         if (d == 0 && a->pid != b->pid)
                 d = a->pid < b->pid ? -1 : 1;
         if (d == 0 && a->tid != b->tid)
@@ -642,17 +652,20 @@ static uint64_t group_hash(uint64_t comm_id, uint64_t key) {
         return h ^ (h >> 32);
 }
 
-static uint64_t group_hash_of(int64_t comm_id, uint64_t key, uint64_t split) {
-        return group_hash((uint64_t) comm_id ^ split * 0xff51afd7ed558ccdULL, key);
+static uint64_t group_hash_of(int64_t comm_id, int64_t cgroup_id, uint64_t key, uint64_t split) {
+        return group_hash((uint64_t) comm_id ^ split * 0xff51afd7ed558ccdULL ^ (uint64_t) cgroup_id * 0xc4ceb9fe1a85ec53ULL,
+                          key);
 }
 
-static group *group_slot(group_table *t, uint64_t h, int64_t comm_id, uint64_t key, uint64_t split) {
+static group *group_slot(group_table *t, uint64_t h, int64_t comm_id, int64_t cgroup_id, uint64_t key,
+                         uint64_t split) {
         size_t mask = t->capacity - 1;
 
         for (size_t j = h & mask;; j = (j + 1) & mask) {
                 group *g = t->slots + j;
 
-                if (g->samples == 0 || (g->key == key && g->comm_id == comm_id && g->split == split))
+                if (g->samples == 0 ||
+                    (g->key == key && g->comm_id == comm_id && g->split == split && g->cgroup_id == cgroup_id))
                         return g;
         }
 }
@@ -673,16 +686,19 @@ static int group_table_grow(group_table *t) {
         t->capacity = m;
         for (size_t i = 0; i < n; i++)
                 if (old[i].samples != 0)
-                        *group_slot(t, group_hash_of(old[i].comm_id, old[i].key, old[i].split), old[i].comm_id,
-                                    old[i].key, old[i].split) = old[i];
+                        *group_slot(t, group_hash_of(old[i].comm_id, old[i].cgroup_id, old[i].key, old[i].split),
+                                    old[i].comm_id, old[i].cgroup_id, old[i].key, old[i].split) = old[i];
         free(old);
         return 0;
 }
+
+static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret);
 
 /* One pass over the blocks of the window: totals, distinct CPUs and the
  * groups of part `part` of `parts`, filtered in C. */
 typedef struct group_acc {
         const query_params *q;
+        query_ctx *c;
         int64_t comm_id;
         group_table *t;
         uint64_t parts, part;   /* parts: a power of two */
@@ -774,6 +790,15 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
                     (q->comm && e->comm_id != g->comm_id) || e->count == 0)
                         continue;
+                if (q->unit || q->cgroup || q->container) {
+                        bool in;
+
+                        r = ctx_cgroup_matches(g->c, e->cgroup_id, &in);
+                        if (r < 0)
+                                return r;
+                        if (!in)
+                                continue;
+                }
                 matched += e->count;
                 if (g->snaps && g->part == 0) {
                         r = count_snapshot(g->snaps, e);
@@ -799,12 +824,13 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         if (q->want_stacks && q->by_cpu)
                                 split |= (uint64_t) (e->cpu & 0xffff) << 16;
                 }
-                uint64_t h = group_hash_of(e->comm_id, k, split);
+                int64_t cg = q->by_cgroup ? e->cgroup_id : 0;
+                uint64_t h = group_hash_of(e->comm_id, cg, k, split);
 
                 /* The part from the high bits, the slot from the low. */
                 if (((h >> 40) & (g->parts - 1)) != g->part)
                         continue;
-                group *s = group_slot(t, h, e->comm_id, k, split);
+                group *s = group_slot(t, h, e->comm_id, cg, k, split);
                 if (s->samples != 0) {
                         s->samples += e->count;
                         if (s->frame_id == 0)
@@ -815,10 +841,11 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         r = group_table_grow(t);
                         if (r < 0)
                                 return r;       /* -E2BIG: more parts */
-                        s = group_slot(t, h, e->comm_id, k, split);
+                        s = group_slot(t, h, e->comm_id, cg, k, split);
                 }
                 *s = (group) {
                         .comm_id = e->comm_id,
+                        .cgroup_id = cg,
                         .key = k,
                         .frame_id = leaf,
                         .samples = e->count,
@@ -873,7 +900,8 @@ static row_acc *row_slot(row_set *rs, const row_key *k) {
         size_t mask = rs->capacity - 1;
         uint64_t h = group_hash((uint64_t) k->comm_id ^ (uint64_t) k->kind << 56,
                                 group_hash((uint64_t) k->module_id, (uint64_t) k->symbol_id) ^ k->addr ^
-                                        (uint64_t) k->inline_id * 0x9e3779b97f4a7c15u);
+                                        (uint64_t) k->inline_id * 0x9e3779b97f4a7c15u ^
+                                        (uint64_t) k->cgroup_id * 0xc4ceb9fe1a85ec53u);
 
         for (size_t j = h & mask;; j = (j + 1) & mask) {
                 row_acc *a = rs->slots + j;
@@ -912,6 +940,29 @@ static int row_set_add(row_set *rs, const row_key *k, uint64_t samples) {
 }
 
 /* Whether a frame counts for the query (query_params.frames). */
+/* Whether a cgroup (a string id; 0: not known) passes the query's unit,
+ * cgroup and container filters. */
+static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret) {
+        const query_params *q = c->q;
+        const char *path = NULL;
+        int64_t v;
+        int r;
+
+        if (hashmap_get_u64(c->cgroup_match, u64(cgroup_id), &v) >= 0) {
+                *ret = v;
+                return 0;
+        }
+        if (cgroup_id != 0) {
+                r = ctx_string(c, cgroup_id, &path);
+                if (r < 0)
+                        return r;
+        }
+        *ret = path && (!q->cgroup || cgroup_path_under(path, q->cgroup)) &&
+               (!q->unit || cgroup_unit_matches(path, q->unit)) &&
+               (!q->container || cgroup_container_matches(path, q->container));
+        return hashmap_put_u64(c->cgroup_match, u64(cgroup_id), *ret);
+}
+
 static int ctx_frame_counts(query_ctx *c, int64_t frame_id, bool *ret) {
         size_t fi;
         int r;
@@ -1062,6 +1113,7 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                                 key.symbol_id = c->unknown_id;
                 }
                 key.comm_id = g->comm_id != 0 ? g->comm_id : c->unknown_id;
+                key.cgroup_id = g->cgroup_id;
                 if (c->dso) {
                         bool match;
 
@@ -1136,6 +1188,18 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                 n_rows++;
                 if (r < 0)
                         goto fail;
+                if (c->q->by_cgroup) {
+                        const char *path = NULL;
+
+                        r = k->cgroup_id ? ctx_string(c, k->cgroup_id, &path) : 0;
+                        if (r < 0)
+                                goto fail;
+                        row->cgroup = strdup(path ?: "");
+                        if (!row->cgroup) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                }
                 r = ctx_string(c, k->module_id, &module);
                 if (r < 0)
                         goto fail;
@@ -1221,6 +1285,8 @@ static int leaf_class_cmp(const void *x, const void *y, void *userdata) {
                 return a->comm_id < b->comm_id ? -1 : 1;
         if (a->split != b->split)
                 return a->split < b->split ? -1 : 1;
+        if (a->cgroup_id != b->cgroup_id)
+                return a->cgroup_id < b->cgroup_id ? -1 : 1;
         if (p->parent != q->parent)
                 return p->parent < q->parent ? -1 : 1;
         if (p->named != q->named)
@@ -1304,7 +1370,8 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
                 size_t first = order[k], l = k + 1;
 
                 while (l < n && groups[order[l]].comm_id == groups[first].comm_id &&
-                       groups[order[l]].split == groups[first].split && cls[order[l]].parent == cls[first].parent &&
+                       groups[order[l]].split == groups[first].split &&
+                       groups[order[l]].cgroup_id == groups[first].cgroup_id && cls[order[l]].parent == cls[first].parent &&
                        cls[order[l]].named && cls[first].named && cls[order[l]].leaf == cls[first].leaf &&
                        cls[order[l]].module == cls[first].module) {
                         groups[first].samples += groups[order[l]].samples;
@@ -1535,6 +1602,17 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         r = ctx_comm(c, g->comm_id, &st.comm);
         if (r < 0)
                 return r;
+        if (c->q->by_cgroup) {
+                const char *path = NULL;
+
+                r = g->cgroup_id ? ctx_string(c, g->cgroup_id, &path) : 0;
+                if (r >= 0 && !(st.cgroup = strdup(path ?: "")))
+                        r = -ENOMEM;
+                if (r < 0) {
+                        query_stack_done(&st);
+                        return r;
+                }
+        }
 
         /* raw: addresses even for a stack without frames, so that only
          * "[other stacks]" has none. */
@@ -1768,8 +1846,10 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
         /* A profile of functions for any pid reads the leaf levels; whole
          * stacks or one pid need the full ones; a timeline, blocks no
          * wider than its slots. */
-        top_level = !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL ? SAMPLE_LEVEL_LEAF_HOUR
-                                                                                    : SAMPLE_LEVEL_HOUR;
+        top_level = !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL && !q->unit && !q->cgroup &&
+                                    !q->container && !q->by_cgroup
+                            ? SAMPLE_LEVEL_LEAF_HOUR
+                            : SAMPLE_LEVEL_HOUR;
         if (q->raw) {
                 _cleanup_finalize_ sqlite3_stmt *st = NULL;
 
@@ -1807,7 +1887,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                  * splits the window into 4 times as many parts, from the
                  * start. */
                 for (;;) {
-                        *g = (group_acc) { .q = q, .comm_id = comm_id, .t = &t, .parts = parts, .part = part,
+                        *g = (group_acc) { .q = q, .c = c, .comm_id = comm_id, .t = &t, .parts = parts, .part = part,
                                            .timeline = timeline, .slot_ns = slot_ns,
                                            .snaps = sa.idx ? &sa : NULL };
                         if (part == 0 && sa.idx) {

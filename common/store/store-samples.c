@@ -171,7 +171,7 @@ static uint64_t entry_hash(const block_entry *e) {
 
 static bool same_key(const block_entry *a, const block_entry *b) {
         return a->cpu == b->cpu && a->pid == b->pid && a->tid == b->tid && a->comm_id == b->comm_id &&
-               a->snapshot_id == b->snapshot_id && a->stack_id == b->stack_id && a->frame_id == b->frame_id;
+               a->cgroup_id == b->cgroup_id && a->snapshot_id == b->snapshot_id && a->stack_id == b->stack_id && a->frame_id == b->frame_id;
 }
 
 static void acc_index_insert(acc *a, size_t pos) {
@@ -296,7 +296,11 @@ block_entry samples_entry_for_level(const block_entry *e, unsigned level) {
         if (!sample_levels[level].frames)
                 x.frame_id = 0;
         if (sample_levels[level].leaf) {
+                /* Reports of functions: a cgroup would multiply the
+                 * entries (short-lived processes in many); reports of a
+                 * unit read the full levels. */
                 x.pid = x.tid = 0;
+                x.cgroup_id = 0;
                 /* Entries read from format-1 blocks know only their stack. */
                 if (x.frame_id != 0)
                         x.stack_id = 0;
@@ -555,6 +559,7 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
                 .pid = smp->pid,
                 .tid = smp->tid,
                 .comm_id = smp->comm_id,
+                .cgroup_id = smp->cgroup_id,
                 .snapshot_id = smp->snapshot_id,
                 .stack_id = smp->stack_id,
                 .count = 1,

@@ -72,6 +72,7 @@ typedef struct stored_sample {
         int64_t boot_id;        /* from store_add_boot() */
         int64_t snapshot_id;    /* the kcore snapshot of the layout at time_ns; 0: not known yet */
         int64_t frame_id;       /* the leaf frame of stack_id; 0: the store finds it */
+        int64_t cgroup_id;      /* string id of the task's cgroup v2 path (store_intern_string()); 0 if unknown */
 } stored_sample;
 
 int store_insert_sample(store *s, const stored_sample *smp);

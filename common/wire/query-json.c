@@ -56,7 +56,7 @@ static bool *bool_flag(query_params *q, const char *key) {
         const struct { const char *key; bool *flag; } flags[] = {
                 { "by_pid", &q->by_pid }, { "by_cpu", &q->by_cpu }, { "by_tid", &q->by_tid },
                 { "modules", &q->want_modules }, { "packed", &q->packed }, { "offsets", &q->offsets },
-                { "raw", &q->raw }, { "shapes", &q->shapes },
+                { "raw", &q->raw }, { "shapes", &q->shapes }, { "by_cgroup", &q->by_cgroup },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(flags); i++)
@@ -165,6 +165,23 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                         goto fail;
                                 }
                                 q.dso = json_object_get_string(val);
+                        } else if (strcmp(key, "unit") == 0 || strcmp(key, "cgroup") == 0 ||
+                                   strcmp(key, "container") == 0) {
+                                /* A glob, a path prefix, hex digits. */
+                                const int max = key[1] == 'n' ? 256 : key[1] == 'g' ? 4096 : 64;
+                                const char *str = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
+                                int len = str ? json_object_get_string_len(val) : 0;
+                                bool hex = true;
+
+                                for (int i = 0; str && i < len; i++)
+                                        hex = hex && ((str[i] >= '0' && str[i] <= '9') || (str[i] >= 'a' && str[i] <= 'f'));
+                                if (!str || len < 1 || len > max || strlen(str) != (size_t) len || (key[1] == 'o' && !hex)) {
+                                        error = key[1] == 'n' ? "unit: expected a unit name or glob of 1 to 256 bytes without NUL"
+                                                : key[1] == 'g' ? "cgroup: expected a cgroup path of 1 to 4096 bytes without NUL"
+                                                                : "container: expected 1 to 64 lower-case hex digits of a container id";
+                                        goto fail;
+                                }
+                                *(key[1] == 'n' ? &q.unit : key[1] == 'g' ? &q.cgroup : &q.container) = str;
                         } else if (strcmp(key, "frames") == 0) {
                                 const char *f = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
 
@@ -239,6 +256,11 @@ struct json_object *query_params_to_json(const query_params *q) {
                 return NULL;
         if (q->dso && add(o, "dso", json_object_new_string(q->dso)) < 0)
                 return NULL;
+        if ((q->unit && add(o, "unit", json_object_new_string(q->unit)) < 0) ||
+            (q->cgroup && add(o, "cgroup", json_object_new_string(q->cgroup)) < 0) ||
+            (q->container && add(o, "container", json_object_new_string(q->container)) < 0) ||
+            (q->by_cgroup && add(o, "by_cgroup", json_object_new_boolean(1)) < 0))
+                return NULL;
         if (q->inlined && add(o, "inline", json_object_new_boolean(1)) < 0)
                 return NULL;
         if ((q->by_pid && add(o, "by_pid", json_object_new_boolean(1)) < 0) ||
@@ -274,7 +296,8 @@ static struct json_object *row_to_json(const query_row *row) {
             add(o, "symbol", json_object_new_string(row->symbol ? row->symbol : "")) < 0 ||
             (row->inlined && add(o, "inlined", json_object_new_string(row->inlined)) < 0) ||
             add(o, "kernel", json_object_new_boolean(row->kernel)) < 0 ||
-            add(o, "samples", json_object_new_uint64(row->samples)) < 0)
+            add(o, "samples", json_object_new_uint64(row->samples)) < 0 ||
+            (row->cgroup && add(o, "cgroup", json_object_new_string(row->cgroup)) < 0))
                 return NULL;
         return TAKE_PTR(o);
 }
@@ -353,7 +376,8 @@ scalars:
             (st->pid >= 0 && add(o, "pid", json_object_new_int64(st->pid)) < 0) ||
             (st->tid >= 0 && add(o, "tid", json_object_new_int64(st->tid)) < 0) ||
             (st->cpu >= 0 && add(o, "cpu", json_object_new_int64(st->cpu)) < 0) ||
-            (st->slot >= 0 && add(o, "slot", json_object_new_int64(st->slot)) < 0))
+            (st->slot >= 0 && add(o, "slot", json_object_new_int64(st->slot)) < 0) ||
+            (st->cgroup && add(o, "cgroup", json_object_new_string(st->cgroup)) < 0))
                 return NULL;
         if (st->modules && st->name_ids) {
                 if (add(o, "module_ids", ids_to_json(st->modules, st->n_frames)) < 0)
@@ -547,6 +571,8 @@ static int row_from_json(struct json_object *o, query_row *row) {
                 return r;
         if (json_object_object_get_ex(o, "inlined", &k) && (r = dup_string(o, "inlined", &row->inlined)) < 0)
                 return r;
+        if (json_object_object_get_ex(o, "cgroup", &k) && k && (r = dup_string(o, "cgroup", &row->cgroup)) < 0)
+                return r;
         if (!json_object_object_get_ex(o, "kernel", &k) || !json_object_is_type(k, json_type_boolean))
                 return -EBADMSG;
         row->kernel = json_object_get_boolean(k);
@@ -658,6 +684,8 @@ static int stack_from_json(struct json_object *o, query_stack *st, const query_r
         st->tid = tid;
         st->cpu = (int32_t) cpu;
         st->slot = (int32_t) slot;
+        if (json_object_object_get_ex(o, "cgroup", &frames) && frames && (r = dup_string(o, "cgroup", &st->cgroup)) < 0)
+                return r;
 
         if (json_object_object_get_ex(o, "frame_ids", &frames) && frames) {
                 /* Packed: the frames are the answer's names. */
@@ -1021,6 +1049,10 @@ static void render_row(proto_buf *b, const query_row *row) {
         }
         proto_buf_add_str(b, row->kernel ? ",\"kernel\":true,\"samples\":" : ",\"kernel\":false,\"samples\":");
         proto_buf_add_u64(b, row->samples);
+        if (row->cgroup) {
+                proto_buf_add_str(b, ",\"cgroup\":");
+                proto_buf_add_json_string(b, row->cgroup);
+        }
         proto_buf_add_str(b, "}");
 }
 
@@ -1058,6 +1090,10 @@ static void render_stack(proto_buf *b, const query_stack *st) {
         if (st->slot >= 0) {
                 proto_buf_add_str(b, ",\"slot\":");
                 proto_buf_add_u64(b, (uint64_t) st->slot);
+        }
+        if (st->cgroup) {
+                proto_buf_add_str(b, ",\"cgroup\":");
+                proto_buf_add_json_string(b, st->cgroup);
         }
         if (st->modules && st->name_ids) {
                 proto_buf_add_str(b, ",\"module_ids\":");

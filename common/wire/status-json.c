@@ -95,6 +95,10 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "user_frames_unknown", s->user_frames_unknown);
         add_u64(p, "deferred_records", s->deferred_records);
         add_bool(p, "ksymbol_records", s->ksymbol_records);
+        if (s->cgroup_source)
+                add_str(p, "cgroup_source", s->cgroup_source);
+        add_u64(p, "cgroups_known", s->cgroups_known);
+        add_u64(p, "cgroups_unknown", s->cgroups_unknown);
         add_u64(p, "commits", s->commits);
         add_u64(p, "pending_samples", s->pending_samples);
         add_u64(p, "bad_sample_blocks", s->bad_sample_blocks);

@@ -65,6 +65,9 @@ typedef struct status_info {
         uint64_t bad_records, ingest_cpu_ns, stack_cache_hits, invalid_user_frames, jit_frames, deferred_records;
         uint64_t user_frames_build_id, user_frames_no_build_id, user_frames_unknown;
         bool ksymbol_records;
+        /* attribution: "perf", "proc" or "none" (ingest_cgroup_source()) */
+        const char *cgroup_source;
+        uint64_t cgroups_known, cgroups_unknown;
         uint64_t commits;
         /* storage */
         uint64_t pending_samples, bad_sample_blocks, dropped_samples;

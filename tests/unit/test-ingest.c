@@ -7,6 +7,7 @@
  * renames the process for the samples after it. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -222,5 +223,116 @@ TEST(a_malformed_record_is_counted_and_skipped) {
         ASSERT_OK(ingest_commit(f.in));
         ASSERT_EQ(ingest_get_stats(f.in)->samples, 2);
         ASSERT_EQ(ingest_get_stats(f.in)->bad_records, 1);
+        teardown(&f);
+}
+
+/* Samples of pid in a unit, cgroup or container (NULL: no filter). */
+static uint64_t samples_in(fixture *f, const char *unit, const char *cgroup) {
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r = NULL;
+        uint64_t n;
+
+        q.unit = unit;
+        q.cgroup = cgroup;
+        ASSERT_OK(store_query(f->store, &q, 0, 0, &r));
+        n = r->total_samples;
+        query_result_free(r);
+        return n;
+}
+
+static void put_sample_cg(fixture *f, uint32_t pid, uint64_t t, uint64_t cgroup) {
+        const uint64_t chain[] = { (uint64_t) PERF_CONTEXT_KERNEL, KADDR };
+
+        ASSERT_OK(synth_sample_cg(&f->rb[0], pid, pid, t, 0, 1, chain, ELEMENTSOF(chain), false, &cgroup));
+}
+
+/* PERF_SAMPLE_CGROUP: ids named from a walk of the hierarchy (found in
+ * the root's mountinfo) and from PERF_RECORD_CGROUP; an id nobody names
+ * is counted, and its samples stored without a cgroup. */
+TEST(samples_are_attributed_to_their_cgroups) {
+        fixture f = {};
+        char hier[128], mi[300], mk[160];
+
+        setup(&f);
+        snprintf(hier, sizeof hier, "%s/cg", f.dir);
+        snprintf(mk, sizeof mk, "%s/system.slice/a.service", hier);
+        ASSERT_EQ(system((snprintf(mi, sizeof mi, "mkdir -p '%s'", mk), mi)), 0);
+        snprintf(mi, sizeof mi, "31 25 0:27 / %s rw shared:9 - cgroup2 cgroup2 rw\n", "/cg");
+        put_file(f.dir, "proc/self/mountinfo", mi);
+        ingest_set_sample_type(f.in, PERFSNAP_SAMPLE_TYPE | PERF_SAMPLE_CGROUP);
+        ASSERT_STREQ(ingest_cgroup_source(f.in), "perf");
+        ASSERT_EQ(ingest_cgroups_known(f.in), 3);      /* /, system.slice, a.service */
+
+        /* The walked cgroup's id is its directory's file handle. */
+        union {
+                struct file_handle fh;
+                uint8_t buf[sizeof(struct file_handle) + 64];
+        } h = { .fh.handle_bytes = 64 };
+        int mount_id;
+        uint64_t a_id;
+        if (name_to_handle_at(AT_FDCWD, mk, &h.fh, &mount_id, 0) < 0 || h.fh.handle_bytes < 8) {
+                teardown(&f);
+                TEST_SKIP("no 8-byte file handles in /tmp\n");
+        }
+        memcpy(&a_id, h.fh.f_handle, sizeof a_id);
+
+        ASSERT_OK(synth_cgroup(&f.rb[0], 0xabc0000001ULL, "/user.slice/user-1000.slice/session-2.scope", 5, 0));
+        put_sample_cg(&f, 100, 10, a_id);
+        put_sample_cg(&f, 100, 11, a_id);
+        put_sample_cg(&f, 101, 12, 0xabc0000001ULL);
+        put_sample_cg(&f, 102, 13, 0xdead0000beefULL);     /* named by nothing */
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 4);
+        ASSERT_EQ(ingest_get_stats(f.in)->cgroups_unknown, 1);
+        ASSERT_EQ(samples_in(&f, "a.service", NULL), 2);
+        ASSERT_EQ(samples_in(&f, "system.slice", NULL), 2);
+        ASSERT_EQ(samples_in(&f, "session-*.scope", NULL), 1);
+        ASSERT_EQ(samples_in(&f, NULL, "/user.slice"), 1);
+        ASSERT_EQ(samples_in(&f, NULL, "/"), 3);        /* the unknown one is in none */
+        teardown(&f);
+}
+
+/* Kernels before 5.7: the process's /proc/PID/cgroup at its first
+ * sample; a process that exits and whose pid comes back is read again. */
+TEST(without_perf_cgroups_the_process_cgroup_is_read) {
+        fixture f = {};
+        const uint64_t chain[] = { (uint64_t) PERF_CONTEXT_KERNEL, KADDR };
+
+        setup(&f);
+        ASSERT_STREQ(ingest_cgroup_source(f.in), "proc");
+        put_file(f.dir, "proc/100/cgroup", "1:name=systemd:/x\n0::/system.slice/old.service\n");
+        ASSERT_OK(synth_sample(&f.rb[0], 100, 100, 10, 0, 1, chain, ELEMENTSOF(chain), false));
+        drain(&f, INGEST_HORIZON_ALL);
+        /* Moved: not read again while the process lives. */
+        put_file(f.dir, "proc/100/cgroup", "0::/system.slice/new.service\n");
+        ASSERT_OK(synth_sample(&f.rb[0], 100, 100, 20, 0, 1, chain, ELEMENTSOF(chain), false));
+        ASSERT_OK(synth_task(&f.rb[0], PERF_RECORD_EXIT, 100, 1, 30, 0));
+        ASSERT_OK(synth_sample(&f.rb[0], 100, 100, 40, 0, 1, chain, ELEMENTSOF(chain), false));
+        /* A process without a v2 line (or gone): no cgroup. */
+        put_file(f.dir, "proc/101/cgroup", "4:memory:/x\n");
+        ASSERT_OK(synth_sample(&f.rb[0], 101, 101, 50, 0, 1, chain, ELEMENTSOF(chain), false));
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+        ASSERT_EQ(samples_in(&f, "old.service", NULL), 2);
+        ASSERT_EQ(samples_in(&f, "new.service", NULL), 1);
+        ASSERT_EQ(samples_in(&f, NULL, "/"), 3);
+        teardown(&f);
+}
+
+/* A machine with cgroup v1 only: attribution is off, and says so. */
+TEST(without_a_cgroup2_hierarchy_nothing_is_attributed) {
+        fixture f = {};
+
+        setup(&f);
+        put_file(f.dir, "proc/self/mountinfo", "30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n");
+        ingest_set_sample_type(f.in, PERFSNAP_SAMPLE_TYPE | PERF_SAMPLE_CGROUP);
+        ASSERT_STREQ(ingest_cgroup_source(f.in), "none");
+        put_sample_cg(&f, 100, 10, 12345);
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 1);
+        ASSERT_EQ(samples_in(&f, NULL, "/"), 0);
         teardown(&f);
 }

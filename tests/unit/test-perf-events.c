@@ -71,6 +71,9 @@ static bool perf_unavailable(int r) {
                r == -ENOSYS || r == -EOPNOTSUPP;
 }
 
+/* The events' sample_type (with PERF_SAMPLE_CGROUP where the kernel has it). */
+static uint64_t sample_type = PERFSNAP_SAMPLE_TYPE;
+
 /* Opens the events or explains why this machine cannot run the test. */
 static int open_events(const perf_events_config *c, perf_events **ret, const char **ret_skip) {
         int failed_cpu = -1, r;
@@ -81,6 +84,8 @@ static int open_events(const perf_events_config *c, perf_events **ret, const cha
                 return 0;
         }
         r = perf_events_open_full(c, ret, &failed_cpu);
+        if (r >= 0)
+                sample_type = perf_events_sample_type(*ret);
         if (perf_unavailable(r)) {
                 *ret_skip = "perf_event_open() is not available here";
                 fprintf(stderr, "perf_events_open: %s (cpu %d)\n", strerror(-r), failed_cpu);
@@ -175,7 +180,7 @@ static int on_record(const struct perf_event_header *h, void *userdata) {
         perf_record r;
 
         s->records++;
-        if (perf_record_decode(h, h->size, PERFSNAP_SAMPLE_TYPE, &r) < 0) {
+        if (perf_record_decode(h, h->size, sample_type, &r) < 0) {
                 s->decode_failed++;
                 return 0;
         }
@@ -421,7 +426,7 @@ static int on_bpf_record(const struct perf_event_header *h, void *userdata) {
         bpf_seen *b = userdata;
         perf_record r;
 
-        ASSERT_OK(perf_record_decode(h, h->size, PERFSNAP_SAMPLE_TYPE, &r));
+        ASSERT_OK(perf_record_decode(h, h->size, sample_type, &r));
         if (r.type == PERF_RECORD_KSYMBOL && r.ksymbol.ksym_type == PERF_RECORD_KSYMBOL_TYPE_BPF) {
                 size_t l = strlen(r.ksymbol.name), suffix = strlen("_perfsnap_t");
 

@@ -645,3 +645,58 @@ TEST(fuzz_seeds_agree) {
                         ASSERT_EQ(r.type, seeds[i].type);
         }
 }
+
+/* PERF_SAMPLE_CGROUP (Linux 5.7+): a u64 after the callchain. */
+TEST(sample_with_cgroup) {
+        builder b;
+        perf_record r;
+        size_t n;
+
+        build_sample(&b, ELEMENTSOF(chain), ELEMENTSOF(chain));
+        put_u64(&b, 0x1234abcdULL);
+        n = finish(&b, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL);
+        ASSERT_OK(perf_record_decode(bytes(&b), n, ST | PERF_SAMPLE_CGROUP, &r));
+        ASSERT_U64_EQ(r.sample.cgroup, 0x1234abcdULL);
+        ASSERT_EQ(r.sample.nr, ELEMENTSOF(chain));
+        /* The same bytes without the bit: one u64 too many. */
+        ASSERT_ERROR(perf_record_decode(bytes(&b), n, ST, &r), EBADMSG);
+        /* With the bit but without the field: short. */
+        n = build_sample(&b, ELEMENTSOF(chain), ELEMENTSOF(chain));
+        ASSERT_ERROR(perf_record_decode(bytes(&b), n, ST | PERF_SAMPLE_CGROUP, &r), EBADMSG);
+        /* Without the bit the field is 0. */
+        ASSERT_OK(perf_record_decode(bytes(&b), n, ST, &r));
+        ASSERT_U64_EQ(r.sample.cgroup, 0);
+}
+
+static size_t build_cgroup(builder *b, uint64_t id, const char *path) {
+        begin(b);
+        put_u64(b, id);
+        put_str(b, path);
+        put_sid(b, 0, 0, 888, 1, 0x77);
+        return finish(b, PERF_RECORD_CGROUP, 0);
+}
+
+TEST(cgroup_record) {
+        builder b;
+        perf_record r;
+        uint64_t t = 0;
+        size_t n = build_cgroup(&b, 4242, "/system.slice/x.service");
+
+        ASSERT_OK(perf_record_decode(bytes(&b), n, ST | PERF_SAMPLE_CGROUP, &r));
+        ASSERT_EQ(r.type, PERF_RECORD_CGROUP);
+        ASSERT_U64_EQ(r.cgroup.id, 4242);
+        ASSERT_STREQ(r.cgroup.path, "/system.slice/x.service");
+        ASSERT_U64_EQ(r.sid.time, 888);
+        ASSERT_OK(perf_record_time(bytes(&b), n, ST, &t));
+        ASSERT_U64_EQ(t, 888);
+
+        /* A path without its NUL before the trailer, or no room for one. */
+        n = build_cgroup(&b, 1, "/abcdefg");
+        memset(bytes(&b) + 8 + 8 + 8, 'x', 8);  /* the path's NUL and padding */
+        ASSERT_ERROR(perf_record_decode(bytes(&b), n, ST, &r), EBADMSG);
+        begin(&b);
+        put_u64(&b, 1);
+        put_sid(&b, 0, 0, 888, 1, 0x77);
+        n = finish(&b, PERF_RECORD_CGROUP, 0);
+        ASSERT_ERROR(perf_record_decode(bytes(&b), n, ST, &r), EBADMSG);
+}

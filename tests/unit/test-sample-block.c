@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zstd.h>
+
 #include "macro.h"
 #include "store/sample-block.h"
 #include "test.h"
@@ -41,6 +43,7 @@ static void random_entries(block_entry *v, size_t n) {
                         .count = 1 + rnd_value(5) % 100000,
                         .period = rnd_value(1000000),
                         .frame_id = (int64_t) rnd_value(50000),
+                        .cgroup_id = (int64_t) rnd_value(30),
                 };
                 v[i].tid = rnd() % 2 ? v[i].pid : (uint32_t) rnd_value(100);
                 /* Equal keys happen in real blocks only after merging;
@@ -172,7 +175,7 @@ TEST(bad_blocks_are_refused) {
         copy = malloc(size);
         ASSERT_TRUE(copy);
         memcpy(copy, data, size);
-        copy[0] = 3;
+        copy[0] = 4;
         ASSERT_ERROR(sample_block_decode(NULL, copy, size, &got, &n), EPROTONOSUPPORT);
 
         /* Every truncation is an error, never a read past the end. */
@@ -227,6 +230,58 @@ TEST(format_1_blocks_still_decode) {
         ASSERT_U64_EQ(got[1].period, 1000);
         ASSERT_EQ(got[1].frame_id, 0);
         free(got);
+}
+
+/* A block of format 2 (before the cgroup column), made from a format-3
+ * one by dropping its last column: the entries come back with cgroup 0. */
+TEST(format_2_blocks_still_decode) {
+        block_entry v[40], *got = NULL;
+        uint8_t *data = NULL, *raw, *v2;
+        size_t size, n, raw_size, v2_size;
+        const uint8_t *p;
+        uint64_t hdr[2];
+
+        random_entries(v, 40);
+        for (size_t i = 0; i < 40; i++)
+                v[i].cgroup_id = (int64_t) (rnd() % 30);
+        ASSERT_OK(sample_block_encode(NULL, v, 40, true, &data, &size));
+        /* The header: format, n, mean (varints). */
+        p = data + 1;
+        for (int i = 0; i < 2; i++) {
+                hdr[i] = 0;
+                for (unsigned shift = 0;; shift += 7) {
+                        hdr[i] |= (uint64_t) (*p & 0x7f) << shift;
+                        if (!(*p++ & 0x80))
+                                break;
+                }
+        }
+        ASSERT_EQ(hdr[0], 40);
+        raw_size = ZSTD_getFrameContentSize(p, size - (size_t) (p - data));
+        raw = malloc(raw_size);
+        ASSERT_TRUE(raw);
+        ASSERT_EQ(ZSTD_decompress(raw, raw_size, p, size - (size_t) (p - data)), raw_size);
+        /* The cgroup column is the last: 40 varints, 1 byte each here
+         * (deltas of ids below 30 zigzag to below 64). */
+        raw_size -= 40;
+        v2 = malloc(64 + ZSTD_compressBound(raw_size));
+        ASSERT_TRUE(v2);
+        memcpy(v2, data, (size_t) (p - data));
+        v2[0] = 2;
+        v2_size = (size_t) (p - data) + ZSTD_compress(v2 + (p - data), ZSTD_compressBound(raw_size), raw, raw_size, 3);
+
+        ASSERT_OK(sample_block_decode(NULL, v2, v2_size, &got, &n));
+        ASSERT_EQ(n, 40);
+        qsort(v, 40, sizeof *v, block_entry_cmp);
+        for (size_t i = 0; i < n; i++) {
+                ASSERT_EQ(got[i].cgroup_id, 0);
+                ASSERT_EQ(got[i].stack_id, v[i].stack_id);
+                ASSERT_EQ(got[i].frame_id, v[i].frame_id);
+                ASSERT_U64_EQ(got[i].count, v[i].count);
+        }
+        free(got);
+        free(v2);
+        free(raw);
+        free(data);
 }
 
 TEST(zero_count_is_refused) {

@@ -3,6 +3,7 @@
  * buckets, the leaf levels of schema 7, the size cap, dictionary
  * generations across rollbacks and reopens, damaged blocks and the
  * verification of a file. */
+#include "cgroup.h"
 #include "test-store.h"
 
 typedef struct model_sample {
@@ -15,6 +16,21 @@ static const char *model_comm(uint32_t pid) {
         return comms[pid % 4];
 }
 
+/* A process's cgroup: pid 3's is not known. */
+static const char *model_cgroup(uint32_t pid) {
+        static const char *const paths[] = { "/system.slice/a.service", "/system.slice/b.service",
+                                             "/user.slice/user-1000.slice/session-1.scope", NULL, "/" };
+        return paths[pid % 5];
+}
+
+static bool model_cgroup_passes(uint32_t pid, const query_params *q) {
+        const char *path = model_cgroup(pid);
+
+        if (!q->unit && !q->cgroup)
+                return true;
+        return path && (!q->unit || cgroup_unit_matches(path, q->unit)) && (!q->cgroup || cgroup_path_under(path, q->cgroup));
+}
+
 /* What a window must count: samples of the buckets it overlaps. */
 static uint64_t model_count(const model_sample *v, size_t n, const query_params *q) {
         uint64_t c = 0;
@@ -25,7 +41,7 @@ static uint64_t model_count(const model_sample *v, size_t n, const query_params 
                 if (b + NSEC_PER_SEC <= q->since_ns || (q->until_ns > 0 && b >= q->until_ns))
                         continue;
                 if ((q->pid >= 0 && v[i].pid != (uint64_t) q->pid) || (q->cpu >= 0 && v[i].cpu != (uint32_t) q->cpu) ||
-                    (q->comm && !streq(q->comm, model_comm(v[i].pid))))
+                    (q->comm && !streq(q->comm, model_comm(v[i].pid))) || !model_cgroup_passes(v[i].pid, q))
                         continue;
                 c++;
         }
@@ -92,7 +108,8 @@ static void check_aggregates(bool churn) {
                         unsigned k = (unsigned) (next_rand() % 4);
                         test_sample smp = {
                                 .time_ns = v[j].t, .cpu = v[j].cpu, .pid = v[j].pid, .tid = v[j].pid,
-                                .comm = model_comm(v[j].pid), .period = 1000, .n_frames = depth[k], .frames = stacks[k],
+                                .comm = model_comm(v[j].pid), .cgroup = model_cgroup(v[j].pid), .period = 1000,
+                                .n_frames = depth[k], .frames = stacks[k],
                         };
                         ASSERT_OK(test_add_sample(s, 1, &smp));
                 }
@@ -166,6 +183,14 @@ static void check_aggregates(bool churn) {
                                 q.cpu = (int32_t) (next_rand() % 4);
                         if (next_rand() % 4 == 0)
                                 q.comm = model_comm((uint32_t) next_rand());
+                        /* Units and cgroups: the full levels answer. */
+                        switch (next_rand() % 8) {
+                        case 0: q.unit = "a.service"; break;
+                        case 1: q.unit = "system.slice"; break;
+                        case 2: q.unit = "*.scope"; break;
+                        case 3: q.cgroup = "/system.slice/b.service"; break;
+                        case 4: q.cgroup = "/"; break;
+                        }
                 }
                 /* Without stacks and pid, the leaf levels answer. */
                 q.want_stacks = i % 2 == 0;
@@ -174,9 +199,10 @@ static void check_aggregates(bool churn) {
                 for (size_t j = 0; j < r->n_rows; j++)
                         rows += r->rows[j].samples;
                 if (r->total_samples != want || rows != want)
-                        fprintf(stderr, "window %zu [%llu, %llu) pid %lld cpu %d comm %s: want %llu, got %llu (rows %llu)\n",
+                        fprintf(stderr, "window %zu [%llu, %llu) pid %lld cpu %d comm %s unit %s cgroup %s: want %llu, "
+                                "got %llu (rows %llu)\n",
                                 i, (unsigned long long) (q.since_ns - T0), (unsigned long long) (q.until_ns ? q.until_ns - T0 : 0),
-                                (long long) q.pid, q.cpu, q.comm ?: "-", (unsigned long long) want,
+                                (long long) q.pid, q.cpu, q.comm ?: "-", q.unit ?: "-", q.cgroup ?: "-", (unsigned long long) want,
                                 (unsigned long long) r->total_samples, (unsigned long long) rows);
                 ASSERT_U64_EQ(r->total_samples, want);
                 ASSERT_U64_EQ(rows, want);

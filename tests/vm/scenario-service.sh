@@ -247,6 +247,55 @@ else
         fail "no $NF in the build"
 fi
 
+# Attribution to units (issue 18): a service from systemd-run burns CPU,
+# a scope from systemd-run --scope, a unit of root's user manager. Each
+# is asked for by --unit; the service's samples are exactly its process's.
+total_of() { perfsnapctl query "$@" --format json | python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["total"])'; }
+cgsrc=$(perfsnapctl status --format json | sed -n 's/^ *"cgroup_source": *"\(.*\)".*/\1/p')
+check "status says where cgroups come from (cgroup_source $cgsrc)" [ "$cgsrc" = perf ]
+a0=$(date +%s)
+systemd-run --quiet --unit=psdburn -p Type=exec /bin/sh -c 'while :; do :; done'
+burnpid=$(systemctl show -p MainPID --value psdburn)
+sleep 3
+systemctl stop psdburn
+systemd-run --quiet --scope --unit=psdscope /bin/sh -c 'timeout 2 sh -c "while :; do :; done"' > /dev/null
+usr=none
+if systemctl start user@0.service 2>/dev/null &&
+   XDG_RUNTIME_DIR=/run/user/0 systemd-run --quiet --user --unit=psduser -p Type=exec /bin/sh -c 'while :; do :; done' 2>/tmp/user-run.err; then
+        sleep 2
+        XDG_RUNTIME_DIR=/run/user/0 systemctl --user stop psduser
+        usr=ran
+fi
+[ "$usr" = ran ] || { echo "  systemd-run --user: $(cat /tmp/user-run.err 2>/dev/null)"; }
+a1=$(( $(date +%s) + 1 ))
+sleep $(( a1 - $(date +%s) ))
+check "the units' samples are committed" wait_committed "$(date +%s%N)"
+w="--since @$a0 --until @$a1"
+n_unit=$(total_of $w --unit psdburn.service)
+n_pid=$(total_of $w --pid "$burnpid")
+n_cg=$(total_of $w --cgroup /system.slice/psdburn.service)
+# systemd's child runs in PID 1's cgroup until it moved itself into the
+# unit's, before the exec: those samples are PID 1's scope's.
+n_init=$(total_of $w --pid "$burnpid" --cgroup /init.scope)
+n_scope=$(total_of $w --unit psdscope.scope)
+n_user=$(total_of $w --unit psduser.service)
+n_mgr=$(total_of $w --unit user@0.service)
+echo "  psdburn.service $n_unit (its pid $burnpid: $n_pid, $n_init of them before the move; by cgroup $n_cg)," \
+     "psdscope.scope $n_scope," \
+     "psduser.service $n_user (user@0.service $n_mgr)"
+check "--unit psdburn.service is exactly its process's samples ($n_unit + $n_init before the move = $n_pid) and its cgroup's ($n_cg)" \
+        sh -c "[ $n_unit -gt 100 ] && [ $(( n_unit + n_init )) -eq $n_pid ] && [ $n_unit -eq $n_cg ]"
+check "--unit psdscope.scope: a systemd-run --scope burner ($n_scope samples)" [ "$n_scope" -gt 100 ]
+check "--unit psduser.service: a unit of root's user manager ($n_user samples, user@0.service $n_mgr)" \
+        sh -c "[ $usr = ran ] && [ $n_user -gt 50 ] && [ $n_mgr -ge $n_user ]"
+perfsnapctl query $w --sort unit --top 0 > /tmp/units-sort.txt
+perfsnapctl units $w --top 0 > /tmp/units.txt
+cat /tmp/units.txt
+check "--sort unit shows psdburn.service with its $n_unit samples" \
+        grep -Eq "^ +[0-9.]+% +$n_unit +psdburn\.service\$" /tmp/units-sort.txt
+check "units lists psdburn.service, psdscope.scope and psduser.service" \
+        sh -c 'grep -q " psdburn\.service " /tmp/units.txt && grep -q " psdscope\.scope " /tmp/units.txt && grep -q " psduser\.service " /tmp/units.txt'
+
 t0=$(date +%s%N)
 systemctl stop perfsnapd
 t1=$(date +%s%N)

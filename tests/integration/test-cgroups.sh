@@ -1,0 +1,112 @@
+#!/bin/bash
+# Samples attributed to cgroups and systemd units (PERF_SAMPLE_CGROUP): a
+# busy process moved into a test cgroup (cgroup v2 mkdir + cgroup.procs)
+# under a slice, one that moves itself into a cgroup with spaces and
+# quotes in its name, and one left outside; the cgroups are removed before
+# the queries, which still name them.
+. "$(dirname "$0")/lib.sh"
+require_root
+
+# The cgroup v2 mount: the field after "-" in mountinfo is the type.
+MNT=$(awk '{ for (i = 1; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") print $5; break } }' /proc/self/mountinfo | head -1)
+[ -n "$MNT" ] || skip "no cgroup v2 hierarchy is mounted"
+TOP="$MNT/psdtest-$$.slice"
+CG="$TOP/burn-$$.service"
+ODDNAME="we ird\"'x-$$.scope"
+ODD="$TOP/$ODDNAME"
+mkdir "$TOP" "$CG" "$ODD" 2>/dev/null || skip "cannot make cgroups under $MNT"
+
+setup_dir "frequency_hz = 999"
+cleanup_cgroups() {
+        for d in "$ODD" "$CG" "$TOP"; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+        cleanup
+}
+trap cleanup_cgroups EXIT
+start_daemon
+SRC=$(status_field cgroup_source)
+[ "$SRC" = perf ] || skip "the kernel gives no PERF_SAMPLE_CGROUP (cgroup_source '$SRC'): the VM tier covers /proc"
+
+T0=$(date +%s)
+sh -c 'while :; do :; done' & B=$!
+echo "$B" > "$CG/cgroup.procs" || fail "cannot move $B into $CG"
+sh -c 'while :; do :; done' & O=$!
+ODD="$ODD" sh -c 'echo $$ > "$ODD/cgroup.procs" && exec timeout 1 sh -c "while :; do :; done"' & Q=$!
+sleep 3
+kill "$B" "$O"
+wait "$B" "$O" "$Q" 2>/dev/null
+T1=$(( $(date +%s) + 1 ))
+rmdir "$ODD" "$CG" "$TOP" || fail "cannot remove the test cgroups"
+wait_committed "$(( T1 * 1000000000 - 500000000 ))"
+sleep 1
+W=(--since "@$T0" --until "@$T1")
+
+q() { "$PERFSNAPCTL" query "${W[@]}" "$@"; }
+total() { q "$@" --format json | python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["total"])'; }
+B_ALL=$(total --pid "$B")
+O_ALL=$(total --pid "$O")
+B_CG=$(total --pid "$B" --cgroup "/psdtest-$$.slice/burn-$$.service")
+B_UNIT=$(total --pid "$B" --unit "burn-$$.service")
+O_TOP=$(total --pid "$O" --cgroup "psdtest-$$.slice/")
+SLICE=$(total --unit "psdtest-$$.slice")
+ODD_N=$(total --cgroup "/psdtest-$$.slice/$ODDNAME")
+GLOB=$(total --unit "psdtest-$$*")
+NONE=$(total --container deadbeef)
+echo "burner $B: $B_ALL samples, $B_CG in its cgroup, $B_UNIT in its unit; outside $O: $O_ALL, $O_TOP in the slice;" \
+     "slice $SLICE, odd scope $ODD_N, glob $GLOB, container deadbeef $NONE"
+[ "$B_ALL" -gt 1500 ] && [ "$O_ALL" -gt 1500 ] || fail "too few samples of the burners: $B_ALL, $O_ALL"
+# Samples before the move are the parent cgroup's: a few ms.
+[ "$B_CG" -ge $(( B_ALL * 95 / 100 )) ] || fail "$B_CG of the burner's $B_ALL samples are in its cgroup"
+[ "$B_UNIT" -eq "$B_CG" ] || fail "--unit gives $B_UNIT samples of the burner, --cgroup $B_CG"
+[ "$O_TOP" -eq 0 ] || fail "$O_TOP samples of the process outside are in the test slice"
+[ "$ODD_N" -gt 200 ] || fail "the cgroup with spaces and quotes has $ODD_N samples (1 s at 999 Hz, 3 busy tasks on the CPUs)"
+[ "$SLICE" -eq "$GLOB" ] && [ "$SLICE" -ge $(( B_CG + ODD_N )) ] ||
+        fail "the slice has $SLICE samples, the glob $GLOB, its cgroups $B_CG + $ODD_N"
+[ "$NONE" -eq 0 ] || fail "$NONE samples in no container matched --container deadbeef"
+
+# The table of a unit filter has a Unit column; --sort unit sorts by it;
+# folded stacks start with the unit.
+q --unit "burn-$$.service" > "$T/unit.txt" || fail "query --unit failed"
+q --sort unit,pid --top 0 > "$T/sort.txt" || fail "query --sort unit,pid failed"
+q --unit "psdtest-$$.slice" --format folded > "$T/unit.folded" || fail "query --unit --format folded failed"
+head -5 "$T/unit.txt"
+grep -E "^# Overhead +Samples +Unit +Command +Module +Symbol" "$T/unit.txt" > /dev/null || fail "no Unit column with --unit"
+grep -E "^ +[0-9.]+% +[0-9]+ +burn-$$\.service +sh " "$T/unit.txt" > /dev/null || fail "the table does not name burn-$$.service"
+grep -E "^ +[0-9.]+% +$B_CG +burn-$$\.service +$B\$" "$T/sort.txt" > /dev/null ||
+        { grep "burn-$$\|$B\$" "$T/sort.txt"; fail "--sort unit,pid has no row of burn-$$.service, pid $B with $B_CG samples"; }
+grep -F "we ird\"'x-$$.scope" "$T/sort.txt" > /dev/null || fail "--sort unit does not show the scope with an odd name"
+N_FOLDED=$(awk -v u="burn-$$.service;sh;" 'index($0, u) == 1 { n += $NF } END { print n + 0 }' "$T/unit.folded")
+[ "$N_FOLDED" -eq "$B_CG" ] || fail "folded stacks under burn-$$.service;sh add up to $N_FOLDED, not $B_CG"
+q --unit "burn-$$.service" --top 0 --format json > "$T/unit.json" || fail "query --unit --format json failed"
+python3 - "$T/unit.json" "/psdtest-$$.slice/burn-$$.service" "$B_CG" <<'PY' || fail "json rows of --unit are wrong (above)"
+import json, sys
+r = json.load(open(sys.argv[1]))["result"]
+assert r["rows"] and all(row["cgroup"] == sys.argv[2] for row in r["rows"]), [row.get("cgroup") for row in r["rows"]][:5]
+assert sum(row["samples"] for row in r["rows"]) == r["total"] == int(sys.argv[3]), (r["total"], sys.argv[3])
+PY
+KNOWN=$(status_field cgroups_known)
+[ "$KNOWN" -gt 0 ] || fail "status cgroups_known is '$KNOWN'"
+pass "burn-$$.service: $B_CG samples by --cgroup, --unit, --sort unit and folded; the removed cgroups still named"
+
+# units: the CPU time of each unit over the window.
+"$PERFSNAPCTL" units "${W[@]}" --top 0 --format json > "$T/units.json" || fail "units failed"
+"$PERFSNAPCTL" units "${W[@]}" --top 5 | tee "$T/units.txt" || fail "units (table) failed"
+python3 - "$T/units.json" "burn-$$.service" "$B_CG" "$ODDNAME" "$ODD_N" <<'PY' || fail "units is wrong (above)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+units = {u["unit"]: u for u in d["units"]}
+burn, odd = units.get(sys.argv[2]), units.get(sys.argv[4])
+assert burn and burn["samples"] == int(sys.argv[3]), (burn, sys.argv[3])
+assert odd and odd["samples"] == int(sys.argv[5]), (odd, sys.argv[5])
+assert 0 <= burn["kernel_samples"] <= burn["samples"] and burn["top_samples"] <= burn["samples"], burn
+assert 1.5 < burn["cpus"] * (d["until_ns"] - d["since_ns"]) / 1e9 < 4.5, burn   # ~3 s of one CPU
+assert sum(u["samples"] for u in d["units"]) + d["beyond_rows"] == d["total"], d["total"]
+s = [u["samples"] for u in d["units"]]
+assert s == sorted(s, reverse=True)
+print("units:", sys.argv[2], burn["samples"], "samples,", round(burn["cpus"], 2), "CPUs, top", burn["top_symbol"])
+PY
+grep -E "burn-$$\.service +\[\.\] " "$T/units.txt" > /dev/null || fail "the units table does not show burn-$$.service"
+
+# Bad filters are refused with a clear error.
+q --container XYZ 2> "$T/bad.txt" && fail "--container XYZ succeeded"
+grep -q "invalid --container 'XYZ'" "$T/bad.txt" || fail "no clear error for --container XYZ: $(cat "$T/bad.txt")"
+stop_daemon
