@@ -312,7 +312,9 @@ static int export_perf_part(perf_writer *w, const query_params *base, uint64_t s
 /* The window a minute at a time, ending on whole minutes. The next
  * minutes are asked for before this one's answer is read, so that the
  * daemon works on them while this one is written: PERF_AHEAD calls in
- * flight at most (each its own connection). */
+ * flight at most (each its own connection), for root; other users' calls
+ * count against their max_queries_per_user (perfsnapd.conf(5)), which
+ * may be 1 and which their other queries need too: one at a time. */
 #define PERF_AHEAD 2
 
 typedef struct perf_call {
@@ -322,13 +324,13 @@ typedef struct perf_call {
 
 static int export_perf_minutes(perf_writer *w, const query_params *base) {
         perf_call ring[PERF_AHEAD] = {};
-        size_t head = 0, n = 0;
+        size_t head = 0, n = 0, ahead = geteuid() == 0 ? PERF_AHEAD : 1;
         uint64_t t = base->since_ns;
         int r = 0;
 
         for (;;) {
                 /* Fill the ring, then take its oldest. */
-                while (n < PERF_AHEAD && t < base->until_ns) {
+                while (n < ahead && t < base->until_ns) {
                         perf_call *c = &ring[(head + n) % PERF_AHEAD];
                         query_params q;
 
@@ -599,7 +601,9 @@ int cmd_export(int argc, char **argv) {
         q.want_stacks = true;
         q.packed = format != EXPORT_FOLDED;
         if (format == EXPORT_PPROF) {
-                q.by_pid = q.by_cpu = true;
+                /* Labels: comm, pid, cpu, context, and the cgroup's
+                 * path, unit and container. */
+                q.by_pid = q.by_cpu = q.by_cgroup = true;
                 q.want_modules = true;
         } else if (format == EXPORT_HTML)
                 q.timeline = seconds_of(q.since_ns, q.until_ns, HTML_TIMELINE_SLOTS);

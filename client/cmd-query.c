@@ -169,15 +169,22 @@ static void put_folded_name(FILE *f, const char *s) {
 }
 
 void print_folded(FILE *f, const query_result *r) {
+        bool by_cgroup = false;
+
+        for (size_t i = 0; i < r->n_stacks && !by_cgroup; i++)
+                by_cgroup = r->stacks[i].cgroup;
         for (size_t i = 0; i < r->n_stacks; i++) {
                 const query_stack *st = &r->stacks[i];
 
-                /* Told apart by cgroup: the unit first. */
-                if (st->cgroup) {
+                /* Told apart by cgroup: the unit first ("[other stacks]"
+                 * are of any). */
+                if (by_cgroup) {
                         cgroup_info info;
 
-                        cgroup_info_of(st->cgroup, &info);
-                        put_folded_name(f, !st->cgroup[0] ? "[unknown]" : info.unit[0] ? info.unit : "-");
+                        cgroup_info_of(st->cgroup ?: "", &info);
+                        put_folded_name(f, query_stack_is_other(st) ? OTHER_STACKS
+                                           : !st->cgroup || !st->cgroup[0] ? "[unknown]"
+                                           : info.unit[0] ? info.unit : "-");
                         fputc(';', f);
                 }
                 put_folded_name(f, st->comm);
@@ -492,11 +499,17 @@ typedef struct sort_row {
 } sort_row;
 
 /* The unit and container of a row from its cgroup's path: "[unknown]"
- * for samples whose cgroup was not known, "-" for a path without one. */
-static void sort_row_cgroup(sort_row *row, const char *path) {
+ * for samples whose cgroup was not known, "-" for a path without one,
+ * "[other stacks]" for those (of any cgroup). */
+static void sort_row_cgroup(sort_row *row, const query_stack *st) {
+        const char *path = st->cgroup;
         cgroup_info info;
 
-        if (!path || !path[0]) {
+        if (query_stack_is_other(st)) {
+                snprintf(row->unit, sizeof row->unit, OTHER_STACKS);
+                snprintf(row->container, sizeof row->container, "-");
+                row->v[SORT_CGROUP] = OTHER_STACKS;
+        } else if (!path || !path[0]) {
                 snprintf(row->unit, sizeof row->unit, "[unknown]");
                 snprintf(row->container, sizeof row->container, "[unknown]");
                 row->v[SORT_CGROUP] = "[unknown]";
@@ -561,7 +574,7 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
 
                 snprintf(row.num[0], sizeof row.num[0], "%" PRIi64, st->pid);
                 snprintf(row.num[1], sizeof row.num[1], "%" PRIi32, st->cpu);
-                sort_row_cgroup(&row, st->cgroup);
+                sort_row_cgroup(&row, st);
                 row.v[SORT_COMM] = st->comm;
                 row.v[SORT_SYM] = st->n_frames > 0 ? st->frames[st->n_frames - 1] : "[unknown]";
                 row.v[SORT_DSO] = st->n_frames > 0 && st->modules ? r->modules[st->modules[st->n_frames - 1]].name

@@ -95,15 +95,48 @@ static bool pod_uid(const char *p, size_t len, char *ret, size_t size) {
 
                 if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-'))
                         return false;
-                ret[i] = c;
         }
+        /* Valid through: only now written. */
+        for (size_t i = 0; i < n; i++)
+                ret[i] = at[i] == '_' ? '-' : at[i];
         ret[n] = '\0';
         return true;
+}
+
+/* A unit that runs units of its own below it: a user's manager
+ * (user@UID.service), a container's scope (its init may be systemd). The
+ * units below are named after it, "user@1000.service/dbus.service", so
+ * that they are not taken for the system's units of the same name. */
+static bool is_manager(const char *p, size_t len) {
+        return (len > 13 && memcmp(p, "user@", 5) == 0 && has_suffix(p, len, ".service")) || container_id(p, len);
+}
+
+/* The unit name of [p, p + len) below qualifier ("" or
+ * "user@1000.service/"), cut at size - 1 bytes. */
+static void unit_name(char *dst, size_t size, const char *qualifier, const char *p, size_t len) {
+        size_t q = MIN(strlen(qualifier), size - 1);
+
+        memcpy(dst, qualifier, q);
+        copy(dst + q, size - q, p, len);
+}
+
+/* After a manager's component: the units below are its. qualifier has
+ * CGROUP_UNIT_MAX bytes. */
+static void push_qualifier(char *qualifier, const char *p, size_t len) {
+        char q[CGROUP_UNIT_MAX - 1];
+        size_t n;
+
+        unit_name(q, sizeof q, qualifier, p, len);
+        n = strlen(q);
+        memcpy(qualifier, q, n);
+        qualifier[n] = '/';
+        qualifier[n + 1] = '\0';
 }
 
 typedef struct info_acc {
         cgroup_info *info;
         char slice[CGROUP_UNIT_MAX];
+        char qualifier[CGROUP_UNIT_MAX];
 } info_acc;
 
 static bool info_component(const char *p, size_t len, void *userdata) {
@@ -112,9 +145,11 @@ static bool info_component(const char *p, size_t len, void *userdata) {
 
         if (is_unit(p, len)) {
                 if (has_suffix(p, len, ".slice"))
-                        copy(a->slice, sizeof a->slice, p, len);
+                        unit_name(a->slice, sizeof a->slice, a->qualifier, p, len);
                 else
-                        copy(a->info->unit, sizeof a->info->unit, p, len);
+                        unit_name(a->info->unit, sizeof a->info->unit, a->qualifier, p, len);
+                if (is_manager(p, len))
+                        push_qualifier(a->qualifier, p, len);
         }
         id = container_id(p, len);
         if (id)
@@ -136,15 +171,22 @@ void cgroup_info_of(const char *path, cgroup_info *ret) {
 typedef struct glob_acc {
         const char *glob;
         char buf[CGROUP_UNIT_MAX];
+        char qualifier[CGROUP_UNIT_MAX];
 } glob_acc;
 
 static bool glob_component(const char *p, size_t len, void *userdata) {
         glob_acc *a = userdata;
+        bool match;
 
-        if (!is_unit(p, len) || len >= sizeof a->buf)
+        if (!is_unit(p, len))
                 return false;
-        copy(a->buf, sizeof a->buf, p, len);
-        return fnmatch(a->glob, a->buf, 0) == 0;
+        if (strlen(a->qualifier) + len >= sizeof a->buf)
+                return false;   /* no unit name is that long */
+        unit_name(a->buf, sizeof a->buf, a->qualifier, p, len);
+        match = fnmatch(a->glob, a->buf, 0) == 0;
+        if (is_manager(p, len))
+                push_qualifier(a->qualifier, p, len);
+        return match;
 }
 
 bool cgroup_unit_matches(const char *path, const char *glob) {

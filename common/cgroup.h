@@ -17,9 +17,11 @@
 
 typedef struct cgroup_info {
         /* The innermost unit of the path that is not a slice
-         * ("nginx.service"; in a user manager its own unit, e.g.
-         * "/user.slice/user-1000.slice/user@1000.service/app.slice/x.service"
-         * gives "x.service"); else the innermost slice; else "". */
+         * ("nginx.service"); else the innermost slice; else "". The
+         * units of a user's manager or of a container's own systemd are
+         * named after it, so that nobody's "sshd.service" passes for the
+         * system's: "/user.slice/user-1000.slice/user@1000.service/
+         * app.slice/x.service" gives "user@1000.service/x.service". */
         char unit[CGROUP_UNIT_MAX];
         /* The container runtime's id (64 hex digits) where the path has
          * one: docker, podman/libpod, containerd and CRI-O scopes, and
@@ -32,10 +34,13 @@ typedef struct cgroup_info {
 
 void cgroup_info_of(const char *path, cgroup_info *ret);
 
-/* Whether a component of path is a unit name matching glob (fnmatch):
- * "nginx.service", "user@1000.service" (all of that user's units) or
- * "system.slice" all match "/system.slice/nginx.service"... as their own
- * unit or an enclosing one. */
+/* Whether a unit of path, its own or an enclosing one, named as
+ * cgroup_info.unit names them, matches glob (fnmatch, '*' also across
+ * '/'): "nginx.service" and "system.slice" match
+ * "/system.slice/nginx.service"; "user@1000.service" (all of that user's
+ * units), "user@1000.service/x.service" and "*x.service" match
+ * "/user.slice/user-1000.slice/user@1000.service/app.slice/x.service",
+ * "x.service" does not. */
 bool cgroup_unit_matches(const char *path, const char *glob);
 
 /* Whether path is prefix or below it, whole components compared

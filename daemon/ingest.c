@@ -327,9 +327,10 @@ static int sample_cgroup(ingest *in, const perf_sample *ps, int64_t *ret) {
                 (void) idcache_put(in->cgroup_ids, ps->cgroup, 0, *ret);       /* a cache */
                 return 0;
         }
-        /* Kernels before 5.7: the process's, read once (pid 0: no file). */
+        /* Kernels before 5.7: the process's, read once. The idle task
+         * (pid 0, no /proc entry) is the root cgroup's, as perf says. */
         if (ps->pid == 0)
-                return 0;
+                return store_intern_string(in->store, "/", ret);
         if (hashmap_get_u64(in->pid_cgroups, ps->pid, &id) >= 0) {
                 *ret = MAX(id, (int64_t) 0);
                 return 0;

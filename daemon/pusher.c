@@ -161,7 +161,7 @@ static int make_profile(pusher *p, int dfd, uint64_t from_ns, uint64_t until_ns)
         }
         q.since_ns = from_ns;
         q.until_ns = until_ns;
-        q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = true;
+        q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.by_cgroup = true;
         q.symbols_dir = p->cfg.cache_dir;
         r = store_query(p->store, &q, 1, p->cfg.query_max_stacks, &res);
         if (r < 0)

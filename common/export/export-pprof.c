@@ -4,11 +4,12 @@
  * protobuf-c straight into a zlib gzip stream on the output.
  *
  * One Sample per stack of the answer, i.e. per distinct (comm, pid, CPU,
- * stack): values "samples/count" and "cpu/nanoseconds" (samples times the
- * sampling period), labels comm, pid, cpu and context ("kernel" when the
- * sample was taken in the kernel, else "user"). A Location and a Function
- * per distinct (frame name, module), with the module's Mapping (its path
- * or "[name]", and build-id). Frames carry no addresses: they are named
+ * cgroup, stack): values "samples/count" and "cpu/nanoseconds" (samples
+ * times the sampling period), labels comm, pid, cpu, context ("kernel"
+ * when the sample was taken in the kernel, else "user"), and where the
+ * answer tells cgroups apart the cgroup's path, its unit and container.
+ * A Location and a Function per distinct (frame name, module), with the
+ * module's Mapping (its path or "[name]", and build-id). Frames carry no addresses: they are named
  * already, so every Mapping says has_functions. */
 
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "cgroup.h"
 #include "export.h"
 #include "hashmap.h"
 #include "macro.h"
@@ -26,7 +28,7 @@
 
 /* The string ids of the label keys and of their fixed values. */
 typedef struct label_keys {
-        int64_t comm, pid, cpu, context, kernel, user;
+        int64_t comm, pid, cpu, context, kernel, user, unit, cgroup, container;
 } label_keys;
 
 /* pprof's string ids are int64_t. */
@@ -186,11 +188,29 @@ static int number_id(strtab *s, int64_t v, int64_t *ret) {
         return r;
 }
 
+/* A label of a string that does not outlive the call (copied); none for
+ * "". */
+static int add_copied_label(pprof_ctx *c, Perfsnap__Pprof__Sample *s, Perfsnap__Pprof__Label *l, int64_t key,
+                            const char *str) {
+        size_t id;
+        int r;
+
+        if (!str[0])
+                return 0;
+        r = strtab_id_copy(&c->str, str, &id);
+        if (r < 0)
+                return r;
+        add_label(s, l, key, (int64_t) id);
+        return 0;
+}
+
 static int make_sample(pprof_ctx *c, const export_input *in, const query_stack *st, const label_keys *k,
                        Perfsnap__Pprof__Sample **ret) {
         Perfsnap__Pprof__Sample *s = calloc(1, sizeof *s);
-        int64_t comm_id, pid_id, cpu_id;
-        size_t n_labels = 2 + (st->pid >= 0) + (st->cpu >= 0);
+        int64_t comm_id, pid_id, cpu_id, id;
+        bool cg = st->cgroup && st->cgroup[0];
+        size_t n_labels = 2 + (st->pid >= 0) + (st->cpu >= 0) + 3 * cg;
+        cgroup_info info = {};
         int r;
 
         if (!s)
@@ -242,6 +262,19 @@ static int make_sample(pprof_ctx *c, const export_input *in, const query_stack *
                 add_label(s, &labels[s->n_label], k->cpu, cpu_id);
         }
         add_label(s, &labels[s->n_label], k->context, st->n_kernel > 0 ? k->kernel : k->user);
+        /* Told apart by cgroup: its path, unit and container. */
+        if (cg) {
+                cgroup_info_of(st->cgroup, &info);
+                r = string_id(&c->str, st->cgroup, &id);
+                if (r < 0)
+                        return r;
+                add_label(s, &labels[s->n_label], k->cgroup, id);
+                r = add_copied_label(c, s, &labels[s->n_label], k->unit, info.unit);
+                if (r >= 0)
+                        r = add_copied_label(c, s, &labels[s->n_label], k->container, info.container);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -278,6 +311,9 @@ int export_pprof(int fd, const export_input *in) {
             (r = string_id(&c.str, "context", &k.context)) < 0 ||
             (r = string_id(&c.str, "kernel", &k.kernel)) < 0 ||
             (r = string_id(&c.str, "user", &k.user)) < 0 ||
+            (r = string_id(&c.str, "unit", &k.unit)) < 0 ||
+            (r = string_id(&c.str, "cgroup", &k.cgroup)) < 0 ||
+            (r = string_id(&c.str, "container", &k.container)) < 0 ||
             (r = string_id(&c.str, comment, &comment_id)) < 0)
                 return r;
 

@@ -20,6 +20,7 @@ struct cgroups {
         char **paths;
         size_t n, alloc;
         uint64_t walks, last_walk_ns;
+        uint64_t interval_ns;   /* between walks for unknown ids: doubles while they find nothing */
 };
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo. */
@@ -55,7 +56,9 @@ int cgroups_find_mount(const char *mountinfo, char **ret) {
                 /* id parent major:minor root mount-point ... */
                 for (char *t = strtok_r(line, " ", &s2); t && n < ELEMENTSOF(f); t = strtok_r(NULL, " ", &s2))
                         f[n++] = t;
-                if (n < 5 || f[4][0] != '/')
+                /* The hierarchy's root mounted (not a subtree of it,
+                 * whose paths would lack their start). */
+                if (n < 5 || f[4][0] != '/' || strcmp(f[3], "/") != 0)
                         continue;
                 unescape(f[4]);
                 *ret = strdup(f[4]);
@@ -124,7 +127,7 @@ static int walk(cgroups *c, int fd, char *path, size_t len, size_t size, unsigne
         uint64_t id = 0;
         int r = 0;
 
-        if (dir_id(fd, &id) >= 0) {
+        if (c->n < CGROUPS_MAX && dir_id(fd, &id) >= 0) {
                 r = put_path(c, id, len == 0 ? "/" : path);
                 if (r < 0) {
                         close(fd);
@@ -141,7 +144,7 @@ static int walk(cgroups *c, int fd, char *path, size_t len, size_t size, unsigne
                 close(fd);
                 return r;
         }
-        while (r >= 0 && (de = readdir(d))) {
+        while (r >= 0 && c->n < CGROUPS_MAX && (de = readdir(d))) {
                 size_t n = strlen(de->d_name);
                 int sub;
 
@@ -185,6 +188,7 @@ int cgroups_new(const char *dir, cgroups **ret) {
         if (!c)
                 return -ENOMEM;
         c->dir = strdup(dir);
+        c->interval_ns = CGROUPS_RESCAN_NS;
         if (!c->dir || hashmap_new(&c->idx) < 0) {
                 cgroups_free(c);
                 return -ENOMEM;
@@ -223,11 +227,16 @@ const char *cgroups_path(cgroups *c, uint64_t id, uint64_t now_ns) {
         if (hashmap_get_u64(c->idx, id, &i) >= 0)
                 return c->paths[i];
         /* The first walk was at "0": the first miss may walk at once. */
-        if (c->walks > 1 && now_ns - c->last_walk_ns < CGROUPS_RESCAN_NS)
+        if (c->walks > 1 && now_ns - c->last_walk_ns < c->interval_ns)
                 return NULL;
-        if (walk_all(c, now_ns) < 0)
-                return NULL;
-        return hashmap_get_u64(c->idx, id, &i) >= 0 ? c->paths[i] : NULL;
+        if (walk_all(c, now_ns) >= 0 && hashmap_get_u64(c->idx, id, &i) >= 0) {
+                c->interval_ns = CGROUPS_RESCAN_NS;
+                return c->paths[i];
+        }
+        /* Unreachable by a walk (too deep, past the bound): walks of a
+         * large hierarchy are not repeated every second for it. */
+        c->interval_ns = MIN(c->interval_ns * 2, CGROUPS_RESCAN_MAX_NS);
+        return NULL;
 }
 
 size_t cgroups_size(const cgroups *c) {

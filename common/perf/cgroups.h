@@ -8,15 +8,19 @@
  * ids to paths ("/system.slice/nginx.service", from the hierarchy's
  * root) starts from a walk of the mounted hierarchy; an id it does not
  * know is looked up by walking it again, at most once per
- * CGROUPS_RESCAN_NS. Ids are not reused while the machine runs (64-bit
- * node ids), so a cgroup removed since keeps its path here until the map
- * is full (CGROUPS_MAX ids: then it starts again from a walk). */
+ * CGROUPS_RESCAN_NS, and while walks do not find the ids asked for, at
+ * twice the interval each time, up to CGROUPS_RESCAN_MAX_NS. Ids are not
+ * reused while the machine runs (64-bit node ids), so a cgroup removed
+ * since keeps its path here until the map is full: it holds at most
+ * CGROUPS_MAX ids (a walk adds none past it; the walk after a full map
+ * starts from empty). */
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define CGROUPS_MAX (64u * 1024u)
 #define CGROUPS_RESCAN_NS (UINT64_C(1000000000))
+#define CGROUPS_RESCAN_MAX_NS (64 * CGROUPS_RESCAN_NS)
 /* Deeper directories are not walked (their samples' cgroups stay unknown
  * unless a PERF_RECORD_CGROUP names them). */
 #define CGROUPS_MAX_DEPTH 64

@@ -41,7 +41,7 @@
 #define SAMPLE_BLOCK_MAX_ENTRIES (4u * 1024 * 1024)
 
 typedef struct block_entry {
-        /* the key: compared and hashed as these 64 bytes */
+        /* the key: compared and hashed as these 56 bytes */
         uint32_t cpu, pid, tid, _pad;
         int64_t comm_id, snapshot_id, stack_id;
         int64_t cgroup_id;      /* string id of the cgroup v2 path; 0: not known */

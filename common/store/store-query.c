@@ -626,7 +626,7 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
 /* ---- grouping, in bounded memory ---- */
 
 /* The groups of a window are counted in a table of at most
- * s->query_group_slots slots (40 bytes each), filled to 3/4. A window
+ * s->query_group_slots slots (48 bytes each), filled to 3/4. A window
  * with more distinct groups is counted in parts: 4, 16, 64... passes over
  * its blocks, each keeping the groups whose hash falls in its part, so
  * the table never grows past its bound however long the window. */

@@ -210,8 +210,8 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                 error = "timeline: needs since_ns and until_ns";
                 goto fail;
         }
-        if (q.shapes && (!q.raw || !q.want_stacks)) {
-                error = "shapes: needs raw and stacks";
+        if (q.shapes && (!q.raw || !q.want_stacks || q.by_cgroup)) {
+                error = "shapes: needs raw and stacks, and is not with by_cgroup";
                 goto fail;
         }
         if (q.by_tid && q.timeline > 128) {

@@ -22,9 +22,15 @@ TEST(units_of_systemd_layouts) {
         expect("/system.slice/system-getty.slice/getty@tty1.service", "getty@tty1.service", "", "");
         expect("/init.scope", "init.scope", "", "");
         expect("/user.slice/user-1000.slice/session-3.scope", "session-3.scope", "", "");
-        /* A user manager's units are their own. */
-        expect("/user.slice/user-1000.slice/user@1000.service/app.slice/app-foo.service", "app-foo.service", "", "");
-        expect("/user.slice/user-1000.slice/user@1000.service/init.scope", "init.scope", "", "");
+        /* A user manager's units are its: not the system's of the same name. */
+        expect("/user.slice/user-1000.slice/user@1000.service/app.slice/app-foo.service",
+               "user@1000.service/app-foo.service", "", "");
+        expect("/user.slice/user-1000.slice/user@1000.service/init.scope", "user@1000.service/init.scope", "", "");
+        expect("/user.slice/user-1000.slice/user@1000.service/app.slice", "user@1000.service", "", "");
+        expect("/user.slice/user-1000.slice/user@1000.service", "user@1000.service", "", "");
+        /* So are those of a container's own systemd. */
+        expect("/machine.slice/libpod-" ID64 ".scope/container/system.slice/sshd.service",
+               "libpod-" ID64 ".scope/sshd.service", ID64, "");
         /* Only slices: the innermost. */
         expect("/system.slice", "system.slice", "", "");
         expect("/machine.slice/", "machine.slice", "", "");
@@ -76,12 +82,19 @@ TEST(odd_and_deep_paths) {
 TEST(unit_globs_match_any_enclosing_unit) {
         const char *p = "/user.slice/user-1000.slice/user@1000.service/app.slice/app-foo.service";
 
-        ASSERT_TRUE(cgroup_unit_matches(p, "app-foo.service"));
+        ASSERT_TRUE(cgroup_unit_matches(p, "user@1000.service/app-foo.service"));
+        ASSERT_TRUE(cgroup_unit_matches(p, "*app-foo.service"));
         ASSERT_TRUE(cgroup_unit_matches(p, "user@1000.service"));
         ASSERT_TRUE(cgroup_unit_matches(p, "user@*.service"));
         ASSERT_TRUE(cgroup_unit_matches(p, "user.slice"));
-        ASSERT_TRUE(cgroup_unit_matches(p, "app-*"));
+        ASSERT_TRUE(cgroup_unit_matches(p, "user@1000.service/app.slice"));
+        /* A user's unit is not the system's of that name. */
+        ASSERT_TRUE(!cgroup_unit_matches(p, "app-foo.service"));
+        ASSERT_TRUE(!cgroup_unit_matches(p, "app-*"));
         ASSERT_TRUE(!cgroup_unit_matches(p, "app-foo"));
+        ASSERT_TRUE(!cgroup_unit_matches("/user.slice/user-1000.slice/user@1000.service/app.slice/sshd.service",
+                                         "sshd.service"));
+        ASSERT_TRUE(cgroup_unit_matches("/system.slice/sshd.service", "sshd.service"));
         ASSERT_TRUE(!cgroup_unit_matches(p, "nginx.service"));
         ASSERT_TRUE(!cgroup_unit_matches("/mygroup/x", "*"));
 }

@@ -86,6 +86,21 @@ TEST(map_walks_records_and_rescans) {
         ASSERT_EQ(cgroups_walks(c), 2);
         ASSERT_STREQ(cgroups_path(c, id_of("/h/later.scope"), 20 + CGROUPS_RESCAN_NS), "/later.scope");
 
+        /* An id no walk finds: walks at twice the interval each time. */
+        uint64_t walks = cgroups_walks(c), t = 50 * CGROUPS_RESCAN_NS;
+        ASSERT_NULL(cgroups_path(c, 0xfeedULL, t));
+        ASSERT_EQ(cgroups_walks(c), walks + 1);
+        ASSERT_NULL(cgroups_path(c, 0xfeedULL, t + CGROUPS_RESCAN_NS));          /* the interval is 2 s now */
+        ASSERT_EQ(cgroups_walks(c), walks + 1);
+        ASSERT_NULL(cgroups_path(c, 0xfeedULL, t + 2 * CGROUPS_RESCAN_NS));
+        ASSERT_EQ(cgroups_walks(c), walks + 2);
+        ASSERT_NULL(cgroups_path(c, 0xfeedULL, t + 5 * CGROUPS_RESCAN_NS));      /* 4 s after */
+        ASSERT_EQ(cgroups_walks(c), walks + 2);
+        for (uint64_t k = 6; k < 400; k++)
+                (void) cgroups_path(c, 0xfeedULL, t + k * CGROUPS_RESCAN_NS);
+        /* At 0, 2, 6, 14, 30, 62, then every 64 s: 11 walks in 400 s. */
+        ASSERT_EQ(cgroups_walks(c), walks + 11);
+
         /* A removed cgroup keeps its path; a record names another. */
         uint64_t gone = id_of("/h/new.scope");
         char p[512];
@@ -103,6 +118,7 @@ TEST(map_walks_records_and_rescans) {
         write_file("/mountinfo",
                    "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
                    "30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+                   "29 25 0:27 /sub /mnt/sub rw - cgroup2 cgroup2 rw\n"
                    "31 25 0:27 / /sys/fs/cgroup/uni\\040fied rw,nosuid shared:9 - cgroup2 cgroup2 rw\n");
         char mi[512], *mount = NULL;
         snprintf(mi, sizeof mi, "%s/mountinfo", base);
@@ -127,5 +143,25 @@ TEST(map_walks_records_and_rescans) {
 
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+        ASSERT_EQ(system(cmd), 0);
+}
+
+/* A hierarchy larger than the bound: the map stops at CGROUPS_MAX. */
+TEST(map_is_bounded) {
+        /* tmpfs where there is one: 65,636 directories made quickly. */
+        char dir[64], p[128], cmd[160];
+        cgroups *c = NULL;
+
+        snprintf(dir, sizeof dir, "%s/test-cgroups-big-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+        ASSERT_TRUE(mkdtemp(dir));
+        for (unsigned i = 0; i < CGROUPS_MAX + 100; i++) {
+                snprintf(p, sizeof p, "%s/c%u", dir, i);
+                ASSERT_EQ(mkdir(p, 0755), 0);
+        }
+        if (cgroups_new(dir, &c) < 0)
+                TEST_SKIP("cannot walk %s\n", dir);
+        ASSERT_EQ(cgroups_size(c), CGROUPS_MAX);
+        cgroups_free(c);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         ASSERT_EQ(system(cmd), 0);
 }

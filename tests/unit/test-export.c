@@ -209,6 +209,12 @@ TEST(pprof_has_a_sample_per_stack_leaf_first_with_labels_and_mappings) {
         int fd = memfd_create("pprof", 0);
 
         ASSERT_TRUE(fd >= 0);
+        /* Told apart by cgroup: a docker container's, a service's, one not
+         * known (""), and none (NULL). */
+        r->stacks[1].cgroup = strdup("/system.slice/docker-"
+                                     "4f1c2b3a5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708.scope");
+        r->stacks[2].cgroup = strdup("/system.slice/nginx.service");
+        r->stacks[3].cgroup = strdup("");
         ASSERT_EQ(export_pprof(fd, &in), 0);
         data = gunzip_fd(fd, &size);
         p = perfsnap__pprof__profile__unpack(NULL, size, data);
@@ -250,6 +256,14 @@ TEST(pprof_has_a_sample_per_stack_leaf_first_with_labels_and_mappings) {
         ASSERT_STREQ(label_str(p, s, "cpu", &num), "0");
         ASSERT_EQ(num, 0);
         ASSERT_STREQ(label_str(p, p->sample[2], "context", NULL), "user");
+        ASSERT_STREQ(label_str(p, s, "unit", NULL),
+                     "docker-4f1c2b3a5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708.scope");
+        ASSERT_STREQ(label_str(p, s, "container", NULL), "4f1c2b3a5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708");
+        ASSERT_STREQ(label_str(p, p->sample[2], "unit", NULL), "nginx.service");
+        ASSERT_STREQ(label_str(p, p->sample[2], "cgroup", NULL), "/system.slice/nginx.service");
+        ASSERT_NULL(label_str(p, p->sample[2], "container", NULL));
+        ASSERT_NULL(label_str(p, p->sample[3], "unit", NULL));
+        ASSERT_NULL(label_str(p, p->sample[0], "cgroup", NULL));
         /* Both samples of main;f;k1 name the same locations. */
         ASSERT_EQ(p->sample[3]->location_id[0], s->location_id[0]);
         /* main of a and main of b: the same function in the same file. */

@@ -313,11 +313,13 @@ TEST(without_perf_cgroups_the_process_cgroup_is_read) {
         /* A process without a v2 line (or gone): no cgroup. */
         put_file(f.dir, "proc/101/cgroup", "4:memory:/x\n");
         ASSERT_OK(synth_sample(&f.rb[0], 101, 101, 50, 0, 1, chain, ELEMENTSOF(chain), false));
+        /* The idle task: the root cgroup's. */
+        ASSERT_OK(synth_sample(&f.rb[0], 0, 0, 60, 0, 1, chain, ELEMENTSOF(chain), false));
         drain(&f, INGEST_HORIZON_ALL);
         ASSERT_OK(ingest_commit(f.in));
         ASSERT_EQ(samples_in(&f, "old.service", NULL), 2);
         ASSERT_EQ(samples_in(&f, "new.service", NULL), 1);
-        ASSERT_EQ(samples_in(&f, NULL, "/"), 3);
+        ASSERT_EQ(samples_in(&f, NULL, "/"), 4);
         teardown(&f);
 }
 

@@ -278,23 +278,25 @@ n_cg=$(total_of $w --cgroup /system.slice/psdburn.service)
 # unit's, before the exec: those samples are PID 1's scope's.
 n_init=$(total_of $w --pid "$burnpid" --cgroup /init.scope)
 n_scope=$(total_of $w --unit psdscope.scope)
-n_user=$(total_of $w --unit psduser.service)
+n_user=$(total_of $w --unit user@0.service/psduser.service)
+# A user's unit is not taken for a system unit of its name.
+n_user_sys=$(total_of $w --unit psduser.service)
 n_mgr=$(total_of $w --unit user@0.service)
 echo "  psdburn.service $n_unit (its pid $burnpid: $n_pid, $n_init of them before the move; by cgroup $n_cg)," \
      "psdscope.scope $n_scope," \
-     "psduser.service $n_user (user@0.service $n_mgr)"
+     "user@0.service/psduser.service $n_user (user@0.service $n_mgr, as a system unit $n_user_sys)"
 check "--unit psdburn.service is exactly its process's samples ($n_unit + $n_init before the move = $n_pid) and its cgroup's ($n_cg)" \
         sh -c "[ $n_unit -gt 100 ] && [ $(( n_unit + n_init )) -eq $n_pid ] && [ $n_unit -eq $n_cg ]"
 check "--unit psdscope.scope: a systemd-run --scope burner ($n_scope samples)" [ "$n_scope" -gt 100 ]
-check "--unit psduser.service: a unit of root's user manager ($n_user samples, user@0.service $n_mgr)" \
-        sh -c "[ $usr = ran ] && [ $n_user -gt 50 ] && [ $n_mgr -ge $n_user ]"
+check "--unit user@0.service/psduser.service: a unit of root's user manager ($n_user samples, user@0.service $n_mgr; not psduser.service: $n_user_sys)" \
+        sh -c "[ $usr = ran ] && [ $n_user -gt 50 ] && [ $n_mgr -ge $n_user ] && [ $n_user_sys -eq 0 ]"
 perfsnapctl query $w --sort unit --top 0 > /tmp/units-sort.txt
 perfsnapctl units $w --top 0 > /tmp/units.txt
 cat /tmp/units.txt
 check "--sort unit shows psdburn.service with its $n_unit samples" \
         grep -Eq "^ +[0-9.]+% +$n_unit +psdburn\.service\$" /tmp/units-sort.txt
-check "units lists psdburn.service, psdscope.scope and psduser.service" \
-        sh -c 'grep -q " psdburn\.service " /tmp/units.txt && grep -q " psdscope\.scope " /tmp/units.txt && grep -q " psduser\.service " /tmp/units.txt'
+check "units lists psdburn.service, psdscope.scope and user@0.service/psduser.service" \
+        sh -c 'grep -q " psdburn\.service " /tmp/units.txt && grep -q " psdscope\.scope " /tmp/units.txt && grep -q " user@0\.service/psduser\.service " /tmp/units.txt'
 
 t0=$(date +%s%N)
 systemctl stop perfsnapd
