@@ -396,15 +396,42 @@ scalars:
         return TAKE_PTR(o);
 }
 
-/* A shape (query_params.shapes): {"kernel_frames":..,"addrs":..,"module_ids":..}. */
-static struct json_object *shape_to_json(const query_stack *st) {
-        _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
+/* Shapes (query_params.shapes) go SHAPES_PER_STRING to a string, one
+ * comma apart, each "K A1 .. An|M1 .. Mn": its kernel frames, its
+ * frames' addresses (hex), and with modules their indices. */
+#define SHAPES_PER_STRING 16
 
-        if (!o || add(o, "kernel_frames", json_object_new_uint64(st->n_kernel)) < 0 ||
-            add(o, "addrs", addrs_to_json(st->addrs, st->n_frames)) < 0 ||
-            (st->modules && add(o, "module_ids", ids_to_json(st->modules, st->n_frames)) < 0))
-                return NULL;
-        return TAKE_PTR(o);
+static void add_shapes(proto_buf *b, const query_result *r, size_t k) {
+        proto_buf_add(b, "\"", 1);
+        for (size_t i = k * SHAPES_PER_STRING; i < r->n_shapes && i < (k + 1) * SHAPES_PER_STRING; i++) {
+                const query_stack *st = &r->shapes[i];
+
+                if (i > k * SHAPES_PER_STRING)
+                        proto_buf_add(b, ",", 1);
+                proto_buf_add_u64(b, st->n_kernel);
+                for (size_t j = 0; j < st->n_frames; j++) {
+                        proto_buf_add(b, " ", 1);
+                        proto_buf_add_hex(b, st->addrs[j]);
+                }
+                for (size_t j = 0; st->modules && j < st->n_frames; j++) {
+                        proto_buf_add(b, j == 0 ? "|" : " ", 1);
+                        proto_buf_add_u64(b, st->modules[j]);
+                }
+                if (st->modules && st->n_frames == 0)
+                        proto_buf_add(b, "|", 1);
+        }
+        proto_buf_add(b, "\"", 1);
+}
+
+static size_t shape_strings(const query_result *r) {
+        return (r->n_shapes + SHAPES_PER_STRING - 1) / SHAPES_PER_STRING;
+}
+
+static struct json_object *shapes_to_json(const query_result *r, size_t k) {
+        proto_buf b = {};
+
+        add_shapes(&b, r, k);
+        return quoted_to_json(&b);
 }
 
 /* Entries go ENTRIES_PER_STRING to a string, one comma apart: one JSON
@@ -523,8 +550,8 @@ struct json_object *query_result_to_json(const query_result *r) {
         for (size_t i = 0; i < r->n_stacks; i++)
                 if (append(json_object_object_get(o, "stacks"), stack_to_json(&r->stacks[i])) < 0)
                         return NULL;
-        for (size_t i = 0; i < r->n_shapes; i++)
-                if (append(json_object_object_get(o, "shapes"), shape_to_json(&r->shapes[i])) < 0)
+        for (size_t i = 0; i < shape_strings(r); i++)
+                if (append(json_object_object_get(o, "shapes"), shapes_to_json(r, i)) < 0)
                         return NULL;
         for (size_t i = 0; i < entry_strings(r); i++)
                 if (append(json_object_object_get(o, "entries"), entries_to_json(r, i)) < 0)
@@ -777,35 +804,100 @@ static int strings_from_json(struct json_object *obj, const char *key, char ***r
         return 0;
 }
 
-static int shape_from_json(struct json_object *o, query_stack *st, const query_result *res) {
-        struct json_object *v;
+static bool is_digit(char c) {
+        return c >= '0' && c <= '9';
+}
+
+static int hex_value(char c) {
+        return is_digit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* A decimal number below max at *pp. */
+static bool parse_dec(const char **pp, uint64_t max, uint64_t *ret) {
+        const char *p = *pp;
+        uint64_t x = 0;
+
+        if (!is_digit(*p))
+                return false;
+        for (; is_digit(*p); p++) {
+                x = x * 10 + (uint64_t) (*p - '0');
+                if (x >= max)
+                        return false;
+        }
+        *pp = p;
+        *ret = x;
+        return true;
+}
+
+/* One shape at *pp (see add_shapes()); *pp is moved past it. */
+static int shape_parse(const char **pp, query_stack *st, const query_result *res) {
+        const char *p = *pp;
         uint64_t n_kernel;
-        const char *p;
         size_t n = 0;
-        int r;
 
         st->pid = st->tid = st->cpu = st->slot = -1;
-        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "addrs", &v) ||
-            !json_object_is_type(v, json_type_string))
+        if (!parse_dec(&p, UINT32_MAX, &n_kernel))
                 return -EBADMSG;
-        p = json_object_get_string(v);
-        if (*p)
-                for (n = 1; *p; p++)
-                        n += *p == ' ';
-        if ((r = get_u64(o, "kernel_frames", true, n, &n_kernel)) < 0 || (r = addrs_from_json(v, &st->addrs, n)) < 0)
-                return r;
-        st->n_frames = n;
-        st->n_kernel = (size_t) n_kernel;
-        if (json_object_object_get_ex(o, "module_ids", &v) && v) {
-                size_t m;
+        for (const char *q = p; *q == ' '; n++)
+                for (q++; hex_value(*q) >= 0; q++)
+                        ;
+        st->addrs = calloc(MAX(n, (size_t) 1), sizeof(uint64_t));
+        if (!st->addrs)
+                return -ENOMEM;
+        for (size_t j = 0; j < n; j++) {
+                unsigned digits = 0;
 
-                r = ids_from_json(v, res->n_modules, &st->modules, &m);
-                if (r < 0)
-                        return r;
-                if (m != n)
+                p++;    /* the space */
+                for (; hex_value(*p) >= 0; p++, digits++)
+                        st->addrs[j] = st->addrs[j] << 4 | (uint64_t) hex_value(*p);
+                if (digits == 0 || digits > 16)
                         return -EBADMSG;
         }
+        st->n_frames = n;
+        if (n_kernel > n)
+                return -EBADMSG;
+        st->n_kernel = (size_t) n_kernel;
+        if (*p == '|') {
+                p++;
+                st->modules = calloc(MAX(n, (size_t) 1), sizeof(uint32_t));
+                if (!st->modules)
+                        return -ENOMEM;
+                for (size_t j = 0; j < n; j++) {
+                        uint64_t m;
+
+                        if ((j > 0 && *p++ != ' ') || !parse_dec(&p, res->n_modules, &m))
+                                return -EBADMSG;
+                        st->modules[j] = (uint32_t) m;
+                }
+        }
+        if (*p && *p != ',')
+                return -EBADMSG;
+        *pp = p;
         return 0;
+}
+
+/* A "shapes" string: 1 to SHAPES_PER_STRING shapes, appended to r's. */
+static int shapes_from_json(struct json_object *v, query_result *r, size_t *alloc) {
+        const char *p;
+        int k;
+
+        if (!json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+        p = json_object_get_string(v);
+        for (size_t i = 0; i < SHAPES_PER_STRING; i++) {
+                k = array_reserve_one((void **) &r->shapes, alloc, r->n_shapes, sizeof(query_stack));
+                if (k < 0)
+                        return k;
+                r->shapes[r->n_shapes] = (query_stack) {};
+                r->n_shapes++;  /* counted first: freed with r whatever follows */
+                k = shape_parse(&p, &r->shapes[r->n_shapes - 1], r);
+                if (k < 0)
+                        return k;
+                if (!*p)
+                        return 0;
+                p++;    /* the comma */
+        }
+        return -EBADMSG;
 }
 
 /* One entry at *pp, "shape comm pid tid cpu slot samples", each index in
@@ -995,14 +1087,13 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
         }
 
         if (json_object_object_get_ex(obj, "shapes", &stacks) && stacks) {
+                size_t alloc = 0;
+
                 if (!json_object_is_type(stacks, json_type_array))
                         return -EBADMSG;
                 n = json_object_array_length(stacks);
-                if (n > 0 && !(r->shapes = calloc(n, sizeof(query_stack))))
-                        return -ENOMEM;
                 for (size_t i = 0; i < n; i++) {
-                        r->n_shapes = i + 1;
-                        k = shape_from_json(json_object_array_get_idx(stacks, i), &r->shapes[i], r);
+                        k = shapes_from_json(json_object_array_get_idx(stacks, i), r, &alloc);
                         if (k < 0)
                                 return k;
                 }
@@ -1186,17 +1277,6 @@ static void render_header(proto_buf *b, const query_result *r, bool first) {
         proto_buf_add_str(b, ",\"rows\":[");
 }
 
-static void render_shape(proto_buf *b, const query_stack *st) {
-        proto_buf_add_str(b, "{\"kernel_frames\":");
-        proto_buf_add_u64(b, st->n_kernel);
-        proto_buf_add_str(b, ",\"addrs\":");
-        add_addrs(b, st->addrs, st->n_frames);
-        if (st->modules) {
-                proto_buf_add_str(b, ",\"module_ids\":");
-                add_ids(b, st->modules, st->n_frames);
-        }
-        proto_buf_add_str(b, "}");
-}
 
 #define REPLY_START "{\"parameters\":"
 #define REPLY_START_CONTINUES "{\"continues\":true,\"parameters\":"
@@ -1258,7 +1338,7 @@ static char *chunk_finish(chunk *c, bool continues) {
 int query_result_format_replies(const query_result *r, size_t max_bytes, char ***ret_messages, size_t *ret_n) {
         _cleanup_(strv_freep) char **messages = NULL;
         _cleanup_free_ char *item_data = NULL, *body_data = NULL;
-        const size_t counts[N_ITEM_KINDS] = { r->n_rows, r->n_stacks, r->n_shapes, entry_strings(r) };
+        const size_t counts[N_ITEM_KINDS] = { r->n_rows, r->n_stacks, shape_strings(r), entry_strings(r) };
         size_t n_items = 0, n_messages = 0, base;
         proto_buf item = {};
         chunk c = {};
@@ -1298,7 +1378,7 @@ int query_result_format_replies(const query_result *r, size_t max_bytes, char **
                                 render_stack(&item, &r->stacks[i]);
                                 break;
                         case ITEM_SHAPES:
-                                render_shape(&item, &r->shapes[i]);
+                                add_shapes(&item, r, i);
                                 break;
                         default:
                                 add_entries(&item, r, i);

@@ -260,31 +260,34 @@ static query_result *make_result(size_t n) {
         /* perf.data exports: shapes and entries referring to them (with a
          * pid, tid, CPU or slot of -1 on some), with the stacks. */
         if (n > 3) {
-                r->shapes = calloc(2, sizeof(query_stack));
+                /* n shapes: more than a string's 16 for n = 40; of 0 to
+                 * 3 frames, with modules (the odd ones) or without. */
+                r->shapes = calloc(n, sizeof(query_stack));
                 r->comms = calloc(2, sizeof(char *));
                 r->entries = calloc(3 * n, sizeof(query_entry));
                 ASSERT_TRUE(r->shapes && r->comms && r->entries);
                 r->comms[0] = xstrdup("dd");
                 r->comms[1] = xstrdup("a \"b\"\\");
                 r->n_comms = 2;
-                for (size_t i = 0; i < 2; i++) {
+                for (size_t i = 0; i < n; i++) {
                         query_stack *sh = &r->shapes[i];
 
-                        *sh = (query_stack) { .n_frames = 3 * i, .n_kernel = i, .pid = -1, .tid = -1, .cpu = -1,
+                        *sh = (query_stack) { .n_frames = i % 4, .n_kernel = i % 4 / 2, .pid = -1, .tid = -1, .cpu = -1,
                                               .slot = -1 };
                         sh->addrs = calloc(4, sizeof(uint64_t));
-                        sh->modules = i == 1 ? calloc(4, sizeof(uint32_t)) : NULL;
-                        ASSERT_TRUE(sh->addrs);
+                        sh->modules = i % 2 ? calloc(4, sizeof(uint32_t)) : NULL;
+                        ASSERT_TRUE(sh->addrs && (i % 2 == 0 || sh->modules));
                         for (size_t j = 0; j < sh->n_frames; j++) {
-                                sh->addrs[j] = j == 0 ? UINT64_MAX : 0x1000 * j;
-                                sh->modules[j] = (uint32_t) (j % 2);
+                                sh->addrs[j] = j == 0 ? UINT64_MAX - i : 0x1000 * j + i;
+                                if (sh->modules)
+                                        sh->modules[j] = (uint32_t) (j % 2);
                         }
                 }
-                r->n_shapes = 2;
+                r->n_shapes = n;
                 /* 3 n: more than a string's 64 for n = 40. */
                 for (size_t i = 0; i < 3 * n; i++)
                         r->entries[r->n_entries++] = (query_entry) {
-                                .shape = (uint32_t) (i % 2),
+                                .shape = (uint32_t) (i % n),
                                 .comm = (uint32_t) (i / 2 % 2),
                                 .pid = i % 3 ? (int64_t) (4194303 - i) : -1,
                                 .tid = i % 3 ? (int64_t) i : -1,
@@ -419,37 +422,43 @@ TEST(result_rejected) {
                 "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":\"a\",\"samples\":1}]}",
                 "{\"total\":1,\"rows\":[],\"stacks\":[{\"comm\":\"dd\",\"frames\":[]}]}",
                 /* shapes and entries (perf.data exports) */
-                "{\"total\":1,\"rows\":[],\"shapes\":[{\"addrs\":\"1 2\"}]}",
-                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":3,\"addrs\":\"1 2\"}]}",
-                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1  2\"}]}",
-                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1 g\"}]}",
-                "{\"total\":1,\"rows\":[],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\",\"module_ids\":\"0\"}]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[\" 1 2\"]}",                /* no kernel frames */
+                "{\"total\":1,\"rows\":[],\"shapes\":[\"3 1 2\"]}",               /* more than frames */
+                "{\"total\":1,\"rows\":[],\"shapes\":[\"0 1  2\"]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[\"0 1 g\"]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[\"0 11111111111111111\"]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[\"0 1|0\"]}",               /* module 0 of none */
+                "{\"total\":1,\"rows\":[],\"shapes\":[\"0 1,\"]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[\"\"]}",
+                "{\"total\":1,\"rows\":[],\"shapes\":[5]}",
+                "{\"total\":1,\"rows\":[],\"modules\":[{\"name\":\"m\",\"kernel\":false}],"
+                "\"shapes\":[\"0 1 2|0\"]}",                                /* a module for one of two frames */
                 "{\"total\":1,\"rows\":[],\"shapes\":{}}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"1 0 1 1 0 -1 1\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 1 1 1 0 -1 1\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 1 1 0 0 1\"]}",       /* slot 0 of no timeline */
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 1 1 0 -1 0\"]}",       /* no samples */
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 -2 1 0 -1 1\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 1 1 8192 -1 1\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 1 1 0 -1\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 1 1 0 -1 1 \"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 99999999999999999999 1 0 -1 1\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[5]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 1 1 0 -1 1,\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"0 0 1 1 0 -1 1,,0 0 1 1 0 -1 1\"]}",
-                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,\"addrs\":\"1\"}],"
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"\"]}",
                 NULL,   /* many, below */
         };
@@ -528,7 +537,7 @@ static bool split_and_merge(const query_result *r, size_t max_bytes) {
 }
 
 TEST(result_split_and_merge) {
-        const size_t limits[] = { 100000, 4096, 2500, 100000, 4096, 2500 };
+        const size_t limits[] = { 100000, 4096, 3000, 100000, 4096, 3000 };
         query_result *r = make_result(40);
 
         for (size_t l = 0; l < ELEMENTSOF(limits); l++) {
