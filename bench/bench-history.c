@@ -261,8 +261,8 @@ static void reset_peak_rss(void) {
  * stacks), the answer formatted into reply messages, everything freed and
  * malloc_trim(). Prints the time of store_query(), and the resident memory
  * the whole took above what the process held before (peak) and kept after. */
-static void time_query(const char *db, const char *what, uint64_t since_ns, const char *comm, int64_t pid, int cpu,
-                       bool stacks, bool cold) {
+static void time_query_ex(const char *db, const char *what, uint64_t since_ns, const char *comm, int64_t pid, int cpu,
+                          bool stacks, bool cold, const char *unit, bool by_cgroup) {
         query_params q = QUERY_PARAMS_INIT;
         query_result *res = NULL;
         char **replies = NULL;
@@ -276,8 +276,10 @@ static void time_query(const char *db, const char *what, uint64_t since_ns, cons
         q.comm = comm;
         q.pid = pid;
         q.cpu = cpu;
-        q.top = 25;
+        q.top = by_cgroup ? 0 : 25;   /* perfsnapctl units: all rows (the daemon's cap) */
         q.want_stacks = stacks;
+        q.unit = unit;
+        q.by_cgroup = by_cgroup;
         if (cold)
                 drop_caches();
         rss0 = status_kb("VmRSS");
@@ -312,6 +314,11 @@ static void time_query(const char *db, const char *what, uint64_t since_ns, cons
         printf("  memory +%.1f MB peak, %+.1f MB after\n", (double) (peak - rss0) / 1024, (double) (rss1 - rss0) / 1024);
 }
 
+static void time_query(const char *db, const char *what, uint64_t since_ns, const char *comm, int64_t pid, int cpu,
+                       bool stacks, bool cold) {
+        time_query_ex(db, what, since_ns, comm, pid, cpu, stacks, cold, NULL, false);
+}
+
 static void time_queries(const char *db, uint64_t now) {
         const uint64_t hour = 3600 * NSEC_PER_SEC, week = 7 * 86400 * NSEC_PER_SEC;
 
@@ -325,6 +332,13 @@ static void time_queries(const char *db, uint64_t now) {
                 time_query(db, "--since 7d", now - week, NULL, -1, -1, false, cold);
                 time_query(db, "--since 7d --pid 1003", now - week, NULL, 1003, -1, false, cold);
                 time_query(db, "--since 7d --format folded", now - week, NULL, -1, -1, true, cold);
+                /* Attribution: a unit filter, and perfsnapctl units. */
+                time_query_ex(db, "--since 1h --unit 'session-*.scope'", now - hour, NULL, -1, -1, false, cold,
+                              "session-*.scope", false);
+                time_query_ex(db, "units --since 1h", now - hour, NULL, -1, -1, false, cold, NULL, true);
+                time_query_ex(db, "--since 7d --unit 'session-*.scope'", now - week, NULL, -1, -1, false, cold,
+                              "session-*.scope", false);
+                time_query_ex(db, "units --since 7d", now - week, NULL, -1, -1, false, cold, NULL, true);
         }
 }
 

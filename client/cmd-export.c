@@ -261,7 +261,7 @@ static query_params perf_part_params(const query_params *base, uint64_t since_ns
 
         q.since_ns = since_ns;
         q.until_ns = until_ns;
-        q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.shapes = true;
+        q.want_stacks = q.by_pid = q.by_cpu = q.want_modules = q.raw = q.shapes = q.by_cgroup = true;
         q.packed = q.inlined = false;
         q.top = 1;      /* with shapes there are no rows */
         q.timeline = seconds_of(since_ns, until_ns, QUERY_TIMELINE_MAX);

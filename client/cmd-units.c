@@ -48,6 +48,7 @@ static void help_units(void) {
                "parts, and the function sampled most in it. A cgroup that is in no unit\n"
                "(the root cgroup of kernel threads, a container runtime's own layout) is\n"
                "shown by its path; samples whose cgroup was not known as \"[unknown]\".\n"
+               "The units of a user's manager are named after it: user@1000.service/foo.service.\n"
                "\n"
                "Options:\n"
                "      --since TIME     start of the range (default: 5m)\n"

@@ -57,6 +57,9 @@ query_result *query_result_free(query_result *r) {
         for (size_t i = 0; i < r->n_comms; i++)
                 free(r->comms[i]);
         free(r->comms);
+        for (size_t i = 0; i < r->n_cgroups; i++)
+                free(r->cgroups[i]);
+        free(r->cgroups);
         free(r->entries);
         free(r);
         return NULL;

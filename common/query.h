@@ -124,11 +124,14 @@ typedef struct query_stack {
 
 /* With query_params.shapes: samples of one shape (an index in
  * query_result.shapes) in one comm (an index in query_result.comms),
- * process, thread, CPU and timeline slot (-1: not told apart). */
+ * process, thread, CPU and timeline slot (-1: not told apart), and with
+ * by_cgroup, cgroup (1 + an index in query_result.cgroups; 0: not known
+ * or not told apart). */
 typedef struct query_entry {
         uint32_t shape, comm;
         int64_t pid, tid;
         int32_t cpu, slot;
+        uint32_t cgroup;
         uint64_t samples;
 } query_entry;
 
@@ -193,6 +196,8 @@ typedef struct query_result {
         size_t n_shapes;
         char **comms;
         size_t n_comms;
+        char **cgroups;         /* with by_cgroup: the entries' cgroup paths */
+        size_t n_cgroups;
         query_entry *entries;
         size_t n_entries;
         uint32_t passes;        /* reads of the window the grouping took (store_query(); not on the wire) */
@@ -204,6 +209,7 @@ static inline query_stack query_entry_stack(const query_result *r, const query_e
         query_stack st = r->shapes[e->shape];
 
         st.comm = r->comms[e->comm];
+        st.cgroup = e->cgroup > 0 ? r->cgroups[e->cgroup - 1] : NULL;
         st.pid = e->pid;
         st.tid = e->tid;
         st.cpu = e->cpu;

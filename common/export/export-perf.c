@@ -199,6 +199,11 @@ struct perf_writer {
         /* Kernel modules with build-ids ("[brd]"): for the build-id table
          * only (their maps are the modules file's). */
         hashmap *kmod_idx;
+        /* Cgroup paths -> their ids in the file (1, 2, ...): a
+         * PERF_RECORD_CGROUP each, and each sample's PERF_SAMPLE_CGROUP
+         * (0: not known), so that perf report --sort cgroup names them. */
+        hashmap *cgroup_idx;
+        uint64_t n_cgroups;
         dso *kmods;
         size_t n_kmods, alloc_kmods;
         uint64_t samples, omitted;
@@ -216,6 +221,7 @@ perf_writer *perf_writer_free(perf_writer *w) {
         if (!w)
                 return NULL;
         hashmap_free(w->pids);
+        hashmap_free(w->cgroup_idx);
         hashmap_free(w->comm_idx);
         for (size_t i = 0; i < w->n_comms; i++)
                 free(w->comms[i]);
@@ -244,7 +250,7 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
         w->h = (struct file_header) { .magic = "PERFILE2", .size = sizeof(struct file_header),
                                       .attr_size = sizeof(struct file_attr) };
         if ((kernel_build_id && !(w->kernel_build_id = strdup(kernel_build_id))) || hashmap_new(&w->pids) < 0 ||
-            hashmap_new(&w->comm_idx) < 0 || hashmap_new(&w->maps) < 0 || hashmap_new(&w->dso_idx) < 0 || hashmap_new(&w->kmod_idx) < 0 ||
+            hashmap_new(&w->comm_idx) < 0 || hashmap_new(&w->maps) < 0 || hashmap_new(&w->cgroup_idx) < 0 || hashmap_new(&w->dso_idx) < 0 || hashmap_new(&w->kmod_idx) < 0 ||
             !(mods = calloc(1024, sizeof(kmod)))) {
                 perf_writer_free(w);
                 return -ENOMEM;
@@ -257,12 +263,13 @@ int perf_writer_new(FILE *f, uint64_t period_ns, uint64_t kernel_text, const cha
                 .config = PERF_COUNT_SW_CPU_CLOCK,
                 .sample_freq = period_ns ? 1000000000 / period_ns : 0,
                 .sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
-                               PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN,
+                               PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_CGROUP,
                 .freq = period_ns != 0,
                 .mmap = 1,
                 .comm = 1,
                 .mmap2 = 1,
                 .ksymbol = 1,
+                .cgroup = 1,
                 .sample_id_all = 1,
                 .disabled = 1,
         };
@@ -376,6 +383,34 @@ static int comm_id(perf_writer *w, const char *comm, int64_t *ret) {
         return hashmap_put(w->comm_idx, comm, strlen(comm), *ret);
 }
 
+/* The file's id of a cgroup path, with its PERF_RECORD_CGROUP written
+ * at time the first time; 0 for none. */
+static int cgroup_of(perf_writer *w, const char *path, uint64_t time, uint64_t *ret) {
+        int64_t v;
+        size_t len;
+        int k;
+
+        *ret = 0;
+        if (!path || !path[0])
+                return 0;
+        if (hashmap_get(w->cgroup_idx, path, strlen(path), &v) >= 0) {
+                *ret = (uint64_t) v;
+                return 0;
+        }
+        len = padded(path, 8);
+        if (len > 4096)
+                return 0;       /* longer than perf takes: not named */
+        k = hashmap_put(w->cgroup_idx, path, strlen(path), (int64_t) ++w->n_cgroups);
+        if (k < 0)
+                return k;
+        put_header(&w->o, PERF_RECORD_CGROUP, 0, sizeof(struct perf_event_header) + 8 + len + SAMPLE_ID_SIZE);
+        put_u64(&w->o, w->n_cgroups);
+        put_padded(&w->o, path, len);
+        put_sample_id(&w->o, UINT32_MAX, 0, time, 0);
+        *ret = w->n_cgroups;
+        return 0;
+}
+
 /* The COMM of st's thread, when it is not the one written last for it,
  * at comm_time (its slot's start: a thread that exec'ed has its new name
  * from the slot of its first sample under it); the MMAP2s of its files,
@@ -448,11 +483,12 @@ static int put_process(perf_writer *w, const query_result *r, const query_stack 
 /* One SAMPLE record of st at time; false if it cannot be one (no frames,
  * too long a chain). */
 static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso_map, const query_stack *st,
-                       uint64_t time) {
+                       uint64_t time, uint64_t cgroup) {
         size_t n_user_frames = st->n_frames - st->n_kernel;
         size_t nr = st->n_frames + (st->n_kernel > 0) + (n_user_frames > 0);
-        /* The record, written at once: header, 6 fixed fields, the chain. */
-        uint64_t rec[1 + 6 + MAX_CHAIN], *chain = rec + 7;
+        /* The record, written at once: header, 6 fixed fields, the chain,
+         * the cgroup. */
+        uint64_t rec[1 + 6 + MAX_CHAIN + 1], *chain = rec + 7;
         size_t c = 0;
 
         if (st->n_frames == 0 || nr > MAX_CHAIN)
@@ -474,7 +510,7 @@ static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso
         struct perf_event_header h = {
                 .type = PERF_RECORD_SAMPLE,
                 .misc = st->n_kernel > 0 ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER,
-                .size = (uint16_t) (sizeof h + 48 + 8 * c),
+                .size = (uint16_t) (sizeof h + 48 + 8 * c + 8),
         };
         uint32_t pid_tid[2] = { (uint32_t) st->pid, (uint32_t) (st->tid > 0 ? st->tid : st->pid) };
         uint32_t cpu_res[2] = { st->cpu >= 0 ? (uint32_t) st->cpu : 0, 0 };
@@ -486,6 +522,7 @@ static bool put_sample(perf_writer *w, const query_result *r, const int64_t *dso
         memcpy(&rec[4], cpu_res, sizeof cpu_res);
         rec[5] = w->period;
         rec[6] = c;
+        chain[c] = cgroup;
         put(&w->o, rec, h.size);
         return true;
 }
@@ -519,6 +556,7 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
         _cleanup_free_ int64_t *dso_map = calloc(MAX(r->n_modules, (size_t) 1), sizeof(int64_t));
         _cleanup_free_ timed *times = NULL;
         uint64_t slot_ns = r->timeline_slot_ns ? r->timeline_slot_ns : until_ns - since_ns, n_times = 0;
+        _cleanup_free_ uint64_t *cgroup_ids = NULL;
         size_t n_items;
         int k;
 
@@ -532,6 +570,7 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
                 hashmap_clear(w->pids);
                 hashmap_clear(w->maps);
                 hashmap_clear(w->comm_idx);
+                hashmap_clear(w->cgroup_idx);
                 for (size_t i = 0; i < w->n_comms; i++)
                         free(w->comms[i]);
                 w->n_comms = 0;
@@ -559,10 +598,16 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
                 times[i] = (timed) { since_ns + (st->slot > 0 ? (uint64_t) st->slot * slot_ns : 0), (uint32_t) i };
         }
         qsort(times, n_items, sizeof(timed), timed_cmp);
+        cgroup_ids = calloc(MAX(n_items, (size_t) 1), sizeof(uint64_t));
+        if (!cgroup_ids)
+                return -ENOMEM;
         for (size_t x = 0; x < n_items; x++) {
                 query_stack tmp;
                 const query_stack *st = item_at(r, times[x].stack, &tmp);
 
+                k = cgroup_of(w, st->cgroup, since_ns, &cgroup_ids[times[x].stack]);
+                if (k < 0)
+                        return k;
                 if (!st->addrs) {
                         w->omitted += st->samples;      /* "[other stacks]": no addresses */
                         continue;
@@ -597,7 +642,8 @@ int perf_writer_add(perf_writer *w, const query_result *r, uint64_t since_ns, ui
         for (size_t x = 0; x < n_times; x++) {
                 query_stack tmp;
 
-                if (put_sample(w, r, dso_map, item_at(r, times[x].stack, &tmp), times[x].time))
+                if (put_sample(w, r, dso_map, item_at(r, times[x].stack, &tmp), times[x].time,
+                               cgroup_ids[times[x].stack]))
                         w->samples++;
                 else
                         w->omitted++;

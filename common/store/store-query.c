@@ -1757,14 +1757,14 @@ static int group_key_cmp(const void *x, const void *y) {
 }
 
 static int build_entries(query_ctx *c, top_groups *top, query_result *res) {
-        _cleanup_(hashmap_freep) hashmap *shape_idx = NULL, *comm_idx = NULL;
-        size_t alloc_shapes = 0, alloc_comms = 0;
+        _cleanup_(hashmap_freep) hashmap *shape_idx = NULL, *comm_idx = NULL, *cgroup_idx = NULL;
+        size_t alloc_shapes = 0, alloc_comms = 0, alloc_cgroups = 0;
         const query_params *q = c->q;
         int r;
 
         if (top->n > 0 && !(res->entries = calloc(top->n, sizeof(query_entry))))
                 return -ENOMEM;
-        if (hashmap_new(&shape_idx) < 0 || hashmap_new(&comm_idx) < 0)
+        if (hashmap_new(&shape_idx) < 0 || hashmap_new(&comm_idx) < 0 || hashmap_new(&cgroup_idx) < 0)
                 return -ENOMEM;
         /* In stack order: stacks made about the same time have their
          * nodes in the same dictionary blocks, and near in them. */
@@ -1812,9 +1812,26 @@ static int build_entries(query_ctx *c, top_groups *top, query_result *res) {
                         if (r < 0)
                                 return r;
                 }
+                int64_t cg = 0;         /* 1 + index in res->cgroups */
+                if (g->cgroup_id != 0 && hashmap_get_u64(cgroup_idx, (uint64_t) g->cgroup_id, &cg) < 0) {
+                        const char *path = NULL;
+
+                        r = array_reserve_one((void **) &res->cgroups, &alloc_cgroups, res->n_cgroups, sizeof(char *));
+                        if (r >= 0)
+                                r = ctx_string(c, g->cgroup_id, &path);
+                        if (r >= 0 && !(res->cgroups[res->n_cgroups] = strdup(path ?: "")))
+                                r = -ENOMEM;
+                        if (r < 0)
+                                return r;
+                        cg = (int64_t) ++res->n_cgroups;
+                        r = hashmap_put_u64(cgroup_idx, (uint64_t) g->cgroup_id, cg);
+                        if (r < 0)
+                                return r;
+                }
                 res->entries[res->n_entries++] = (query_entry) {
                         .shape = (uint32_t) shape,
                         .comm = (uint32_t) comm,
+                        .cgroup = (uint32_t) cg,
                         .samples = g->samples,
                         .pid = q->by_tid ? TSPLIT_PID(g->split) : q->by_pid ? SPLIT_PID(g->split) : -1,
                         .tid = q->by_tid ? TSPLIT_TID(g->split) : -1,

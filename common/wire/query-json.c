@@ -210,8 +210,8 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                 error = "timeline: needs since_ns and until_ns";
                 goto fail;
         }
-        if (q.shapes && (!q.raw || !q.want_stacks || q.by_cgroup)) {
-                error = "shapes: needs raw and stacks, and is not with by_cgroup";
+        if (q.shapes && (!q.raw || !q.want_stacks)) {
+                error = "shapes: needs raw and stacks";
                 goto fail;
         }
         if (q.by_tid && q.timeline > 128) {
@@ -438,13 +438,13 @@ static struct json_object *shapes_to_json(const query_result *r, size_t k) {
  * value per entry made json-c most of the cost of reading an export. */
 #define ENTRIES_PER_STRING 64
 
-/* The k-th string of r's entries: "shape comm pid tid cpu slot samples"
- * each (-1: not told apart). */
+/* The k-th string of r's entries: "shape comm pid tid cpu slot cgroup
+ * samples" each (-1: not told apart; cgroup 0: none, else 1 + index). */
 static void add_entries(proto_buf *b, const query_result *r, size_t k) {
         proto_buf_add(b, "\"", 1);
         for (size_t i = k * ENTRIES_PER_STRING; i < r->n_entries && i < (k + 1) * ENTRIES_PER_STRING; i++) {
                 const query_entry *e = &r->entries[i];
-                const int64_t v[] = { e->shape, e->comm, e->pid, e->tid, e->cpu, e->slot };
+                const int64_t v[] = { e->shape, e->comm, e->pid, e->tid, e->cpu, e->slot, e->cgroup };
 
                 if (i > k * ENTRIES_PER_STRING)
                         proto_buf_add(b, ",", 1);
@@ -528,7 +528,8 @@ static struct json_object *result_header_to_json(const query_result *r) {
         if (r->kcore_snapshot && add(o, "kcore_snapshot", json_object_new_string(r->kcore_snapshot)) < 0)
                 return NULL;
         if ((r->names && add_strings(o, "names", r->names, r->n_names) < 0) ||
-            (r->comms && add_strings(o, "comms", r->comms, r->n_comms) < 0))
+            (r->comms && add_strings(o, "comms", r->comms, r->n_comms) < 0) ||
+            (r->cgroups && add_strings(o, "cgroups", r->cgroups, r->n_cgroups) < 0))
                 return NULL;
         if (add(o, "rows", json_object_new_array()) < 0 ||
             (r->n_stacks > 0 && add(o, "stacks", json_object_new_array()) < 0) ||
@@ -900,11 +901,11 @@ static int shapes_from_json(struct json_object *v, query_result *r, size_t *allo
         return -EBADMSG;
 }
 
-/* One entry at *pp, "shape comm pid tid cpu slot samples", each index in
- * range; *pp is moved past it. */
+/* One entry at *pp, "shape comm pid tid cpu slot cgroup samples", each
+ * index in range; *pp is moved past it. */
 static int entry_parse(const char **pp, query_entry *e, const query_result *res) {
         const char *p = *pp;
-        int64_t x[7];
+        int64_t x[8];
 
         for (size_t i = 0; i < ELEMENTSOF(x); i++) {
                 char *end;
@@ -919,7 +920,7 @@ static int entry_parse(const char **pp, query_entry *e, const query_result *res)
         }
         if ((*p && *p != ',') || x[0] < 0 || (uint64_t) x[0] >= res->n_shapes || x[1] < 0 || (uint64_t) x[1] >= res->n_comms ||
             x[2] < -1 || x[2] > UINT32_MAX || x[3] < -1 || x[3] > UINT32_MAX || x[4] < -1 || x[4] > QUERY_CPU_MAX ||
-            x[5] < -1 || x[5] >= (int64_t) res->n_timeline || x[6] < 1)
+            x[5] < -1 || x[5] >= (int64_t) res->n_timeline || x[6] < 0 || (uint64_t) x[6] > res->n_cgroups || x[7] < 1)
                 return -EBADMSG;
         *e = (query_entry) {
                 .shape = (uint32_t) x[0],
@@ -928,7 +929,8 @@ static int entry_parse(const char **pp, query_entry *e, const query_result *res)
                 .tid = x[3],
                 .cpu = (int32_t) x[4],
                 .slot = (int32_t) x[5],
-                .samples = (uint64_t) x[6],
+                .cgroup = (uint32_t) x[6],
+                .samples = (uint64_t) x[7],
         };
         *pp = p;
         return 0;
@@ -1041,6 +1043,7 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
         if ((k = modules_from_json(obj, r)) < 0 || (k = timeline_from_json(obj, r)) < 0 ||
             (k = strings_from_json(obj, "names", &r->names, &r->n_names)) < 0 ||
             (k = strings_from_json(obj, "comms", &r->comms, &r->n_comms)) < 0 ||
+            (k = strings_from_json(obj, "cgroups", &r->cgroups, &r->n_cgroups)) < 0 ||
             (k = get_u64(obj, "kernel_text", false, UINT64_MAX, &r->kernel_text)) < 0)
                 return k;
         if (json_object_object_get_ex(obj, "kcore_snapshot", &stacks) && stacks &&
@@ -1274,6 +1277,8 @@ static void render_header(proto_buf *b, const query_result *r, bool first) {
                 render_strings(b, ",\"names\":[", r->names, r->n_names);
         if (r->comms && first)
                 render_strings(b, ",\"comms\":[", r->comms, r->n_comms);
+        if (r->cgroups && first)
+                render_strings(b, ",\"cgroups\":[", r->cgroups, r->n_cgroups);
         proto_buf_add_str(b, ",\"rows\":[");
 }
 

@@ -106,6 +106,21 @@ print("units:", sys.argv[2], burn["samples"], "samples,", round(burn["cpus"], 2)
 PY
 grep -E "burn-$$\.service +\[\.\] " "$T/units.txt" > /dev/null || fail "the units table does not show burn-$$.service"
 
+# perf.data exports carry the cgroups: perf report --sort cgroup names
+# the burner's, with its samples.
+if command -v perf > /dev/null; then
+        "$PERFSNAPCTL" export "${W[@]}" --no-kcore -o "$T/cg.perf.data" 2> "$T/export.err" || { cat "$T/export.err"; fail "export failed"; }
+        perf report -i "$T/cg.perf.data" --no-children --sort cgroup -n --stdio -g none > "$T/cg-report.txt" 2> "$T/cg-report.err" ||
+                { cat "$T/cg-report.err"; fail "perf report --sort cgroup failed"; }
+        grep -v "^#" "$T/cg-report.txt" | grep . | head -5
+        N_PERF=$(awk -v p="/psdtest-$$.slice/burn-$$.service" '$3 == p { print $2 }' "$T/cg-report.txt")
+        [ "${N_PERF:-0}" -eq "$B_CG" ] || fail "perf report --sort cgroup: ${N_PERF:-no} samples of burn-$$.service, query says $B_CG"
+        grep -qi "warning\|error" "$T/cg-report.err" && { cat "$T/cg-report.err"; fail "perf warned reading the export"; }
+        pass "perf report --sort cgroup of the export: $N_PERF samples in /psdtest-$$.slice/burn-$$.service"
+else
+        echo "perf not installed: the export's cgroups are not read back"
+fi
+
 # Bad filters are refused with a clear error.
 q --container XYZ 2> "$T/bad.txt" && fail "--container XYZ succeeded"
 grep -q "invalid --container 'XYZ'" "$T/bad.txt" || fail "no clear error for --container XYZ: $(cat "$T/bad.txt")"

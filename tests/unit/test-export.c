@@ -484,7 +484,7 @@ TEST(perf_data_has_a_sample_record_per_sample) {
         struct perf_event_attr attr;
         memcpy(&attr, buf + v[3], sizeof attr);
         ASSERT_EQ(attr.sample_type, PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
-                                            PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN);
+                                            PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_CGROUP);
         ASSERT_EQ(attr.sample_freq, 999);
         for (uint64_t off = v[5]; off < v[5] + v[6];) {
                 struct perf_event_header h;
@@ -500,7 +500,7 @@ TEST(perf_data_has_a_sample_record_per_sample) {
                         ASSERT_TRUE(time >= in.since_ns && time < in.until_ns);
                         last_time = time;
                         ASSERT_EQ(s[4], 1001001);               /* period */
-                        ASSERT_EQ(h.size, sizeof h + 48 + 8 * s[5]);
+                        ASSERT_EQ(h.size, sizeof h + 48 + 8 * s[5] + 8);  /* and the cgroup */
                         n_samples++;
                 } else if (h.type == PERF_RECORD_COMM)
                         n_comm++;
@@ -541,7 +541,8 @@ TEST(perf_data_from_shapes_in_parts_with_bounded_tables) {
         query_result *r = calloc(1, sizeof *r);
         perf_writer *w = NULL;
         uint64_t samples = 0, omitted = 99;
-        size_t size, n_samples = 0, n_comm = 0, n_mmap2 = 0;
+        size_t size, n_samples = 0, n_comm = 0, n_mmap2 = 0, n_cgroup_records = 0, in_cgroup = 0;
+        uint64_t cgroup_id = 0;
         uint8_t *commed = calloc(n_pids + 1, 1);
         char *buf;
         FILE *f = tmpfile();
@@ -557,6 +558,10 @@ TEST(perf_data_from_shapes_in_parts_with_bounded_tables) {
         r->n_modules = 2;
         r->comms[0] = strdup("prog");
         r->n_comms = 1;
+        r->cgroups = calloc(1, sizeof(char *));
+        ASSERT_TRUE(r->cgroups);
+        r->cgroups[0] = strdup("/system.slice/prog.service");
+        r->n_cgroups = 1;
         /* main -> f -> do_sys_open */
         r->shapes[0] = (query_stack) { .n_frames = 3, .n_kernel = 1, .pid = -1, .tid = -1, .cpu = -1, .slot = -1 };
         r->shapes[0].addrs = calloc(3, sizeof(uint64_t));
@@ -569,13 +574,14 @@ TEST(perf_data_from_shapes_in_parts_with_bounded_tables) {
         r->n_shapes = 1;
         for (uint32_t i = 0; i < n_pids; i++)
                 r->entries[r->n_entries++] = (query_entry) { .pid = 1 + i, .tid = 1 + i, .cpu = (int32_t) (i % 4),
-                                                             .slot = -1, .samples = 1 };
+                                                             .slot = -1, .samples = 1, .cgroup = i % 2 };
 
         ASSERT_OK(perf_writer_new(f, 10101010, 0xffffffff81000000ull, NULL, NULL, &w));
         ASSERT_OK(perf_writer_add(w, r, 1000000000, 2000000000));
         /* The next part: pid 1 again, after 70000 threads and maps. */
         r->n_entries = 1;
         r->entries[0].cpu = 3;
+        r->entries[0].cgroup = 1;
         ASSERT_OK(perf_writer_add(w, r, 2000000000, 3000000000));
         ASSERT_OK(perf_writer_finish(w, &samples, &omitted));
         perf_writer_free(w);
@@ -601,6 +607,11 @@ TEST(perf_data_from_shapes_in_parts_with_bounded_tables) {
                                 TEST_FAIL_("sample of pid %u without its COMM before it", pid);
                         ASSERT_EQ(s[5], 5);     /* kernel context, 1, user context, 2 */
                         memcpy(chain, buf + off + sizeof h + sizeof s, sizeof chain);
+                        /* The cgroup after the chain: the record's id, for the odd pids. */
+                        uint64_t cg;
+                        memcpy(&cg, buf + off + sizeof h + sizeof s + sizeof chain, sizeof cg);
+                        ASSERT_U64_EQ(cg, pid % 2 == 0 || n_samples == n_pids ? cgroup_id : 0);
+                        in_cgroup += cg != 0;
                         ASSERT_U64_EQ(chain[0], (uint64_t) PERF_CONTEXT_KERNEL);
                         ASSERT_U64_EQ(chain[1], 0xffffffff81300100ull);
                         ASSERT_U64_EQ(chain[2], (uint64_t) PERF_CONTEXT_USER);
@@ -617,9 +628,18 @@ TEST(perf_data_from_shapes_in_parts_with_bounded_tables) {
                         n_comm++;
                 } else if (h.type == PERF_RECORD_MMAP2)
                         n_mmap2++;
+                else if (h.type == PERF_RECORD_CGROUP) {
+                        memcpy(&cgroup_id, buf + off + sizeof h, sizeof cgroup_id);
+                        ASSERT_STREQ(buf + off + sizeof h + 8, "/system.slice/prog.service");
+                        n_cgroup_records++;
+                }
                 off += h.size;
         }
         ASSERT_EQ(n_samples, n_pids + 1);
+        /* Once, and again after the tables were forgotten. */
+        ASSERT_EQ(n_cgroup_records, 2);
+        ASSERT_EQ(cgroup_id, 2);        /* a new id for the second record */
+        ASSERT_EQ(in_cgroup, n_pids / 2 + 1);
         /* pid 1's COMM and MMAP2 were written again for the second part. */
         ASSERT_EQ(commed[1], 2);
         ASSERT_EQ(n_comm, n_pids + 1);

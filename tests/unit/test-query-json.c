@@ -81,7 +81,6 @@ TEST(params_rejected) {
                 { "{\"shapes\":1}",                            "shapes: " },
                 { "{\"shapes\":true,\"stacks\":true}",         "shapes: " },
                 { "{\"shapes\":true,\"raw\":true}",            "shapes: " },
-                { "{\"shapes\":true,\"raw\":true,\"stacks\":true,\"by_cgroup\":true}", "shapes: " },
                 { "{\"unit\":\"\"}",                           "unit: " },
                 { "{\"container\":\"ABC\"}",                   "container: " },
                 { "{\"cgroup\":5}",                            "cgroup: " },
@@ -269,6 +268,11 @@ static query_result *make_result(size_t n) {
                 r->comms[0] = xstrdup("dd");
                 r->comms[1] = xstrdup("a \"b\"\\");
                 r->n_comms = 2;
+                r->cgroups = calloc(2, sizeof(char *));
+                ASSERT_TRUE(r->cgroups);
+                r->cgroups[0] = xstrdup("/system.slice/x.service");
+                r->cgroups[1] = xstrdup("/we ird\"/\\");
+                r->n_cgroups = 2;
                 for (size_t i = 0; i < n; i++) {
                         query_stack *sh = &r->shapes[i];
 
@@ -293,6 +297,7 @@ static query_result *make_result(size_t n) {
                                 .tid = i % 3 ? (int64_t) i : -1,
                                 .cpu = i % 4 ? (int32_t) (8191 - i) : -1,
                                 .slot = i % 5 ? (int32_t) (i % 3) : -1, /* of the timeline's 3 */
+                                .cgroup = (uint32_t) (i % 3),           /* none, or 1 + index */
                                 .samples = i == 0 ? UINT64_MAX / 2 : i,
                         };
         }
@@ -364,6 +369,9 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
                                 ASSERT_EQ(a->shapes[i].modules[j], b->shapes[i].modules[j]);
                 }
         }
+        ASSERT_EQ(a->n_cgroups, b->n_cgroups);
+        for (size_t i = 0; i < a->n_cgroups; i++)
+                ASSERT_STREQ(a->cgroups[i], b->cgroups[i]);
         ASSERT_EQ(a->n_entries, b->n_entries);
         for (size_t i = 0; i < a->n_entries; i++) {
                 const query_entry *x = &a->entries[i], *y = &b->entries[i];
@@ -374,6 +382,7 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
                 ASSERT_EQ(x->tid, y->tid);
                 ASSERT_EQ(x->cpu, y->cpu);
                 ASSERT_EQ(x->slot, y->slot);
+                ASSERT_EQ(x->cgroup, y->cgroup);
                 ASSERT_U64_EQ(x->samples, y->samples);
         }
         ASSERT_EQ(a->n_timeline, b->n_timeline);
@@ -435,39 +444,41 @@ TEST(result_rejected) {
                 "\"shapes\":[\"0 1 2|0\"]}",                                /* a module for one of two frames */
                 "{\"total\":1,\"rows\":[],\"shapes\":{}}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"1 0 1 1 0 -1 1\"]}",
+                "\"entries\":[\"1 0 1 1 0 -1 0 1\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 1 1 1 0 -1 1\"]}",
+                "\"entries\":[\"0 1 1 1 0 -1 0 1\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 1 1 0 0 1\"]}",       /* slot 0 of no timeline */
+                "\"entries\":[\"0 0 1 1 0 0 0 1\"]}",       /* slot 0 of no timeline */
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 1 1 0 -1 0\"]}",       /* no samples */
+                "\"entries\":[\"0 0 1 1 0 -1 0 0\"]}",       /* no samples */
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 -2 1 0 -1 1\"]}",
+                "\"entries\":[\"0 0 -2 1 0 -1 0 1\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 1 1 8192 -1 1\"]}",
+                "\"entries\":[\"0 0 1 1 8192 -1 0 1\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 1 1 0 -1\"]}",
+                "\"entries\":[\"0 0 1 1 0 -1 0\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 1 1 0 -1 1 \"]}",
+                "\"entries\":[\"0 0 1 1 0 -1 0 1 \"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 99999999999999999999 1 0 -1 1\"]}",
+                "\"entries\":[\"0 0 99999999999999999999 1 0 -1 0 1\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[5]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 1 1 0 -1 1,\"]}",
+                "\"entries\":[\"0 0 1 1 0 -1 0 1,\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
-                "\"entries\":[\"0 0 1 1 0 -1 1,,0 0 1 1 0 -1 1\"]}",
+                "\"entries\":[\"0 0 1 1 0 -1 0 1,,0 0 1 1 0 -1 0 1\"]}",
                 "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
                 "\"entries\":[\"\"]}",
+                "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
+                "\"entries\":[\"0 0 1 1 0 -1 1 1\"]}",       /* cgroup 1 of none */
                 NULL,   /* many, below */
         };
 
         /* More entries in one string than a reply makes. */
-        char many[64 * 16 + 400] = "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[{\"kernel_frames\":0,"
-                                   "\"addrs\":\"1\"}],\"entries\":[\"0 0 1 1 0 -1 1";
+        char many[64 * 20 + 400] = "{\"total\":1,\"rows\":[],\"comms\":[\"dd\"],\"shapes\":[\"0 1\"],"
+                                   "\"entries\":[\"0 0 1 1 0 -1 0 1";
         for (size_t i = 0; i < 64; i++)
-                strcat(many, ",0 0 1 1 0 -1 1");
+                strcat(many, ",0 0 1 1 0 -1 0 1");
         strcat(many, "\"]}");
         bad[ELEMENTSOF(bad) - 1] = many;
 

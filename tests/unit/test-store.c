@@ -721,6 +721,7 @@ TEST(query_shapes_are_the_raw_stacks) {
                 test_sample smp = {
                         .time_ns = S(k / 4) + k, .cpu = k % 3, .pid = 100 + k % 5, .tid = 100 + k % 5 + (k % 2) * 1000,
                         .comm = k % 5 == 4 ? "cc" : "sh", .period = 1,
+                        .cgroup = k % 4 == 0 ? NULL : k % 4 == 1 ? "/system.slice/a.service" : "/b.scope",
                         .n_frames = k % 3 == 0 ? 5 : k % 3 == 1 ? 3 : 2, .frames = k % 3 == 0 ? a : k % 3 == 1 ? b : c,
                 };
                 ASSERT_OK(test_add_sample(s, 1, &smp));
@@ -758,6 +759,22 @@ TEST(query_shapes_are_the_raw_stacks) {
         }
         ASSERT_U64_EQ(total, 40);
         query_result_free(sh);
+
+        /* Told apart by cgroup: each entry's cgroup is its samples'. */
+        q.by_cgroup = true;
+        sh = run_query(s, &q, 0, 0);
+        ASSERT_EQ(sh->n_cgroups, 2);
+        total = 0;
+        for (size_t j = 0; j < sh->n_entries; j++) {
+                const query_entry *e = &sh->entries[j];
+
+                ASSERT_LE(e->cgroup, sh->n_cgroups);
+                if (e->cgroup > 0 && strcmp(sh->cgroups[e->cgroup - 1], "/b.scope") == 0)
+                        total += e->samples;
+        }
+        ASSERT_U64_EQ(total, 20);       /* k % 4 == 2 or 3 of 0..39 */
+        query_result_free(sh);
+        q.by_cgroup = false;
 
         /* A module's stacks only: the shapes through [brd]. */
         q.dso = "brd";
