@@ -281,6 +281,18 @@ bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret) {
         return true;
 }
 
+/* The CPU time one sample stands for, from the daemon's sampling
+ * frequency; 0 if it does not say. */
+uint64_t sample_period_ns(void) {
+        _cleanup_(json_object_putp) struct json_object *params = json_object_new_object(), *answer = NULL;
+        int64_t hz;
+
+        if (!params || daemon_call(PERFSNAP_METHOD_STATUS, params, false, &answer) != 0)
+                return 0;
+        hz = json_int_member(answer, "frequency_hz", 0);
+        return hz > 0 ? UINT64_C(1000000000) / (uint64_t) hz : 0;
+}
+
 int parse_top_option(const char *arg, const char *what, uint32_t *ret) {
         int64_t v;
 

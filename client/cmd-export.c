@@ -131,18 +131,6 @@ static void help_export(void) {
                DEFAULT_SINCE);
 }
 
-/* The CPU time one sample stands for, from the daemon's sampling
- * frequency; 0 if it does not say. */
-static uint64_t sample_period_ns(void) {
-        _cleanup_(json_object_putp) struct json_object *params = json_object_new_object(), *answer = NULL;
-        int64_t hz;
-
-        if (!params || daemon_call(PERFSNAP_METHOD_STATUS, params, false, &answer) != 0)
-                return 0;
-        hz = json_int_member(answer, "frequency_hz", 0);
-        return hz > 0 ? UINT64_C(1000000000) / (uint64_t) hz : 0;
-}
-
 static void default_title(const export_input *in, char *buf, size_t size) {
         char host[256] = "", a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX];
 

@@ -168,6 +168,19 @@ static void put_folded_name(FILE *f, const char *s) {
         }
 }
 
+/* The unit a stack's samples show under: "[other stacks]" (of any
+ * cgroup), "[unknown]" (no known cgroup), "-" (a cgroup in no unit); info
+ * is its cgroup's, empty in the first two cases. */
+static const char *stack_unit(const query_stack *st, cgroup_info *info) {
+        *info = (cgroup_info) {};
+        if (query_stack_is_other(st))
+                return OTHER_STACKS;
+        if (!st->cgroup || !st->cgroup[0])
+                return "[unknown]";
+        cgroup_info_of(st->cgroup, info);
+        return info->unit[0] ? info->unit : "-";
+}
+
 void print_folded(FILE *f, const query_result *r) {
         bool by_cgroup = false;
 
@@ -181,10 +194,7 @@ void print_folded(FILE *f, const query_result *r) {
                 if (by_cgroup) {
                         cgroup_info info;
 
-                        cgroup_info_of(st->cgroup ?: "", &info);
-                        put_folded_name(f, query_stack_is_other(st) ? OTHER_STACKS
-                                           : !st->cgroup || !st->cgroup[0] ? "[unknown]"
-                                           : info.unit[0] ? info.unit : "-");
+                        put_folded_name(f, stack_unit(st, &info));
                         fputc(';', f);
                 }
                 put_folded_name(f, st->comm);
@@ -502,23 +512,18 @@ typedef struct sort_row {
  * for samples whose cgroup was not known, "-" for a path without one,
  * "[other stacks]" for those (of any cgroup). */
 static void sort_row_cgroup(sort_row *row, const query_stack *st) {
-        const char *path = st->cgroup;
         cgroup_info info;
+        const char *unit = stack_unit(st, &info);
 
-        if (query_stack_is_other(st)) {
-                snprintf(row->unit, sizeof row->unit, OTHER_STACKS);
-                snprintf(row->container, sizeof row->container, "-");
-                row->v[SORT_CGROUP] = OTHER_STACKS;
-        } else if (!path || !path[0]) {
-                snprintf(row->unit, sizeof row->unit, "[unknown]");
-                snprintf(row->container, sizeof row->container, "[unknown]");
-                row->v[SORT_CGROUP] = "[unknown]";
+        snprintf(row->unit, sizeof row->unit, "%s", unit);
+        if (query_stack_is_other(st) || !st->cgroup || !st->cgroup[0]) {
+                /* The same label for the cgroup; no container of any. */
+                row->v[SORT_CGROUP] = unit;
+                snprintf(row->container, sizeof row->container, "%s", query_stack_is_other(st) ? "-" : unit);
         } else {
-                cgroup_info_of(path, &info);
-                snprintf(row->unit, sizeof row->unit, "%s", info.unit[0] ? info.unit : "-");
+                row->v[SORT_CGROUP] = st->cgroup;
                 /* 12 digits, as docker ps shows them. */
                 snprintf(row->container, sizeof row->container, "%.12s", info.container[0] ? info.container : "-");
-                row->v[SORT_CGROUP] = path;
         }
 }
 

@@ -89,14 +89,8 @@ static int print_units(const query_params *q, uint64_t now_ns, const query_resul
         double per_sample = 0;
         size_t width = strlen("Unit");
 
-        {
-                _cleanup_(json_object_putp) struct json_object *params = json_object_new_object(), *status = NULL;
-                int64_t hz;
-
-                if (params && daemon_call(PERFSNAP_METHOD_STATUS, params, false, &status) == 0 &&
-                    (hz = json_int_member(status, "frequency_hz", 0)) > 0 && window_ns > 0)
-                        per_sample = 1e9 / (double) hz / (double) window_ns;
-        }
+        if (window_ns > 0)
+                per_sample = (double) sample_period_ns() / (double) window_ns;
 
         if (json) {
                 _cleanup_(json_object_putp) struct json_object *doc = json_object_new_object();

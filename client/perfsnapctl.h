@@ -67,6 +67,9 @@ bool parse_int(const char *s, int64_t min, int64_t max, int64_t *ret);
 /* --top N: 0 to UINT32_MAX (what: "rows", "units"); 0, or the exit status
  * after printing the error. */
 int parse_top_option(const char *arg, const char *what, uint32_t *ret);
+/* The CPU time one sample stands for, from the daemon's sampling
+ * frequency (its Status); 0 if it does not say. */
+uint64_t sample_period_ns(void);
 /* Prints s without control characters. */
 void put_sanitized(FILE *f, const char *s, size_t n);
 /* s sanitized in a column of width, cut with "..." at its end (or at its

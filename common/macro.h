@@ -46,6 +46,17 @@
                                               ((a) > (b) ? (a) : (b)), (void) 0)
 #define SWAP(a, b) do { __typeof__(a) swap_tmp_ = (a); (a) = (b); (b) = swap_tmp_; } while (0)
 
+/* The value of a hex digit (either case), or -1. */
+static inline int unhexchar(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
 static inline bool streq(const char *a, const char *b) {
         return strcmp(a, b) == 0;
 }

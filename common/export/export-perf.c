@@ -114,17 +114,13 @@ static void put_padded(out *o, const char *s, size_t size) {
         }
 }
 
-static int hex_digit(char c) {
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
 /* hex -> bytes; the number of bytes, at most 20. */
 static size_t build_id_bytes(const char *hex, uint8_t bytes[20]) {
         size_t n = 0;
 
         memset(bytes, 0, 20);
         for (; hex && n < 20; hex += 2) {
-                int hi = hex_digit(hex[0]), lo = hi < 0 ? -1 : hex_digit(hex[1]);
+                int hi = unhexchar(hex[0]), lo = hi < 0 ? -1 : unhexchar(hex[1]);
 
                 if (lo < 0)
                         break;

@@ -86,16 +86,6 @@ static void sort_entries(sort_entry *v, sort_entry *tmp, size_t n) {
                 v[k++] = tmp[i++];
 }
 
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 static uint64_t hash_bytes(const char *s, size_t len) {
         /* FNV-1a: module names are short and few. */
         uint64_t h = 0xcbf29ce484222325ULL;
@@ -203,7 +193,7 @@ bool kallsyms_line_parse(const char *s, size_t len, kallsyms_line *ret) {
         size_t digits = 0;
 
         for (; s < e && digits < 17; s++, digits++) {
-                int v = hexval(*s);
+                int v = unhexchar(*s);
                 if (v < 0)
                         break;
                 l.addr = l.addr << 4 | (uint64_t) v;

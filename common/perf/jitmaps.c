@@ -115,19 +115,13 @@ static const char *parse_hex(const char *p, const char *e, uint64_t *ret) {
         if (p + 2 <= e && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
                 s = p += 2;
         for (; p < e; p++) {
-                unsigned d;
+                int d = unhexchar(*p);
 
-                if (*p >= '0' && *p <= '9')
-                        d = (unsigned) (*p - '0');
-                else if (*p >= 'a' && *p <= 'f')
-                        d = (unsigned) (*p - 'a' + 10);
-                else if (*p >= 'A' && *p <= 'F')
-                        d = (unsigned) (*p - 'A' + 10);
-                else
+                if (d < 0)
                         break;
                 if (p - s >= 16)
                         return NULL;
-                v = v << 4 | d;
+                v = v << 4 | (uint64_t) d;
         }
         if (p == s)
                 return NULL;

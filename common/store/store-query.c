@@ -464,6 +464,35 @@ static int ctx_comm(query_ctx *c, int64_t comm_id, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+/* The cgroup path of a string id, copied; "" for 0 (not known). */
+static int ctx_cgroup(query_ctx *c, int64_t cgroup_id, char **ret) {
+        const char *path = NULL;
+        int r;
+
+        r = cgroup_id ? ctx_string(c, cgroup_id, &path) : 0;
+        if (r < 0)
+                return r;
+        *ret = strdup(path ?: "");
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* The index of id in the table v of n strings, its string made by get()
+ * and added when it is not there (idx: id -> index). */
+static int ctx_index(query_ctx *c, hashmap *idx, int64_t id, int (*get)(query_ctx *c, int64_t id, char **ret),
+                     char ***v, size_t *n, size_t *alloc, int64_t *ret) {
+        int r;
+
+        if (hashmap_get_u64(idx, (uint64_t) id, ret) >= 0)
+                return 0;
+        r = array_reserve_one((void **) v, alloc, *n, sizeof(char *));
+        if (r >= 0)
+                r = get(c, id, &(*v)[*n]);
+        if (r < 0)
+                return r;
+        *ret = (int64_t) (*n)++;
+        return hashmap_put_u64(idx, (uint64_t) id, *ret);
+}
+
 static const char *file_base(const char *path) {
         const char *b = strrchr(path, '/');
 
@@ -1189,16 +1218,9 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                 if (r < 0)
                         goto fail;
                 if (c->q->by_cgroup) {
-                        const char *path = NULL;
-
-                        r = k->cgroup_id ? ctx_string(c, k->cgroup_id, &path) : 0;
+                        r = ctx_cgroup(c, k->cgroup_id, &row->cgroup);
                         if (r < 0)
                                 goto fail;
-                        row->cgroup = strdup(path ?: "");
-                        if (!row->cgroup) {
-                                r = -ENOMEM;
-                                goto fail;
-                        }
                 }
                 r = ctx_string(c, k->module_id, &module);
                 if (r < 0)
@@ -1545,6 +1567,16 @@ static int ctx_module(query_ctx *c, const frame_info *f, uint32_t *ret) {
         return 0;
 }
 
+/* The process, thread, CPU and timeline slot a group's split says (-1:
+ * not told apart). */
+static void group_split_of(const query_params *q, const group *g, int64_t *pid, int64_t *tid, int32_t *cpu,
+                           int32_t *slot) {
+        *pid = q->by_tid ? TSPLIT_PID(g->split) : q->by_pid ? SPLIT_PID(g->split) : -1;
+        *tid = q->by_tid ? TSPLIT_TID(g->split) : -1;
+        *cpu = q->by_tid ? TSPLIT_CPU(g->split) : q->by_cpu ? SPLIT_CPU(g->split) : -1;
+        *slot = q->timeline == 0 ? -1 : q->by_tid ? TSPLIT_SLOT(g->split) : SPLIT_SLOT(g->split);
+}
+
 /* Adds a frame of name[0..len) to st; module: its index in the result's
  * modules, when the stack has them. */
 static int stack_push(query_stack *st, size_t *alloc, const char *name, size_t len, uint32_t module) {
@@ -1575,17 +1607,12 @@ static int stack_push(query_stack *st, size_t *alloc, const char *name, size_t l
 static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         _cleanup_free_ int64_t *frame_ids = NULL;
         size_t n = 0, alloc = 0;
-        query_stack st = {
-                .samples = g->samples,
-                .pid = c->q->by_tid ? TSPLIT_PID(g->split) : c->q->by_pid ? SPLIT_PID(g->split) : -1,
-                .tid = c->q->by_tid ? TSPLIT_TID(g->split) : -1,
-                .cpu = c->q->by_tid ? TSPLIT_CPU(g->split) : c->q->by_cpu ? SPLIT_CPU(g->split) : -1,
-                .slot = c->q->timeline == 0 ? -1 : c->q->by_tid ? TSPLIT_SLOT(g->split) : SPLIT_SLOT(g->split),
-        };
+        query_stack st = { .samples = g->samples };
         size_t frames_alloc = 0;
         bool in_dso = !c->dso;
         int r;
 
+        group_split_of(c->q, g, &st.pid, &st.tid, &st.cpu, &st.slot);
         for (int64_t id = group_stack(g); id != 0;) {
                 node_info node;
 
@@ -1603,11 +1630,7 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         if (r < 0)
                 return r;
         if (c->q->by_cgroup) {
-                const char *path = NULL;
-
-                r = g->cgroup_id ? ctx_string(c, g->cgroup_id, &path) : 0;
-                if (r >= 0 && !(st.cgroup = strdup(path ?: "")))
-                        r = -ENOMEM;
+                r = ctx_cgroup(c, g->cgroup_id, &st.cgroup);
                 if (r < 0) {
                         query_stack_done(&st);
                         return r;
@@ -1801,43 +1824,21 @@ static int build_entries(query_ctx *c, top_groups *top, query_result *res) {
                 }
                 if (shape < 0)
                         continue;
-                if (hashmap_get_u64(comm_idx, (uint64_t) g->comm_id, &comm) < 0) {
-                        r = array_reserve_one((void **) &res->comms, &alloc_comms, res->n_comms, sizeof(char *));
-                        if (r >= 0)
-                                r = ctx_comm(c, g->comm_id, &res->comms[res->n_comms]);
-                        if (r < 0)
-                                return r;
-                        comm = (int64_t) res->n_comms++;
-                        r = hashmap_put_u64(comm_idx, (uint64_t) g->comm_id, comm);
-                        if (r < 0)
-                                return r;
-                }
-                int64_t cg = 0;         /* 1 + index in res->cgroups */
-                if (g->cgroup_id != 0 && hashmap_get_u64(cgroup_idx, (uint64_t) g->cgroup_id, &cg) < 0) {
-                        const char *path = NULL;
-
-                        r = array_reserve_one((void **) &res->cgroups, &alloc_cgroups, res->n_cgroups, sizeof(char *));
-                        if (r >= 0)
-                                r = ctx_string(c, g->cgroup_id, &path);
-                        if (r >= 0 && !(res->cgroups[res->n_cgroups] = strdup(path ?: "")))
-                                r = -ENOMEM;
-                        if (r < 0)
-                                return r;
-                        cg = (int64_t) ++res->n_cgroups;
-                        r = hashmap_put_u64(cgroup_idx, (uint64_t) g->cgroup_id, cg);
-                        if (r < 0)
-                                return r;
-                }
-                res->entries[res->n_entries++] = (query_entry) {
+                int64_t cg = -1;        /* index in res->cgroups; -1: none */
+                r = ctx_index(c, comm_idx, g->comm_id, ctx_comm, &res->comms, &res->n_comms, &alloc_comms, &comm);
+                if (r >= 0 && g->cgroup_id != 0)
+                        r = ctx_index(c, cgroup_idx, g->cgroup_id, ctx_cgroup, &res->cgroups, &res->n_cgroups,
+                                      &alloc_cgroups, &cg);
+                if (r < 0)
+                        return r;
+                query_entry *e = &res->entries[res->n_entries++];
+                *e = (query_entry) {
                         .shape = (uint32_t) shape,
                         .comm = (uint32_t) comm,
-                        .cgroup = (uint32_t) cg,
+                        .cgroup = (uint32_t) (cg + 1),
                         .samples = g->samples,
-                        .pid = q->by_tid ? TSPLIT_PID(g->split) : q->by_pid ? SPLIT_PID(g->split) : -1,
-                        .tid = q->by_tid ? TSPLIT_TID(g->split) : -1,
-                        .cpu = q->by_tid ? TSPLIT_CPU(g->split) : q->by_cpu ? SPLIT_CPU(g->split) : -1,
-                        .slot = q->timeline == 0 ? -1 : q->by_tid ? TSPLIT_SLOT(g->split) : SPLIT_SLOT(g->split),
                 };
+                group_split_of(q, g, &e->pid, &e->tid, &e->cpu, &e->slot);
         }
         return add_other_stacks(c, top, res);
 }

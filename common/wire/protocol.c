@@ -177,13 +177,11 @@ static int hex4(const unsigned char *p, const unsigned char *end, unsigned *ret)
         if (end - p < 4)
                 return -EBADMSG;
         for (int i = 0; i < 4; i++) {
-                unsigned char c = p[i];
-                unsigned d = c >= '0' && c <= '9' ? (unsigned) (c - '0') :
-                             c >= 'a' && c <= 'f' ? (unsigned) (c - 'a' + 10) :
-                             c >= 'A' && c <= 'F' ? (unsigned) (c - 'A' + 10) : 16u;
-                if (d > 15)
+                int d = unhexchar((char) p[i]);
+
+                if (d < 0)
                         return -EBADMSG;
-                v = v * 16 + d;
+                v = v * 16 + (unsigned) d;
         }
         *ret = v;
         return 0;

@@ -621,6 +621,47 @@ static int get_opt_index(struct json_object *obj, const char *key, uint64_t max,
         return 0;
 }
 
+static bool is_digit(char c) {
+        return c >= '0' && c <= '9';
+}
+
+/* A decimal number below max at *pp, which is moved past it. */
+static bool parse_dec(const char **pp, uint64_t max, uint64_t *ret) {
+        const char *p = *pp;
+        uint64_t x = 0;
+
+        if (!is_digit(*p))
+                return false;
+        for (; is_digit(*p); p++) {
+                x = x * 10 + (uint64_t) (*p - '0');
+                if (x >= max)
+                        return false;
+        }
+        *pp = p;
+        *ret = x;
+        return true;
+}
+
+/* The wire's hex digits are lower case. */
+static int hex_value(char c) {
+        return c >= 'A' && c <= 'F' ? -1 : unhexchar(c);
+}
+
+/* 1 to 16 hex digits at *pp, which is moved past them. */
+static bool parse_hex(const char **pp, uint64_t *ret) {
+        const char *p = *pp;
+        uint64_t x = 0;
+        unsigned digits = 0;
+
+        for (; hex_value(*p) >= 0; p++, digits++)
+                x = x << 4 | (uint64_t) hex_value(*p);
+        if (digits == 0 || digits > 16)
+                return false;
+        *pp = p;
+        *ret = x;
+        return true;
+}
+
 /* A packed stack's "3 17 22": decimal indices below max, one space
  * apart. *ret: n entries (allocated even for none). */
 static int ids_from_json(struct json_object *v, uint64_t max, uint32_t **ret, size_t *ret_n) {
@@ -636,17 +677,10 @@ static int ids_from_json(struct json_object *v, uint64_t max, uint32_t **ret, si
         if (!ids)
                 return -ENOMEM;
         while (*p) {
-                uint64_t x = 0;
+                uint64_t x;
 
-                if (n > 0 && *p++ != ' ')
+                if ((n > 0 && *p++ != ' ') || !parse_dec(&p, max, &x))
                         goto bad;
-                if (*p < '0' || *p > '9')
-                        goto bad;
-                for (; *p >= '0' && *p <= '9'; p++) {
-                        x = x * 10 + (uint64_t) (*p - '0');
-                        if (x >= max)
-                                goto bad;
-                }
                 ids[n++] = (uint32_t) x;
         }
         *ret = ids;
@@ -670,14 +704,9 @@ static int addrs_from_json(struct json_object *v, uint64_t **ret, size_t n) {
         if (!a)
                 return -ENOMEM;
         while (*p) {
-                uint64_t x = 0;
-                unsigned digits = 0;
+                uint64_t x;
 
-                if (k > 0 && *p++ != ' ')
-                        goto bad;
-                for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++, digits++)
-                        x = x << 4 | (uint64_t) (*p <= '9' ? *p - '0' : *p - 'a' + 10);
-                if (digits == 0 || digits > 16 || k >= n)
+                if ((k > 0 && *p++ != ' ') || !parse_hex(&p, &x) || k >= n)
                         goto bad;
                 a[k++] = x;
         }
@@ -805,31 +834,6 @@ static int strings_from_json(struct json_object *obj, const char *key, char ***r
         return 0;
 }
 
-static bool is_digit(char c) {
-        return c >= '0' && c <= '9';
-}
-
-static int hex_value(char c) {
-        return is_digit(c) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* A decimal number below max at *pp. */
-static bool parse_dec(const char **pp, uint64_t max, uint64_t *ret) {
-        const char *p = *pp;
-        uint64_t x = 0;
-
-        if (!is_digit(*p))
-                return false;
-        for (; is_digit(*p); p++) {
-                x = x * 10 + (uint64_t) (*p - '0');
-                if (x >= max)
-                        return false;
-        }
-        *pp = p;
-        *ret = x;
-        return true;
-}
-
 /* One shape at *pp (see add_shapes()); *pp is moved past it. */
 static int shape_parse(const char **pp, query_stack *st, const query_result *res) {
         const char *p = *pp;
@@ -846,12 +850,8 @@ static int shape_parse(const char **pp, query_stack *st, const query_result *res
         if (!st->addrs)
                 return -ENOMEM;
         for (size_t j = 0; j < n; j++) {
-                unsigned digits = 0;
-
                 p++;    /* the space */
-                for (; hex_value(*p) >= 0; p++, digits++)
-                        st->addrs[j] = st->addrs[j] << 4 | (uint64_t) hex_value(*p);
-                if (digits == 0 || digits > 16)
+                if (!parse_hex(&p, &st->addrs[j]))
                         return -EBADMSG;
         }
         st->n_frames = n;
@@ -877,28 +877,15 @@ static int shape_parse(const char **pp, query_stack *st, const query_result *res
         return 0;
 }
 
-/* A "shapes" string: 1 to SHAPES_PER_STRING shapes, appended to r's. */
-static int shapes_from_json(struct json_object *v, query_result *r, size_t *alloc) {
-        const char *p;
-        int k;
+/* Appends the shape at *pp to r's. */
+static int shape_append(const char **pp, query_result *r, size_t *alloc) {
+        int k = array_reserve_one((void **) &r->shapes, alloc, r->n_shapes, sizeof(query_stack));
 
-        if (!json_object_is_type(v, json_type_string))
-                return -EBADMSG;
-        p = json_object_get_string(v);
-        for (size_t i = 0; i < SHAPES_PER_STRING; i++) {
-                k = array_reserve_one((void **) &r->shapes, alloc, r->n_shapes, sizeof(query_stack));
-                if (k < 0)
-                        return k;
-                r->shapes[r->n_shapes] = (query_stack) {};
-                r->n_shapes++;  /* counted first: freed with r whatever follows */
-                k = shape_parse(&p, &r->shapes[r->n_shapes - 1], r);
-                if (k < 0)
-                        return k;
-                if (!*p)
-                        return 0;
-                p++;    /* the comma */
-        }
-        return -EBADMSG;
+        if (k < 0)
+                return k;
+        r->shapes[r->n_shapes] = (query_stack) {};
+        r->n_shapes++;  /* counted first: freed with r whatever follows */
+        return shape_parse(pp, &r->shapes[r->n_shapes - 1], r);
 }
 
 /* One entry at *pp, "shape comm pid tid cpu slot cgroup samples", each
@@ -936,28 +923,50 @@ static int entry_parse(const char **pp, query_entry *e, const query_result *res)
         return 0;
 }
 
-/* An "entries" string: 1 to ENTRIES_PER_STRING entries, one comma apart,
- * appended to r's. */
-static int entries_from_json(struct json_object *v, query_result *r, size_t *alloc) {
-        const char *p;
-        int k;
+/* Appends the entry at *pp to r's. */
+static int entry_append(const char **pp, query_result *r, size_t *alloc) {
+        int k = array_reserve_one((void **) &r->entries, alloc, r->n_entries, sizeof(query_entry));
 
-        if (!json_object_is_type(v, json_type_string))
-                return -EBADMSG;
-        p = json_object_get_string(v);
-        for (size_t i = 0; i < ENTRIES_PER_STRING; i++) {
-                k = array_reserve_one((void **) &r->entries, alloc, r->n_entries, sizeof(query_entry));
-                if (k < 0)
-                        return k;
-                k = entry_parse(&p, &r->entries[r->n_entries], r);
-                if (k < 0)
-                        return k;
+        if (k < 0)
+                return k;
+        k = entry_parse(pp, &r->entries[r->n_entries], r);
+        if (k >= 0)
                 r->n_entries++;
-                if (!*p)
-                        return 0;
-                p++;    /* the comma */
+        return k;
+}
+
+/* The array member key of packed items ("shapes", "entries"): strings of
+ * 1 to per_string items one comma apart, each appended to r by append_one(). */
+static int packed_from_json(struct json_object *obj, const char *key, size_t per_string,
+                            int (*append_one)(const char **pp, query_result *r, size_t *alloc), query_result *r) {
+        struct json_object *a;
+        size_t alloc = 0;
+
+        if (!json_object_object_get_ex(obj, key, &a) || !a)
+                return 0;
+        if (!json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                struct json_object *v = json_object_array_get_idx(a, i);
+                const char *p;
+                size_t n;
+                int k;
+
+                if (!json_object_is_type(v, json_type_string))
+                        return -EBADMSG;
+                p = json_object_get_string(v);
+                for (n = 0; n < per_string; n++) {
+                        k = append_one(&p, r, &alloc);
+                        if (k < 0)
+                                return k;
+                        if (!*p)
+                                break;
+                        p++;    /* the comma */
+                }
+                if (n == per_string)
+                        return -EBADMSG;
         }
-        return -EBADMSG;
+        return 0;
 }
 
 static int modules_from_json(struct json_object *obj, query_result *r) {
@@ -1089,30 +1098,9 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                 }
         }
 
-        if (json_object_object_get_ex(obj, "shapes", &stacks) && stacks) {
-                size_t alloc = 0;
-
-                if (!json_object_is_type(stacks, json_type_array))
-                        return -EBADMSG;
-                n = json_object_array_length(stacks);
-                for (size_t i = 0; i < n; i++) {
-                        k = shapes_from_json(json_object_array_get_idx(stacks, i), r, &alloc);
-                        if (k < 0)
-                                return k;
-                }
-        }
-        if (json_object_object_get_ex(obj, "entries", &stacks) && stacks) {
-                if (!json_object_is_type(stacks, json_type_array))
-                        return -EBADMSG;
-                size_t alloc = 0;
-
-                n = json_object_array_length(stacks);
-                for (size_t i = 0; i < n; i++) {
-                        k = entries_from_json(json_object_array_get_idx(stacks, i), r, &alloc);
-                        if (k < 0)
-                                return k;
-                }
-        }
+        if ((k = packed_from_json(obj, "shapes", SHAPES_PER_STRING, shape_append, r)) < 0 ||
+            (k = packed_from_json(obj, "entries", ENTRIES_PER_STRING, entry_append, r)) < 0)
+                return k;
 
         *ret = TAKE_PTR(r);
         return 0;
