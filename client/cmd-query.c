@@ -78,6 +78,17 @@ static size_t count_digits(uint64_t v) {
         return n;
 }
 
+/* Off-CPU time as "12.345s", "1.234ms", "567us". */
+static const char *wait_format(uint64_t ns, char *buf, size_t size) {
+        if (ns >= NSEC_PER_SEC)
+                snprintf(buf, size, "%.3fs", (double) ns / 1e9);
+        else if (ns >= 1000000)
+                snprintf(buf, size, "%.3fms", (double) ns / 1e6);
+        else
+                snprintf(buf, size, "%.3fus", (double) ns / 1e3);
+        return buf;
+}
+
 static void print_table(const query_params *q, uint64_t now_ns, const query_result *r) {
         char a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX], d[DURATION_FORMAT_MAX];
         size_t comm_w = strlen("Command"), module_w = strlen("Module"), samples_w = strlen("Samples");
@@ -85,18 +96,25 @@ static void print_table(const query_params *q, uint64_t now_ns, const query_resu
         uint64_t from = q->since_ns ? q->since_ns : r->first_ns;
         uint64_t to = q->until_ns ? q->until_ns : now_ns;
 
-        printf("# Samples: %" PRIu64 " (lost: %" PRIu64 ")  CPUs: %" PRIu32 "\n",
-               r->total_samples, r->lost, r->n_cpus);
+        bool offcpu = q->kind == SAMPLE_KIND_OFFCPU;
+        char t[32];
+
+        if (offcpu)
+                printf("# Off-CPU time: %s  CPUs: %" PRIu32 "\n", wait_format(r->total_samples, t, sizeof t), r->n_cpus);
+        else
+                printf("# Samples: %" PRIu64 " (lost: %" PRIu64 ")  CPUs: %" PRIu32 "\n",
+                       r->total_samples, r->lost, r->n_cpus);
         printf("# Time: %s .. %s (%s)\n",
                time_format_local_decimals(from, 2, a, sizeof(a)) ?: "?",
                time_format_local_decimals(to, 2, b, sizeof(b)) ?: "?",
                duration_format(to > from ? to - from : 0, d, sizeof(d)) ?: "?");
 
         if (r->n_rows == 0 || r->total_samples == 0) {
-                printf("# no samples in this time range\n");
+                printf(offcpu ? "# no off-CPU time in this time range (is offcpu = on?)\n" :
+                                "# no samples in this time range\n");
                 return;
         }
-        {
+        if (!offcpu) {
                 uint64_t user = r->user_named + r->user_by_offset + r->user_unknown;
 
                 if (user > 0)
@@ -110,14 +128,15 @@ static void print_table(const query_params *q, uint64_t now_ns, const query_resu
         for (size_t i = 0; i < r->n_rows; i++) {
                 comm_w = MAX(comm_w, strlen(r->rows[i].comm));
                 module_w = MAX(module_w, strlen(r->rows[i].module));
-                samples_w = MAX(samples_w, count_digits(r->rows[i].samples));
+                samples_w = MAX(samples_w, offcpu ? strlen(wait_format(r->rows[i].samples, t, sizeof t)) :
+                                                    count_digits(r->rows[i].samples));
                 symbol_w = MAX(symbol_w, strlen(r->rows[i].symbol));
         }
         comm_w = MIN(comm_w, (size_t) COMM_COLUMN_MAX);
         module_w = MIN(module_w, (size_t) MODULE_COLUMN_MAX);
         symbol_w = MIN(symbol_w, (size_t) SYMBOL_COLUMN_MAX);
 
-        printf("# Overhead  %*s  ", (int) samples_w, "Samples");
+        printf("# Overhead  %*s  ", (int) samples_w, offcpu ? "Waited" : "Samples");
         put_column("Command", comm_w, false);
         fputs("  ", stdout);
         put_column("Module", module_w, false);
@@ -131,8 +150,12 @@ static void print_table(const query_params *q, uint64_t now_ns, const query_resu
         for (size_t i = 0; i < r->n_rows; i++) {
                 const query_row *row = &r->rows[i];
 
-                printf("%9.2f%%  %*" PRIu64 "  ", 100.0 * (double) row->samples / (double) r->total_samples,
-                       (int) samples_w, row->samples);
+                if (offcpu)
+                        printf("%9.2f%%  %*s  ", 100.0 * (double) row->samples / (double) r->total_samples,
+                               (int) samples_w, wait_format(row->samples, t, sizeof t));
+                else
+                        printf("%9.2f%%  %*" PRIu64 "  ", 100.0 * (double) row->samples / (double) r->total_samples,
+                               (int) samples_w, row->samples);
                 put_column(row->comm, comm_w, false);
                 fputs("  ", stdout);
                 put_column(row->module, module_w, true);
@@ -270,6 +293,16 @@ int parse_query_option(int c, const char *arg, query_window *w, query_params *q)
                 }
                 q->container = arg;
                 return 1;
+        case ARG_TYPE:
+                if (strcmp(arg, "cpu") == 0)
+                        q->kind = SAMPLE_KIND_CPU;
+                else if (strcmp(arg, "offcpu") == 0)
+                        q->kind = SAMPLE_KIND_OFFCPU;
+                else {
+                        print_error("invalid --type '%s': expected cpu or offcpu", arg);
+                        return -1;
+                }
+                return 1;
         case ARG_OFFSETS:
                 q->offsets = true;
                 return 1;
@@ -348,6 +381,10 @@ static void help_query(void) {
                "                       the table gets a Unit column\n"
                "      --cgroup PATH    only samples of tasks in cgroup PATH or below it\n"
                "      --container ID   only samples of tasks in a container whose id starts with ID\n"
+               "      --type TYPE      cpu (default): samples of CPU time; offcpu: time threads\n"
+               "                       waited off the CPU (offcpu = on in perfsnapd.conf), by the\n"
+               "                       stack they left it with; rows and folded stacks weigh\n"
+               "                       time (folded: nanoseconds)\n"
                "      --symbol NAME    only samples whose stack goes through function NAME: rows\n"
                "                       by their leaf, folded stacks through it\n"
                "      --callers NAME   the call tree of who called function NAME, up to the\n"
@@ -566,7 +603,8 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
         _cleanup_(hashmap_freep) hashmap *idx = NULL;
         _cleanup_free_ sort_row *rows = NULL;
         size_t n = 0, alloc = 0, width[SORT_KEYS] = {};
-        char a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX];
+        char a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX], t[32];
+        bool offcpu = q->kind == SAMPLE_KIND_OFFCPU;
         int k;
 
         k = hashmap_new(&idx);
@@ -619,7 +657,11 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
         if (top > 0 && n > top)
                 n = top;
 
-        printf("# Samples: %" PRIu64 " (lost: %" PRIu64 ")  CPUs: %" PRIu32 "\n", r->total_samples, r->lost, r->n_cpus);
+        if (offcpu)
+                printf("# Off-CPU time: %s  CPUs: %" PRIu32 "\n", wait_format(r->total_samples, t, sizeof t), r->n_cpus);
+        else
+                printf("# Samples: %" PRIu64 " (lost: %" PRIu64 ")  CPUs: %" PRIu32 "\n", r->total_samples, r->lost,
+                       r->n_cpus);
         printf("# Time: %s .. %s\n", time_format_local_decimals(q->since_ns ?: r->first_ns, 2, a, sizeof a) ?: "?",
                time_format_local_decimals(q->until_ns ?: now_ns, 2, b, sizeof b) ?: "?");
         if (n == 0) {
@@ -632,7 +674,7 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
                         width[keys[j]] = MAX(width[keys[j]], strlen(sort_value(&rows[i], keys[j])));
                 width[keys[j]] = MIN(width[keys[j]], (size_t) MODULE_COLUMN_MAX);
         }
-        printf("# Overhead    Samples");
+        printf(offcpu ? "# Overhead     Waited" : "# Overhead    Samples");
         for (size_t j = 0; j < n_keys; j++) {
                 fputs("  ", stdout);
                 if (j + 1 < n_keys)
@@ -642,8 +684,12 @@ static int print_sorted(const query_params *q, uint64_t now_ns, const query_resu
         }
         fputc('\n', stdout);
         for (size_t i = 0; i < n; i++) {
-                printf("%9.2f%%  %9" PRIu64, 100.0 * (double) rows[i].samples / (double) MAX(r->total_samples, (uint64_t) 1),
-                       rows[i].samples);
+                if (offcpu)
+                        printf("%9.2f%%  %9s", 100.0 * (double) rows[i].samples / (double) MAX(r->total_samples, (uint64_t) 1),
+                               wait_format(rows[i].samples, t, sizeof t));
+                else
+                        printf("%9.2f%%  %9" PRIu64, 100.0 * (double) rows[i].samples / (double) MAX(r->total_samples, (uint64_t) 1),
+                               rows[i].samples);
                 for (size_t j = 0; j < n_keys; j++) {
                         fputs("  ", stdout);
                         if (keys[j] == SORT_SYM)

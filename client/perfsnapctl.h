@@ -52,6 +52,7 @@ enum {
         ARG_UNIT,
         ARG_CGROUP,
         ARG_CONTAINER,
+        ARG_TYPE,
 };
 
 /* Prints "perfsnapctl: MESSAGE" to stderr; returns the exit status 1. */
@@ -115,6 +116,7 @@ struct query_params;
         { "unit",   required_argument, NULL, ARG_UNIT },                        \
         { "cgroup", required_argument, NULL, ARG_CGROUP },                      \
         { "container", required_argument, NULL, ARG_CONTAINER },                \
+        { "type",   required_argument, NULL, ARG_TYPE },                        \
         { "inline", no_argument,       NULL, ARG_INLINE }
 int parse_query_option(int c, const char *arg, query_window *w, struct query_params *q);
 int query_window_apply(const query_window *w, uint64_t now_ns, struct query_params *q);

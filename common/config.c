@@ -234,6 +234,21 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 c->export_interval_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
+        if (streq(key, "offcpu")) {
+                if (streq(v, "on") || streq(v, "yes") || streq(v, "true") || streq(v, "1"))
+                        c->offcpu = true;
+                else if (streq(v, "off") || streq(v, "no") || streq(v, "false") || streq(v, "0"))
+                        c->offcpu = false;
+                else
+                        return *ret_why = "expected on or off", -EINVAL;
+                return 0;
+        }
+        if (streq(key, "offcpu_min_wait")) {
+                if (duration_parse(v, &ns) < 0 || ns > 60 * NSEC_PER_SEC)
+                        return *ret_why = "expected a duration between 0 and 60s (e.g. 10us)", -EINVAL;
+                c->offcpu_min_wait_ns = ns;
+                return 0;
+        }
         if (streq(key, "export_queue_max"))
                 return parse_u32(v, 1, 10000, &c->export_queue_max) < 0
                         ? (*ret_why = "expected a number of profiles 1..10000", -EINVAL) : 0;
@@ -448,7 +463,7 @@ static char *fmt_duration_key(uint64_t ns, char *buf, size_t size) {
         /* Print in the largest unit that divides exactly, so the output parses back to the same value. */
         static const struct { const char *unit; uint64_t ns; } units[] = {
                 { "d", 24ULL * 3600 * NSEC_PER_SEC }, { "h", 3600 * NSEC_PER_SEC },
-                { "m", 60 * NSEC_PER_SEC }, { "s", NSEC_PER_SEC }, { "ms", NSEC_PER_MSEC },
+                { "m", 60 * NSEC_PER_SEC }, { "s", NSEC_PER_SEC }, { "ms", NSEC_PER_MSEC }, { "us", 1000 }, { "ns", 1 },
         };
         for (size_t i = 0; i < ELEMENTSOF(units); i++)
                 if (ns % units[i].ns == 0) {
@@ -475,7 +490,7 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 
 char *config_format(const config *c) {
         char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
-        char client_timeout[32], hold_max[32], sym_max[32], dtimeout[32], export_interval[32];
+        char client_timeout[32], hold_max[32], sym_max[32], dtimeout[32], export_interval[32], offcpu_min[32];
         char *s;
 
         fmt_duration_key(c->client_timeout_ns, client_timeout, sizeof client_timeout);
@@ -503,6 +518,7 @@ char *config_format(const config *c) {
 
         fmt_duration_key(c->debuginfod_timeout_ns, dtimeout, sizeof dtimeout);
         fmt_duration_key(c->export_interval_ns, export_interval, sizeof export_interval);
+        fmt_duration_key(c->offcpu_min_wait_ns, offcpu_min, sizeof offcpu_min);
         if (c->symbols_max_size_bytes)
                 fmt_size_key(c->symbols_max_size_bytes, sym_max, sizeof sym_max);
         else
@@ -552,14 +568,16 @@ char *config_format(const config *c) {
                      "debuginfod_timeout = %s\n"
                      "export_url = %s\n"
                      "export_interval = %s\n"
-                     "export_queue_max = %u\n",
+                     "export_queue_max = %u\n"
+                     "offcpu = %s\n"
+                     "offcpu_min_wait = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
                      max_age, sym_max, c->debug_root, c->debuginfod_urls, dtimeout, c->export_url, export_interval,
-                     c->export_queue_max) < 0)
+                     c->export_queue_max, c->offcpu ? "on" : "off", offcpu_min) < 0)
                 return NULL;
         return s;
 }

@@ -43,6 +43,8 @@ typedef struct config {
         char *export_url;               /* a pprof of each export_interval is POSTed here; "" = off */
         uint64_t export_interval_ns;
         uint32_t export_queue_max;      /* profiles kept for retries (files under cache_dir/push) */
+        bool offcpu;                    /* off-CPU time (a BPF program on context switches) */
+        uint64_t offcpu_min_wait_ns;    /* shorter waits are not stored */
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u

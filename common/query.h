@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "store/sample-kind.h"
+
 typedef struct query_params {
         uint64_t since_ns;      /* wall clock, inclusive; 0 = from the beginning */
         uint64_t until_ns;      /* wall clock, exclusive; 0 = until now */
@@ -74,6 +76,10 @@ typedef struct query_params {
         /* Rows, and stacks, told apart by cgroup, each with its path
          * (query_row.cgroup, query_stack.cgroup). */
         bool by_cgroup;
+        /* What is counted: CPU samples (SAMPLE_KIND_CPU), or off-CPU
+         * waits (SAMPLE_KIND_OFFCPU), whose "samples" are then nanoseconds
+         * of waiting: rows, stacks, totals and timelines weigh time. */
+        uint32_t kind;
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;

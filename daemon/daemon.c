@@ -18,12 +18,16 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "daemon-config.h"
 #include "pusher.h"
 #include "fileio.h"
 #include "ingest.h"
 #include "log.h"
 #include "macro.h"
 #include "perf/perf-events.h"
+#if HAVE_OFFCPU
+#include "offcpu.h"
+#endif
 #include "server.h"
 #include "snapshotter.h"
 #include "store/store.h"
@@ -54,6 +58,12 @@ struct daemon_ctx {
         store *store;
         ingest *ingest;
         perf_events *events;
+#if HAVE_OFFCPU
+        struct offcpu *offcpu;
+#else
+        void *offcpu;
+#endif
+        char offcpu_why[256];           /* status "offcpu" when it is not on: "unavailable: ..." */
         ringbuf **bufs;
         uint32_t *cpus;
         size_t n_cpus;
@@ -133,6 +143,44 @@ static void daemon_drain(daemon_ctx *d, bool last) {
          * in wall-clock time. The offset is re-read at every drain, so a
          * clock step applies from the next drain on. */
         (void) ingest_drain(d->ingest, d->bufs, d->cpus, d->n_cpus, clock_mono_to_wall_ns(), horizon);
+}
+
+#if HAVE_OFFCPU
+static int store_offcpu_entry(const offcpu_entry *e, void *userdata) {
+        return ingest_offcpu(userdata, e->pid, e->tid, e->cpu, e->cgroup, e->last_ns, e->ips, e->nr, e->waits,
+                             e->wait_ns);
+}
+
+static int pull_offcpu(ingest *in, void *userdata) {
+        daemon_ctx *d = userdata;
+
+        return offcpu_drain(d->offcpu, store_offcpu_entry, in);
+}
+#endif
+
+/* offcpu = on: the BPF program on every sampled CPU. Failing to load it
+ * leaves CPU sampling running; status says why offcpu is unavailable. */
+static void start_offcpu(daemon_ctx *d) {
+        if (!d->cfg.offcpu)
+                return;
+#if HAVE_OFFCPU
+        offcpu_config oc = OFFCPU_CONFIG_DEFAULT;
+        const char *why = "";
+        int r;
+
+        oc.min_ns = d->cfg.offcpu_min_wait_ns;
+        r = offcpu_new(&oc, d->cpus, d->n_cpus, &d->offcpu, &why);
+        if (r < 0) {
+                snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: %s (%s)", why, strerror(-r));
+                log_error("offcpu = on, but off-CPU time is %s; CPU samples go on.", d->offcpu_why);
+                return;
+        }
+        ingest_set_offcpu_source(d->ingest, pull_offcpu, d);
+        log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored.", oc.min_ns);
+#else
+        snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: perfsnapd was built without it (meson -Doffcpu)");
+        log_error("offcpu = on, but off-CPU time is %s.", d->offcpu_why);
+#endif
 }
 
 static void on_cpu_readable(evutil_socket_t fd, short what, void *userdata) {
@@ -362,9 +410,11 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
             strcmp(n.root, d->cfg.root) != 0 || strcmp(n.event, d->cfg.event) != 0 ||
             n.ring_buffer_pages != d->cfg.ring_buffer_pages || n.callchain_depth != d->cfg.callchain_depth ||
             !streq(n.cache_dir, d->cfg.cache_dir) || !streq(n.debuginfod_urls, d->cfg.debuginfod_urls) ||
-            n.debuginfod_timeout_ns != d->cfg.debuginfod_timeout_ns)
+            n.debuginfod_timeout_ns != d->cfg.debuginfod_timeout_ns || n.offcpu != d->cfg.offcpu ||
+            n.offcpu_min_wait_ns != d->cfg.offcpu_min_wait_ns)
                 log_notice("database, socket, root, event, ring_buffer_pages, callchain_depth, cache_dir, "
-                           "debuginfod_urls and debuginfod_timeout take effect at the next restart.");
+                           "debuginfod_urls, debuginfod_timeout, offcpu and offcpu_min_wait take effect at the "
+                           "next restart.");
 
         log_set_max_level(n.log_level);
         if (n.frequency_hz != d->cfg.frequency_hz && d->events)
@@ -448,6 +498,9 @@ static void status_fill(json_object *p, void *userdata) {
                 .cgroup_source = ingest_cgroup_source(d->ingest),
                 .cgroups_known = ingest_cgroups_known(d->ingest),
                 .cgroups_unknown = st->cgroups_unknown,
+                .offcpu = d->offcpu ? "on" : d->offcpu_why[0] ? d->offcpu_why : "off",
+                .offcpu_waits = st->offcpu_waits,
+                .offcpu_wait_ns = st->offcpu_ns,
                 .commits = st->commits,
                 .pending_samples = store_pending_samples(d->store),
                 .bad_sample_blocks = store_bad_blocks(d->store),
@@ -467,6 +520,20 @@ static void status_fill(json_object *p, void *userdata) {
                 .tasks_bytes = ingest_tasks_bytes(d->ingest),
         };
 
+#if HAVE_OFFCPU
+        {
+                offcpu_stats os;
+
+                if (d->offcpu && offcpu_get_stats(d->offcpu, &os) >= 0) {
+                        s.offcpu_switches = os.switches;
+                        s.offcpu_short_waits = os.short_waits;
+                        s.offcpu_full_waits = os.full;
+                        s.offcpu_full_ns = os.full_ns;
+                        s.offcpu_no_stack = os.no_stack;
+                        s.offcpu_no_room = os.no_room;
+                }
+        }
+#endif
         lpc = ingest_lost_per_cpu(d->ingest, &n);
         for (size_t i = 0; lost && i < d->n_cpus; i++)
                 lost[i] = d->cpus[i] < n ? lpc[d->cpus[i]] : 0;
@@ -697,6 +764,7 @@ int daemon_start(daemon_ctx *d) {
         r = ingest_load_kernel(d->ingest);
         if (r < 0)
                 return r;
+        start_offcpu(d);
 
         /* Listen before reading proc/modules: a module loaded in between
          * is then announced rather than missed. */
@@ -822,6 +890,9 @@ daemon_ctx *daemon_free(daemon_ctx *d) {
         d->pusher = pusher_free(d->pusher);
         free(d->cpus);
         perf_events_free(d->events);
+#if HAVE_OFFCPU
+        offcpu_free(d->offcpu);
+#endif
         uevent_monitor_free(d->uevents);
         tracker_free(d->tracker);
         ingest_free(d->ingest);

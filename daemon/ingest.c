@@ -65,6 +65,15 @@ struct ingest {
         void *record_userdata;
         bool draining;
 
+        /* Off-CPU sums (ingest_set_offcpu_source()), stamped no earlier
+         * than the last record processed: last_time (CLOCK_MONOTONIC). */
+        ingest_offcpu_source offcpu_cb;
+        void *offcpu_userdata;
+        uint64_t last_time;
+        uint64_t offcpu_time_max;       /* of the drain pulling them */
+        int64_t offcpu_mono_to_wall;
+        uint64_t schedule_lo[2], schedule_hi[2];       /* __schedule, schedule */
+
         /* the merge buffer of one drain pass; records kept for the next
          * one (at or after the horizon) are moved to the other arena */
         uint8_t *arena, *carry;
@@ -356,7 +365,7 @@ static int sample_cgroup(ingest *in, const perf_sample *ps, int64_t *ret) {
         return 0;
 }
 
-static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns) {
+static int store_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns, sample_kind kind, uint64_t count) {
         int64_t stack = 0, comm_id = 0, cgroup_id = 0;
         const char *comm;
         int r;
@@ -384,13 +393,125 @@ static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall
                         .cgroup_id = cgroup_id,
                         .stack_id = stack,
                         .period = ps->period,
+                        .kind = kind,
+                        .count = count,
                         .boot_id = in->boot_id,
                         .snapshot_id = (uint64_t) ((int64_t) ps->time + mono_to_wall_ns) >= in->snapshot_since_ns ?
                                        in->snapshot_id : in->snapshot_prev_id,
                 });
         if (r < 0)
                 return r;
-        in->stats.samples++;
+        if (kind == SAMPLE_KIND_CPU)
+                in->stats.samples++;
+        else {
+                in->stats.offcpu_waits += count;
+                in->stats.offcpu_ns += ps->period;
+        }
+        return 0;
+}
+
+static void check_store_epoch(ingest *in);
+
+/* The drain's batch: a transaction open until ingest_commit(). */
+static int begin_batch(ingest *in) {
+        int r;
+
+        if (in->in_transaction)
+                return 0;
+        r = store_begin(in->store);
+        check_store_epoch(in);
+        if (r < 0)
+                return log_error_errno(r, "Failed to begin a database transaction: %m");
+        in->in_transaction = true;
+        return 0;
+}
+
+static int ingest_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns) {
+        in->last_time = MAX(in->last_time, ps->time);
+        return store_sample(in, ps, mono_to_wall_ns, SAMPLE_KIND_CPU, 1);
+}
+
+void ingest_set_offcpu_source(ingest *in, ingest_offcpu_source cb, void *userdata) {
+        in->offcpu_cb = cb;
+        in->offcpu_userdata = userdata;
+}
+
+/* Where __schedule and schedule are: the frames every wait's stack
+ * begins with, which say nothing about why it waits. */
+static void find_schedule(ingest *in) {
+        static const char *const names[2] = { "__schedule", "schedule" };
+        const kallsyms *k = layout_kernel_syms(in->layout);
+
+        for (size_t i = 0; i < 2; i++) {
+                uint64_t a;
+                ksym sym;
+
+                in->schedule_lo[i] = in->schedule_hi[i] = 0;
+                if (!k || kallsyms_find(k, names[i], &a) < 0 || kallsyms_lookup(k, a, &sym) < 0)
+                        continue;
+                in->schedule_lo[i] = sym.addr;
+                in->schedule_hi[i] = MAX(sym.end, sym.addr + 1);
+        }
+}
+
+static bool is_schedule(const ingest *in, uint64_t ip) {
+        for (size_t i = 0; i < 2; i++)
+                if (ip >= in->schedule_lo[i] && ip < in->schedule_hi[i])
+                        return true;
+        return false;
+}
+
+int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, uint64_t time,
+                  const uint64_t *ips, size_t nr, uint64_t waits, uint64_t wait_ns) {
+        _cleanup_free_ uint64_t *copy = NULL;
+        size_t skip = 0;
+
+        if (waits == 0 || wait_ns == 0 || nr == 0)
+                return 0;
+        /* After the last record, before the horizon: into the open bucket. */
+        time = MAX(MIN(time, in->offcpu_time_max), in->last_time);
+        /* The stack from the function that called schedule(). */
+        if (ips[0] == PERF_CONTEXT_KERNEL)
+                while (1 + skip + 1 < nr && ips[1 + skip + 1] < PERF_CONTEXT_MAX && is_schedule(in, ips[1 + skip]))
+                        skip++;
+        if (skip > 0) {
+                copy = malloc(nr * sizeof *copy);
+                if (!copy)
+                        return -ENOMEM;
+                copy[0] = ips[0];
+                memcpy(copy + 1, ips + 1 + skip, (nr - 1 - skip) * sizeof *copy);
+                ips = copy;
+                nr -= skip;
+        }
+        return store_sample(in, &(perf_sample) {
+                        .ip = nr > 1 ? ips[1] : 0,
+                        .pid = pid,
+                        .tid = tid,
+                        .time = time,
+                        .cpu = cpu,
+                        .period = wait_ns,
+                        .nr = nr,
+                        .ips = ips,
+                        .cgroup = cgroup,
+                }, in->offcpu_mono_to_wall, SAMPLE_KIND_OFFCPU, waits);
+}
+
+/* In the drain's batch, after its records: the off-CPU sums so far. */
+static int pull_offcpu(ingest *in, uint64_t horizon_ns, int64_t mono_to_wall_ns) {
+        int r;
+
+        if (!in->offcpu_cb)
+                return 0;
+        r = begin_batch(in);
+        if (r < 0)
+                return r;
+        if (in->schedule_hi[0] == 0 && in->schedule_hi[1] == 0)
+                find_schedule(in);
+        in->offcpu_time_max = horizon_ns == INGEST_HORIZON_ALL ? UINT64_MAX : horizon_ns - 1;
+        in->offcpu_mono_to_wall = mono_to_wall_ns;
+        r = in->offcpu_cb(in, in->offcpu_userdata);
+        if (r < 0)
+                return log_error_errno(r, "Failed to store off-CPU time: %m");
         return 0;
 }
 
@@ -680,13 +801,9 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         if (n_now == 0)
                 goto done;
 
-        if (!in->in_transaction) {
-                r = store_begin(in->store);
-                check_store_epoch(in);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to begin a database transaction: %m");
-                in->in_transaction = true;
-        }
+        r = begin_batch(in);
+        if (r < 0)
+                return r;
 
         in->draining = true;
         for (size_t i = 0; i < n_now; i++) {
@@ -709,6 +826,8 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         in->draining = false;
 
         if (ret >= 0)
+                ret = pull_offcpu(in, horizon_ns, mono_to_wall_ns);
+        if (ret >= 0)
                 ret = flush_buckets(in, horizon_ns, mono_to_wall_ns);
 
         if (ret < 0) {
@@ -723,7 +842,8 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         (void) layout_forget_ksyms_before(in->layout, horizon_ns);
 
 done:
-        if (n_now == 0 && flush_buckets(in, horizon_ns, mono_to_wall_ns) < 0 && in->in_transaction) {
+        if (n_now == 0 && (pull_offcpu(in, horizon_ns, mono_to_wall_ns) < 0 ||
+                           flush_buckets(in, horizon_ns, mono_to_wall_ns) < 0) && in->in_transaction) {
                 /* Nothing new, but time went on: close what ended. If that
                  * failed, the batch is gone (sqlite may have rolled it back
                  * already), and with it the ids it interned. */

@@ -31,6 +31,7 @@ typedef struct ingest_stats {
         uint64_t commits;
         uint64_t cpu_ns;                /* thread CPU time spent in ingest_drain() */
         uint64_t cgroups_unknown;       /* samples whose cgroup id no walk of the hierarchy found */
+        uint64_t offcpu_waits, offcpu_ns;       /* off-CPU waits stored, and their time */
 } ingest_stats;
 
 typedef struct kernel_info {
@@ -83,6 +84,19 @@ void ingest_set_user_file_handler(ingest *in, symbolizer_user_file_handler cb, v
  * the record. */
 typedef void (*ingest_record_handler)(const perf_record *rec, int64_t mono_to_wall_ns, void *userdata);
 void ingest_set_record_handler(ingest *in, ingest_record_handler cb, void *userdata);
+
+/* Off-CPU time (offcpu.h): called by every ingest_drain() after the
+ * drain's records, in its batch, to store the sums waiting in the kernel
+ * with ingest_offcpu(). */
+typedef int (*ingest_offcpu_source)(ingest *in, void *userdata);
+void ingest_set_offcpu_source(ingest *in, ingest_offcpu_source cb, void *userdata);
+/* Stores one sum of off-CPU waits: ips is a perf callchain; the leading
+ * __schedule and schedule frames are left out, so that the stack's leaf
+ * is the function that waits (do_nanosleep, pipe_read, io_schedule...).
+ * time (CLOCK_MONOTONIC) is moved into the drain's window. Only from an
+ * ingest_offcpu_source. */
+int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, uint64_t time,
+                  const uint64_t *ips, size_t nr, uint64_t waits, uint64_t wait_ns);
 
 /* True while ingest_drain() runs (its batch must not be committed then). */
 bool ingest_draining(const ingest *in);

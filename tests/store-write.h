@@ -18,6 +18,7 @@ typedef struct test_sample {
         uint64_t period;
         size_t n_frames;
         const frame *frames;    /* leaf first, outermost caller last */
+        uint32_t kind;          /* sample_kind; SAMPLE_KIND_OFFCPU: period is ns waited */
 } test_sample;
 
 static inline int test_add_sample(store *s, int64_t boot_id, const test_sample *smp) {
@@ -27,6 +28,7 @@ static inline int test_add_sample(store *s, int64_t boot_id, const test_sample *
                 .pid = smp->pid,
                 .tid = smp->tid,
                 .period = smp->period,
+                .kind = smp->kind,
                 .boot_id = boot_id,
         };
         int r;

@@ -14,7 +14,7 @@
  * of; higher levels cost more CPU for a few percent. */
 #define SAMPLE_BLOCK_ZSTD_LEVEL 1
 
-#define N_COLUMNS 10      /* format 3; format 2 has the first 9, format 1 the first 8 */
+#define N_COLUMNS 11      /* format 4; format 3 has the first 10, format 2 the first 9, format 1 the first 8 */
 #define FRAME_COLUMN 8
 #define VARINT_MAX 10
 
@@ -73,6 +73,7 @@ static int64_t unzigzag(uint64_t v) {
 static inline int entry_cmp(const block_entry *x, const block_entry *y) {
 #define CMP(f) if (x->f != y->f) return x->f < y->f ? -1 : 1
         CMP(cpu);
+        CMP(kind);
         CMP(pid);
         CMP(tid);
         CMP(comm_id);
@@ -149,7 +150,8 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         case 6: return e->count - 1;
         case 7: return zigzag((int64_t) (e->period - e->count * mean));
         case FRAME_COLUMN: return zigzag((int64_t) ((uint64_t) e->frame_id - (uint64_t) prev->frame_id));
-        default: return zigzag((int64_t) ((uint64_t) e->cgroup_id - (uint64_t) prev->cgroup_id));
+        case FRAME_COLUMN + 1: return zigzag((int64_t) ((uint64_t) e->cgroup_id - (uint64_t) prev->cgroup_id));
+        default: return zigzag((int64_t) e->kind - (int64_t) prev->kind);
         }
 }
 
@@ -251,15 +253,17 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
         _cleanup_free_ uint8_t *raw = NULL;
         wbuf cols = {};
         uint64_t count = 0, period = 0, mean;
+        bool kinds = false;
         int r;
 
         if (n > SAMPLE_BLOCK_MAX_ENTRIES)
                 return -E2BIG;
         for (size_t i = 0; i < n; i++) {
-                if (v[i].count == 0)
+                if (v[i].count == 0 || v[i].kind >= _SAMPLE_KIND_MAX)
                         return -EINVAL;
                 count += v[i].count;
                 period += v[i].period;
+                kinds = kinds || v[i].kind != SAMPLE_KIND_CPU;
         }
         mean = count > 0 ? period / count : 0;
         sort_entries(v, n);
@@ -268,7 +272,9 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
         if (r < 0)
                 return r;
         raw = cols.p;
-        for (unsigned c = 0; c < N_COLUMNS; c++) {
+        /* Blocks of CPU samples alone are format 3: the kind column
+         * would be n zeros. */
+        for (unsigned c = 0; c < (kinds ? N_COLUMNS : N_COLUMNS - 1); c++) {
                 block_entry prev = {};
 
                 if (c == FRAME_COLUMN && !with_frames) {
@@ -282,7 +288,7 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
                 }
         }
 
-        return block_finish(codec, SAMPLE_BLOCK_FORMAT, n, mean, &cols, ret, ret_size);
+        return block_finish(codec, kinds ? SAMPLE_BLOCK_FORMAT : 3, n, mean, &cols, ret, ret_size);
 }
 
 int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n) {
@@ -307,8 +313,9 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
         }
 
         /* Format 1 blocks have no leaf frame column (frame_id 0), format 2
-         * ones no cgroup column (cgroup_id 0). */
-        columns = format == 1 ? FRAME_COLUMN : format == 2 ? FRAME_COLUMN + 1 : N_COLUMNS;
+         * ones no cgroup column (cgroup_id 0), format 3 no kind column
+         * (CPU samples). */
+        columns = format == 1 ? FRAME_COLUMN : format == 2 ? FRAME_COLUMN + 1 : format == 3 ? FRAME_COLUMN + 2 : N_COLUMNS;
         r = block_inflate(codec, p, end, n, columns, &raw, &raw_size);
         if (r < 0)
                 return r;
@@ -353,6 +360,13 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
                 COLUMN(uint64_t frame = 0, { frame += (uint64_t) unzigzag(x); v[i].frame_id = (int64_t) frame; });
         if (columns > FRAME_COLUMN + 1)
                 COLUMN(uint64_t cg = 0, { cg += (uint64_t) unzigzag(x); v[i].cgroup_id = (int64_t) cg; });
+        if (columns > FRAME_COLUMN + 2)
+                COLUMN(int64_t kind = 0, {
+                        kind += unzigzag(x);
+                        if (kind < 0 || kind >= _SAMPLE_KIND_MAX)
+                                return -EBADMSG;
+                        v[i].kind = (uint32_t) kind;
+                });
 #undef COLUMN
         if (q != qend)
                 return -EBADMSG;

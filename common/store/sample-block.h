@@ -2,11 +2,13 @@
 #pragma once
 
 /* A block of aggregated samples, as stored in one row of sample_blocks:
- * the distinct (cpu, pid, tid, comm, cgroup, snapshot, stack) of a time bucket,
- * each with its exact sample count and period sum.
+ * the distinct (cpu, kind, pid, tid, comm, cgroup, snapshot, stack) of a
+ * time bucket, each with its exact sample count and period sum. The kind
+ * is a CPU sample (period: the event's) or an off-CPU wait (count: waits,
+ * period: nanoseconds off the CPU).
  *
- * Encoding (format 3):
- *   u8      format (3)
+ * Encoding (format 4):
+ *   u8      format (4; 3 when every entry is a CPU sample)
  *   varint  number of entries n
  *   varint  mean period per sample (total period / total count)
  *   rest    a zstd frame of the columns below, each n varints, entries
@@ -22,7 +24,9 @@
  *             frame     zigzag delta: the stack's leaf frame
  *             cgroup    zigzag delta: the string id of the task's cgroup v2
  *                       path (0: not known)
- * Format 2 is the same without the cgroup column (cgroup_id 0). Format 1
+ *             kind      zigzag delta
+ * Format 3 is the same without the kind column (CPU samples), format 2
+ * without the cgroup column either (cgroup_id 0). Format 1
  * (schema 5 and 6) has neither the frame column; its entries decode with
  * frame_id 0, and readers find the leaf frame in the
  * stack dictionary. The leaf frame is what a report of functions needs:
@@ -35,14 +39,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLE_BLOCK_FORMAT 3
+#include "store/sample-kind.h"
+
+#define SAMPLE_BLOCK_FORMAT 4
 
 /* A decoder refuses blocks that claim more entries than this. */
 #define SAMPLE_BLOCK_MAX_ENTRIES (4u * 1024 * 1024)
 
 typedef struct block_entry {
         /* the key: compared and hashed as these 56 bytes */
-        uint32_t cpu, pid, tid, _pad;
+        uint32_t cpu, pid, tid, kind;
         int64_t comm_id, snapshot_id, stack_id;
         int64_t cgroup_id;      /* string id of the cgroup v2 path; 0: not known */
         /* the stack's leaf frame (follows from stack_id, but the leaf

@@ -817,7 +817,11 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 uint64_t split = split_base;
 
                 if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
-                    (q->comm && e->comm_id != g->comm_id) || e->count == 0)
+                    (q->comm && e->comm_id != g->comm_id) || e->count == 0 || e->kind != q->kind)
+                        continue;
+                /* Off-CPU entries weigh their nanoseconds. */
+                uint64_t w = q->kind == SAMPLE_KIND_OFFCPU ? e->period : e->count;
+                if (w == 0)
                         continue;
                 if (q->unit || q->cgroup || q->container) {
                         bool in;
@@ -828,7 +832,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         if (!in)
                                 continue;
                 }
-                matched += e->count;
+                matched += w;
                 if (g->snaps && g->part == 0) {
                         r = count_snapshot(g->snaps, e);
                         if (r < 0)
@@ -861,7 +865,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         continue;
                 group *s = group_slot(t, h, e->comm_id, cg, k, split);
                 if (s->samples != 0) {
-                        s->samples += e->count;
+                        s->samples += w;
                         if (s->frame_id == 0)
                                 s->frame_id = leaf;
                         continue;
@@ -877,7 +881,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         .cgroup_id = cg,
                         .key = k,
                         .frame_id = leaf,
-                        .samples = e->count,
+                        .samples = w,
                         .split = split,
                 };
                 t->n++;

@@ -562,12 +562,15 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
                 .cgroup_id = smp->cgroup_id,
                 .snapshot_id = smp->snapshot_id,
                 .stack_id = smp->stack_id,
-                .count = 1,
+                .kind = smp->kind,
+                .count = MAX(smp->count, (uint64_t) 1),
                 .period = smp->period,
                 .frame_id = smp->frame_id,
         };
         int r;
 
+        if (smp->kind >= _SAMPLE_KIND_MAX)
+                return -EINVAL;
         if (w->c.gen_start_ns == 0)
                 w->c.gen_start_ns = smp->time_ns;
         if (w->c.frame_gen_start_ns == 0)
@@ -583,9 +586,9 @@ int sample_writer_add(sample_writer *w, const stored_sample *smp) {
         r = samples_acc_add(a, &e);
         if (r < 0)
                 return r;
-        acc_times(a, smp->time_ns, smp->time_ns, 1);
+        acc_times(a, smp->time_ns, smp->time_ns, e.count);
         a->gen_min = MIN(a->gen_min, w->c.gen);
-        w->tx_added++;
+        w->tx_added += e.count;
         if (a->n >= ACC_MAX_ENTRIES)
                 return samples_acc_flush(w, 0, false);
         return 0;

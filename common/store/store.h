@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/sample-kind.h"
 #include "frame.h"
 #include "history.h"
 #include "query.h"
@@ -73,6 +74,8 @@ typedef struct stored_sample {
         int64_t snapshot_id;    /* the kcore snapshot of the layout at time_ns; 0: not known yet */
         int64_t frame_id;       /* the leaf frame of stack_id; 0: the store finds it */
         int64_t cgroup_id;      /* string id of the task's cgroup v2 path (store_intern_string()); 0 if unknown */
+        uint32_t kind;          /* sample_kind: SAMPLE_KIND_CPU or SAMPLE_KIND_OFFCPU */
+        uint64_t count;         /* samples (0 stands for 1); for SAMPLE_KIND_OFFCPU the waits, period their ns */
 } stored_sample;
 
 int store_insert_sample(store *s, const stored_sample *smp);

@@ -182,6 +182,17 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                                         goto fail;
                                 }
                                 *(key[1] == 'n' ? &q.unit : key[1] == 'g' ? &q.cgroup : &q.container) = str;
+                        } else if (strcmp(key, "type") == 0) {
+                                const char *t = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
+
+                                if (strcmp(t, "cpu") == 0)
+                                        q.kind = SAMPLE_KIND_CPU;
+                                else if (strcmp(t, "offcpu") == 0)
+                                        q.kind = SAMPLE_KIND_OFFCPU;
+                                else {
+                                        error = "type: expected \"cpu\" or \"offcpu\"";
+                                        goto fail;
+                                }
                         } else if (strcmp(key, "frames") == 0) {
                                 const char *f = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : "";
 
@@ -255,6 +266,8 @@ struct json_object *query_params_to_json(const query_params *q) {
         if (q->want_stacks && add(o, "stacks", json_object_new_boolean(1)) < 0)
                 return NULL;
         if (q->dso && add(o, "dso", json_object_new_string(q->dso)) < 0)
+                return NULL;
+        if (q->kind == SAMPLE_KIND_OFFCPU && add(o, "type", json_object_new_string("offcpu")) < 0)
                 return NULL;
         if ((q->unit && add(o, "unit", json_object_new_string(q->unit)) < 0) ||
             (q->cgroup && add(o, "cgroup", json_object_new_string(q->cgroup)) < 0) ||

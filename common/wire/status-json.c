@@ -99,6 +99,15 @@ void status_json(const status_info *s, json_object *p) {
                 add_str(p, "cgroup_source", s->cgroup_source);
         add_u64(p, "cgroups_known", s->cgroups_known);
         add_u64(p, "cgroups_unknown", s->cgroups_unknown);
+        add_str(p, "offcpu", s->offcpu ?: "off");
+        add_u64(p, "offcpu_waits", s->offcpu_waits);
+        add_u64(p, "offcpu_wait_ns", s->offcpu_wait_ns);
+        add_u64(p, "offcpu_switches", s->offcpu_switches);
+        add_u64(p, "offcpu_short_waits", s->offcpu_short_waits);
+        add_u64(p, "offcpu_full_waits", s->offcpu_full_waits);
+        add_u64(p, "offcpu_full_ns", s->offcpu_full_ns);
+        add_u64(p, "offcpu_no_stack", s->offcpu_no_stack);
+        add_u64(p, "offcpu_no_room", s->offcpu_no_room);
         add_u64(p, "commits", s->commits);
         add_u64(p, "pending_samples", s->pending_samples);
         add_u64(p, "bad_sample_blocks", s->bad_sample_blocks);

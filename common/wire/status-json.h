@@ -68,6 +68,13 @@ typedef struct status_info {
         /* attribution: "perf", "proc" or "none" (ingest_cgroup_source()) */
         const char *cgroup_source;
         uint64_t cgroups_known, cgroups_unknown;
+        /* off-CPU time: "off", "on", or "unavailable: WHY" */
+        const char *offcpu;
+        uint64_t offcpu_waits, offcpu_wait_ns;          /* stored */
+        uint64_t offcpu_switches, offcpu_short_waits;   /* seen in the kernel; waits under offcpu_min_wait */
+        uint64_t offcpu_full_waits, offcpu_full_ns;     /* not stored: the kernel's table of sums was full */
+        uint64_t offcpu_no_stack;                       /* not followed: no kernel stack */
+        uint64_t offcpu_no_room;                        /* not followed: the kernel's table of waiting threads was full */
         uint64_t commits;
         /* storage */
         uint64_t pending_samples, bad_sample_blocks, dropped_samples;

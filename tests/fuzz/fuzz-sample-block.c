@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         }
         for (size_t i = 0; i < n; i++)
-                if (v[i].count == 0 || v[i]._pad != 0)
+                if (v[i].count == 0 || v[i].kind >= _SAMPLE_KIND_MAX)
                         abort();
         if (sample_block_encode(NULL, v, n, true, &enc, &enc_size) < 0 ||
             sample_block_decode(NULL, enc, enc_size, &again, &m) < 0 || m != n)

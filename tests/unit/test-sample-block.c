@@ -160,6 +160,51 @@ TEST(block_without_frames) {
         free(without);
 }
 
+/* Off-CPU entries make a format-4 block that keeps each entry's kind;
+ * blocks of CPU samples alone stay format 3, byte for byte. */
+TEST(kinds_round_trip) {
+        block_entry v[300], copy[300], *got = NULL;
+        uint8_t *data = NULL, *cpu_only = NULL;
+        size_t size, cpu_size, n;
+
+        random_entries(v, 300);
+        for (size_t i = 0; i < 300; i++)
+                v[i].count = MAX(v[i].count, (uint64_t) 1);
+        memcpy(copy, v, sizeof v);
+        ASSERT_OK(sample_block_encode(NULL, copy, 300, true, &cpu_only, &cpu_size));
+        ASSERT_EQ(cpu_only[0], 3);
+
+        for (size_t i = 0; i < 300; i += 3) {
+                v[i].kind = SAMPLE_KIND_OFFCPU;
+                v[i].period = 1000000ull * (i + 1);     /* ns, far from the CPU entries' periods */
+        }
+        memcpy(copy, v, sizeof v);
+        ASSERT_OK(sample_block_encode(NULL, copy, 300, true, &data, &size));
+        ASSERT_EQ(data[0], 4);
+        fprintf(stderr, "300 entries: %zu bytes with 100 off-CPU, %zu CPU only\n", size, cpu_size);
+        ASSERT_OK(sample_block_decode(NULL, data, size, &got, &n));
+        ASSERT_EQ(n, 300u);
+        qsort(v, 300, sizeof *v, block_entry_cmp);
+        for (size_t i = 0; i < n; i++) {
+                ASSERT_EQ(got[i].kind, v[i].kind);
+                ASSERT_EQ(got[i].period, v[i].period);
+                ASSERT_EQ(got[i].count, v[i].count);
+                ASSERT_EQ(got[i].stack_id, v[i].stack_id);
+        }
+        free(got);
+
+        /* A kind this build does not know is refused, on either side. */
+        free(data);
+        data = NULL;
+        v[0].kind = _SAMPLE_KIND_MAX;
+        ASSERT_ERROR(sample_block_encode(NULL, v, 300, true, &data, &size), EINVAL);
+        v[0].kind = _SAMPLE_KIND_MAX - 1;
+        ASSERT_OK(sample_block_encode(NULL, v, 1, true, &data, &size));
+        ASSERT_EQ(data[0], 4);
+        free(data);
+        free(cpu_only);
+}
+
 TEST(bad_blocks_are_refused) {
         block_entry v[50], *got = NULL;
         uint8_t *data = NULL, *copy;
@@ -175,7 +220,7 @@ TEST(bad_blocks_are_refused) {
         copy = malloc(size);
         ASSERT_TRUE(copy);
         memcpy(copy, data, size);
-        copy[0] = 4;
+        copy[0] = SAMPLE_BLOCK_FORMAT + 1;
         ASSERT_ERROR(sample_block_decode(NULL, copy, size, &got, &n), EPROTONOSUPPORT);
 
         /* Every truncation is an error, never a read past the end. */

@@ -9,6 +9,8 @@
 typedef struct model_sample {
         uint64_t t;
         uint32_t cpu, pid;
+        uint32_t kind;          /* one in five is an off-CPU wait of ns */
+        uint64_t ns;
 } model_sample;
 
 static const char *model_comm(uint32_t pid) {
@@ -31,7 +33,8 @@ static bool model_cgroup_passes(uint32_t pid, const query_params *q) {
         return path && (!q->unit || cgroup_unit_matches(path, q->unit)) && (!q->cgroup || cgroup_path_under(path, q->cgroup));
 }
 
-/* What a window must count: samples of the buckets it overlaps. */
+/* What a window must count: samples of the buckets it overlaps, or for
+ * off-CPU queries their nanoseconds. */
 static uint64_t model_count(const model_sample *v, size_t n, const query_params *q) {
         uint64_t c = 0;
 
@@ -41,9 +44,10 @@ static uint64_t model_count(const model_sample *v, size_t n, const query_params 
                 if (b + NSEC_PER_SEC <= q->since_ns || (q->until_ns > 0 && b >= q->until_ns))
                         continue;
                 if ((q->pid >= 0 && v[i].pid != (uint64_t) q->pid) || (q->cpu >= 0 && v[i].cpu != (uint32_t) q->cpu) ||
-                    (q->comm && !streq(q->comm, model_comm(v[i].pid))) || !model_cgroup_passes(v[i].pid, q))
+                    (q->comm && !streq(q->comm, model_comm(v[i].pid))) || !model_cgroup_passes(v[i].pid, q) ||
+                    v[i].kind != q->kind)
                         continue;
-                c++;
+                c += v[i].kind == SAMPLE_KIND_OFFCPU ? v[i].ns : 1;
         }
         return c;
 }
@@ -97,6 +101,10 @@ static void check_aggregates(bool churn) {
                         now += 7 * 60 * NSEC_PER_SEC;   /* an idle stretch */
                 v[i] = (model_sample) { .t = now, .cpu = (uint32_t) (next_rand() % 4),
                                         .pid = churn ? 1000 + (uint32_t) i : 1 + (uint32_t) (next_rand() % 6) };
+                if (next_rand() % 5 == 0) {
+                        v[i].kind = SAMPLE_KIND_OFFCPU;
+                        v[i].ns = 1 + next_rand() % (3 * NSEC_PER_SEC);
+                }
                 if (i > 10 && next_rand() % 300 == 0) {
                         v[i].t = now - (next_rand() % 3 == 0 ? 90 : 2) * NSEC_PER_SEC;
                         late++;
@@ -108,8 +116,9 @@ static void check_aggregates(bool churn) {
                         unsigned k = (unsigned) (next_rand() % 4);
                         test_sample smp = {
                                 .time_ns = v[j].t, .cpu = v[j].cpu, .pid = v[j].pid, .tid = v[j].pid,
-                                .comm = model_comm(v[j].pid), .cgroup = model_cgroup(v[j].pid), .period = 1000,
-                                .n_frames = depth[k], .frames = stacks[k],
+                                .comm = model_comm(v[j].pid), .cgroup = model_cgroup(v[j].pid),
+                                .period = v[j].kind == SAMPLE_KIND_OFFCPU ? v[j].ns : 1000,
+                                .n_frames = depth[k], .frames = stacks[k], .kind = v[j].kind,
                         };
                         ASSERT_OK(test_add_sample(s, 1, &smp));
                 }
@@ -194,15 +203,17 @@ static void check_aggregates(bool churn) {
                 }
                 /* Without stacks and pid, the leaf levels answer. */
                 q.want_stacks = i % 2 == 0;
+                if (i >= ELEMENTSOF(fixed) && next_rand() % 3 == 0)
+                        q.kind = SAMPLE_KIND_OFFCPU;
                 want = model_count(v, N, &q);
                 r = run_query(s, &q, 0, 0);
                 for (size_t j = 0; j < r->n_rows; j++)
                         rows += r->rows[j].samples;
                 if (r->total_samples != want || rows != want)
-                        fprintf(stderr, "window %zu [%llu, %llu) pid %lld cpu %d comm %s unit %s cgroup %s: want %llu, "
+                        fprintf(stderr, "window %zu [%llu, %llu) kind %u pid %lld cpu %d comm %s unit %s cgroup %s: want %llu, "
                                 "got %llu (rows %llu)\n",
                                 i, (unsigned long long) (q.since_ns - T0), (unsigned long long) (q.until_ns ? q.until_ns - T0 : 0),
-                                (long long) q.pid, q.cpu, q.comm ?: "-", q.unit ?: "-", q.cgroup ?: "-", (unsigned long long) want,
+                                q.kind, (long long) q.pid, q.cpu, q.comm ?: "-", q.unit ?: "-", q.cgroup ?: "-", (unsigned long long) want,
                                 (unsigned long long) r->total_samples, (unsigned long long) rows);
                 ASSERT_U64_EQ(r->total_samples, want);
                 ASSERT_U64_EQ(rows, want);

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* Off-CPU time (offcpu = on): a BPF program (bpf/offcpu.bpf.c) on a
+ * software context-switch event per CPU sums, in the kernel, how long
+ * threads wait off the CPU, per (thread, stack, CPU, cgroup); the daemon
+ * empties those sums at every drain with offcpu_drain(). Nothing crosses
+ * to user space per context switch. A wait is counted when it ends, at
+ * the thread's next switch-out; its stacks are the ones it left the CPU
+ * with (the blocking kernel stack: do_nanosleep, pipe_read, io_schedule,
+ * futex_wait...). Preemption is not a wait. Both kernel maps are
+ * preallocated (a perf_event program's must be): max_threads and
+ * max_entries entries of ~1.1 KiB each. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct offcpu offcpu;
+
+typedef struct offcpu_config {
+        uint64_t min_ns;                /* waits shorter than this are counted in stats only */
+        uint32_t max_threads;           /* threads waiting at once that are followed */
+        uint32_t max_entries;           /* (thread, stack) sums held between two drains */
+} offcpu_config;
+
+#define OFFCPU_CONFIG_DEFAULT                   \
+        ((offcpu_config) {                      \
+                .min_ns = 0,                    \
+                .max_threads = 8192,            \
+                .max_entries = 4096,            \
+        })
+
+/* Loads the program and attaches it on the given CPUs (enabled). Errors:
+ * -EPERM/-EACCES without CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN),
+ * -ENOEXEC if the kernel refused the program (too old: it needs BPF
+ * bounded loops and bpf_get_stack, Linux 5.3), -errno otherwise. *ret_why
+ * (static text) says what failed. */
+int offcpu_new(const offcpu_config *c, const uint32_t *cpus, size_t n_cpus, offcpu **ret, const char **ret_why);
+offcpu *offcpu_free(offcpu *o);
+
+/* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
+ * PERF_CONTEXT_USER, user frames), innermost first. */
+typedef struct offcpu_entry {
+        uint32_t pid, tid, cpu;
+        uint64_t cgroup;                /* cgroup v2 id, as PERF_SAMPLE_CGROUP's */
+        uint64_t wait_ns, waits;
+        uint64_t last_ns;               /* CLOCK_MONOTONIC end of the latest wait */
+        const uint64_t *ips;
+        size_t nr;
+} offcpu_entry;
+
+typedef int (*offcpu_entry_cb)(const offcpu_entry *e, void *userdata);
+
+/* Takes every sum out of the kernel and calls cb for each (a negative
+ * return stops the walk and is returned). */
+int offcpu_drain(offcpu *o, offcpu_entry_cb cb, void *userdata);
+
+typedef struct offcpu_stats {
+        uint64_t switches;              /* context switches seen */
+        uint64_t blocked;               /* switch-outs to wait */
+        uint64_t counted, counted_ns;   /* waits ended and summed */
+        uint64_t short_waits;           /* shorter than min_ns */
+        uint64_t full, full_ns;         /* not summed: max_entries sums already held */
+        uint64_t no_stack;              /* not followed: no kernel stack */
+        uint64_t no_room;               /* not followed: max_threads threads waiting already */
+        uint64_t drained;               /* sums taken by offcpu_drain() */
+} offcpu_stats;
+
+int offcpu_get_stats(offcpu *o, offcpu_stats *ret);

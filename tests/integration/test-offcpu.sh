@@ -1,0 +1,90 @@
+#!/bin/bash
+# Off-CPU time (offcpu = on): a process asleep in nanosleep and one blocked
+# reading a pipe show up under `query --type offcpu` with the kernel
+# function they waited in and their time within 20 %; folded stacks weigh
+# nanoseconds; CPU queries do not see the waits; status counts them.
+. "$(dirname "$0")/lib.sh"
+require_root
+
+setup_dir "offcpu = on" "frequency_hz = 99"
+start_daemon
+STATE=$(status_field offcpu)
+case "$STATE" in
+on) ;;
+*"built without"*) skip "perfsnapd was built without off-CPU support ($STATE)" ;;
+*) fail "offcpu = on, but status says '$STATE'" ;;
+esac
+
+T0=$(date +%s)
+sleep 2 & S=$!
+# cat blocks in the pipe's read until sleep exits and the pipe closes.
+sleep 3 | cat > /dev/null & C=$!
+# A busy loop too: its preemption is not a wait.
+sh -c 'while :; do :; done' & B=$!
+wait "$S" "$C"
+kill "$B"
+wait "$B" 2>/dev/null
+T1=$(( $(date +%s) + 1 ))
+wait_committed "$(( T1 * 1000000000 ))"
+sleep 0.5
+W=(--since "@$T0" --until "@$(( T1 + 1 ))")
+
+q() { "$PERFSNAPCTL" query "${W[@]}" --type offcpu "$@"; }
+json_total() { python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["total"])'; }
+top_row() { python3 -c 'import json, sys; r = json.load(sys.stdin)["result"]["rows"][0]; print(r["symbol"], r["samples"])'; }
+
+S_NS=$(q --pid "$S" --format json | json_total)
+C_NS=$(q --pid "$C" --format json | json_total)
+B_NS=$(q --pid "$B" --format json | json_total)
+read -r S_SYM S_TOP < <(q --pid "$S" --format json | top_row)
+read -r C_SYM C_TOP < <(q --pid "$C" --format json | top_row)
+echo "sleep 2 ($S): ${S_NS} ns off CPU, top $S_SYM $S_TOP; cat behind sleep 3 ($C): ${C_NS} ns, top $C_SYM $C_TOP;" \
+     "busy loop ($B): ${B_NS} ns"
+within() { [ "$1" -ge $(( $2 * 8 / 10 )) ] && [ "$1" -le $(( $2 * 12 / 10 )) ]; }
+within "$S_NS" 2000000000 || fail "sleep 2 waited $S_NS ns, not 2 s within 20 %"
+within "$C_NS" 3000000000 || fail "cat behind sleep 3 waited $C_NS ns, not 3 s within 20 %"
+[ "$S_SYM" = do_nanosleep ] || fail "sleep's top off-CPU function is $S_SYM, not do_nanosleep"
+case "$C_SYM" in
+pipe_read | anon_pipe_read) ;;       # anon_pipe_read since Linux 6.15
+*) fail "cat's top off-CPU function is $C_SYM, not pipe_read" ;;
+esac
+# The leading __schedule and schedule frames are left out of every stack.
+q --pid "$S" --format folded > "$T/sleep.folded" || fail "query --type offcpu --format folded failed"
+cat "$T/sleep.folded"
+grep -q ';__schedule\b\|;schedule [0-9]*$' "$T/sleep.folded" && fail "folded stacks end in the scheduler"
+FOLDED=$(awk '{ n += $NF } END { printf "%d", n }' "$T/sleep.folded")
+[ "$FOLDED" -eq "$S_NS" ] || fail "folded stacks of sleep weigh $FOLDED ns, the total is $S_NS"
+grep -q '^sleep;.*do_nanosleep [0-9]*$' "$T/sleep.folded" || fail "no folded stack of sleep ends in do_nanosleep"
+# A busy loop is preempted, never waits: under 0.3 s of waits (its
+# start-up's), while it ran 3 s.
+[ "$B_NS" -lt 300000000 ] || fail "the busy loop has $B_NS ns off CPU"
+
+# The table says time, not samples.
+q --pid "$C" > "$T/table.txt"
+cat "$T/table.txt"
+grep -Eq '^# Off-CPU time: [0-9.]+s' "$T/table.txt" || fail "the table's header does not give the off-CPU time"
+grep -Eq '^ +100.00% +[0-9.]+s +cat +\[kernel.kallsyms\] +\[k\] (anon_)?pipe_read$' "$T/table.txt" ||
+        fail "the table has no row of cat in pipe_read"
+
+# CPU queries count samples only: sleep took none worth 2 s.
+S_CPU=$("$PERFSNAPCTL" query "${W[@]}" --pid "$S" --format json | json_total)
+[ "$S_CPU" -lt 10 ] || fail "a CPU query of sleep counts $S_CPU samples"
+
+WAITS=$(status_field offcpu_waits)
+SWITCHES=$(status_field offcpu_switches)
+[ "$WAITS" -gt 0 ] && [ "$SWITCHES" -ge "$WAITS" ] || fail "status: $WAITS waits stored, $SWITCHES switches seen"
+for f in offcpu_full_waits offcpu_no_stack; do
+        echo "$f: $(status_field $f)"
+done
+
+# An unknown type is refused by name.
+"$PERFSNAPCTL" query --type bogus > /dev/null 2> "$T/err" && fail "--type bogus was accepted"
+grep -q "invalid --type 'bogus'" "$T/err" || fail "--type bogus: $(cat "$T/err")"
+
+# The waits outlive a restart (they are in the database).
+stop_daemon
+start_daemon
+S_AGAIN=$(q --pid "$S" --format json | json_total)
+[ "$S_AGAIN" -eq "$S_NS" ] || fail "after a restart sleep waited $S_AGAIN ns, before $S_NS"
+stop_daemon
+pass "off-CPU time of nanosleep ($S_NS ns) and a pipe read ($C_NS ns)"
