@@ -169,14 +169,16 @@ static void start_offcpu(daemon_ctx *d) {
         int r;
 
         oc.min_ns = d->cfg.offcpu_min_wait_ns;
-        r = offcpu_new(&oc, d->cpus, d->n_cpus, &d->offcpu, &why);
+        r = offcpu_new(&oc, &d->offcpu, &why);
         if (r < 0) {
                 snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: %s (%s)", why, strerror(-r));
                 log_error("offcpu = on, but off-CPU time is %s; CPU samples go on.", d->offcpu_why);
                 return;
         }
         ingest_set_offcpu_source(d->ingest, pull_offcpu, d);
-        log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored.", oc.min_ns);
+        log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored%s.", oc.min_ns,
+                 offcpu_reuses_stacks(d->offcpu) ? "" :
+                 "; this kernel has no bpf_task_pt_regs() (Linux < 5.15): stacks are taken at every wait");
 #else
         snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: perfsnapd was built without it (meson -Doffcpu)");
         log_error("offcpu = on, but off-CPU time is %s.", d->offcpu_why);
@@ -531,6 +533,7 @@ static void status_fill(json_object *p, void *userdata) {
                         s.offcpu_full_ns = os.full_ns;
                         s.offcpu_no_stack = os.no_stack;
                         s.offcpu_no_room = os.no_room;
+                        s.offcpu_stacks_taken = os.stacks_taken;
                 }
         }
 #endif

@@ -29,6 +29,9 @@
  * read from /proc (kernels without PERF_SAMPLE_CGROUP). */
 #define INGEST_CGROUP_IDS_MAX 16384
 #define INGEST_PID_CGROUPS_MAX (64u * 1024u)
+/* Frames an off-CPU stack may have above __schedule (the tracepoint's
+ * and the BPF program's own). */
+#define OFFCPU_SCHEDULER_FRAMES_MAX 8
 
 /* One raw record copied out of a ring buffer, waiting to be merged. */
 typedef struct pending {
@@ -470,10 +473,22 @@ int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t
                 return 0;
         /* After the last record, before the horizon: into the open bucket. */
         time = MAX(MIN(time, in->offcpu_time_max), in->last_time);
-        /* The stack from the function that called schedule(). */
-        if (ips[0] == PERF_CONTEXT_KERNEL)
-                while (1 + skip + 1 < nr && ips[1 + skip + 1] < PERF_CONTEXT_MAX && is_schedule(in, ips[1 + skip]))
-                        skip++;
+        /* The stack from the function that called schedule(): the frames
+         * above __schedule (the tracepoint's, the BPF program's) and the
+         * scheduler's own go. */
+        if (ips[0] == PERF_CONTEXT_KERNEL) {
+                size_t i = 1;
+
+                while (i < nr && i <= OFFCPU_SCHEDULER_FRAMES_MAX && ips[i] < PERF_CONTEXT_MAX && !is_schedule(in, ips[i]))
+                        i++;
+                if (i < nr && i <= OFFCPU_SCHEDULER_FRAMES_MAX && ips[i] < PERF_CONTEXT_MAX) {
+                        while (i + 1 < nr && ips[i + 1] < PERF_CONTEXT_MAX && is_schedule(in, ips[i + 1]))
+                                i++;
+                        /* Keep one kernel frame at least. */
+                        if (i + 1 < nr && ips[i + 1] < PERF_CONTEXT_MAX)
+                                skip = i;
+                }
+        }
         if (skip > 0) {
                 copy = malloc(nr * sizeof *copy);
                 if (!copy)

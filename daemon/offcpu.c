@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Loading and draining the off-CPU program. libbpf loads it: it relocates
- * the program's maps and its read of the task state against the running
- * kernel's BTF (the field is __state since 5.14, state before), which a
+ * the program's maps and its reads of task fields against the running
+ * kernel's BTF (the state is __state since 5.14, state before), which a
  * hand-written loader would have to redo. */
 
 #include <bpf/bpf.h>
@@ -10,9 +10,6 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "bpf/offcpu.h"
 #include "log.h"
@@ -24,16 +21,15 @@
 
 struct offcpu {
         struct bpf_object *obj;
-        struct bpf_program *prog;
+        struct bpf_link *link;
         int counts_fd, stats_fd;
-        int *fds;
-        size_t n_fds;
         uint32_t max_entries;
         struct offcpu_key *keys;
         struct offcpu_wait *values;
         uint64_t drained;
         int n_possible;
         bool no_batch;
+        bool reuses_stacks;
 };
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
@@ -42,26 +38,10 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
         return 0;
 }
 
-static int open_switch_event(uint32_t cpu) {
-        struct perf_event_attr a = {
-                .size = sizeof a,
-                .type = PERF_TYPE_SOFTWARE,
-                .config = PERF_COUNT_SW_CONTEXT_SWITCHES,
-                .sample_period = 1,
-                .disabled = 1,
-        };
-        long fd = syscall(SYS_perf_event_open, &a, -1, (int) cpu, -1, PERF_FLAG_FD_CLOEXEC);
-
-        return fd < 0 ? negative_errno() : (int) fd;
-}
-
 offcpu *offcpu_free(offcpu *o) {
         if (!o)
                 return NULL;
-        for (size_t i = 0; i < o->n_fds; i++)
-                if (o->fds[i] >= 0)
-                        close(o->fds[i]);
-        free(o->fds);
+        bpf_link__destroy(o->link);
         bpf_object__close(o->obj);
         free(o->keys);
         free(o->values);
@@ -69,10 +49,74 @@ offcpu *offcpu_free(offcpu *o) {
         return NULL;
 }
 
-int offcpu_new(const offcpu_config *c, const uint32_t *cpus, size_t n_cpus, offcpu **ret, const char **ret_why) {
+/* Opens the object with the settings of c, and loads it with one of its
+ * two programs: `prog` (the other is not loaded). */
+static int load(offcpu *o, const offcpu_config *c, const char *prog, const char **why) {
         LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "perfsnapd_offcpu");
-        offcpu *o;
+        struct bpf_program *p;
         struct bpf_map *m;
+        bool fast;
+        int r;
+
+        o->obj = bpf_object__open_mem(offcpu_bpf_object, sizeof offcpu_bpf_object, &opts);
+        if (!o->obj) {
+                *why = "the program's object is damaged";
+                return -errno;
+        }
+        bpf_object__for_each_program(p, o->obj)
+                bpf_program__set_autoload(p, streq(bpf_program__name(p), prog));
+        /* The waits are in task storage or in `start`, not both. */
+        fast = streq(prog, "offcpu_switch");
+        m = bpf_object__find_map_by_name(o->obj, "start");
+        if (!m || bpf_map__set_max_entries(m, c->max_threads) < 0 || bpf_map__set_autocreate(m, !fast) < 0)
+                return -EINVAL;
+        m = bpf_object__find_map_by_name(o->obj, "waits");
+        if (!m || bpf_map__set_autocreate(m, fast) < 0)
+                return -EINVAL;
+        m = bpf_object__find_map_by_name(o->obj, "counts");
+        if (!m || bpf_map__set_max_entries(m, c->max_entries) < 0)
+                return -EINVAL;
+        /* The program's settings: its read-only data, min_ns alone. */
+        m = bpf_object__find_map_by_name(o->obj, ".rodata");
+        {
+                size_t size = 0;
+                const void *cur = m ? bpf_map__initial_value(m, &size) : NULL;
+                _cleanup_free_ uint8_t *data = NULL;
+
+                if (!cur || size < sizeof c->min_ns) {
+                        *why = "the program has no settings";
+                        return -EINVAL;
+                }
+                data = malloc(size);
+                if (!data)
+                        return -ENOMEM;
+                memcpy(data, cur, size);
+                memcpy(data, &c->min_ns, sizeof c->min_ns);
+                r = bpf_map__set_initial_value(m, data, size);
+                if (r < 0)
+                        return r;
+        }
+        r = bpf_object__load(o->obj);
+        if (r < 0) {
+                *why = r == -EPERM || r == -EACCES ? "loading a BPF program needs CAP_BPF and CAP_PERFMON" :
+                       "the kernel refused the program (it needs Linux 5.5 or later with BTF)";
+                return r == -EPERM || r == -EACCES ? r : -ENOEXEC;
+        }
+        p = bpf_object__find_program_by_name(o->obj, prog);
+        o->counts_fd = bpf_object__find_map_fd_by_name(o->obj, "counts");
+        o->stats_fd = bpf_object__find_map_fd_by_name(o->obj, "stats");
+        if (!p || o->counts_fd < 0 || o->stats_fd < 0)
+                return -EINVAL;
+        o->link = bpf_program__attach_trace(p);
+        if (!o->link) {
+                *why = "attaching the program to the sched_switch tracepoint failed";
+                return -errno;
+        }
+        return 0;
+}
+
+int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
+        offcpu *o;
         const char *why = "";
         int r;
 
@@ -86,8 +130,7 @@ int offcpu_new(const offcpu_config *c, const uint32_t *cpus, size_t n_cpus, offc
         o->max_entries = c->max_entries;
         o->keys = calloc(DRAIN_BATCH, sizeof *o->keys);
         o->values = calloc(DRAIN_BATCH, sizeof *o->values);
-        o->fds = calloc(n_cpus, sizeof *o->fds);
-        if (!o->keys || !o->values || !o->fds) {
+        if (!o->keys || !o->values) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -98,80 +141,18 @@ int offcpu_new(const offcpu_config *c, const uint32_t *cpus, size_t n_cpus, offc
                 goto fail;
         }
 
-        o->obj = bpf_object__open_mem(offcpu_bpf_object, sizeof offcpu_bpf_object, &opts);
-        if (!o->obj) {
-                r = -errno;
-                why = "the program's object is damaged";
+        /* Kernels before 5.15 have no bpf_task_pt_regs(), before 5.11 no
+         * task storage: the program that keeps waits in a map by thread
+         * id and takes the stacks at every wait. */
+        r = load(o, c, "offcpu_switch", &why);
+        o->reuses_stacks = r >= 0;
+        if (r == -ENOEXEC) {
+                bpf_object__close(o->obj);
+                o->obj = NULL;
+                r = load(o, c, "offcpu_switch_every", &why);
+        }
+        if (r < 0)
                 goto fail;
-        }
-        m = bpf_object__find_map_by_name(o->obj, "start");
-        if (!m || bpf_map__set_max_entries(m, c->max_threads) < 0) {
-                r = -EINVAL;
-                goto fail;
-        }
-        m = bpf_object__find_map_by_name(o->obj, "counts");
-        if (!m || bpf_map__set_max_entries(m, c->max_entries) < 0) {
-                r = -EINVAL;
-                goto fail;
-        }
-        /* The program's settings: its read-only data, min_ns alone. */
-        m = bpf_object__find_map_by_name(o->obj, ".rodata");
-        {
-                size_t size = 0;
-                const void *cur = m ? bpf_map__initial_value(m, &size) : NULL;
-                _cleanup_free_ uint8_t *data = NULL;
-
-                if (!cur || size < sizeof c->min_ns) {
-                        r = -EINVAL;
-                        why = "the program has no settings";
-                        goto fail;
-                }
-                data = malloc(size);
-                if (!data) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                memcpy(data, cur, size);
-                memcpy(data, &c->min_ns, sizeof c->min_ns);
-                r = bpf_map__set_initial_value(m, data, size);
-                if (r < 0)
-                        goto fail;
-        }
-        r = bpf_object__load(o->obj);
-        if (r < 0) {
-                why = r == -EPERM || r == -EACCES ? "loading a BPF program needs CAP_BPF and CAP_PERFMON" :
-                      "the kernel refused the program (it needs Linux 5.3 or later with BTF)";
-                if (r != -EPERM && r != -EACCES)
-                        r = -ENOEXEC;
-                goto fail;
-        }
-        o->prog = bpf_object__find_program_by_name(o->obj, "offcpu_switch");
-        o->counts_fd = bpf_object__find_map_fd_by_name(o->obj, "counts");
-        o->stats_fd = bpf_object__find_map_fd_by_name(o->obj, "stats");
-        if (!o->prog || o->counts_fd < 0 || o->stats_fd < 0) {
-                r = -EINVAL;
-                goto fail;
-        }
-
-        for (size_t i = 0; i < n_cpus; i++) {
-                r = open_switch_event(cpus[i]);
-                if (r < 0) {
-                        why = "opening a context-switch event failed";
-                        goto fail;
-                }
-                o->fds[o->n_fds++] = r;
-                if (ioctl(r, PERF_EVENT_IOC_SET_BPF, bpf_program__fd(o->prog)) < 0) {
-                        r = negative_errno();
-                        why = "attaching the program to the context-switch event failed";
-                        goto fail;
-                }
-        }
-        for (size_t i = 0; i < o->n_fds; i++)
-                if (ioctl(o->fds[i], PERF_EVENT_IOC_ENABLE, 0) < 0) {
-                        r = negative_errno();
-                        why = "enabling the context-switch event failed";
-                        goto fail;
-                }
 
         *ret = o;
         return 0;
@@ -181,6 +162,10 @@ fail:
         if (ret_why)
                 *ret_why = why;
         return r;
+}
+
+bool offcpu_reuses_stacks(const offcpu *o) {
+        return o && o->reuses_stacks;
 }
 
 static int emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void *userdata) {
@@ -273,18 +258,19 @@ int offcpu_drain(offcpu *o, offcpu_entry_cb cb, void *userdata) {
 int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
         uint64_t sum[_OFFCPU_STAT_MAX] = {};
         _cleanup_free_ uint64_t *v = NULL;
+        uint32_t zero = 0;
 
         if (!o || !ret)
                 return -EINVAL;
-        v = calloc((size_t) o->n_possible, sizeof *v);
+        /* Per possible CPU, the counters' array. */
+        v = calloc((size_t) o->n_possible * _OFFCPU_STAT_MAX, sizeof *v);
         if (!v)
                 return -ENOMEM;
-        for (uint32_t k = 0; k < _OFFCPU_STAT_MAX; k++) {
-                if (bpf_map_lookup_elem(o->stats_fd, &k, v) < 0)
-                        return -errno;
-                for (int c = 0; c < o->n_possible; c++)
-                        sum[k] += v[c];
-        }
+        if (bpf_map_lookup_elem(o->stats_fd, &zero, v) < 0)
+                return -errno;
+        for (int c = 0; c < o->n_possible; c++)
+                for (uint32_t k = 0; k < _OFFCPU_STAT_MAX; k++)
+                        sum[k] += v[(size_t) c * _OFFCPU_STAT_MAX + k];
         *ret = (offcpu_stats) {
                 .switches = sum[OFFCPU_STAT_SWITCHES],
                 .blocked = sum[OFFCPU_STAT_BLOCKED],
@@ -295,6 +281,7 @@ int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
                 .full_ns = sum[OFFCPU_STAT_FULL_NS],
                 .no_stack = sum[OFFCPU_STAT_NO_STACK],
                 .no_room = sum[OFFCPU_STAT_NO_ROOM],
+                .stacks_taken = sum[OFFCPU_STAT_STACKS_TAKEN],
                 .drained = o->drained,
         };
         return 0;

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-/* Off-CPU time (offcpu = on): a BPF program (bpf/offcpu.bpf.c) on a
- * software context-switch event per CPU sums, in the kernel, how long
- * threads wait off the CPU, per (thread, stack, CPU, cgroup); the daemon
- * empties those sums at every drain with offcpu_drain(). Nothing crosses
- * to user space per context switch. A wait is counted when it ends, at
- * the thread's next switch-out; its stacks are the ones it left the CPU
- * with (the blocking kernel stack: do_nanosleep, pipe_read, io_schedule,
- * futex_wait...). Preemption is not a wait. Both kernel maps are
- * preallocated (a perf_event program's must be): max_threads and
- * max_entries entries of ~1.1 KiB each. */
+/* Off-CPU time (offcpu = on): a BPF program (bpf/offcpu.bpf.c) on the
+ * sched_switch raw tracepoint sums, in the kernel, how long threads wait
+ * off the CPU, per (thread, stack, CPU, cgroup); the daemon empties those
+ * sums at every drain with offcpu_drain(). Nothing crosses to user space
+ * per context switch. A wait is counted when the thread is put back on a
+ * CPU; its stacks are the ones it left the CPU with (the blocking kernel
+ * stack: do_nanosleep, pipe_read, io_schedule, futex_wait...), reused
+ * from its last wait when it waits at the same spot. Preemption is not a
+ * wait. Both kernel maps are preallocated: max_threads and max_entries
+ * entries of ~1.1 KiB each. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,13 +31,17 @@ typedef struct offcpu_config {
                 .max_entries = 4096,            \
         })
 
-/* Loads the program and attaches it on the given CPUs (enabled). Errors:
- * -EPERM/-EACCES without CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN),
- * -ENOEXEC if the kernel refused the program (too old: it needs BPF
- * bounded loops and bpf_get_stack, Linux 5.3), -errno otherwise. *ret_why
- * (static text) says what failed. */
-int offcpu_new(const offcpu_config *c, const uint32_t *cpus, size_t n_cpus, offcpu **ret, const char **ret_why);
+/* Loads the program and attaches it (it runs from then on, on every CPU).
+ * Errors: -EPERM/-EACCES without CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN),
+ * -ENOEXEC if the kernel refused the program (too old: it needs BTF, BPF
+ * bounded loops and raw tracepoints with BTF, Linux 5.5), -errno
+ * otherwise. *ret_why (static text) says what failed. */
+int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why);
 offcpu *offcpu_free(offcpu *o);
+/* Whether a thread waiting at the same spot again keeps its stacks
+ * (Linux 5.15 and later: bpf_task_pt_regs()); else they are taken at
+ * every wait. */
+bool offcpu_reuses_stacks(const offcpu *o);
 
 /* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
  * PERF_CONTEXT_USER, user frames), innermost first. */
@@ -63,6 +68,7 @@ typedef struct offcpu_stats {
         uint64_t full, full_ns;         /* not summed: max_entries sums already held */
         uint64_t no_stack;              /* not followed: no kernel stack */
         uint64_t no_room;               /* not followed: max_threads threads waiting already */
+        uint64_t stacks_taken;          /* waits whose stacks were taken, not reused */
         uint64_t drained;               /* sums taken by offcpu_drain() */
 } offcpu_stats;
 

@@ -1,16 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* Off-CPU time: attached to a software context-switch event on every CPU
- * (PERF_COUNT_SW_CONTEXT_SWITCHES, period 1), which the scheduler raises
- * in the task that leaves the CPU. A thread that leaves it to wait
- * (any state but running) has its stacks saved; the wait ends when the
- * thread is put back on a CPU, which is the time of the previous switch
- * on the CPU it next leaves. Waits are summed per (thread, stack, CPU,
- * cgroup) in `counts`, which the daemon empties every drain. Nothing is
- * sent per switch. */
+/* Off-CPU time, attached to the sched_switch tracepoint as a BTF-typed
+ * raw tracepoint (no perf event, no tracefs; the tasks' fields are read
+ * directly). At each context switch:
+ *  - the task put on the CPU (next): if it was waiting, its wait ends
+ *    now and is added to its sum in `counts`, per (thread, stack, CPU,
+ *    cgroup);
+ *  - the task leaving (prev): if it leaves to wait (not preempted, not
+ *    exiting), its wait begins, with the stacks it leaves the CPU with.
+ * The daemon empties `counts` at every drain. Nothing is sent per switch.
+ *
+ * Taking the stacks (an unwind of the kernel's and a walk of the user
+ * one) is most of the cost, so a thread that waits again at the same
+ * spot (the same system call, first argument, user instruction and stack
+ * pointer: a loop around read(), epoll_wait() or futex()) keeps the
+ * stacks of its last wait, in its task's local storage. */
 
+#include <stdbool.h>
 #include <linux/bpf.h>
-#include <linux/bpf_perf_event.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
 #include "offcpu.h"
@@ -20,8 +28,15 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the loader before loading. */
 const volatile __u64 min_ns = 0;
 
-/* Preallocated, as a perf_event program's maps must be: a full map
- * refuses a new thread (OFFCPU_STAT_NO_ROOM) rather than evicting one. */
+/* A thread's wait: in its task's local storage (Linux 5.11; freed with
+ * the task), or, for older kernels, in a map by thread id. */
+struct {
+        __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+        __uint(map_flags, BPF_F_NO_PREALLOC);
+        __type(key, int);
+        __type(value, struct offcpu_wait);
+} waits SEC(".maps");
+
 struct {
         __uint(type, BPF_MAP_TYPE_HASH);
         __uint(max_entries, 4096);
@@ -40,25 +55,29 @@ struct {
         __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
         __uint(max_entries, 1);
         __type(key, __u32);
-        __type(value, __u64);
-} last_switch SEC(".maps");
+        __type(value, struct offcpu_wait);
+} scratch SEC(".maps");
+
+/* One entry: the counters, looked up once per switch. */
+struct offcpu_stats_value {
+        __u64 v[_OFFCPU_STAT_MAX];
+};
 
 struct {
         __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
         __uint(max_entries, 1);
         __type(key, __u32);
-        __type(value, struct offcpu_wait);
-} scratch SEC(".maps");
-
-struct {
-        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-        __uint(max_entries, _OFFCPU_STAT_MAX);
-        __type(key, __u32);
-        __type(value, __u64);
+        __type(value, struct offcpu_stats_value);
 } stats SEC(".maps");
 
-/* The task state field, named __state since Linux 5.14. */
-struct task_struct___new {
+/* What is read of a task, relocated against the kernel's BTF. */
+struct task_struct {
+        int pid;
+        int tgid;
+        unsigned int flags;
+} __attribute__((preserve_access_index));
+
+struct task_struct___new {              /* Linux 5.14 and later */
         unsigned int __state;
 } __attribute__((preserve_access_index));
 
@@ -66,19 +85,19 @@ struct task_struct___old {
         long state;
 } __attribute__((preserve_access_index));
 
-static __always_inline void stat_add(__u32 i, __u64 v) {
-        __u64 *p = bpf_map_lookup_elem(&stats, &i);
+struct pt_regs {
+        unsigned long di, orig_ax, ip, sp;
+} __attribute__((preserve_access_index));
 
-        if (p)
-                *p += v;
-}
+#define PF_KTHREAD 0x00200000
+#define TASK_DEAD 0x80                  /* since Linux 4.14 */
 
-static __always_inline long task_state(void) {
-        void *t = (void *) bpf_get_current_task();
+#define stat_add(i, n) (st->v[i] += (n))
 
+static __always_inline long task_state(struct task_struct *t) {
         if (bpf_core_field_exists(((struct task_struct___new *) t)->__state))
-                return BPF_CORE_READ((struct task_struct___new *) t, __state);
-        return BPF_CORE_READ((struct task_struct___old *) t, state);
+                return ((struct task_struct___new *) t)->__state;
+        return ((struct task_struct___old *) t)->state;
 }
 
 static __always_inline __u64 hash_frames(__u64 h, const __u64 *ips, __u32 n, __u32 max) {
@@ -90,87 +109,165 @@ static __always_inline __u64 hash_frames(__u64 h, const __u64 *ips, __u32 n, __u
         return h;
 }
 
-SEC("perf_event")
-int offcpu_switch(struct bpf_perf_event_data *ctx) {
-        __u64 now = bpf_ktime_get_ns(), pid_tgid, in_ns;
-        __u32 zero = 0, tid;
-        struct offcpu_wait *w, *s;
-        __u64 *last;
-        long n, state;
+/* Where a user thread waits from: its system call, first argument,
+ * return address and stack pointer; 0 (take the stacks) for kernel
+ * threads and waits outside a system call (page faults). */
+static __always_inline __u64 wait_spot(struct task_struct *t, bool cache) {
+        struct pt_regs *r;
+        long nr;
+        __u64 h = 0xcbf29ce484222325ULL;
 
-        last = bpf_map_lookup_elem(&last_switch, &zero);
-        if (!last)
+        if (!cache || (t->flags & PF_KTHREAD))
                 return 0;
-        /* The task leaving now came on at the previous switch here. */
-        in_ns = *last;
-        *last = now;
-        stat_add(OFFCPU_STAT_SWITCHES, 1);
+        r = (struct pt_regs *) bpf_task_pt_regs((void *) t);
+        if (!r)
+                return 0;
+        nr = (long) r->orig_ax;
+        if (nr < 0)
+                return 0;
+        h = (h ^ (__u64) nr) * 0x100000001b3ULL;
+        h = (h ^ r->di) * 0x100000001b3ULL;
+        h = (h ^ r->ip) * 0x100000001b3ULL;
+        h = (h ^ r->sp) * 0x100000001b3ULL;
+        return h | 1;
+}
 
-        pid_tgid = bpf_get_current_pid_tgid();
-        tid = (__u32) pid_tgid;
+/* The clock is read once per switch, and only by a switch that needs it
+ * (a read costs about as much as the rest of a switch without stacks). */
+static __always_inline __u64 clock_now(__u64 *now) {
+        if (*now == 0)
+                *now = bpf_ktime_get_ns();
+        return *now;
+}
+
+static __always_inline void wait_ends(struct offcpu_stats_value *st, struct task_struct *next, __u64 *clock, bool fast) {
+        __u32 tid = next->pid;
+        struct offcpu_wait *w, *c;
+        __u64 d, now;
+
         if (tid == 0)
-                return 0;       /* the idle task */
-
-        w = bpf_map_lookup_elem(&start, &tid);
-        if (w) {
-                if (in_ns > w->start_ns) {
-                        __u64 d = in_ns - w->start_ns;
-
-                        if (d < min_ns)
-                                stat_add(OFFCPU_STAT_SHORT, 1);
-                        else {
-                                struct offcpu_wait *c = bpf_map_lookup_elem(&counts, &w->key);
-
-                                if (c) {
-                                        __sync_fetch_and_add(&c->ns, d);
-                                        __sync_fetch_and_add(&c->count, 1);
-                                        c->last_ns = in_ns;
-                                        stat_add(OFFCPU_STAT_ENDED, 1);
-                                        stat_add(OFFCPU_STAT_ENDED_NS, d);
-                                } else {
-                                        w->ns = d;
-                                        w->count = 1;
-                                        w->last_ns = in_ns;
-                                        if (bpf_map_update_elem(&counts, &w->key, w, BPF_NOEXIST) == 0) {
-                                                stat_add(OFFCPU_STAT_ENDED, 1);
-                                                stat_add(OFFCPU_STAT_ENDED_NS, d);
-                                        } else {
-                                                stat_add(OFFCPU_STAT_FULL, 1);
-                                                stat_add(OFFCPU_STAT_FULL_NS, d);
-                                        }
-                                }
-                        }
-                }
-                bpf_map_delete_elem(&start, &tid);
+                return;
+        w = fast ? bpf_task_storage_get(&waits, next, 0, 0) : bpf_map_lookup_elem(&start, &tid);
+        if (!w || !w->waiting)
+                return;
+        w->waiting = 0;
+        now = clock_now(clock);
+        if (now <= w->start_ns)
+                return;
+        d = now - w->start_ns;
+        if (d < min_ns) {
+                stat_add(OFFCPU_STAT_SHORT, 1);
+                return;
         }
+        c = bpf_map_lookup_elem(&counts, &w->key);
+        if (c) {
+                __sync_fetch_and_add(&c->ns, d);
+                __sync_fetch_and_add(&c->count, 1);
+                c->last_ns = now;
+        } else {
+                w->ns = d;
+                w->count = 1;
+                w->last_ns = now;
+                if (bpf_map_update_elem(&counts, &w->key, w, BPF_NOEXIST) != 0) {
+                        stat_add(OFFCPU_STAT_FULL, 1);
+                        stat_add(OFFCPU_STAT_FULL_NS, d);
+                        return;
+                }
+        }
+        stat_add(OFFCPU_STAT_ENDED, 1);
+        stat_add(OFFCPU_STAT_ENDED_NS, d);
+}
 
-        /* Preempted (still runnable): not a wait. Exiting (TASK_DEAD,
-         * 0x80 since Linux 4.14): it does not come back. */
-        state = task_state();
-        if ((state & 0x7f) == 0 || (state & 0x80))
-                return 0;
+static __always_inline void wait_begins(struct offcpu_stats_value *st, void *ctx, struct task_struct *prev, __u64 *clock,
+                                        bool fast) {
+        __u32 tid = prev->pid, zero = 0;
+        struct offcpu_wait *w;
+        long state, n;
+        __u64 spot;
+
+        if (tid == 0)
+                return;         /* the idle task */
+        state = task_state(prev);
+        if (state & TASK_DEAD) {
+                if (!fast)
+                        bpf_map_delete_elem(&start, &tid);
+                return;
+        }
+        if ((state & 0x7f) == 0)
+                return;         /* runnable: not a wait */
         stat_add(OFFCPU_STAT_BLOCKED, 1);
 
-        s = bpf_map_lookup_elem(&scratch, &zero);
-        if (!s)
-                return 0;
-        s->start_ns = now;
-        s->key.pid = pid_tgid >> 32;
-        s->key.tid = tid;
-        s->key.cpu = bpf_get_smp_processor_id();
-        s->key._pad = 0;
-        s->key.cgroup = bpf_get_current_cgroup_id();
-        n = bpf_get_stack(ctx, s->kernel, sizeof s->kernel, 0);
-        if (n <= 0) {
-                stat_add(OFFCPU_STAT_NO_STACK, 1);
-                return 0;
+        if (fast) {
+                w = bpf_task_storage_get(&waits, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+                if (!w) {
+                        stat_add(OFFCPU_STAT_NO_ROOM, 1);
+                        return;
+                }
+        } else
+                w = bpf_map_lookup_elem(&start, &tid);
+        if (!w) {
+                struct offcpu_wait *s = bpf_map_lookup_elem(&scratch, &zero);
+
+                if (!s)
+                        return;
+                s->spot = 0;
+                s->waiting = 0;
+                if (bpf_map_update_elem(&start, &tid, s, BPF_NOEXIST) != 0) {
+                        stat_add(OFFCPU_STAT_NO_ROOM, 1);
+                        return;
+                }
+                w = bpf_map_lookup_elem(&start, &tid);
+                if (!w)
+                        return;
         }
-        s->n_kernel = (__u64) n / 8;
-        n = bpf_get_stack(ctx, s->user, sizeof s->user, BPF_F_USER_STACK);
-        s->n_user = n > 0 ? (__u64) n / 8 : 0;
-        s->key.stack_hash = hash_frames(hash_frames(0xcbf29ce484222325ULL, s->kernel, s->n_kernel, OFFCPU_KERNEL_DEPTH),
-                                        s->user, s->n_user, OFFCPU_USER_DEPTH);
-        if (bpf_map_update_elem(&start, &tid, s, BPF_ANY) != 0)
-                stat_add(OFFCPU_STAT_NO_ROOM, 1);
+        spot = wait_spot(prev, fast);
+        w->start_ns = clock_now(clock);
+        w->key.tid = tid;
+        w->key.cpu = bpf_get_smp_processor_id();
+        w->key.cgroup = bpf_get_current_cgroup_id();
+        if (spot == 0 || spot != w->spot || w->key.pid != (__u32) prev->tgid) {
+                w->key.pid = prev->tgid;
+                w->spot = spot;
+                n = bpf_get_stack(ctx, w->kernel, sizeof w->kernel, 0);
+                if (n <= 0) {
+                        stat_add(OFFCPU_STAT_NO_STACK, 1);
+                        w->spot = 0;
+                        return;
+                }
+                w->n_kernel = (__u64) n / 8;
+                n = bpf_get_stack(ctx, w->user, sizeof w->user, BPF_F_USER_STACK);
+                w->n_user = n > 0 ? (__u64) n / 8 : 0;
+                w->key.stack_hash = hash_frames(hash_frames(0xcbf29ce484222325ULL, w->kernel, w->n_kernel,
+                                                            OFFCPU_KERNEL_DEPTH),
+                                                w->user, w->n_user, OFFCPU_USER_DEPTH);
+                stat_add(OFFCPU_STAT_STACKS_TAKEN, 1);
+        }
+        w->waiting = 1;
+}
+
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev, struct task_struct *next,
+                                     bool fast) {
+        __u64 now = 0;
+        __u32 zero = 0;
+        struct offcpu_stats_value *st = bpf_map_lookup_elem(&stats, &zero);
+
+        if (!st)
+                return 0;
+        stat_add(OFFCPU_STAT_SWITCHES, 1);
+        wait_ends(st, next, &now, fast);
+        if (!preempt)
+                wait_begins(st, ctx, prev, &now, fast);
         return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next) {
+        return on_switch(ctx, preempt, prev, next, true);
+}
+
+/* For kernels before 5.15 (no bpf_task_pt_regs; before 5.11 no task
+ * storage): waits in `start`, stacks taken at every wait. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(offcpu_switch_every, bool preempt, struct task_struct *prev, struct task_struct *next) {
+        return on_switch(ctx, preempt, prev, next, false);
 }

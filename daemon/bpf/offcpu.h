@@ -21,6 +21,7 @@ enum {
         OFFCPU_STAT_ENDED_NS,           /* the time of the ENDED ones */
         OFFCPU_STAT_FULL_NS,            /* the time of the FULL ones */
         OFFCPU_STAT_NO_ROOM,            /* waits not followed: `start` was full */
+        OFFCPU_STAT_STACKS_TAKEN,       /* waits whose stacks were taken (the rest reused their thread's last) */
         _OFFCPU_STAT_MAX,
 };
 
@@ -33,14 +34,17 @@ struct offcpu_key {
         __u64 stack_hash;
 };
 
-/* A wait: begun in `start` (per thread), summed into `counts` when it
- * ends (at the thread's next switch-out). The same layout for both, so
- * that a wait's entry is copied from one map to the other. */
+/* A thread's wait, in `start` (per thread, kept between its waits with
+ * the stacks of the last), summed into `counts` when it ends. The same
+ * layout for both, so that a wait's entry is copied from one map to the
+ * other. */
 struct offcpu_wait {
         __u64 ns;               /* summed wait time */
         __u64 count;            /* waits */
         __u64 last_ns;          /* CLOCK_MONOTONIC end of the latest */
         __u64 start_ns;         /* CLOCK_MONOTONIC switch-out */
+        __u64 spot;             /* where the stacks were taken (wait_spot()); 0: not reused */
+        __u32 waiting, _pad;
         struct offcpu_key key;
         __u32 n_kernel, n_user; /* frames */
         __u64 kernel[OFFCPU_KERNEL_DEPTH];

@@ -21,7 +21,22 @@ sleep 2 & S=$!
 sleep 3 | cat > /dev/null & C=$!
 # A busy loop too: its preemption is not a wait.
 sh -c 'while :; do :; done' & B=$!
-wait "$S" "$C"
+# One thread that waits at two spots in turn (a thread keeps the stacks
+# of its last wait only while it waits at the same spot): 20 sleeps of
+# 50 ms and 20 pipe reads of ~50 ms; its writer thread sleeps 20 x 100 ms.
+python3 - <<'PY' & P=$!
+import os, threading, time
+r, w = os.pipe()
+def writer():
+    for _ in range(20):
+        time.sleep(0.1)
+        os.write(w, b"x")
+threading.Thread(target=writer).start()
+for _ in range(20):
+    time.sleep(0.05)
+    os.read(r, 1)
+PY
+wait "$S" "$C" "$P"
 kill "$B"
 wait "$B" 2>/dev/null
 T1=$(( $(date +%s) + 1 ))
@@ -55,6 +70,18 @@ grep -q ';__schedule\b\|;schedule [0-9]*$' "$T/sleep.folded" && fail "folded sta
 FOLDED=$(awk '{ n += $NF } END { printf "%d", n }' "$T/sleep.folded")
 [ "$FOLDED" -eq "$S_NS" ] || fail "folded stacks of sleep weigh $FOLDED ns, the total is $S_NS"
 grep -q '^sleep;.*do_nanosleep [0-9]*$' "$T/sleep.folded" || fail "no folded stack of sleep ends in do_nanosleep"
+# The two spots of one thread: ~3 s asleep (1 s of its own, 2 s of the
+# writer's), ~1 s in the pipe.
+q --pid "$P" --format json > "$T/py.json"
+read -r P_SLEEP P_PIPE < <(python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))["result"]["rows"]
+get = lambda names: sum(r["samples"] for r in rows if r["symbol"] in names)
+print(get({"do_nanosleep"}), get({"pipe_read", "anon_pipe_read"}))' "$T/py.json")
+echo "python ($P): $P_SLEEP ns in do_nanosleep, $P_PIPE ns in pipe_read"
+within "$P_SLEEP" 3000000000 || fail "the python threads slept $P_SLEEP ns, not 3 s within 20 %"
+within "$P_PIPE" 1000000000 || fail "the python thread waited $P_PIPE ns in pipe_read, not 1 s within 20 %"
+
 # A busy loop is preempted, never waits: under 0.3 s of waits (its
 # start-up's), while it ran 3 s.
 [ "$B_NS" -lt 300000000 ] || fail "the busy loop has $B_NS ns off CPU"
