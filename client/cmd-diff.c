@@ -220,10 +220,11 @@ int cmd_diff(int argc, char **argv) {
         }
 
         char a[TIME_FORMAT_MAX], b[TIME_FORMAT_MAX];
-        printf("# Base: %s .. %s, %" PRIu64 " samples\n", time_format_local_decimals(q[0].since_ns, 0, a, sizeof a) ?: "?",
-               time_format_local_decimals(q[0].until_ns ?: now_ns, 0, b, sizeof b) ?: "?", base->total_samples);
-        printf("# New:  %s .. %s, %" PRIu64 " samples\n", time_format_local_decimals(q[1].since_ns, 0, a, sizeof a) ?: "?",
-               time_format_local_decimals(q[1].until_ns ?: now_ns, 0, b, sizeof b) ?: "?", new->total_samples);
+        const char *unit = q[1].kind == SAMPLE_KIND_OFFCPU ? "ns off CPU" : "samples";
+        printf("# Base: %s .. %s, %" PRIu64 " %s\n", time_format_local_decimals(q[0].since_ns, 0, a, sizeof a) ?: "?",
+               time_format_local_decimals(q[0].until_ns ?: now_ns, 0, b, sizeof b) ?: "?", base->total_samples, unit);
+        printf("# New:  %s .. %s, %" PRIu64 " %s\n", time_format_local_decimals(q[1].since_ns, 0, a, sizeof a) ?: "?",
+               time_format_local_decimals(q[1].until_ns ?: now_ns, 0, b, sizeof b) ?: "?", new->total_samples, unit);
         if (base->total_samples == 0 || new->total_samples == 0)
                 printf("# %s range has no samples: shares there are 0\n", base->total_samples == 0 ? "the base" : "the new");
         printf("#   Base      New   Change  Module / Symbol\n");

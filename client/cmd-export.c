@@ -113,6 +113,8 @@ static void help_export(void) {
                "                       below one\n"
                "      --cgroup PATH    only samples of tasks in cgroup PATH or below it\n"
                "      --container ID   only samples of tasks in a container whose id starts with ID\n"
+               "      --type TYPE      cpu (default) or offcpu: time threads waited off the CPU\n"
+               "                       (offcpu = on), weighed in nanoseconds; not for perf.data\n"
                "      --kernel-only    only the kernel part of each stack\n"
                "      --user-only      only the user part of each stack\n"
                "      --inline         also the functions inlined where a user frame is, as frames\n"
@@ -582,6 +584,9 @@ int cmd_export(int argc, char **argv) {
         /* A closed window, so that the timeline's slots are fixed. */
         if (q.until_ns == 0)
                 q.until_ns = now_ns;
+        if (format == EXPORT_PERF && q.kind == SAMPLE_KIND_OFFCPU)
+                return print_error("--type offcpu exports to pprof, html, svg, folded or speedscope: perf.data holds "
+                                   "samples of an event, not waits");
         if (format == EXPORT_PERF)
                 return export_perf(&q, output, with_kcore);
         if (with_kcore > 0)
@@ -613,7 +618,9 @@ int cmd_export(int argc, char **argv) {
                 .r = result,
                 .since_ns = q.since_ns,
                 .until_ns = q.until_ns,
-                .period_ns = format != EXPORT_SVG && format != EXPORT_FOLDED ? sample_period_ns() : 0,
+                /* Off-CPU "samples" are nanoseconds already. */
+                .period_ns = q.kind == SAMPLE_KIND_OFFCPU ? 1 :
+                             format != EXPORT_SVG && format != EXPORT_FOLDED ? sample_period_ns() : 0,
         };
         if (!title) {
                 default_title(&in, title_buf, sizeof title_buf);

@@ -181,6 +181,8 @@ int cmd_units(int argc, char **argv) {
                 r = parse_query_option(c, optarg, &w, &q);
                 if (r < 0)
                         return EXIT_FAILURE;
+                if (q.kind != SAMPLE_KIND_CPU)
+                        return print_error("units shows CPU time: --type offcpu is for query, export and diff");
                 if (r == 1)
                         continue;
                 switch (c) {

@@ -241,7 +241,8 @@ static int make_sample(pprof_ctx *c, const export_input *in, const query_stack *
                 return r;
         s->n_location_id++;
 
-        s->n_value = 2;
+        /* Off-CPU: one value, the nanoseconds waited. */
+        s->n_value = export_offcpu(in) ? 1 : 2;
         s->value[0] = (int64_t) st->samples;
         s->value[1] = (int64_t) (st->samples * in->period_ns);
 
@@ -285,7 +286,7 @@ int export_pprof(int fd, const export_input *in) {
         Perfsnap__Pprof__ValueType types[2] = { PERFSNAP__PPROF__VALUE_TYPE__INIT, PERFSNAP__PPROF__VALUE_TYPE__INIT };
         Perfsnap__Pprof__ValueType period = PERFSNAP__PPROF__VALUE_TYPE__INIT;
         Perfsnap__Pprof__ValueType *type_v[2] = { &types[0], &types[1] };
-        int64_t empty, samples_id, count_id, cpu_id, ns_id, comment_id;
+        int64_t empty, samples_id, count_id, cpu_id, ns_id, offcpu_id, comment_id;
         label_keys k;
         _cleanup_free_ char *comment = NULL;
         int r;
@@ -295,8 +296,10 @@ int export_pprof(int fd, const export_input *in) {
                 r = hashmap_new(&c.loc_idx);
         if (r < 0)
                 return r;
-        if (asprintf(&comment, "perfsnapd: %" PRIu64 " samples in the window, %" PRIu64 " lost", res->total_samples,
-                     res->lost) < 0) {
+        if ((export_offcpu(in) ?
+             asprintf(&comment, "perfsnapd: %" PRIu64 " ns off CPU in the window", res->total_samples) :
+             asprintf(&comment, "perfsnapd: %" PRIu64 " samples in the window, %" PRIu64 " lost", res->total_samples,
+                      res->lost)) < 0) {
                 comment = NULL;
                 return -ENOMEM;
         }
@@ -305,6 +308,7 @@ int export_pprof(int fd, const export_input *in) {
             (r = string_id(&c.str, "count", &count_id)) < 0 ||
             (r = string_id(&c.str, "cpu", &cpu_id)) < 0 ||
             (r = string_id(&c.str, "nanoseconds", &ns_id)) < 0 ||
+            (r = string_id(&c.str, "offcpu", &offcpu_id)) < 0 ||
             (r = string_id(&c.str, "comm", &k.comm)) < 0 ||
             (r = string_id(&c.str, "pid", &k.pid)) < 0 ||
             (r = string_id(&c.str, "cpu", &k.cpu)) < 0 ||
@@ -355,6 +359,14 @@ int export_pprof(int fd, const export_input *in) {
         p.default_sample_type = cpu_id;
         p.period_type = &period;
         p.period = (int64_t) in->period_ns;
+        if (export_offcpu(in)) {
+                types[0].type = offcpu_id;
+                types[0].unit = ns_id;
+                p.n_sample_type = 1;
+                p.default_sample_type = offcpu_id;
+                period.type = offcpu_id;
+                p.period = 1;
+        }
         p.time_nanos = (int64_t) in->since_ns;
         p.duration_nanos = (int64_t) (in->until_ns - in->since_ns);
         p.n_sample = c.n_samples;

@@ -25,6 +25,11 @@ typedef struct export_input {
         const char *modules_file;
 } export_input;
 
+/* Whether the samples are off-CPU nanoseconds (query_params.kind). */
+static inline bool export_offcpu(const export_input *in) {
+        return in->q && in->q->kind == SAMPLE_KIND_OFFCPU;
+}
+
 /* gzip-compressed profile.proto, written to fd as it is packed. */
 int export_pprof(int fd, const export_input *in);
 int export_svg(FILE *f, const export_input *in);

@@ -104,6 +104,22 @@ for f in offcpu_full_waits offcpu_no_stack; do
         echo "$f: $(status_field $f)"
 done
 
+# Exports weigh nanoseconds too: a pprof whose one sample type is
+# offcpu/nanoseconds (go tool pprof reads it), and no perf.data.
+"$PERFSNAPCTL" export "${W[@]}" --type offcpu --pid "$S" -o "$T/off.pb.gz" || fail "export --type offcpu failed"
+if command -v go > /dev/null; then
+        go tool pprof -top -sample_index=offcpu "$T/off.pb.gz" > "$T/pprof.txt" 2>&1 || { cat "$T/pprof.txt"; fail "go tool pprof cannot read the off-CPU profile"; }
+        head -8 "$T/pprof.txt"
+        grep -q "do_nanosleep" "$T/pprof.txt" || fail "go tool pprof does not name do_nanosleep"
+        grep -Eq "Type: offcpu" "$T/pprof.txt" || fail "the profile's type is not offcpu"
+        grep -Eq "of (1\.[89][0-9]*|2(\.[0-9]+)?)s total" "$T/pprof.txt" || fail "the profile's total is not ~2 s (above)"
+else
+        echo "go is not installed: the pprof is not read back"
+fi
+"$PERFSNAPCTL" export "${W[@]}" --type offcpu -o "$T/off.data" --format perf.data 2> "$T/err" && fail "a perf.data of off-CPU waits was written"
+grep -q "not waits" "$T/err" || fail "export --type offcpu --format perf.data: $(cat "$T/err")"
+"$PERFSNAPCTL" units --type offcpu > /dev/null 2>&1 && fail "units --type offcpu was accepted"
+
 # An unknown type is refused by name.
 "$PERFSNAPCTL" query --type bogus > /dev/null 2> "$T/err" && fail "--type bogus was accepted"
 grep -q "invalid --type 'bogus'" "$T/err" || fail "--type bogus: $(cat "$T/err")"
