@@ -11,6 +11,8 @@
 #   none    nothing else running
 #   off     perfsnapd sampling CPU time (frequency_hz 99), offcpu = off
 #   on      the same with offcpu = on
+#   empty   an empty BPF program on the same tracepoint (bench/sched-
+#           switch-empty): the floor of any program there
 #   perf    perf record -e sched:sched_switch -a -g (no perfsnapd)
 # and prints per run the benchmark's usecs/op and the CPU time (user +
 # system) the profiler's process spent meanwhile; then the medians, the
@@ -83,6 +85,11 @@ bench() {
                 perf record -q -e sched:sched_switch -a -g -o "$D/perf.data" > /dev/null 2>&1 &
                 pid=$!
                 sleep 1 ;;
+        empty)
+                "$B/bench/sched-switch-empty" "$B/bench/sched-switch-empty.bpf.o" > "$D/empty.out" 2>&1 &
+                pid=$!
+                for _ in $(seq 50); do grep -q attached "$D/empty.out" && break; sleep 0.1; done
+                grep -q attached "$D/empty.out" || { cat "$D/empty.out"; exit 1; } ;;
         esac
         [ -n "$pid" ] && t0=$(cpu_ticks "$pid")
         us=$($PIN perf bench sched pipe -l "$LOOPS" 2>&1 | awk '/usecs\/op/ { print $1 }')
@@ -90,7 +97,8 @@ bench() {
         case $1 in
         off | on)
                 if [ "$1" = on ]; then
-                        PERFSNAPD_SOCKET=$D/sock "$B/client/perfsnapctl" status | grep -E "offcpu (waits|switches|full waits|no room)" |
+                        sleep 1.5       # a drain takes the kernel's sums
+                        PERFSNAPD_SOCKET=$D/sock "$B/client/perfsnapctl" status | grep -E "offcpu (waits|switches|full waits|no room|stacks taken)" |
                                 tr -s ' ' | tr '\n' ';' > "$D/last-status"
                 fi
                 stop_daemon ;;
@@ -98,6 +106,9 @@ bench() {
                 kill -INT "$pid"
                 wait "$pid" 2>/dev/null || true
                 rm -f "$D/perf.data" ;;
+        empty)
+                kill -INT "$pid"
+                wait "$pid" 2>/dev/null || true ;;
         esac
         echo "$1 $us $(( (t1 - t0) * 1000 / HZ_TICK ))"
 }
@@ -105,7 +116,7 @@ bench() {
 echo "# ${PIN:+$PIN }perf bench sched pipe -l $LOOPS, $ROUNDS rounds; $(nproc) CPUs, $(uname -r)"
 echo "# setting usecs/op profiler-cpu-ms"
 for r in $(seq "$ROUNDS"); do
-        for s in none off on perf; do
+        for s in none off on empty perf; do
                 bench "$s" | tee -a "$D/runs"
         done
         [ -f "$D/last-status" ] && echo "#   on: $(cat "$D/last-status")"
@@ -118,10 +129,11 @@ for line in open(sys.argv[1]):
     runs.setdefault(s, []).append((float(us), int(ms)))
 med = {s: statistics.median(u for u, _ in v) for s, v in runs.items()}
 cpu = {s: statistics.median(m for _, m in v) for s, v in runs.items()}
-for s in ("none", "off", "on", "perf"):
+for s in ("none", "off", "on", "empty", "perf"):
     us = [u for u, _ in runs[s]]
     print(f"{s:5} median {med[s]:.3f} usecs/op (min {min(us):.3f}, max {max(us):.3f}); profiler CPU median {cpu[s]} ms")
 print(f"offcpu on vs off: {100 * (med['on'] / med['off'] - 1):+.1f} % time per op")
 print(f"offcpu on vs none: {100 * (med['on'] / med['none'] - 1):+.1f} %")
+print(f"empty program on sched_switch vs none: {100 * (med['empty'] / med['none'] - 1):+.1f} %")
 print(f"perf record -e sched:sched_switch -a -g vs none: {100 * (med['perf'] / med['none'] - 1):+.1f} %")
 PY
