@@ -1,13 +1,15 @@
 #!/bin/bash
 # The smallest capability set the daemon works with, as the unit's
 # CapabilityBoundingSet= states it: CAP_PERFMON + CAP_SYSLOG suffice;
-# without either it refuses to start and says which is missing.
+# without either it refuses to start and says which is missing. offcpu =
+# on needs CAP_BPF too; without it CPU sampling goes on and status says
+# why off-CPU time is unavailable.
 . "$(dirname "$0")/lib.sh"
 require_root
 command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
 setpriv --bounding-set=-all,+perfmon -- true 2>/dev/null || skip "setpriv does not know CAP_PERFMON here"
 UNIT="$(dirname "$0")/../../systemd/perfsnapd.service.in"
-grep -q '^CapabilityBoundingSet=CAP_PERFMON CAP_SYSLOG CAP_SYS_RAWIO CAP_SYS_ADMIN CAP_SYS_PTRACE$' "$UNIT" || fail "the unit's capability set is not the one tested here"
+grep -q '^CapabilityBoundingSet=CAP_PERFMON CAP_SYSLOG CAP_SYS_RAWIO CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_BPF$' "$UNIT" || fail "the unit's capability set is not the one tested here"
 # CAP_SYS_ADMIN in the unit is for Debian's perf_event_paranoid=3 (tested in
 # the VM tier); at 2 and below, CAP_PERFMON + CAP_SYSLOG must be enough.
 [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ] || skip "perf_event_paranoid > 2 here: CAP_SYS_ADMIN is needed (see the VM tier)"
@@ -61,5 +63,31 @@ expect_refusal() {
         grep -q "$3" "$DAEMON_LOG" || fail "without $2: the error does not say so"
         pass "without $2: refuses, naming it"
 }
+# offcpu = on: CAP_BPF with CAP_PERFMON loads the program; without it the
+# daemon samples CPU time and says why off-CPU time is unavailable.
+if grep -q "^#define HAVE_OFFCPU 1" "$(dirname "$PERFSNAPD")/daemon-config.h" 2>/dev/null; then
+        echo "offcpu = on" >> "$CONF"
+        run_with +perfmon,+syslog
+        exit_status
+        [ "$RC" = running ] || { cat "$DAEMON_LOG"; fail "offcpu = on without CAP_BPF: exited ($RC) instead of sampling"; }
+        wait_field samples -gt 0
+        STATE=$(status_field offcpu)
+        echo "offcpu = on without CAP_BPF: status offcpu '$STATE'"
+        case "$STATE" in
+        "unavailable: loading a BPF program needs CAP_BPF"*) ;;
+        *) fail "offcpu = on without CAP_BPF: status offcpu is '$STATE'" ;;
+        esac
+        stop_daemon
+        run_with +perfmon,+syslog,+bpf
+        exit_status
+        [ "$RC" = running ] || { cat "$DAEMON_LOG"; fail "offcpu = on with CAP_BPF: exited ($RC)"; }
+        wait_field samples -gt 0
+        STATE=$(status_field offcpu)
+        [ "$STATE" = on ] || fail "offcpu = on with CAP_PERFMON+CAP_SYSLOG+CAP_BPF: status offcpu is '$STATE'"
+        stop_daemon
+        sed -i '/^offcpu = on$/d' "$CONF"
+        pass "offcpu = on: CAP_BPF loads it; without, CPU samples go on and status says why"
+fi
+
 expect_refusal +syslog CAP_PERFMON "Failed to open perf events.*CAP_PERFMON"
 expect_refusal +perfmon CAP_SYSLOG "proc/kallsyms.*CAP_SYSLOG"
