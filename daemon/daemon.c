@@ -147,14 +147,13 @@ static void daemon_drain(daemon_ctx *d, bool last) {
 
 #if HAVE_OFFCPU
 static int store_offcpu_entry(const offcpu_entry *e, void *userdata) {
-        return ingest_offcpu(userdata, e->pid, e->tid, e->cpu, e->cgroup, e->last_ns, e->ips, e->nr, e->waits,
-                             e->wait_ns);
+        return ingest_offcpu(userdata, e->pid, e->tid, e->cpu, e->cgroup, e->ips, e->nr, e->waits, e->wait_ns);
 }
 
-static int pull_offcpu(ingest *in, void *userdata) {
+static int pull_offcpu(ingest *in, bool last, void *userdata) {
         daemon_ctx *d = userdata;
 
-        return offcpu_drain(d->offcpu, store_offcpu_entry, in);
+        return offcpu_drain(d->offcpu, last, store_offcpu_entry, in);
 }
 #endif
 
@@ -169,6 +168,13 @@ static void start_offcpu(daemon_ctx *d) {
         int r;
 
         oc.min_ns = d->cfg.offcpu_min_wait_ns;
+        {
+                const kallsyms *k = layout_kernel_syms(ingest_layout(d->ingest));
+
+                if (!k || kallsyms_find(k, "__sched_text_start", &oc.sched_text_start) < 0 ||
+                    kallsyms_find(k, "__sched_text_end", &oc.sched_text_end) < 0)
+                        oc.sched_text_start = oc.sched_text_end = 0;
+        }
         r = offcpu_new(&oc, &d->offcpu, &why);
         if (r < 0) {
                 snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: %s (%s)", why, strerror(-r));
@@ -178,7 +184,7 @@ static void start_offcpu(daemon_ctx *d) {
         ingest_set_offcpu_source(d->ingest, pull_offcpu, d);
         log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored%s.", oc.min_ns,
                  offcpu_reuses_stacks(d->offcpu) ? "" :
-                 "; this kernel has no bpf_task_pt_regs() (Linux < 5.15): stacks are taken at every wait");
+                 "; stacks are taken at every wait (reusing them needs Linux 5.15 or later on x86-64)");
 #else
         snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: perfsnapd was built without it (meson -Doffcpu)");
         log_error("offcpu = on, but off-CPU time is %s.", d->offcpu_why);
@@ -534,6 +540,7 @@ static void status_fill(json_object *p, void *userdata) {
                         s.offcpu_no_stack = os.no_stack;
                         s.offcpu_no_room = os.no_room;
                         s.offcpu_stacks_taken = os.stacks_taken;
+                        s.offcpu_stacks_at_end = os.stacks_at_end;
                 }
         }
 #endif

@@ -68,12 +68,13 @@ struct ingest {
         void *record_userdata;
         bool draining;
 
-        /* Off-CPU sums (ingest_set_offcpu_source()), stamped no earlier
-         * than the last record processed: last_time (CLOCK_MONOTONIC). */
+        /* Off-CPU sums (ingest_set_offcpu_source()), all of a drain
+         * stamped at offcpu_time (CLOCK_MONOTONIC): its horizon, no
+         * earlier than the last record processed, last_time. */
         ingest_offcpu_source offcpu_cb;
         void *offcpu_userdata;
         uint64_t last_time;
-        uint64_t offcpu_time_max;       /* of the drain pulling them */
+        uint64_t offcpu_time;
         int64_t offcpu_mono_to_wall;
         uint64_t schedule_lo[2], schedule_hi[2];       /* __schedule, schedule */
 
@@ -464,15 +465,13 @@ static bool is_schedule(const ingest *in, uint64_t ip) {
         return false;
 }
 
-int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, uint64_t time,
-                  const uint64_t *ips, size_t nr, uint64_t waits, uint64_t wait_ns) {
+int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, const uint64_t *ips,
+                  size_t nr, uint64_t waits, uint64_t wait_ns) {
         _cleanup_free_ uint64_t *copy = NULL;
         size_t skip = 0;
 
         if (waits == 0 || wait_ns == 0 || nr == 0)
                 return 0;
-        /* After the last record, before the horizon: into the open bucket. */
-        time = MAX(MIN(time, in->offcpu_time_max), in->last_time);
         /* The stack from the function that called schedule(): the frames
          * above __schedule (the tracepoint's, the BPF program's) and the
          * scheduler's own go. */
@@ -502,7 +501,7 @@ int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t
                         .ip = nr > 1 ? ips[1] : 0,
                         .pid = pid,
                         .tid = tid,
-                        .time = time,
+                        .time = in->offcpu_time,
                         .cpu = cpu,
                         .period = wait_ns,
                         .nr = nr,
@@ -522,9 +521,12 @@ static int pull_offcpu(ingest *in, uint64_t horizon_ns, int64_t mono_to_wall_ns)
                 return r;
         if (in->schedule_hi[0] == 0 && in->schedule_hi[1] == 0)
                 find_schedule(in);
-        in->offcpu_time_max = horizon_ns == INGEST_HORIZON_ALL ? UINT64_MAX : horizon_ns - 1;
+        /* After the drain's records, before its horizon: one bucket, the
+         * open one. */
+        in->offcpu_time = MAX(in->last_time, horizon_ns == INGEST_HORIZON_ALL ? clock_ns(CLOCK_MONOTONIC) :
+                                                                             horizon_ns - 1);
         in->offcpu_mono_to_wall = mono_to_wall_ns;
-        r = in->offcpu_cb(in, in->offcpu_userdata);
+        r = in->offcpu_cb(in, horizon_ns == INGEST_HORIZON_ALL, in->offcpu_userdata);
         if (r < 0)
                 return log_error_errno(r, "Failed to store off-CPU time: %m");
         return 0;

@@ -5,6 +5,7 @@
  * hand-written loader would have to redo. */
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -22,7 +23,8 @@
 struct offcpu {
         struct bpf_object *obj;
         struct bpf_link *link;
-        int counts_fd, stats_fd;
+        int counts_fd[2], active_fd, stats_fd;
+        uint32_t active;        /* the `counts` map the program adds to */
         uint32_t max_entries;
         struct offcpu_key *keys;
         struct offcpu_wait *values;
@@ -49,13 +51,41 @@ offcpu *offcpu_free(offcpu *o) {
         return NULL;
 }
 
+/* Sets the u64 `const volatile` variable name of the program's .rodata
+ * (found by its BTF) in data, a copy of the map's initial value. */
+static int set_setting(struct bpf_object *obj, uint8_t *data, size_t size, const char *name, uint64_t value) {
+        const struct btf *btf = bpf_object__btf(obj);
+        const struct btf_type *sec;
+        const struct btf_var_secinfo *v;
+        int id;
+
+        if (!btf)
+                return -EINVAL;
+        id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
+        if (id < 0)
+                return -EINVAL;
+        sec = btf__type_by_id(btf, (uint32_t) id);
+        v = btf_var_secinfos(sec);
+        for (uint16_t i = 0; i < btf_vlen(sec); i++, v++) {
+                const struct btf_type *var = btf__type_by_id(btf, v->type);
+
+                if (!var || !streq(btf__name_by_offset(btf, var->name_off), name))
+                        continue;
+                if (v->size != sizeof value || (size_t) v->offset + sizeof value > size)
+                        return -EINVAL;
+                memcpy(data + v->offset, &value, sizeof value);
+                return 0;
+        }
+        return -ENOENT;
+}
+
 /* Opens the object with the settings of c, and loads it with one of its
  * two programs: `prog` (the other is not loaded). */
 static int load(offcpu *o, const offcpu_config *c, const char *prog, const char **why) {
         LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "perfsnapd_offcpu");
+        static const char *const counts[2] = { "counts0", "counts1" };
         struct bpf_program *p;
         struct bpf_map *m;
-        bool fast;
         int r;
 
         o->obj = bpf_object__open_mem(offcpu_bpf_object, sizeof offcpu_bpf_object, &opts);
@@ -65,25 +95,22 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         }
         bpf_object__for_each_program(p, o->obj)
                 bpf_program__set_autoload(p, streq(bpf_program__name(p), prog));
-        /* The waits are in task storage or in `start`, not both. */
-        fast = streq(prog, "offcpu_switch");
         m = bpf_object__find_map_by_name(o->obj, "start");
-        if (!m || bpf_map__set_max_entries(m, c->max_threads) < 0 || bpf_map__set_autocreate(m, !fast) < 0)
+        if (!m || bpf_map__set_max_entries(m, c->max_threads) < 0)
                 return -EINVAL;
-        m = bpf_object__find_map_by_name(o->obj, "waits");
-        if (!m || bpf_map__set_autocreate(m, fast) < 0)
-                return -EINVAL;
-        m = bpf_object__find_map_by_name(o->obj, "counts");
-        if (!m || bpf_map__set_max_entries(m, c->max_entries) < 0)
-                return -EINVAL;
-        /* The program's settings: its read-only data, min_ns alone. */
+        for (size_t i = 0; i < 2; i++) {
+                m = bpf_object__find_map_by_name(o->obj, counts[i]);
+                if (!m || bpf_map__set_max_entries(m, c->max_entries) < 0)
+                        return -EINVAL;
+        }
+        /* The program's settings: its read-only data. */
         m = bpf_object__find_map_by_name(o->obj, ".rodata");
         {
                 size_t size = 0;
                 const void *cur = m ? bpf_map__initial_value(m, &size) : NULL;
                 _cleanup_free_ uint8_t *data = NULL;
 
-                if (!cur || size < sizeof c->min_ns) {
+                if (!cur) {
                         *why = "the program has no settings";
                         return -EINVAL;
                 }
@@ -91,21 +118,32 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
                 if (!data)
                         return -ENOMEM;
                 memcpy(data, cur, size);
-                memcpy(data, &c->min_ns, sizeof c->min_ns);
+                if (set_setting(o->obj, data, size, "min_ns", c->min_ns) < 0 ||
+                    set_setting(o->obj, data, size, "long_ns", c->long_ns) < 0 ||
+                    set_setting(o->obj, data, size, "sched_lo", c->sched_text_start) < 0 ||
+                    set_setting(o->obj, data, size, "sched_hi", c->sched_text_end) < 0) {
+                        *why = "the program has no settings";
+                        return -EINVAL;
+                }
                 r = bpf_map__set_initial_value(m, data, size);
                 if (r < 0)
                         return r;
         }
         r = bpf_object__load(o->obj);
         if (r < 0) {
-                *why = r == -EPERM || r == -EACCES ? "loading a BPF program needs CAP_BPF and CAP_PERFMON" :
+                /* Before Linux 5.11 maps are charged to RLIMIT_MEMLOCK. */
+                *why = r == -EPERM || r == -EACCES ?
+                       "loading a BPF program needs CAP_BPF and CAP_PERFMON (and, before Linux 5.11, RLIMIT_MEMLOCK "
+                       "of some 20 MiB)" :
                        "the kernel refused the program (it needs Linux 5.5 or later with BTF)";
                 return r == -EPERM || r == -EACCES ? r : -ENOEXEC;
         }
         p = bpf_object__find_program_by_name(o->obj, prog);
-        o->counts_fd = bpf_object__find_map_fd_by_name(o->obj, "counts");
+        o->counts_fd[0] = bpf_object__find_map_fd_by_name(o->obj, counts[0]);
+        o->counts_fd[1] = bpf_object__find_map_fd_by_name(o->obj, counts[1]);
+        o->active_fd = bpf_object__find_map_fd_by_name(o->obj, "active");
         o->stats_fd = bpf_object__find_map_fd_by_name(o->obj, "stats");
-        if (!p || o->counts_fd < 0 || o->stats_fd < 0)
+        if (!p || o->counts_fd[0] < 0 || o->counts_fd[1] < 0 || o->active_fd < 0 || o->stats_fd < 0)
                 return -EINVAL;
         o->link = bpf_program__attach_trace(p);
         if (!o->link) {
@@ -141,12 +179,14 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                 goto fail;
         }
 
-        /* Kernels before 5.15 have no bpf_task_pt_regs(), before 5.11 no
-         * task storage: the program that keeps waits in a map by thread
-         * id and takes the stacks at every wait. */
+        /* Kernels before 5.15 have no bpf_task_pt_regs(), before 5.9 no
+         * bpf_get_task_stack(): the program that takes the stacks at
+         * every wait. */
         r = load(o, c, "offcpu_switch", &why);
         o->reuses_stacks = r >= 0;
         if (r == -ENOEXEC) {
+                bpf_link__destroy(o->link);
+                o->link = NULL;
                 bpf_object__close(o->obj);
                 o->obj = NULL;
                 r = load(o, c, "offcpu_switch_every", &why);
@@ -185,7 +225,7 @@ static int emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void
         return cb(&(offcpu_entry) {
                         .pid = w->key.pid,
                         .tid = w->key.tid,
-                        .cpu = w->key.cpu,
+                        .cpu = w->cpu,
                         .cgroup = w->key.cgroup,
                         .wait_ns = w->ns,
                         .waits = w->count,
@@ -197,49 +237,44 @@ static int emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void
 
 /* Kernels before 5.6 have no batch operations: keys one at a time, the
  * next key found before the entry is deleted. */
-static int drain_one_by_one(offcpu *o, offcpu_entry_cb cb, void *userdata) {
+static int drain_one_by_one(offcpu *o, int fd, offcpu_entry_cb cb, void *userdata) {
         struct offcpu_key key, next;
         bool have = false;
         int r;
 
         for (uint32_t i = 0; i < o->max_entries; i++) {
-                if (bpf_map_get_next_key(o->counts_fd, have ? &key : NULL, &next) < 0)
+                if (bpf_map_get_next_key(fd, have ? &key : NULL, &next) < 0)
                         break;
                 if (have)
-                        (void) bpf_map_delete_elem(o->counts_fd, &key);
+                        (void) bpf_map_delete_elem(fd, &key);
                 key = next;
                 have = true;
-                if (bpf_map_lookup_elem(o->counts_fd, &key, o->values) < 0)
+                if (bpf_map_lookup_elem(fd, &key, o->values) < 0)
                         continue;
                 r = emit(o, o->values, cb, userdata);
                 if (r < 0)
                         return r;
         }
         if (have)
-                (void) bpf_map_delete_elem(o->counts_fd, &key);
+                (void) bpf_map_delete_elem(fd, &key);
         return 0;
 }
 
-int offcpu_drain(offcpu *o, offcpu_entry_cb cb, void *userdata) {
-        struct offcpu_key in;
-        struct offcpu_key out;
+static int drain_map(offcpu *o, int fd, offcpu_entry_cb cb, void *userdata) {
+        struct offcpu_key in, out;
         bool first = true;
         int r;
 
-        if (!o || !cb)
-                return -EINVAL;
         if (o->no_batch)
-                return drain_one_by_one(o, cb, userdata);
-
+                return drain_one_by_one(o, fd, cb, userdata);
         for (;;) {
                 uint32_t count = DRAIN_BATCH;
 
-                r = bpf_map_lookup_and_delete_batch(o->counts_fd, first ? NULL : &in, &out, o->keys, o->values,
-                                                    &count, NULL);
+                r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &out, o->keys, o->values, &count, NULL);
                 if (r < 0 && errno != ENOENT) {
                         if (first && (errno == EINVAL || errno == 524 /* ENOTSUPP */ || errno == EOPNOTSUPP)) {
                                 o->no_batch = true;
-                                return drain_one_by_one(o, cb, userdata);
+                                return drain_one_by_one(o, fd, cb, userdata);
                         }
                         return -errno;
                 }
@@ -253,6 +288,37 @@ int offcpu_drain(offcpu *o, offcpu_entry_cb cb, void *userdata) {
                 in = out;
                 first = false;
         }
+}
+
+/* The map the program adds to from now on. */
+static int set_active(offcpu *o, uint32_t v) {
+        uint32_t zero = 0;
+
+        if (bpf_map_update_elem(o->active_fd, &zero, &v, BPF_ANY) < 0)
+                return -errno;
+        o->active = v;
+        return 0;
+}
+
+int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata) {
+        int r;
+
+        if (!o || !cb)
+                return -EINVAL;
+        /* The map the program stopped adding to a drain ago: no program
+         * that read the old `active` runs still (they run for
+         * microseconds). Then the other one's turn. */
+        r = drain_map(o, o->counts_fd[!o->active], cb, userdata);
+        if (r < 0)
+                return r;
+        r = set_active(o, !o->active);
+        if (r < 0)
+                return r;
+        /* The last drain takes both: what a program adds meanwhile is
+         * lost with the program. */
+        if (all)
+                r = drain_map(o, o->counts_fd[!o->active], cb, userdata);
+        return r;
 }
 
 int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
@@ -282,6 +348,7 @@ int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
                 .no_stack = sum[OFFCPU_STAT_NO_STACK],
                 .no_room = sum[OFFCPU_STAT_NO_ROOM],
                 .stacks_taken = sum[OFFCPU_STAT_STACKS_TAKEN],
+                .stacks_at_end = sum[OFFCPU_STAT_STACKS_AT_END],
                 .drained = o->drained,
         };
         return 0;

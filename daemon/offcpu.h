@@ -2,15 +2,16 @@
 #pragma once
 
 /* Off-CPU time (offcpu = on): a BPF program (bpf/offcpu.bpf.c) on the
- * sched_switch raw tracepoint sums, in the kernel, how long threads wait
- * off the CPU, per (thread, stack, CPU, cgroup); the daemon empties those
- * sums at every drain with offcpu_drain(). Nothing crosses to user space
- * per context switch. A wait is counted when the thread is put back on a
+ * sched_switch tracepoint sums, in the kernel, how long threads wait off
+ * the CPU, per (thread, stack, cgroup); the daemon takes those sums at
+ * every drain with offcpu_drain(). Nothing crosses to user space per
+ * context switch. A wait is counted when the thread is put back on a
  * CPU; its stacks are the ones it left the CPU with (the blocking kernel
  * stack: do_nanosleep, pipe_read, io_schedule, futex_wait...), reused
- * from its last wait when it waits at the same spot. Preemption is not a
- * wait. Both kernel maps are preallocated: max_threads and max_entries
- * entries of ~1.1 KiB each. */
+ * from its last wait when it waits at the same spot (a long wait there
+ * gets its own kernel stack). Preemption is not a wait. The kernel maps
+ * are preallocated: max_threads entries and twice max_entries of
+ * ~1.1 KiB each. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,13 +21,16 @@ typedef struct offcpu offcpu;
 
 typedef struct offcpu_config {
         uint64_t min_ns;                /* waits shorter than this are counted in stats only */
-        uint32_t max_threads;           /* threads waiting at once that are followed */
-        uint32_t max_entries;           /* (thread, stack) sums held between two drains */
+        uint64_t long_ns;               /* a wait this long at a reused spot has its kernel stack checked */
+        uint64_t sched_text_start, sched_text_end;      /* the kernel's .sched.text (kallsyms); 0: not checked */
+        uint32_t max_threads;           /* threads followed (that waited and have not exited) */
+        uint32_t max_entries;           /* (thread, stack, cgroup) sums held between two drains */
 } offcpu_config;
 
 #define OFFCPU_CONFIG_DEFAULT                   \
         ((offcpu_config) {                      \
                 .min_ns = 0,                    \
+                .long_ns = 1000000,             \
                 .max_threads = 8192,            \
                 .max_entries = 4096,            \
         })
@@ -39,8 +43,7 @@ typedef struct offcpu_config {
 int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why);
 offcpu *offcpu_free(offcpu *o);
 /* Whether a thread waiting at the same spot again keeps its stacks
- * (Linux 5.15 and later: bpf_task_pt_regs()); else they are taken at
- * every wait. */
+ * (Linux 5.15 and later, x86-64); else they are taken at every wait. */
 bool offcpu_reuses_stacks(const offcpu *o);
 
 /* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
@@ -56,9 +59,11 @@ typedef struct offcpu_entry {
 
 typedef int (*offcpu_entry_cb)(const offcpu_entry *e, void *userdata);
 
-/* Takes every sum out of the kernel and calls cb for each (a negative
- * return stops the walk and is returned). */
-int offcpu_drain(offcpu *o, offcpu_entry_cb cb, void *userdata);
+/* Takes the sums out of the kernel and calls cb for each (a negative
+ * return stops the walk and is returned): those of the previous drain's
+ * map, which the program stopped adding to then, and with all (the last
+ * drain) those of the current one too. */
+int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata);
 
 typedef struct offcpu_stats {
         uint64_t switches;              /* context switches seen */
@@ -69,6 +74,7 @@ typedef struct offcpu_stats {
         uint64_t no_stack;              /* not followed: no kernel stack */
         uint64_t no_room;               /* not followed: max_threads threads waiting already */
         uint64_t stacks_taken;          /* waits whose stacks were taken, not reused */
+        uint64_t stacks_at_end;         /* long waits at a reused spot whose kernel stack was taken at their end */
         uint64_t drained;               /* sums taken by offcpu_drain() */
 } offcpu_stats;
 

@@ -361,9 +361,9 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
         if (columns > FRAME_COLUMN + 1)
                 COLUMN(uint64_t cg = 0, { cg += (uint64_t) unzigzag(x); v[i].cgroup_id = (int64_t) cg; });
         if (columns > FRAME_COLUMN + 2)
-                COLUMN(int64_t kind = 0, {
-                        kind += unzigzag(x);
-                        if (kind < 0 || kind >= _SAMPLE_KIND_MAX)
+                COLUMN(uint64_t kind = 0, {
+                        kind += (uint64_t) unzigzag(x);         /* wraps, as the encoder's differences */
+                        if (kind >= _SAMPLE_KIND_MAX)
                                 return -EBADMSG;
                         v[i].kind = (uint32_t) kind;
                 });

@@ -170,7 +170,7 @@ static uint64_t entry_hash(const block_entry *e) {
 }
 
 static bool same_key(const block_entry *a, const block_entry *b) {
-        return a->cpu == b->cpu && a->pid == b->pid && a->tid == b->tid && a->comm_id == b->comm_id &&
+        return a->cpu == b->cpu && a->kind == b->kind && a->pid == b->pid && a->tid == b->tid && a->comm_id == b->comm_id &&
                a->cgroup_id == b->cgroup_id && a->snapshot_id == b->snapshot_id && a->stack_id == b->stack_id && a->frame_id == b->frame_id;
 }
 

@@ -109,6 +109,7 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "offcpu_no_stack", s->offcpu_no_stack);
         add_u64(p, "offcpu_no_room", s->offcpu_no_room);
         add_u64(p, "offcpu_stacks_taken", s->offcpu_stacks_taken);
+        add_u64(p, "offcpu_stacks_at_end", s->offcpu_stacks_at_end);
         add_u64(p, "commits", s->commits);
         add_u64(p, "pending_samples", s->pending_samples);
         add_u64(p, "bad_sample_blocks", s->bad_sample_blocks);
