@@ -327,6 +327,11 @@ check "--type offcpu --unit psdsleep.service: sleep 2 waited 2 s in do_nanosleep
         sh -c "[ ${n_sleep:-0} -ge 1600000000 ] && [ ${n_sleep:-0} -le 2400000000 ]"
 check "--type offcpu --unit psdpipe.service: cat waited 3 s in pipe_read within 20 % ($n_pipe ns)" \
         sh -c "[ ${n_pipe:-0} -ge 2400000000 ] && [ ${n_pipe:-0} -le 3600000000 ]"
+journalctl -u perfsnapd --no-pager | grep "Off-CPU time" | tail -1
+waits=$(perfsnapctl status --format json | sed -n 's/^ *"offcpu_waits": *\([0-9]*\).*/\1/p')
+taken=$(perfsnapctl status --format json | sed -n 's/^ *"offcpu_stacks_taken": *\([0-9]*\).*/\1/p')
+check "Linux 6.1 on x86-64 loads the program that reuses stacks: taken at $taken of $waits waits" \
+        sh -c "[ ${waits:-0} -gt 0 ] && [ ${taken:-0} -lt ${waits:-0} ] && ! journalctl -u perfsnapd --no-pager | grep -q 'taken at every wait'"
 
 t0=$(date +%s%N)
 systemctl stop perfsnapd
