@@ -97,7 +97,7 @@ bench() {
         case $1 in
         off | on)
                 if [ "$1" = on ]; then
-                        sleep 1.5       # a drain takes the kernel's sums
+                        sleep 2.5       # two drains: the second takes the sums
                         PERFSNAPD_SOCKET=$D/sock "$B/client/perfsnapctl" status | grep -E "offcpu (waits|switches|full waits|no room|stacks taken)" |
                                 tr -s ' ' | tr '\n' ';' > "$D/last-status"
                 fi
