@@ -17,6 +17,7 @@
 #include "ingest.h"
 #include "macro.h"
 #include "perf-synth.h"
+#include "store/store-samples.h"
 #include "test.h"
 #include "timeparse.h"
 
@@ -336,5 +337,100 @@ TEST(without_a_cgroup2_hierarchy_nothing_is_attributed) {
         ASSERT_OK(ingest_commit(f.in));
         ASSERT_EQ(ingest_get_stats(f.in)->samples, 1);
         ASSERT_EQ(samples_in(&f, NULL, "/"), 0);
+        teardown(&f);
+}
+
+/* Off-CPU sums (ingest_set_offcpu_source()): stored in the drain's batch
+ * as waits (query type offcpu weighs their ns), all at the drain's time
+ * whatever order they come in, so one bucket holds them; the frames
+ * down to __schedule/schedule are left out, so the leaf is the waiting
+ * function. */
+typedef struct offcpu_feed {
+        size_t n;
+        bool last_seen;
+} offcpu_feed;
+
+#define K_TRACE 0xffffffff81001c10ULL          /* the tracepoint's frame */
+#define K_SCHED_ 0xffffffff81001d10ULL         /* __schedule */
+#define K_SCHED 0xffffffff81001e10ULL          /* schedule */
+#define K_WAIT 0xffffffff81001f10ULL           /* do_nanosleep */
+
+static int feed_offcpu(ingest *in, bool last, void *userdata) {
+        offcpu_feed *fd = userdata;
+        const uint64_t chain[] = { (uint64_t) PERF_CONTEXT_KERNEL, K_TRACE, K_SCHED_, K_SCHED, K_WAIT, KADDR };
+        const uint64_t bare[] = { (uint64_t) PERF_CONTEXT_KERNEL, K_SCHED };   /* schedule alone: kept */
+
+        fd->last_seen = fd->last_seen || last;
+        for (size_t i = 0; i < fd->n; i++) {
+                int r = ingest_offcpu(in, 200 + (uint32_t) (i % 7), 200 + (uint32_t) i, (uint32_t) (i % 2), 0,
+                                      i == 0 ? bare : chain, i == 0 ? ELEMENTSOF(bare) : ELEMENTSOF(chain), 2,
+                                      1000000);
+                if (r < 0)
+                        return r;
+        }
+        fd->n = 0;
+        return 0;
+}
+
+static int count_level0(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        uint64_t *c = userdata;
+
+        c[0]++;
+        for (size_t i = 0; i < n; i++)
+                if (v[i].kind == SAMPLE_KIND_OFFCPU)
+                        c[1] += v[i].count;
+        return 0;
+}
+
+TEST(offcpu_sums_go_into_the_drains_bucket) {
+        fixture f = {};
+        offcpu_feed feed = { .n = 200 };
+        query_params q = QUERY_PARAMS_INIT;
+        query_result *r = NULL;
+        uint64_t blocks[2] = {};
+
+        setup(&f);
+        put_file(f.dir, "proc/kallsyms",
+                 "ffffffff81000000 T _text\n"
+                 "ffffffff81001000 T do_one_initcall\n"
+                 "ffffffff81001c00 T bpf_trace_run4\n"
+                 "ffffffff81001d00 T __schedule\n"
+                 "ffffffff81001e00 T schedule\n"
+                 "ffffffff81001f00 T do_nanosleep\n"
+                 "ffffffff81002000 T _etext\n");
+        ingest_free(f.in);
+        ASSERT_OK(ingest_new(f.store, f.dir, &f.in));
+        ASSERT_OK(ingest_load_kernel(f.in));
+        ingest_set_offcpu_source(f.in, feed_offcpu, &feed);
+
+        /* CPU samples on either side of a second's edge, then the sums. */
+        put_sample(&f, 0, 900000000);
+        put_sample(&f, 1, 1100000000);
+        drain(&f, 1500000000);
+        ASSERT_OK(ingest_commit(f.in));
+        ASSERT_TRUE(!feed.last_seen);
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+        ASSERT_TRUE(feed.last_seen);
+
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 2);
+        ASSERT_EQ(ingest_get_stats(f.in)->offcpu_waits, 400);
+        ASSERT_EQ(ingest_get_stats(f.in)->offcpu_ns, 200000000);
+        /* Two buckets of CPU samples; the 200 sums in one of them. */
+        ASSERT_OK(sample_scan_level(f.store, 0, count_level0, blocks));
+        ASSERT_EQ(blocks[0], 2);
+        ASSERT_EQ(blocks[1], 400);
+
+        q.kind = SAMPLE_KIND_OFFCPU;
+        ASSERT_OK(store_query(f.store, &q, 0, 0, &r));
+        ASSERT_EQ(r->total_samples, 200000000);
+        ASSERT_EQ(r->n_rows, 2);
+        /* 199 sums at do_nanosleep, one whose stack was schedule alone. */
+        ASSERT_STREQ(r->rows[0].symbol, "do_nanosleep");
+        ASSERT_EQ(r->rows[0].samples, 199000000);
+        ASSERT_STREQ(r->rows[1].symbol, "schedule");
+        query_result_free(r);
+        /* CPU queries see the two samples only. */
+        ASSERT_EQ(samples_of(&f, NULL), 2);
         teardown(&f);
 }
