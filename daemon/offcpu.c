@@ -29,6 +29,10 @@ struct offcpu {
         struct offcpu_key *keys;
         struct offcpu_wait *values;
         uint64_t drained;
+        /* A drain whose callback failed takes the rest of its sums
+         * anyway, counted here, and returns the error at its end. */
+        int cb_error;
+        uint64_t dropped_waits, dropped_ns;
         int n_possible;
         bool no_batch;
         bool reuses_stacks;
@@ -208,10 +212,11 @@ bool offcpu_reuses_stacks(const offcpu *o) {
         return o && o->reuses_stacks;
 }
 
-static int emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void *userdata) {
+static void emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void *userdata) {
         uint64_t ips[2 + OFFCPU_KERNEL_DEPTH + OFFCPU_USER_DEPTH];
         size_t nr = 0, nk = MIN(w->n_kernel, (uint32_t) OFFCPU_KERNEL_DEPTH),
                nu = MIN(w->n_user, (uint32_t) OFFCPU_USER_DEPTH);
+        int r;
 
         ips[nr++] = PERF_CONTEXT_KERNEL;
         memcpy(ips + nr, w->kernel, nk * sizeof *ips);
@@ -222,7 +227,12 @@ static int emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void
                 nr += nu;
         }
         o->drained++;
-        return cb(&(offcpu_entry) {
+        if (o->cb_error < 0) {
+                o->dropped_waits += w->count;
+                o->dropped_ns += w->ns;
+                return;
+        }
+        r = cb(&(offcpu_entry) {
                         .pid = w->key.pid,
                         .tid = w->key.tid,
                         .cpu = w->cpu,
@@ -233,6 +243,11 @@ static int emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void
                         .ips = ips,
                         .nr = nr,
                 }, userdata);
+        if (r < 0) {
+                o->cb_error = r;
+                o->dropped_waits += w->count;
+                o->dropped_ns += w->ns;
+        }
 }
 
 /* Kernels before 5.6 have no batch operations: keys one at a time, the
@@ -240,7 +255,6 @@ static int emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void
 static int drain_one_by_one(offcpu *o, int fd, offcpu_entry_cb cb, void *userdata) {
         struct offcpu_key key, next;
         bool have = false;
-        int r;
 
         for (uint32_t i = 0; i < o->max_entries; i++) {
                 if (bpf_map_get_next_key(fd, have ? &key : NULL, &next) < 0)
@@ -251,9 +265,7 @@ static int drain_one_by_one(offcpu *o, int fd, offcpu_entry_cb cb, void *userdat
                 have = true;
                 if (bpf_map_lookup_elem(fd, &key, o->values) < 0)
                         continue;
-                r = emit(o, o->values, cb, userdata);
-                if (r < 0)
-                        return r;
+                emit(o, o->values, cb, userdata);
         }
         if (have)
                 (void) bpf_map_delete_elem(fd, &key);
@@ -279,9 +291,7 @@ static int drain_map(offcpu *o, int fd, offcpu_entry_cb cb, void *userdata) {
                         return -errno;
                 }
                 for (uint32_t i = 0; i < count; i++) {
-                        int k = emit(o, &o->values[i], cb, userdata);
-                        if (k < 0)
-                                return k;
+                        emit(o, &o->values[i], cb, userdata);
                 }
                 if (r < 0)      /* ENOENT: that was the last batch */
                         return 0;
@@ -305,6 +315,7 @@ int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata) {
 
         if (!o || !cb)
                 return -EINVAL;
+        o->cb_error = 0;
         /* The map the program stopped adding to a drain ago: no program
          * that read the old `active` runs still (they run for
          * microseconds). Then the other one's turn. */
@@ -318,7 +329,7 @@ int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata) {
          * lost with the program. */
         if (all)
                 r = drain_map(o, o->counts_fd[!o->active], cb, userdata);
-        return r;
+        return r < 0 ? r : o->cb_error;
 }
 
 int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
@@ -350,6 +361,8 @@ int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
                 .stacks_taken = sum[OFFCPU_STAT_STACKS_TAKEN],
                 .stacks_at_end = sum[OFFCPU_STAT_STACKS_AT_END],
                 .drained = o->drained,
+                .dropped_waits = o->dropped_waits,
+                .dropped_ns = o->dropped_ns,
         };
         return 0;
 }

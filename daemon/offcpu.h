@@ -59,10 +59,11 @@ typedef struct offcpu_entry {
 
 typedef int (*offcpu_entry_cb)(const offcpu_entry *e, void *userdata);
 
-/* Takes the sums out of the kernel and calls cb for each (a negative
- * return stops the walk and is returned): those of the previous drain's
- * map, which the program stopped adding to then, and with all (the last
- * drain) those of the current one too. */
+/* Takes the sums out of the kernel and calls cb for each: those of the
+ * previous drain's map, which the program stopped adding to then, and
+ * with all (the last drain) those of the current one too. After cb
+ * fails, the rest are taken and counted in dropped_waits/dropped_ns
+ * with the one that failed, and the error is returned at the end. */
 int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata);
 
 typedef struct offcpu_stats {
@@ -76,6 +77,7 @@ typedef struct offcpu_stats {
         uint64_t stacks_taken;          /* waits whose stacks were taken, not reused */
         uint64_t stacks_at_end;         /* long waits at a reused spot whose kernel stack was taken at their end */
         uint64_t drained;               /* sums taken by offcpu_drain() */
+        uint64_t dropped_waits, dropped_ns;     /* of those, not handed to a callback that worked */
 } offcpu_stats;
 
 int offcpu_get_stats(offcpu *o, offcpu_stats *ret);
