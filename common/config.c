@@ -45,6 +45,8 @@ void config_init(config *c) {
                 .cache_max_age_ns = 30ULL * 24 * 3600 * NSEC_PER_SEC,
                 .symbols_max_size_bytes = 256ULL << 20,
                 .debug_root = strdup("/usr/lib/debug"),
+                .offcpu_max_threads = 8192,
+                .offcpu_max_sums = 4096,
                 .debuginfod_urls = strdup(""),
                 .export_url = strdup(""),
                 .export_interval_ns = 60 * NSEC_PER_SEC,
@@ -243,6 +245,12 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                         return *ret_why = "expected on or off", -EINVAL;
                 return 0;
         }
+        if (streq(key, "offcpu_max_threads"))
+                return parse_u32(v, 256, 1u << 20, &c->offcpu_max_threads) < 0
+                        ? (*ret_why = "expected a number of threads, 256..1048576", -EINVAL) : 0;
+        if (streq(key, "offcpu_max_sums"))
+                return parse_u32(v, 256, 1u << 20, &c->offcpu_max_sums) < 0
+                        ? (*ret_why = "expected a number of sums, 256..1048576", -EINVAL) : 0;
         if (streq(key, "offcpu_min_wait")) {
                 if (duration_parse(v, &ns) < 0 || ns > 60 * NSEC_PER_SEC)
                         return *ret_why = "expected a duration between 0 and 60s (e.g. 10us)", -EINVAL;
@@ -570,14 +578,17 @@ char *config_format(const config *c) {
                      "export_interval = %s\n"
                      "export_queue_max = %u\n"
                      "offcpu = %s\n"
-                     "offcpu_min_wait = %s\n",
+                     "offcpu_min_wait = %s\n"
+                     "offcpu_max_threads = %u\n"
+                     "offcpu_max_sums = %u\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
                      max_age, sym_max, c->debug_root, c->debuginfod_urls, dtimeout, c->export_url, export_interval,
-                     c->export_queue_max, c->offcpu ? "on" : "off", offcpu_min) < 0)
+                     c->export_queue_max, c->offcpu ? "on" : "off", offcpu_min,
+                     c->offcpu_max_threads, c->offcpu_max_sums) < 0)
                 return NULL;
         return s;
 }

@@ -45,6 +45,8 @@ typedef struct config {
         uint32_t export_queue_max;      /* profiles kept for retries (files under cache_dir/push) */
         bool offcpu;                    /* off-CPU time (a BPF program on context switches) */
         uint64_t offcpu_min_wait_ns;    /* shorter waits are not stored */
+        uint32_t offcpu_max_threads;    /* threads the kernel table follows */
+        uint32_t offcpu_max_sums;       /* sums the kernel holds between two drains */
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u

@@ -168,6 +168,8 @@ static void start_offcpu(daemon_ctx *d) {
         int r;
 
         oc.min_ns = d->cfg.offcpu_min_wait_ns;
+        oc.max_threads = d->cfg.offcpu_max_threads;
+        oc.max_entries = d->cfg.offcpu_max_sums;
         {
                 const kallsyms *k = layout_kernel_syms(ingest_layout(d->ingest));
 
@@ -419,10 +421,11 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
             n.ring_buffer_pages != d->cfg.ring_buffer_pages || n.callchain_depth != d->cfg.callchain_depth ||
             !streq(n.cache_dir, d->cfg.cache_dir) || !streq(n.debuginfod_urls, d->cfg.debuginfod_urls) ||
             n.debuginfod_timeout_ns != d->cfg.debuginfod_timeout_ns || n.offcpu != d->cfg.offcpu ||
-            n.offcpu_min_wait_ns != d->cfg.offcpu_min_wait_ns)
+            n.offcpu_min_wait_ns != d->cfg.offcpu_min_wait_ns || n.offcpu_max_threads != d->cfg.offcpu_max_threads ||
+            n.offcpu_max_sums != d->cfg.offcpu_max_sums)
                 log_notice("database, socket, root, event, ring_buffer_pages, callchain_depth, cache_dir, "
-                           "debuginfod_urls, debuginfod_timeout, offcpu and offcpu_min_wait take effect at the "
-                           "next restart.");
+                           "debuginfod_urls, debuginfod_timeout and the offcpu keys take effect at the next "
+                           "restart.");
 
         log_set_max_level(n.log_level);
         if (n.frequency_hz != d->cfg.frequency_hz && d->events)

@@ -159,4 +159,29 @@ start_daemon
 S_AGAIN=$(q --pid "$S" --format json | json_total)
 [ "$S_AGAIN" -eq "$S_NS" ] || fail "after a restart sleep waited $S_AGAIN ns, before $S_NS"
 stop_daemon
+
+# Sums past the kernel's table are counted, not lost: with room for 256,
+# 400 threads each sleeping 20 x 20 ms within a drain make 400 sums.
+echo "offcpu_max_sums = 256" >> "$CONF"
+start_daemon
+python3 - <<'PY'
+import threading, time
+def sleeper():
+    for _ in range(20):
+        time.sleep(0.02)
+ts = [threading.Thread(target=sleeper) for _ in range(400)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+PY
+sleep 3
+FULL=$(status_field offcpu_full_waits)
+FULL_NS=$(status_field offcpu_full_ns)
+STORED=$(status_field offcpu_waits)
+echo "offcpu_max_sums = 256: $STORED waits stored, $FULL waits ($FULL_NS ns) not, for a full table"
+[ "${FULL:-0}" -gt 0 ] && [ "${FULL_NS:-0}" -gt 0 ] || fail "no full waits counted with 400 sleeping threads and room for 256 sums"
+# Each of the 8,000 sleeps (20 ms) is stored or counted.
+[ $(( STORED + FULL )) -ge 8000 ] || fail "$STORED stored + $FULL counted waits, of 8,000 sleeps"
+stop_daemon
 pass "off-CPU time of nanosleep ($S_NS ns) and a pipe read ($C_NS ns)"
