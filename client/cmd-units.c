@@ -213,8 +213,11 @@ int cmd_units(int argc, char **argv) {
         if (r != 0)
                 return r;
 
-        /* Every row the daemon gives (its cap), told apart by cgroup. */
+        /* Every row the daemon gives (its cap), told apart by cgroup, not
+         * by command: the top function of a unit is over all of its
+         * commands. */
         q.by_cgroup = true;
+        q.no_comm = true;
         q.top = 0;
         r = query_fetch(&q, &res);
         if (r != 0)

@@ -76,6 +76,10 @@ typedef struct query_params {
         /* Rows, and stacks, told apart by cgroup, each with its path
          * (query_row.cgroup, query_stack.cgroup). */
         bool by_cgroup;
+        /* Rows and stacks not told apart by command: all are "[unknown]"'s
+         * (perfsnapctl units: a row per function and cgroup, not per
+         * command too, a fraction of the rows over a day of churn). */
+        bool no_comm;
         /* What is counted: CPU samples (SAMPLE_KIND_CPU), or off-CPU
          * waits (SAMPLE_KIND_OFFCPU), whose "samples" are then nanoseconds
          * of waiting: rows, stacks, totals and timelines weigh time. */

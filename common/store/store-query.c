@@ -857,13 +857,13 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         if (q->want_stacks && q->by_cpu)
                                 split |= (uint64_t) (e->cpu & 0xffff) << 16;
                 }
-                int64_t cg = q->by_cgroup ? e->cgroup_id : 0;
-                uint64_t h = group_hash_of(e->comm_id, cg, k, split);
+                int64_t cg = q->by_cgroup ? e->cgroup_id : 0, cid = q->no_comm ? 0 : e->comm_id;
+                uint64_t h = group_hash_of(cid, cg, k, split);
 
                 /* The part from the high bits, the slot from the low. */
                 if (((h >> 40) & (g->parts - 1)) != g->part)
                         continue;
-                group *s = group_slot(t, h, e->comm_id, cg, k, split);
+                group *s = group_slot(t, h, cid, cg, k, split);
                 if (s->samples != 0) {
                         s->samples += w;
                         if (s->frame_id == 0)
@@ -874,10 +874,10 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         r = group_table_grow(t);
                         if (r < 0)
                                 return r;       /* -E2BIG: more parts */
-                        s = group_slot(t, h, e->comm_id, cg, k, split);
+                        s = group_slot(t, h, cid, cg, k, split);
                 }
                 *s = (group) {
-                        .comm_id = e->comm_id,
+                        .comm_id = cid,
                         .cgroup_id = cg,
                         .key = k,
                         .frame_id = leaf,

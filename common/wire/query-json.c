@@ -57,6 +57,7 @@ static bool *bool_flag(query_params *q, const char *key) {
                 { "by_pid", &q->by_pid }, { "by_cpu", &q->by_cpu }, { "by_tid", &q->by_tid },
                 { "modules", &q->want_modules }, { "packed", &q->packed }, { "offsets", &q->offsets },
                 { "raw", &q->raw }, { "shapes", &q->shapes }, { "by_cgroup", &q->by_cgroup },
+                { "no_comm", &q->no_comm },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(flags); i++)
@@ -272,7 +273,8 @@ struct json_object *query_params_to_json(const query_params *q) {
         if ((q->unit && add(o, "unit", json_object_new_string(q->unit)) < 0) ||
             (q->cgroup && add(o, "cgroup", json_object_new_string(q->cgroup)) < 0) ||
             (q->container && add(o, "container", json_object_new_string(q->container)) < 0) ||
-            (q->by_cgroup && add(o, "by_cgroup", json_object_new_boolean(1)) < 0))
+            (q->by_cgroup && add(o, "by_cgroup", json_object_new_boolean(1)) < 0) ||
+            (q->no_comm && add(o, "no_comm", json_object_new_boolean(1)) < 0))
                 return NULL;
         if (q->inlined && add(o, "inline", json_object_new_boolean(1)) < 0)
                 return NULL;
