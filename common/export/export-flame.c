@@ -94,9 +94,14 @@ int export_svg(FILE *f, const export_input *in) {
         fput_xml(f, in->title);
         fprintf(f, "</text>\n<text x=\"%d\" y=\"38\" fill=\"#555\">", SVG_PAD);
         fput_xml(f, window);
-        fprintf(f, ", %" PRIu64 " samples (%" PRIu64 " in these stacks), %" PRIu64 " lost; "
-                   "kernel frames orange, user frames blue</text>\n",
-                in->r->total_samples, t.nodes[0].value, in->r->lost);
+        if (export_offcpu(in))
+                fprintf(f, ", %" PRIu64 " ns off CPU (%" PRIu64 " in these stacks); "
+                           "kernel frames orange, user frames blue</text>\n",
+                        in->r->total_samples, t.nodes[0].value);
+        else
+                fprintf(f, ", %" PRIu64 " samples (%" PRIu64 " in these stacks), %" PRIu64 " lost; "
+                           "kernel frames orange, user frames blue</text>\n",
+                        in->r->total_samples, t.nodes[0].value, in->r->lost);
 
         for (size_t i = 0; i < t.n; i++) {
                 const flame_node *n = t.nodes + i;
@@ -109,10 +114,10 @@ int export_svg(FILE *f, const export_input *in) {
                 node_colour(n, colour, sizeof colour);
                 fputs("<g><title>", f);
                 fput_xml(f, n->name);
-                fprintf(f, " (%" PRIu64 " samples, %.2f%%)</title><rect x=\"%.1f\" y=\"%u\" width=\"%.1f\" "
+                fprintf(f, " (%" PRIu64 " %s, %.2f%%)</title><rect x=\"%.1f\" y=\"%u\" width=\"%.1f\" "
                            "height=\"%d\" fill=\"%s\" rx=\"2\"/>",
-                        n->value, 100.0 * (double) n->value / (double) t.nodes[0].value, x, y, w, SVG_ROW - 1,
-                        colour);
+                        n->value, export_offcpu(in) ? "ns off CPU" : "samples",
+                        100.0 * (double) n->value / (double) t.nodes[0].value, x, y, w, SVG_ROW - 1, colour);
                 fit = (size_t) ((w - 6) / SVG_CHAR_PX);
                 if (fit >= 3) {
                         _cleanup_free_ char *label = strdup(n->name);
@@ -245,8 +250,9 @@ int export_html(FILE *f, const export_input *in) {
         fputs(",\"window\":", f);
         fput_json(f, window);
         fprintf(f, ",\"since_ns\":%" PRIu64 ",\"until_ns\":%" PRIu64 ",\"total\":%" PRIu64 ",\"in_stacks\":%" PRIu64
-                   ",\"lost\":%" PRIu64 ",\"period_ns\":%" PRIu64 ",\n",
-                in->since_ns, in->until_ns, r->total_samples, stacks_total(r), r->lost, in->period_ns);
+                   ",\"lost\":%" PRIu64 ",\"period_ns\":%" PRIu64 ",\"offcpu\":%s,\n",
+                in->since_ns, in->until_ns, r->total_samples, stacks_total(r), r->lost, in->period_ns,
+                export_offcpu(in) ? "true" : "false");
         fprintf(f, "\"slot_ns\":%" PRIu64 ",\"timeline\":[", r->timeline_slot_ns);
         for (size_t i = 0; i < r->n_timeline; i++)
                 fprintf(f, i > 0 ? ",%" PRIu64 : "%" PRIu64, r->timeline[i]);

@@ -145,6 +145,12 @@ if command -v go > /dev/null; then
 else
         echo "go is not installed: the pprof is not read back"
 fi
+# The flame graphs say what they count.
+"$PERFSNAPCTL" export "${W[@]}" --type offcpu --pid "$S" -o "$T/off.svg" || fail "export --type offcpu -o off.svg failed"
+grep -q "$S_NS ns off CPU" "$T/off.svg" || fail "the svg does not give the $S_NS ns off CPU"
+grep -q " samples" "$T/off.svg" && fail "the off-CPU svg speaks of samples"
+"$PERFSNAPCTL" export "${W[@]}" --type offcpu --pid "$S" -o "$T/off.html" || fail "export --type offcpu -o off.html failed"
+grep -q '"offcpu":true' "$T/off.html" || fail "the off-CPU html does not say so"
 "$PERFSNAPCTL" export "${W[@]}" --type offcpu -o "$T/off.data" --format perf.data 2> "$T/err" && fail "a perf.data of off-CPU waits was written"
 grep -q "not waits" "$T/err" || fail "export --type offcpu --format perf.data: $(cat "$T/err")"
 "$PERFSNAPCTL" units --type offcpu > /dev/null 2>&1 && fail "units --type offcpu was accepted"
