@@ -181,8 +181,6 @@ int cmd_units(int argc, char **argv) {
                 r = parse_query_option(c, optarg, &w, &q);
                 if (r < 0)
                         return EXIT_FAILURE;
-                if (q.kind != SAMPLE_KIND_CPU)
-                        return print_error("units shows CPU time: --type offcpu is for query, export and diff");
                 if (r == 1)
                         continue;
                 switch (c) {
@@ -208,6 +206,8 @@ int cmd_units(int argc, char **argv) {
         }
         if (optind < argc)
                 return print_error("unexpected argument '%s' (see 'perfsnapctl units --help')", argv[optind]);
+        if (q.kind != SAMPLE_KIND_CPU)
+                return print_error("units shows CPU time: --type offcpu is for query, export and diff");
         now_ns = clock_ns(CLOCK_REALTIME);
         r = query_window_apply(&w, now_ns, &q);
         if (r != 0)

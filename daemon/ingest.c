@@ -77,6 +77,7 @@ struct ingest {
         uint64_t offcpu_time;
         int64_t offcpu_mono_to_wall;
         uint64_t schedule_lo[2], schedule_hi[2];       /* __schedule, schedule */
+        bool schedule_found;                            /* looked them up */
 
         /* the merge buffer of one drain pass; records kept for the next
          * one (at or after the horizon) are moved to the other arena */
@@ -465,9 +466,8 @@ static bool is_schedule(const ingest *in, uint64_t ip) {
         return false;
 }
 
-int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, const uint64_t *ips,
-                  size_t nr, uint64_t waits, uint64_t wait_ns) {
-        _cleanup_free_ uint64_t *copy = NULL;
+int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, uint64_t *ips, size_t nr,
+                  uint64_t waits, uint64_t wait_ns) {
         size_t skip = 0;
 
         if (waits == 0 || wait_ns == 0 || nr == 0)
@@ -488,13 +488,10 @@ int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t
                                 skip = i;
                 }
         }
+        /* The context marker moves down over the frames left out. */
         if (skip > 0) {
-                copy = malloc(nr * sizeof *copy);
-                if (!copy)
-                        return -ENOMEM;
-                copy[0] = ips[0];
-                memcpy(copy + 1, ips + 1 + skip, (nr - 1 - skip) * sizeof *copy);
-                ips = copy;
+                ips[skip] = PERF_CONTEXT_KERNEL;
+                ips += skip;
                 nr -= skip;
         }
         return store_sample(in, &(perf_sample) {
@@ -519,8 +516,10 @@ static int pull_offcpu(ingest *in, uint64_t horizon_ns, int64_t mono_to_wall_ns)
         r = begin_batch(in);
         if (r < 0)
                 return r;
-        if (in->schedule_hi[0] == 0 && in->schedule_hi[1] == 0)
+        if (!in->schedule_found) {
                 find_schedule(in);
+                in->schedule_found = true;
+        }
         /* After the drain's records, before its horizon: one bucket, the
          * open one. */
         in->offcpu_time = MAX(in->last_time, horizon_ns == INGEST_HORIZON_ALL ? clock_ns(CLOCK_MONOTONIC) :

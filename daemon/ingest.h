@@ -90,14 +90,15 @@ void ingest_set_record_handler(ingest *in, ingest_record_handler cb, void *userd
  * with ingest_offcpu(); last: the drain with INGEST_HORIZON_ALL. */
 typedef int (*ingest_offcpu_source)(ingest *in, bool last, void *userdata);
 void ingest_set_offcpu_source(ingest *in, ingest_offcpu_source cb, void *userdata);
-/* Stores one sum of off-CPU waits: ips is a perf callchain; the frames
- * down to __schedule and schedule are left out, so that the stack's leaf
- * is the function that waits (do_nanosleep, pipe_read, io_schedule...).
+/* Stores one sum of off-CPU waits: ips is a perf callchain, which this
+ * may change; the frames down to __schedule and schedule are left out,
+ * so that the stack's leaf is the function that waits (do_nanosleep,
+ * pipe_read, io_schedule...).
  * Every sum of a drain is stored at one time: the drain's (its horizon,
  * after its last record), so that they go into one bucket. Only from an
  * ingest_offcpu_source. */
-int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, const uint64_t *ips,
-                  size_t nr, uint64_t waits, uint64_t wait_ns);
+int ingest_offcpu(ingest *in, uint32_t pid, uint32_t tid, uint32_t cpu, uint64_t cgroup, uint64_t *ips, size_t nr,
+                  uint64_t waits, uint64_t wait_ns);
 
 /* True while ingest_drain() runs (its batch must not be committed then). */
 bool ingest_draining(const ingest *in);

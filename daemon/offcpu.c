@@ -218,6 +218,12 @@ static void emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, voi
                nu = MIN(w->n_user, (uint32_t) OFFCPU_USER_DEPTH);
         int r;
 
+        o->drained++;
+        if (o->cb_error < 0) {
+                o->dropped_waits += w->count;
+                o->dropped_ns += w->ns;
+                return;
+        }
         ips[nr++] = PERF_CONTEXT_KERNEL;
         memcpy(ips + nr, w->kernel, nk * sizeof *ips);
         nr += nk;
@@ -226,12 +232,6 @@ static void emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, voi
                 memcpy(ips + nr, w->user, nu * sizeof *ips);
                 nr += nu;
         }
-        o->drained++;
-        if (o->cb_error < 0) {
-                o->dropped_waits += w->count;
-                o->dropped_ns += w->ns;
-                return;
-        }
         r = cb(&(offcpu_entry) {
                         .pid = w->key.pid,
                         .tid = w->key.tid,
@@ -239,7 +239,6 @@ static void emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, voi
                         .cgroup = w->key.cgroup,
                         .wait_ns = w->ns,
                         .waits = w->count,
-                        .last_ns = w->last_ns,
                         .ips = ips,
                         .nr = nr,
                 }, userdata);

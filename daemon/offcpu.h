@@ -47,13 +47,13 @@ offcpu *offcpu_free(offcpu *o);
 bool offcpu_reuses_stacks(const offcpu *o);
 
 /* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
- * PERF_CONTEXT_USER, user frames), innermost first. */
+ * PERF_CONTEXT_USER, user frames), innermost first; the callback may
+ * change it (it is the drain's scratch). */
 typedef struct offcpu_entry {
         uint32_t pid, tid, cpu;
         uint64_t cgroup;                /* cgroup v2 id, as PERF_SAMPLE_CGROUP's */
         uint64_t wait_ns, waits;
-        uint64_t last_ns;               /* CLOCK_MONOTONIC end of the latest wait */
-        const uint64_t *ips;
+        uint64_t *ips;
         size_t nr;
 } offcpu_entry;
 

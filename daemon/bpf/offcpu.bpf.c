@@ -230,20 +230,17 @@ static __always_inline void check_stack(struct offcpu_stats_value *st, struct ta
         stat_add(OFFCPU_STAT_STACKS_AT_END, 1);
 }
 
-static __always_inline int add_wait(struct offcpu_stats_value *st, void *counts, struct offcpu_wait *w, __u64 d,
-                                    __u64 now) {
+static __always_inline int add_wait(void *counts, struct offcpu_wait *w, __u64 d) {
         struct offcpu_wait *c = bpf_map_lookup_elem(counts, &w->key);
 
         if (c) {
                 __sync_fetch_and_add(&c->ns, d);
                 __sync_fetch_and_add(&c->count, 1);
-                c->last_ns = now;
                 c->cpu = w->cpu;
                 return 0;
         }
         w->ns = d;
         w->count = 1;
-        w->last_ns = now;
         return bpf_map_update_elem(counts, &w->key, w, BPF_NOEXIST);
 }
 
@@ -276,7 +273,7 @@ static __always_inline void wait_ends(struct offcpu_stats_value *st, struct task
         a = bpf_map_lookup_elem(&active, &zero);
         if (!a)
                 return;
-        r = *a ? add_wait(st, &counts1, w, d, now) : add_wait(st, &counts0, w, d, now);
+        r = *a ? add_wait(&counts1, w, d) : add_wait(&counts0, w, d);
         if (r != 0) {
                 stat_add(OFFCPU_STAT_FULL, 1);
                 stat_add(OFFCPU_STAT_FULL_NS, d);

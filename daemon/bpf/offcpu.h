@@ -39,7 +39,6 @@ struct offcpu_key {
 struct offcpu_wait {
         __u64 ns;               /* summed wait time */
         __u64 count;            /* waits */
-        __u64 last_ns;          /* CLOCK_MONOTONIC end of the latest */
         __u64 start_ns;         /* CLOCK_MONOTONIC switch-out */
         __u64 spot;             /* where the stacks were taken (wait_spot()); 0: not reused */
         __u32 waiting;          /* 1 from the switch-out to the switch-in */

@@ -362,9 +362,14 @@ static int feed_offcpu(ingest *in, bool last, void *userdata) {
 
         fd->last_seen = fd->last_seen || last;
         for (size_t i = 0; i < fd->n; i++) {
-                int r = ingest_offcpu(in, 200 + (uint32_t) (i % 7), 200 + (uint32_t) i, (uint32_t) (i % 2), 0,
-                                      i == 0 ? bare : chain, i == 0 ? ELEMENTSOF(bare) : ELEMENTSOF(chain), 2,
-                                      1000000);
+                /* The callback's chain is scratch ingest_offcpu() may cut. */
+                uint64_t ips[ELEMENTSOF(chain)];
+                size_t nr = i == 0 ? ELEMENTSOF(bare) : ELEMENTSOF(chain);
+                int r;
+
+                memcpy(ips, i == 0 ? bare : chain, nr * sizeof *ips);
+                r = ingest_offcpu(in, 200 + (uint32_t) (i % 7), 200 + (uint32_t) i, (uint32_t) (i % 2), 0, ips, nr, 2,
+                                  1000000);
                 if (r < 0)
                         return r;
         }
