@@ -184,9 +184,15 @@ static void start_offcpu(daemon_ctx *d) {
                 return;
         }
         ingest_set_offcpu_source(d->ingest, pull_offcpu, d);
-        log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored%s.", oc.min_ns,
-                 offcpu_reuses_stacks(d->offcpu) ? "" :
-                 "; stacks are taken at every wait (reusing them needs Linux 5.15 or later on x86-64)");
+        if (offcpu_task_storage(d->offcpu))
+                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; threads' entries in task storage.",
+                         oc.min_ns);
+        else
+                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; up to %" PRIu32
+                         " threads followed at once%s.",
+                         oc.min_ns, oc.max_threads,
+                         offcpu_reuses_stacks(d->offcpu) ? "" :
+                         "; stacks are taken at every wait (reusing them needs Linux 5.15 or later on x86-64)");
 #else
         snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: perfsnapd was built without it (meson -Doffcpu)");
         log_error("offcpu = on, but off-CPU time is %s.", d->offcpu_why);

@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/utsname.h>
 
 #include "bpf/offcpu.h"
 #include "log.h"
@@ -19,6 +21,12 @@
 #include "offcpu.bpf.h"         /* offcpu_bpf_object[]: the compiled program */
 
 #define DRAIN_BATCH 256
+
+/* A thread's ended waits are added to their sum once they reach this
+ * (or at a change of its stack or cgroup, its exit, or a drain): up to
+ * this much of a thread's waiting may be seen a drain late, or, when the
+ * daemon stops, not at all. */
+#define FLUSH_NS UINT64_C(1000000)
 
 struct offcpu {
         struct bpf_object *obj;
@@ -36,6 +44,7 @@ struct offcpu {
         int n_possible;
         bool no_batch;
         bool reuses_stacks;
+        bool task_storage;
 };
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
@@ -90,6 +99,7 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         static const char *const counts[2] = { "counts0", "counts1" };
         struct bpf_program *p;
         struct bpf_map *m;
+        bool ts;
         int r;
 
         o->obj = bpf_object__open_mem(offcpu_bpf_object, sizeof offcpu_bpf_object, &opts);
@@ -99,8 +109,13 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         }
         bpf_object__for_each_program(p, o->obj)
                 bpf_program__set_autoload(p, streq(bpf_program__name(p), prog));
+        /* The threads' entries: in task storage, or in `start`. */
+        ts = streq(prog, "offcpu_switch_ts");
         m = bpf_object__find_map_by_name(o->obj, "start");
-        if (!m || bpf_map__set_max_entries(m, c->max_threads) < 0)
+        if (!m || bpf_map__set_max_entries(m, ts ? 1 : c->max_threads) < 0)
+                return -EINVAL;
+        m = bpf_object__find_map_by_name(o->obj, "threads");
+        if (!m || bpf_map__set_autocreate(m, ts) < 0)
                 return -EINVAL;
         for (size_t i = 0; i < 2; i++) {
                 m = bpf_object__find_map_by_name(o->obj, counts[i]);
@@ -124,6 +139,7 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
                 memcpy(data, cur, size);
                 if (set_setting(o->obj, data, size, "min_ns", c->min_ns) < 0 ||
                     set_setting(o->obj, data, size, "long_ns", c->long_ns) < 0 ||
+                    set_setting(o->obj, data, size, "flush_ns", FLUSH_NS) < 0 ||
                     set_setting(o->obj, data, size, "sched_lo", c->sched_text_start) < 0 ||
                     set_setting(o->obj, data, size, "sched_hi", c->sched_text_end) < 0) {
                         *why = "the program has no settings";
@@ -157,6 +173,23 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         return 0;
 }
 
+static void unload(offcpu *o) {
+        bpf_link__destroy(o->link);
+        o->link = NULL;
+        bpf_object__close(o->obj);
+        o->obj = NULL;
+}
+
+/* The running kernel's release is major.minor or later. */
+static bool kernel_at_least(unsigned major, unsigned minor) {
+        struct utsname u;
+        unsigned a = 0, b = 0;
+
+        if (uname(&u) < 0 || sscanf(u.release, "%u.%u", &a, &b) != 2)
+                return false;
+        return a > major || (a == major && b >= minor);
+}
+
 int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
         offcpu *o;
         const char *why = "";
@@ -183,16 +216,26 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                 goto fail;
         }
 
+        /* Linux 6.4 and later allocate task storage without locks, from
+         * per-CPU caches: a thread's entry can be made inside the
+         * scheduler, where an allocation that wakes kswapd could
+         * deadlock on the run queue's lock. Earlier kernels: the
+         * preallocated hash. */
+        r = -ENOEXEC;
+        if (kernel_at_least(6, 4)) {
+                r = load(o, c, "offcpu_switch_ts", &why);
+                o->task_storage = r >= 0;
+                if (r == -ENOEXEC)
+                        unload(o);
+        }
+        if (r == -ENOEXEC)
+                r = load(o, c, "offcpu_switch", &why);
+        o->reuses_stacks = r >= 0;
         /* Kernels before 5.15 have no bpf_task_pt_regs(), before 5.9 no
          * bpf_get_task_stack(): the program that takes the stacks at
          * every wait. */
-        r = load(o, c, "offcpu_switch", &why);
-        o->reuses_stacks = r >= 0;
         if (r == -ENOEXEC) {
-                bpf_link__destroy(o->link);
-                o->link = NULL;
-                bpf_object__close(o->obj);
-                o->obj = NULL;
+                unload(o);
                 r = load(o, c, "offcpu_switch_every", &why);
         }
         if (r < 0)
@@ -210,6 +253,10 @@ fail:
 
 bool offcpu_reuses_stacks(const offcpu *o) {
         return o && o->reuses_stacks;
+}
+
+bool offcpu_task_storage(const offcpu *o) {
+        return o && o->task_storage;
 }
 
 static void emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void *userdata) {

@@ -9,9 +9,12 @@
  * CPU; its stacks are the ones it left the CPU with (the blocking kernel
  * stack: do_nanosleep, pipe_read, io_schedule, futex_wait...), reused
  * from its last wait when it waits at the same spot (a long wait there
- * gets its own kernel stack). Preemption is not a wait. The kernel maps
- * are preallocated: max_threads entries and twice max_entries of
- * ~1.1 KiB each. */
+ * gets its own kernel stack). Preemption is not a wait. A thread's
+ * waits reach the sums once they add up to 1 ms, or at a drain, a change
+ * of stack or cgroup, or its exit. Kernel memory of ~1.2 KiB each: twice
+ * max_entries sums, preallocated, and an entry per thread that has
+ * waited, until it exits (task storage, Linux 6.4 and later; before, a
+ * preallocated table of max_threads). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,6 +48,9 @@ offcpu *offcpu_free(offcpu *o);
 /* Whether a thread waiting at the same spot again keeps its stacks
  * (Linux 5.15 and later, x86-64); else they are taken at every wait. */
 bool offcpu_reuses_stacks(const offcpu *o);
+/* Whether threads' entries are in task storage (Linux 6.4 and later: no
+ * max_threads), not in the preallocated table of max_threads. */
+bool offcpu_task_storage(const offcpu *o);
 
 /* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
  * PERF_CONTEXT_USER, user frames), innermost first; the callback may

@@ -33,17 +33,29 @@ struct offcpu_key {
         __u64 stack_hash;
 };
 
-/* A thread's entry in `start` (kept between its waits, with the stacks
- * of the last, until it exits), and a sum in `counts`: the same layout,
- * so that a wait's entry is copied from one map to the other. */
+/* Where a thread waits from (offcpu.bpf.c's read_spot()). */
+struct offcpu_spot {
+        __u64 nr, di, ip, sp, bp;       /* system call, first argument, user registers */
+        __u64 ret;                      /* [bp + 8]: the caller's return address */
+        __u64 state;                    /* sleep state, and in_iowait */
+        __u64 valid;                    /* 0: take the stacks at the next wait */
+};
+
+/* A thread's entry (kept between its waits, with the stacks of the last,
+ * until it exits), and a sum in `counts`: the same layout, so that a
+ * thread's entry is copied from one map to the other. In a thread's
+ * entry, ns and count are its ended waits not yet added to a sum. */
 struct offcpu_wait {
         __u64 ns;               /* summed wait time */
         __u64 count;            /* waits */
         __u64 start_ns;         /* CLOCK_MONOTONIC switch-out */
-        __u64 spot;             /* where the stacks were taken (wait_spot()); 0: not reused */
+        struct offcpu_spot spot;        /* where the stacks were taken (read_spot()) */
+        __u64 last_ns;          /* the thread's last wait */
+        __u64 css;              /* the thread's css_set when its cgroup id was read */
         __u32 waiting;          /* 1 from the switch-out to the switch-in */
         __u32 fresh;            /* the stacks were taken at this wait's switch-out */
-        __u32 cpu, _pad;        /* the CPU it left */
+        __u32 cpu;              /* the CPU it left */
+        __u32 gen;              /* the `active` map when ns and count were last added */
         struct offcpu_key key;
         __u32 n_kernel, n_user; /* frames */
         __u64 kernel[OFFCPU_KERNEL_DEPTH];

@@ -43,7 +43,19 @@ PY
 # of its last wait at the same spot, but a long wait's kernel stack is
 # checked at its end: neither may have the other's time.
 "$SPOT_READER" 20 & Q=$!
-wait "$S" "$C" "$P" "$Q"
+# Many short waits: 3000 sleeps of 50 us, each far below the 1 ms at
+# which a thread's waits go to their sum; the rest go there when it
+# exits. It writes the time it spent off the CPU as it sees it: its
+# elapsed time less its CPU time (on CPU 1, away from the busy loops).
+taskset -c 1 python3 - "$T/short.expect" <<'PY' & SW=$!
+import sys, time
+t0, c0 = time.monotonic(), time.process_time()
+for _ in range(3000):
+    time.sleep(0.00005)
+waited = (time.monotonic() - t0) - (time.process_time() - c0)
+open(sys.argv[1], "w").write("%d\n" % int(waited * 1e9))
+PY
+wait "$S" "$C" "$P" "$Q" "$SW"
 kill "$B" "$B2"
 wait "$B" "$B2" 2>/dev/null
 T1=$(( $(date +%s) + 1 ))
@@ -102,6 +114,17 @@ echo "one spot: $Q_PIPE ns in pipe_read, $Q_SOCK ns elsewhere (the eventfd)"
 q --pid "$Q" --top 8
 within "$Q_PIPE" 500000000 || fail "reads of a pipe at a spot shared with an eventfd: $Q_PIPE ns in pipe_read, not 0.5 s within 20 %"
 within "$Q_SOCK" 500000000 || fail "reads of an eventfd at a spot shared with a pipe: $Q_SOCK ns, not 0.5 s within 20 %"
+
+# The short waits, summed in the thread's entry and moved to their sum
+# 1 ms at a time and at its exit: all there.
+# (Python waits before, reading its script from the here-document's pipe:
+# do_nanosleep's time only.)
+SW_NS=$(q --pid "$SW" --format json | python3 -c '
+import json, sys
+print(sum(r["samples"] for r in json.load(sys.stdin)["result"]["rows"] if r["symbol"] == "do_nanosleep"))')
+SW_WANT=$(cat "$T/short.expect")
+echo "3000 short sleeps ($SW): $SW_NS ns stored in do_nanosleep, $SW_WANT ns elapsed and not on CPU"
+within "$SW_NS" "$SW_WANT" || fail "3000 short sleeps: $SW_NS ns stored, not $SW_WANT within 20 %"
 
 # Two busy loops on one CPU are preempted, never wait: under 0.3 s of
 # waits (their start-up's), while they ran 3 s.
