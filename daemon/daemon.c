@@ -548,6 +548,7 @@ static void status_fill(json_object *p, void *userdata) {
                         s.offcpu_full_ns = os.full_ns;
                         s.offcpu_no_stack = os.no_stack;
                         s.offcpu_no_room = os.no_room;
+                        s.offcpu_no_time = os.no_time;
                         s.offcpu_dropped_waits = os.dropped_waits;
                         s.offcpu_dropped_ns = os.dropped_ns;
                         s.offcpu_stacks_taken = os.stacks_taken;

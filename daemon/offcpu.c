@@ -13,26 +13,33 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include "bpf/offcpu.h"
 #include "log.h"
 #include "macro.h"
 #include "offcpu.h"
 #include "offcpu.bpf.h"         /* offcpu_bpf_object[]: the compiled program */
+#include "timeparse.h"
 
 #define DRAIN_BATCH 256
 
 /* A thread's ended waits are added to their sum once they reach this
- * (or at a change of its stack or cgroup, its exit, or a drain): up to
- * this much of a thread's waiting may be seen a drain late, or, when the
- * daemon stops, not at all. */
+ * (or at a change of its stack or cgroup, its exit, or its first switch
+ * after a drain): up to this much of a thread's waiting may be seen late;
+ * the last drain takes all. */
 #define FLUSH_NS UINT64_C(1000000)
 
 struct offcpu {
         struct bpf_object *obj;
         struct bpf_link *link;
-        int counts_fd[2], active_fd, stats_fd;
-        uint32_t active;        /* the `counts` map the program adds to */
+        int counts_fd[2], active_fd, stats_fd, start_fd;
+        struct bpf_program *flush_prog; /* offcpu_flush_ts, with task storage */
+        /* The generation: the program adds to counts[active & 1]; a
+         * thread's held waits go to a sum at its first switch in a new
+         * one. */
+        uint32_t active;
+        uint64_t flipped_ns;    /* CLOCK_MONOTONIC of the last flip */
         uint32_t max_entries;
         struct offcpu_key *keys;
         struct offcpu_wait *values;
@@ -45,6 +52,7 @@ struct offcpu {
         bool no_batch;
         bool reuses_stacks;
         bool task_storage;
+        bool stopped;           /* the last drain was made */
 };
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
@@ -107,10 +115,13 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
                 *why = "the program's object is damaged";
                 return -errno;
         }
-        bpf_object__for_each_program(p, o->obj)
-                bpf_program__set_autoload(p, streq(bpf_program__name(p), prog));
-        /* The threads' entries: in task storage, or in `start`. */
+        /* The threads' entries: in task storage, or in `start`. With
+         * task storage, the iterator that moves their held waits to the
+         * sums at the end. */
         ts = streq(prog, "offcpu_switch_ts");
+        bpf_object__for_each_program(p, o->obj)
+                bpf_program__set_autoload(p, streq(bpf_program__name(p), prog) ||
+                                                     (ts && streq(bpf_program__name(p), "offcpu_flush_ts")));
         m = bpf_object__find_map_by_name(o->obj, "start");
         if (!m || bpf_map__set_max_entries(m, ts ? 1 : c->max_threads) < 0)
                 return -EINVAL;
@@ -163,7 +174,10 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         o->counts_fd[1] = bpf_object__find_map_fd_by_name(o->obj, counts[1]);
         o->active_fd = bpf_object__find_map_fd_by_name(o->obj, "active");
         o->stats_fd = bpf_object__find_map_fd_by_name(o->obj, "stats");
-        if (!p || o->counts_fd[0] < 0 || o->counts_fd[1] < 0 || o->active_fd < 0 || o->stats_fd < 0)
+        o->start_fd = ts ? -1 : bpf_object__find_map_fd_by_name(o->obj, "start");
+        o->flush_prog = ts ? bpf_object__find_program_by_name(o->obj, "offcpu_flush_ts") : NULL;
+        if (!p || o->counts_fd[0] < 0 || o->counts_fd[1] < 0 || o->active_fd < 0 || o->stats_fd < 0 ||
+            (ts ? !o->flush_prog : o->start_fd < 0))
                 return -EINVAL;
         o->link = bpf_program__attach_trace(p);
         if (!o->link) {
@@ -346,15 +360,61 @@ static int drain_map(offcpu *o, int fd, offcpu_entry_cb cb, void *userdata) {
         }
 }
 
-/* The map the program adds to from now on. */
+/* The generation from now on. */
 static int set_active(offcpu *o, uint32_t v) {
         uint32_t zero = 0;
 
         if (bpf_map_update_elem(o->active_fd, &zero, &v, BPF_ANY) < 0)
                 return -errno;
         o->active = v;
+        o->flipped_ns = clock_ns(CLOCK_MONOTONIC);
         return 0;
 }
+
+/* The held waits of the threads' entries, into the sums (the program is
+ * detached): with task storage, by the iterator over all tasks; from
+ * `start`, read here. */
+static int take_held(offcpu *o, offcpu_entry_cb cb, void *userdata) {
+        if (o->flush_prog) {
+                struct bpf_link *link = bpf_program__attach_iter(o->flush_prog, NULL);
+                char buf[64];
+                int fd;
+                ssize_t n;
+
+                if (!link)
+                        return -errno;
+                fd = bpf_iter_create(bpf_link__fd(link));
+                if (fd < 0) {
+                        int r = -errno;
+
+                        bpf_link__destroy(link);
+                        return r;
+                }
+                /* It writes nothing: reading runs it over every task. */
+                do
+                        n = read(fd, buf, sizeof buf);
+                while (n > 0 || (n < 0 && errno == EINTR));
+                close(fd);
+                bpf_link__destroy(link);
+                return n < 0 ? -errno : 0;
+        }
+        if (o->start_fd >= 0) {
+                uint32_t key, next;
+                bool have = false;
+
+                while (bpf_map_get_next_key(o->start_fd, have ? &key : NULL, &next) == 0) {
+                        key = next;
+                        have = true;
+                        if (bpf_map_lookup_elem(o->start_fd, &key, o->values) == 0 && o->values->count > 0)
+                                emit(o, o->values, cb, userdata);
+                }
+        }
+        return 0;
+}
+
+/* A flip this recent may have a program run that read the generation
+ * before it still adding to the map it named. */
+#define DRAIN_AFTER_NS UINT64_C(10000000)
 
 int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata) {
         int r;
@@ -362,19 +422,33 @@ int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata) {
         if (!o || !cb)
                 return -EINVAL;
         o->cb_error = 0;
+        if (o->stopped)
+                return 0;       /* all taken */
+        if (all) {
+                o->stopped = true;
+                /* The last drain: the program stops first (detaching
+                 * waits for its runs to end), then the threads' held
+                 * waits and both maps are taken. */
+                bpf_link__destroy(o->link);
+                o->link = NULL;
+                r = take_held(o, cb, userdata);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to take the threads' last off-CPU waits: %m");
+                r = drain_map(o, o->counts_fd[0], cb, userdata);
+                if (r >= 0)
+                        r = drain_map(o, o->counts_fd[1], cb, userdata);
+                return r < 0 ? r : o->cb_error;
+        }
         /* The map the program stopped adding to a drain ago: no program
-         * that read the old `active` runs still (they run for
-         * microseconds). Then the other one's turn. */
-        r = drain_map(o, o->counts_fd[!o->active], cb, userdata);
+         * that read the old generation runs still (they run for
+         * microseconds; drains that come sooner than DRAIN_AFTER_NS
+         * leave it). Then the other one's turn. */
+        if (clock_ns(CLOCK_MONOTONIC) - o->flipped_ns < DRAIN_AFTER_NS)
+                return 0;
+        r = drain_map(o, o->counts_fd[(o->active & 1) ^ 1], cb, userdata);
         if (r < 0)
                 return r;
-        r = set_active(o, !o->active);
-        if (r < 0)
-                return r;
-        /* The last drain takes both: what a program adds meanwhile is
-         * lost with the program. */
-        if (all)
-                r = drain_map(o, o->counts_fd[!o->active], cb, userdata);
+        r = set_active(o, o->active + 1);
         return r < 0 ? r : o->cb_error;
 }
 
@@ -406,6 +480,7 @@ int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
                 .no_room = sum[OFFCPU_STAT_NO_ROOM],
                 .stacks_taken = sum[OFFCPU_STAT_STACKS_TAKEN],
                 .stacks_at_end = sum[OFFCPU_STAT_STACKS_AT_END],
+                .no_time = sum[OFFCPU_STAT_NO_TIME],
                 .drained = o->drained,
                 .dropped_waits = o->dropped_waits,
                 .dropped_ns = o->dropped_ns,

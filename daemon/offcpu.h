@@ -66,10 +66,13 @@ typedef struct offcpu_entry {
 typedef int (*offcpu_entry_cb)(const offcpu_entry *e, void *userdata);
 
 /* Takes the sums out of the kernel and calls cb for each: those of the
- * previous drain's map, which the program stopped adding to then, and
- * with all (the last drain) those of the current one too. After cb
- * fails, the rest are taken and counted in dropped_waits/dropped_ns
- * with the one that failed, and the error is returned at the end. */
+ * previous drain's map, which the program stopped adding to then (none
+ * if that was less than 10 ms ago). With all (the last drain), the
+ * program is detached first, and the waits the threads' entries hold
+ * and the current map's sums are taken too; the object is then only
+ * good for offcpu_get_stats() and offcpu_free(). After cb fails, the
+ * rest are taken and counted in dropped_waits/dropped_ns with the one
+ * that failed, and the error is returned at the end. */
 int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata);
 
 typedef struct offcpu_stats {
@@ -82,6 +85,7 @@ typedef struct offcpu_stats {
         uint64_t no_room;               /* not followed: max_threads threads waiting already */
         uint64_t stacks_taken;          /* waits whose stacks were taken, not reused */
         uint64_t stacks_at_end;         /* long waits at a reused spot whose kernel stack was taken at their end */
+        uint64_t no_time;               /* not counted: no clock at their start, or one that went back */
         uint64_t drained;               /* sums taken by offcpu_drain() */
         uint64_t dropped_waits, dropped_ns;     /* of those, not handed to a callback that worked */
 } offcpu_stats;

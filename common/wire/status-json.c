@@ -108,6 +108,7 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "offcpu_full_ns", s->offcpu_full_ns);
         add_u64(p, "offcpu_no_stack", s->offcpu_no_stack);
         add_u64(p, "offcpu_no_room", s->offcpu_no_room);
+        add_u64(p, "offcpu_no_time", s->offcpu_no_time);
         add_u64(p, "offcpu_dropped_waits", s->offcpu_dropped_waits);
         add_u64(p, "offcpu_dropped_ns", s->offcpu_dropped_ns);
         add_u64(p, "offcpu_stacks_taken", s->offcpu_stacks_taken);

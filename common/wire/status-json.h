@@ -76,8 +76,9 @@ typedef struct status_info {
         uint64_t offcpu_no_stack;                       /* not followed: no kernel stack */
         uint64_t offcpu_stacks_taken;                   /* waits whose stacks were taken (the rest reused their thread's) */
         uint64_t offcpu_stacks_at_end;                  /* long waits at a reused spot whose kernel stack was taken at their end */
-        uint64_t offcpu_no_room;
-        uint64_t offcpu_dropped_waits, offcpu_dropped_ns;       /* taken from the kernel when storing failed */                        /* not followed: the kernel's table of waiting threads was full */
+        uint64_t offcpu_no_room;                        /* not followed: the kernel's table of waiting threads was full */
+        uint64_t offcpu_no_time;                        /* not counted: no clock at the start, or one that went back */
+        uint64_t offcpu_dropped_waits, offcpu_dropped_ns;       /* taken from the kernel when storing failed */
         uint64_t commits;
         /* storage */
         uint64_t pending_samples, bad_sample_blocks, dropped_samples;

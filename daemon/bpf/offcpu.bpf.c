@@ -246,7 +246,9 @@ static __always_inline bool in_sched_text(__u64 ip) {
         return ip >= sched_lo && ip < sched_hi;
 }
 
-/* Moves the thread's ended waits to their sum in the `counts` map gen. */
+/* Moves the thread's ended waits to their sum in the `counts` map of
+ * generation gen (`active`: the daemon adds 1 at each drain; its low bit
+ * picks the map). */
 static __always_inline int add_sum(void *counts, struct offcpu_wait *w) {
         struct offcpu_wait *c = bpf_map_lookup_elem(counts, &w->key);
 
@@ -268,7 +270,7 @@ static __always_inline void flush(struct offcpu_stats_value *st, struct offcpu_w
         w->css = 0;             /* the cgroup id is read again at the next wait */
         if (w->count == 0)
                 return;
-        r = gen ? add_sum(&counts1, w) : add_sum(&counts0, w);
+        r = (gen & 1) ? add_sum(&counts1, w) : add_sum(&counts0, w);
         if (r != 0) {
                 stat_add(OFFCPU_STAT_FULL, w->count);
                 stat_add(OFFCPU_STAT_FULL_NS, w->ns);
@@ -396,8 +398,10 @@ static __always_inline void wait_ends(struct offcpu_stats_value *st, struct task
                 return;
         w->waiting = 0;
         now = clock_now(clock, prev);
-        if (now <= w->start_ns || w->start_ns == 0)
+        if (now <= w->start_ns || w->start_ns == 0) {
+                stat_add(OFFCPU_STAT_NO_TIME, 1);
                 return;
+        }
         d = now - w->start_ns;
         w->last_ns = d;
         if (d < min_ns) {
@@ -448,8 +452,16 @@ static __always_inline void wait_begins(struct offcpu_stats_value *st, void *ctx
         }
         if (w->gen != gen)
                 flush(st, w, gen);
+        /* A thread that called execve() while another thread of its
+         * process was the leader has the leader's id since. */
+        if (w->key.tid != tid) {
+                flush(st, w, gen);
+                w->key.tid = tid;
+        }
         /* The cgroup id, read again when the thread's css_set changed
-         * (it moved) and after each flush. */
+         * (it moved) and after each flush. A thread that moved twice
+         * between two waits, to a css_set at the address of the first,
+         * keeps its old id until its next flush, a drain at most. */
         if (bpf_core_field_exists(prev->cgroups))
                 css = (__u64) prev->cgroups;
         if (css == 0 || css != w->css) {
@@ -465,10 +477,9 @@ static __always_inline void wait_begins(struct offcpu_stats_value *st, void *ctx
         reused = have_spot && same_spot(&w->spot, &spot) &&
                  w->key.pid == (__u32) prev->tgid && (w->last_ns < precise_ns || read_ret(&spot) == w->spot.ret);
         w->start_ns = clock_now(clock, prev);
-        w->cpu = bpf_get_smp_processor_id();
         w->fresh = !reused;
         if (w->fresh) {
-                flush(st, w, gen);
+                flush(st, w, gen);      /* with the CPU of the waits it sums */
                 w->css = css;
                 w->key.pid = prev->tgid;
                 w->spot.valid = 0;
@@ -488,6 +499,7 @@ static __always_inline void wait_begins(struct offcpu_stats_value *st, void *ctx
                         w->spot = spot;
                 }
         }
+        w->cpu = bpf_get_smp_processor_id();
         w->waiting = 1;
 }
 
@@ -515,7 +527,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
                 return 0;
         a = bpf_map_lookup_elem(&active, &zero);
         if (a)
-                gen = *a & 1;
+                gen = *a;
         stat_add(OFFCPU_STAT_SWITCHES, 1);
         wait_ends(st, prev, next, &now, gen, reuse, ts);
         if (preempt)
@@ -534,6 +546,34 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 SEC("tp_btf/sched_switch")
 int BPF_PROG(offcpu_switch_ts, bool preempt, struct task_struct *prev, struct task_struct *next) {
         return on_switch(ctx, preempt, prev, next, true, true);
+}
+
+struct bpf_iter_meta;
+struct bpf_iter__task {
+        struct bpf_iter_meta *meta;
+        struct task_struct *task;
+} __attribute__((preserve_access_index));
+
+/* When the daemon stops, after the switch program is detached: every
+ * thread's held waits go to their sums, for the last drain. */
+SEC("iter/task")
+int offcpu_flush_ts(struct bpf_iter__task *ctx) {
+        struct task_struct *t = ctx->task;
+        struct offcpu_stats_value *st;
+        struct offcpu_wait *w;
+        __u32 zero = 0, gen = 0, *a;
+
+        if (!t)
+                return 0;
+        st = bpf_map_lookup_elem(&stats, &zero);
+        a = bpf_map_lookup_elem(&active, &zero);
+        if (!st || !a)
+                return 0;
+        gen = *a;
+        w = bpf_task_storage_get(&threads, t, 0, 0);
+        if (w)
+                flush(st, w, gen);
+        return 0;
 }
 
 /* For kernels before 5.15 (no bpf_task_pt_regs; before 5.9 no

@@ -23,6 +23,7 @@ enum {
         OFFCPU_STAT_NO_ROOM,            /* waits not followed: `start` was full */
         OFFCPU_STAT_STACKS_TAKEN,       /* waits whose stacks were taken when they began */
         OFFCPU_STAT_STACKS_AT_END,      /* long waits at a reused spot whose kernel stack, taken when they ended, was another */
+        OFFCPU_STAT_NO_TIME,            /* waits not counted: no clock when they began, or one that went back */
         _OFFCPU_STAT_MAX,
 };
 
@@ -48,14 +49,14 @@ struct offcpu_spot {
 struct offcpu_wait {
         __u64 ns;               /* summed wait time */
         __u64 count;            /* waits */
-        __u64 start_ns;         /* CLOCK_MONOTONIC switch-out */
+        __u64 start_ns;         /* switch-out, by the run queue's clock (offcpu.bpf.c's clock_now()) */
         struct offcpu_spot spot;        /* where the stacks were taken (read_spot()) */
         __u64 last_ns;          /* the thread's last wait */
         __u64 css;              /* the thread's css_set when its cgroup id was read */
         __u32 waiting;          /* 1 from the switch-out to the switch-in */
         __u32 fresh;            /* the stacks were taken at this wait's switch-out */
         __u32 cpu;              /* the CPU it left */
-        __u32 gen;              /* the `active` map when ns and count were last added */
+        __u32 gen;              /* `active` when ns and count were last moved to a sum */
         struct offcpu_key key;
         __u32 n_kernel, n_user; /* frames */
         __u64 kernel[OFFCPU_KERNEL_DEPTH];

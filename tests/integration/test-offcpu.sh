@@ -182,11 +182,26 @@ grep -q "not waits" "$T/err" || fail "export --type offcpu --format perf.data: $
 "$PERFSNAPCTL" query --type bogus > /dev/null 2> "$T/err" && fail "--type bogus was accepted"
 grep -q "invalid --type 'bogus'" "$T/err" || fail "--type bogus: $(cat "$T/err")"
 
+# Waits a thread holds when the daemon stops: 5 sleeps of 20 us at the
+# spot of a sleep of an hour that is still going (tests/integration/
+# held-waits.c). Two drains pass; the thread does not switch, so neither
+# moves them; the last drain must.
+"$HELD_WAITS" & H=$!
+sleep 2.5
+
 # The waits outlive a restart (they are in the database).
 stop_daemon
+kill "$H"
+wait "$H" 2>/dev/null
 start_daemon
 S_AGAIN=$(q --pid "$S" --format json | json_total)
 [ "$S_AGAIN" -eq "$S_NS" ] || fail "after a restart sleep waited $S_AGAIN ns, before $S_NS"
+H_NS=$("$PERFSNAPCTL" query --since "@$T0" --type offcpu --pid "$H" --format json | python3 -c '
+import json, sys
+print(sum(r["samples"] for r in json.load(sys.stdin)["result"]["rows"] if r["symbol"] == "do_nanosleep"))')
+echo "5 sleeps of 20 us held at the stop ($H): $H_NS ns in do_nanosleep"
+[ "$H_NS" -ge 100000 ] && [ "$H_NS" -lt 1000000 ] ||
+        fail "5 sleeps of 20 us held in the kernel when the daemon stopped: $H_NS ns stored, not 0.1-1 ms"
 stop_daemon
 
 # Sums past the kernel's table are counted, not lost: with room for 256,

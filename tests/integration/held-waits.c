@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* held-waits: 5 sleeps of 20 us, then one of an hour, all at one spot:
+ * the same system call, instruction, first argument (one timespec's
+ * address), stack and frame pointers and caller. The off-CPU program
+ * keeps the thread's stacks and holds the short waits' time in the
+ * thread's entry (under the 1 ms at which it moves them to a sum), and
+ * the long sleep, still going, moves nothing. test-offcpu.sh stops the
+ * daemon meanwhile: its last drain must take the held waits. The system
+ * call is made here, not by libc, whose registers at the call are its
+ * own (a register pointing at the timespec, whose contents change,
+ * where the frame pointer would be). */
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+static __attribute__((noinline)) long sleep_ns(long ns) {
+        struct timespec t = { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+#if defined(__x86_64__)
+        long r;
+
+        __asm__ volatile("syscall"
+                         : "=a"(r)
+                         : "0"((long) SYS_nanosleep), "D"(&t), "S"(0L)
+                         : "rcx", "r11", "memory");
+        return r;
+#else
+        return nanosleep(&t, NULL);
+#endif
+}
+
+int main(void) {
+        /* One call site: a loop the compiler cannot unroll. */
+        static volatile int n = 6;
+
+        for (int i = 0; i < n; i++)
+                sleep_ns(i < 5 ? 20 * 1000 : 3600 * 1000000000L);
+        return 0;
+}
