@@ -303,8 +303,8 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
                 exit(1);
         }
         peak = status_kb("VmHWM");
-        printf("query %-38s %-4s %8.1f ms  %10" PRIu64 " samples  %3zu rows %5zu stacks", what, cold ? "cold" : "warm",
-               (t1 - t0) * 1e3, res->total_samples, res->n_rows, res->n_stacks);
+        printf("query %-38s %-4s %8.1f ms  %10" PRIu64 " samples  %3zu rows %5zu stacks %3u passes", what, cold ? "cold" : "warm",
+               (t1 - t0) * 1e3, res->total_samples, res->n_rows, res->n_stacks, (unsigned) res->passes);
         for (size_t i = 0; i < n_replies; i++)
                 free(replies[i]);
         free(replies);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -731,6 +732,12 @@ typedef struct group_acc {
         int64_t comm_id;
         group_table *t;
         uint64_t parts, part;   /* parts: a power of two */
+        /* Parts of stack queries are ranges of stack ids, [lo, lo + span)
+         * cut in parts: each part's stacks then sit in its own blocks of
+         * the stack dictionary, which the merge of leaf offsets decodes
+         * once in all, not once a part. Else parts are by hash. */
+        bool by_range;
+        uint64_t lo, span;
         uint64_t total, first_ns, last_ns;
         uint64_t cpus[(STORE_MAX_CPU + 1) / 64];
         uint64_t *timeline;     /* q->timeline slots, or NULL */
@@ -805,6 +812,68 @@ static uint32_t block_slot(const group_acc *g, const scan_block *b) {
         return (uint32_t) MIN(i, (uint64_t) q->timeline - 1);
 }
 
+/* The part of stack id k, by range. */
+static uint64_t range_part(const group_acc *g, uint64_t k) {
+        if (k <= g->lo)
+                return 0;
+        if (k - g->lo >= g->span)
+                return g->parts - 1;
+        return (k - g->lo) * g->parts / g->span;
+}
+
+/* The stack ids of the window's entries that pass the query's filters of
+ * pid, CPU, comm and kind: their least and greatest, for parts by range. */
+#define RANGE_HLL_BITS 12
+
+typedef struct id_range {
+        const query_params *q;
+        int64_t comm_id;
+        uint64_t lo, hi;
+        /* A HyperLogLog of (comm, stack): about how many groups, to the
+         * 1.6 %, so that the parts are as many as they need at once. */
+        uint8_t hll[1u << RANGE_HLL_BITS];
+} id_range;
+
+static double range_groups(const id_range *a) {
+        const double m = 1u << RANGE_HLL_BITS;
+        double sum = 0, e;
+        unsigned zeros = 0;
+
+        for (size_t i = 0; i < (1u << RANGE_HLL_BITS); i++) {
+                sum += ldexp(1.0, -(int) a->hll[i]);
+                zeros += a->hll[i] == 0;
+        }
+        e = 0.7213 / (1 + 1.079 / m) * m * m / sum;
+        /* Few: linear counting. */
+        if (e <= 2.5 * m && zeros > 0)
+                e = m * log(m / zeros);
+        return e;
+}
+
+static int range_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        id_range *a = userdata;
+        const query_params *q = a->q;
+
+        for (size_t i = 0; i < n; i++) {
+                const block_entry *e = v + i;
+
+                if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
+                    (q->comm && e->comm_id != a->comm_id) || e->count == 0 || e->kind != q->kind)
+                        continue;
+                a->lo = MIN(a->lo, (uint64_t) e->stack_id);
+                a->hi = MAX(a->hi, (uint64_t) e->stack_id);
+
+                uint64_t h = group_hash((uint64_t) (q->no_comm ? 0 : e->comm_id), (uint64_t) e->stack_id);
+                uint64_t w = h << RANGE_HLL_BITS;
+                uint8_t rho = w == 0 ? 64 - RANGE_HLL_BITS + 1 : (uint8_t) (__builtin_clzll(w) + 1);
+                uint8_t *reg = a->hll + (h >> (64 - RANGE_HLL_BITS));
+
+                if (rho > *reg)
+                        *reg = rho;
+        }
+        return 0;
+}
+
 static int group_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
         group_acc *g = userdata;
         const query_params *q = g->q;
@@ -860,8 +929,9 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 int64_t cg = q->by_cgroup ? e->cgroup_id : 0, cid = q->no_comm ? 0 : e->comm_id;
                 uint64_t h = group_hash_of(cid, cg, k, split);
 
-                /* The part from the high bits, the slot from the low. */
-                if (((h >> 40) & (g->parts - 1)) != g->part)
+                /* The part from the range or the hash's high bits, the
+                 * slot from the hash's low bits. */
+                if ((g->by_range ? range_part(g, k) : (h >> 40) & (g->parts - 1)) != g->part)
                         continue;
                 group *s = group_slot(t, h, cid, cg, k, split);
                 if (s->samples != 0) {
@@ -1857,6 +1927,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
         _cleanup_(snap_acc_done) snap_acc sa = { .c = c };
         group_table t = {};
         uint64_t parts = 1, slot_ns = 0;
+        id_range range = { .lo = UINT64_MAX, .hi = 0 };         /* not found yet */
+        bool by_range = false;
         uint32_t passes = 0;
         unsigned top_level;
         int r = 0;
@@ -1910,6 +1982,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                  * start. */
                 for (;;) {
                         *g = (group_acc) { .q = q, .c = c, .comm_id = comm_id, .t = &t, .parts = parts, .part = part,
+                                           .by_range = by_range, .lo = range.lo,
+                                           .span = range.hi - range.lo + 1,
                                            .timeline = timeline, .slot_ns = slot_ns,
                                            .snaps = sa.idx ? &sa : NULL };
                         if (part == 0 && sa.idx) {
@@ -1936,6 +2010,31 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                             parts >= QUERY_SPLIT_MAX_PARTS) {
                                 r = -ERANGE;
                                 break;
+                        }
+                        /* Stacks: parts by ranges of their ids, which
+                         * one more pass finds; if a range still holds
+                         * too many groups (the window's stacks are not
+                         * spread evenly over their ids), by hash again. */
+                        if (by_range) {
+                                by_range = false;
+                        } else if (q->want_stacks && range.hi < range.lo) {
+                                range.q = q;
+                                range.comm_id = comm_id;
+                                passes++;
+                                r = sample_scan(s, q->since_ns, q->until_ns, top_level, range_block, &range);
+                                if (r < 0)
+                                        break;
+                                /* As many parts as the groups need, with
+                                 * room for ranges that hold more than their
+                                 * share (a part that overflows still
+                                 * makes 4 times as many). */
+                                double want = range_groups(&range) * 1.5 / (double) (t.max_capacity / 4 * 3);
+                                uint64_t p = 4;
+
+                                while ((double) p < want && p < QUERY_SPLIT_MAX_PARTS)
+                                        p *= 2;
+                                parts = MAX(p, parts * 4) / 4;
+                                by_range = range.hi >= range.lo;
                         }
                         parts *= 4;
                         part = 0;
