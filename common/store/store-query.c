@@ -658,8 +658,9 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
 /* The groups of a window are counted in a table of at most
  * s->query_group_slots slots (48 bytes each), filled to 3/4. A window
  * with more distinct groups is counted in parts: 4, 16, 64... passes over
- * its blocks, each keeping the groups whose hash falls in its part, so
- * the table never grows past its bound however long the window. */
+ * its blocks, each keeping the groups whose hash (or, for stacks, whose
+ * range of stack ids) falls in its part, so the table never grows past
+ * its bound however long the window. */
 #define QUERY_GROUP_MIN_SLOTS 16u
 #define QUERY_SPLIT_MAX_PARTS 64u
 #define QUERY_GROUP_FIRST_SLOTS 1024u
@@ -816,9 +817,9 @@ static uint32_t block_slot(const group_acc *g, const scan_block *b) {
 static uint64_t range_part(const group_acc *g, uint64_t k) {
         if (k <= g->lo)
                 return 0;
-        if (k - g->lo >= g->span)
+        if (g->span == 0 || k - g->lo >= g->span)
                 return g->parts - 1;
-        return (k - g->lo) * g->parts / g->span;
+        return (uint64_t) ((unsigned __int128) (k - g->lo) * g->parts / g->span);
 }
 
 /* The stack ids of the window's entries that pass the query's filters of
@@ -1927,8 +1928,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
         _cleanup_(snap_acc_done) snap_acc sa = { .c = c };
         group_table t = {};
         uint64_t parts = 1, slot_ns = 0;
-        id_range range = { .lo = UINT64_MAX, .hi = 0 };         /* not found yet */
-        bool by_range = false;
+        id_range range = { .lo = UINT64_MAX, .hi = 0 };         /* none found */
+        bool by_range = false, range_done = false;
         uint32_t passes = 0;
         unsigned top_level;
         int r = 0;
@@ -2011,30 +2012,35 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 r = -ERANGE;
                                 break;
                         }
-                        /* Stacks: parts by ranges of their ids, which
-                         * one more pass finds; if a range still holds
-                         * too many groups (the window's stacks are not
-                         * spread evenly over their ids), by hash again. */
+                        /* Stacks of (comm, stack) groups, no more keys
+                         * and no cgroup filter: parts by ranges of their
+                         * ids, which one more pass finds with an estimate
+                         * of the groups; if a range still holds too many
+                         * (the window's stacks are not spread evenly over
+                         * their ids), by hash again. Parts stay powers of
+                         * 4 either way. */
                         if (by_range) {
                                 by_range = false;
-                        } else if (q->want_stacks && range.hi < range.lo) {
+                        } else if (q->want_stacks && !range_done && !q->by_pid && !q->by_cpu && !q->by_tid &&
+                                   q->timeline == 0 && !q->by_cgroup && !q->unit && !q->cgroup && !q->container) {
+                                range_done = true;
                                 range.q = q;
                                 range.comm_id = comm_id;
                                 passes++;
                                 r = sample_scan(s, q->since_ns, q->until_ns, top_level, range_block, &range);
                                 if (r < 0)
                                         break;
-                                /* As many parts as the groups need, with
-                                 * room for ranges that hold more than their
-                                 * share (a part that overflows still
-                                 * makes 4 times as many). */
+                                /* As many parts as the groups need, with half
+                                 * again for ranges that hold more than their
+                                 * share; past 64 parts, by hash, which
+                                 * spreads them evenly. */
                                 double want = range_groups(&range) * 1.5 / (double) (t.max_capacity / 4 * 3);
                                 uint64_t p = 4;
 
-                                while ((double) p < want && p < QUERY_SPLIT_MAX_PARTS)
-                                        p *= 2;
+                                while ((double) p < want && p < (UINT64_C(1) << 20))
+                                        p *= 4;
                                 parts = MAX(p, parts * 4) / 4;
-                                by_range = range.hi >= range.lo;
+                                by_range = range.hi >= range.lo && p <= QUERY_SPLIT_MAX_PARTS;
                         }
                         parts *= 4;
                         part = 0;

@@ -179,7 +179,8 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  * frame) groups in a table of at most store_set_query_group_slots() slots
  * of 48 bytes (default STORE_QUERY_GROUP_SLOTS_DEFAULT, 24 MiB); a window
  * with more groups than fit is read in 4, 16, 64... passes, each counting
- * a part of them. Decoded dictionary blocks are held to
+ * a part of them (stacks: by ranges of stack ids, after one more pass that
+ * finds them). Decoded dictionary blocks are held to
  * STORE_QUERY_DICT_BYTES per dictionary. With stacks, the answer itself
  * holds max_stacks stacks (0 = all: not bounded). Everything is freed when
  * the result is. */

@@ -126,6 +126,20 @@ static inline void assert_same_rows(const query_result *a, const query_result *b
                 assert_row(b, i, a->rows[i].comm, a->rows[i].module, a->rows[i].symbol, a->rows[i].samples);
 }
 
+/* The same stacks, in the same order, with the same samples and frames. */
+static inline void assert_same_stacks(const query_result *one, const query_result *other) {
+        ASSERT_EQ(one->n_stacks, other->n_stacks);
+        for (size_t k = 0; k < one->n_stacks; k++) {
+                const query_stack *a = one->stacks + k, *b = other->stacks + k;
+
+                ASSERT_U64_EQ(a->samples, b->samples);
+                ASSERT_STREQ(a->comm, b->comm);
+                ASSERT_EQ(a->n_frames, b->n_frames);
+                for (size_t f = 0; f < a->n_frames; f++)
+                        ASSERT_STREQ(a->frames[f], b->frames[f]);
+        }
+}
+
 /* Frame id as committed in the file, through a connection of its own:
  * its values (kind, addr, symbol, offset, module, build id). */
 static inline bool frame_in_file(const char *path, int64_t id, int64_t *v) {
