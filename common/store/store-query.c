@@ -983,6 +983,41 @@ static int order_cmp(const void *x, const void *y) {
         return a->key != b->key ? (a->key < b->key ? -1 : 1) : 0;
 }
 
+/* Sorts v by key (ids: not negative), stably, by its bytes from the
+ * lowest: as many passes as the greatest key has bytes. Without memory
+ * for the copy, qsort(). */
+static void sort_by_id(order_item *v, size_t n) {
+        _cleanup_free_ order_item *tmp = NULL;
+        uint64_t max = 0;
+        order_item *from = v, *to;
+
+        for (size_t i = 0; i < n; i++) {
+                if (v[i].key < 0) {
+                        qsort(v, n, sizeof *v, order_cmp);
+                        return;
+                }
+                max = MAX(max, (uint64_t) v[i].key);
+        }
+        if (n < 256 || !(tmp = malloc(n * sizeof *tmp))) {
+                qsort(v, n, sizeof *v, order_cmp);
+                return;
+        }
+        to = tmp;
+        for (unsigned shift = 0; shift < 64 && (max >> shift) != 0; shift += 8) {
+                size_t count[257] = {};
+
+                for (size_t i = 0; i < n; i++)
+                        count[(((uint64_t) from[i].key >> shift) & 0xff) + 1]++;
+                for (size_t b = 1; b <= 256; b++)
+                        count[b] += count[b - 1];
+                for (size_t i = 0; i < n; i++)
+                        to[count[((uint64_t) from[i].key >> shift) & 0xff]++] = from[i];
+                SWAP(from, to);
+        }
+        if (from != v)
+                memcpy(v, from, n * sizeof *v);
+}
+
 /* The report's rows, summed over the groups of every part. */
 typedef struct row_set {
         row_acc *slots;         /* samples == 0: empty; rows_finish() packs them */
@@ -1367,41 +1402,12 @@ typedef struct leaf_class {
         bool named;
 } leaf_class;
 
-typedef struct leaf_sort {
-        const group *groups;
-        const leaf_class *cls;
-} leaf_sort;
-
-static int leaf_class_cmp(const void *x, const void *y, void *userdata) {
-        const leaf_sort *ls = userdata;
-        uint32_t i = *(const uint32_t *) x, j = *(const uint32_t *) y;
-        const group *a = ls->groups + i, *b = ls->groups + j;
-        const leaf_class *p = ls->cls + i, *q = ls->cls + j;
-
-        if (a->comm_id != b->comm_id)
-                return a->comm_id < b->comm_id ? -1 : 1;
-        if (a->split != b->split)
-                return a->split < b->split ? -1 : 1;
-        if (a->cgroup_id != b->cgroup_id)
-                return a->cgroup_id < b->cgroup_id ? -1 : 1;
-        if (p->parent != q->parent)
-                return p->parent < q->parent ? -1 : 1;
-        if (p->named != q->named)
-                return p->named ? -1 : 1;
-        if (p->module != q->module)
-                return p->module < q->module ? -1 : 1;
-        if (p->leaf != q->leaf)
-                return p->leaf < q->leaf ? -1 : 1;
-        return i < j ? -1 : i > j;
-}
-
 static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
         size_t n = *n_groups, m = 0;
         _cleanup_free_ leaf_class *cls = calloc(MAX(n, (size_t) 1), sizeof(leaf_class));
-        _cleanup_free_ uint32_t *order = calloc(MAX(n, (size_t) 1), sizeof(uint32_t));
         int r;
 
-        if (!cls || !order)
+        if (!cls)
                 return -ENOMEM;
         if (n >= UINT32_MAX)
                 return 0;
@@ -1414,13 +1420,12 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
         if (!by_id)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
-                order[i] = (uint32_t) i;
                 /* No stack: a class of its own. */
                 cls[i] = (leaf_class) { .parent = -1 - (int64_t) i };
                 if (group_stack(groups + i) != 0)
                         by_id[m_ids++] = (order_item) { group_stack(groups + i), i };
         }
-        qsort(by_id, m_ids, sizeof(order_item), order_cmp);
+        sort_by_id(by_id, m_ids);
         for (size_t k = 0; k < m_ids; k++) {
                 node_info node;
 
@@ -1431,7 +1436,7 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
                 cls[by_id[k].i].leaf = node.frame;
                 by_id[k].key = node.frame;
         }
-        qsort(by_id, m_ids, sizeof(order_item), order_cmp);
+        sort_by_id(by_id, m_ids);
         for (size_t k = 0; k < m_ids; k++) {
                 leaf_class *l = cls + by_id[k].i;
                 int64_t v[6], sym, inl;
@@ -1460,22 +1465,40 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
                         l->named = true;
                 }
         }
-        qsort_r(order, n, sizeof(uint32_t), leaf_class_cmp, &(leaf_sort) { .groups = groups, .cls = cls });
+        /* The first of each class of named leaves, by index, takes the
+         * others' samples: a table of the classes' first indexes. */
+        size_t cap = 16;
 
-        /* The first of each class takes the others' samples. */
-        for (size_t k = 0; k < n;) {
-                size_t first = order[k], l = k + 1;
+        while (cap < 2 * n)
+                cap *= 2;
+        _cleanup_free_ uint32_t *first = calloc(cap, sizeof(uint32_t)); /* index + 1; 0: empty */
+        if (!first)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const group *a = groups + i;
+                const leaf_class *p = cls + i;
 
-                while (l < n && groups[order[l]].comm_id == groups[first].comm_id &&
-                       groups[order[l]].split == groups[first].split &&
-                       groups[order[l]].cgroup_id == groups[first].cgroup_id && cls[order[l]].parent == cls[first].parent &&
-                       cls[order[l]].named && cls[first].named && cls[order[l]].leaf == cls[first].leaf &&
-                       cls[order[l]].module == cls[first].module) {
-                        groups[first].samples += groups[order[l]].samples;
-                        groups[order[l]].samples = 0;
-                        l++;
+                if (!p->named)
+                        continue;
+                uint64_t h = group_hash((uint64_t) a->comm_id ^ a->split * 0xff51afd7ed558ccdULL ^
+                                                (uint64_t) a->cgroup_id * 0xc4ceb9fe1a85ec53ULL,
+                                        (uint64_t) p->parent * 0x9e3779b97f4a7c15ULL ^ (uint64_t) p->module * 0xbf58476d1ce4e5b9ULL ^
+                                                (uint64_t) p->leaf);
+                for (size_t j = h & (cap - 1);; j = (j + 1) & (cap - 1)) {
+                        if (first[j] == 0) {
+                                first[j] = (uint32_t) i + 1;
+                                break;
+                        }
+                        group *f = groups + first[j] - 1;
+                        const leaf_class *q = cls + first[j] - 1;
+
+                        if (f->comm_id == a->comm_id && f->split == a->split && f->cgroup_id == a->cgroup_id &&
+                            q->parent == p->parent && q->module == p->module && q->leaf == p->leaf) {
+                                f->samples += groups[i].samples;
+                                groups[i].samples = 0;
+                                break;
+                        }
                 }
-                k = l;
         }
         for (size_t i = 0; i < n; i++)
                 if (groups[i].samples != 0)
