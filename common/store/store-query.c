@@ -1559,12 +1559,57 @@ static int other_add(top_groups *t, const group *g) {
         return 0;
 }
 
+/* Puts the k first groups in group_cmp()'s order (the most samples) in
+ * v[0..k), in no order: a selection by three-way partitions around the
+ * median of three, not a sort of all n. */
+static void select_first(group *v, size_t n, size_t k) {
+        size_t lo = 0, hi = n;
+
+        while (hi - lo > 1 && k > lo && k < hi) {
+                size_t mid = lo + (hi - lo) / 2, lt = lo, i = lo, gt = hi;
+                const group *a = v + lo, *b = v + mid, *c = v + hi - 1, *p;
+
+                if (group_cmp(a, b) < 0)
+                        p = group_cmp(b, c) < 0 ? b : group_cmp(a, c) < 0 ? c : a;
+                else
+                        p = group_cmp(a, c) < 0 ? a : group_cmp(b, c) < 0 ? c : b;
+                group pivot = *p;
+
+                /* [lo, lt) before the pivot, [lt, gt) equal, [gt, hi) after. */
+                while (i < gt) {
+                        int d = group_cmp(v + i, &pivot);
+
+                        if (d < 0) {
+                                SWAP(v[lt], v[i]);
+                                lt++;
+                                i++;
+                        } else if (d > 0) {
+                                gt--;
+                                SWAP(v[i], v[gt]);
+                        } else
+                                i++;
+                }
+                if (k <= lt)
+                        hi = lt;
+                else if (k <= gt)
+                        return;
+                else
+                        lo = gt;
+        }
+}
+
 static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
-        size_t keep, n = 0, i = 0, j = 0;
+        size_t keep, n = 0, i = 0, j = 0, sorted = n_groups;
         group *m;
         int r = 0;
 
-        qsort(groups, n_groups, sizeof(group), group_cmp);
+        /* With a limit, only the part's best that many can be kept: they
+         * are sorted, the rest go to the others unsorted. */
+        if (t->limit > 0 && n_groups > t->limit) {
+                select_first(groups, n_groups, t->limit);
+                sorted = t->limit;
+        }
+        qsort(groups, sorted, sizeof(group), group_cmp);
         keep = t->limit > 0 ? MIN(t->limit, t->n + n_groups) : t->n + n_groups;
         if (keep == 0)
                 return 0;
@@ -1572,7 +1617,7 @@ static int top_groups_add(top_groups *t, group *groups, size_t n_groups) {
         if (!m)
                 return -ENOMEM;
         while (n < keep) {
-                if (j >= n_groups || (i < t->n && group_cmp(t->v + i, groups + j) <= 0))
+                if (j >= sorted || (i < t->n && group_cmp(t->v + i, groups + j) <= 0))
                         m[n++] = t->v[i++];
                 else
                         m[n++] = groups[j++];
