@@ -2068,7 +2068,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
                         if (r != -E2BIG)
                                 break;
-                        if (parts >= (UINT64_C(1) << 20)) {
+                        if (parts * 4 > (UINT64_C(1) << 20)) {
                                 r = -ENOMEM;
                                 break;
                         }
@@ -2085,8 +2085,10 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                          * ids, which one more pass finds with an estimate
                          * of the groups; if a range still holds too many
                          * (the window's stacks are not spread evenly over
-                         * their ids), by hash again. Parts stay powers of
-                         * 4 either way. */
+                         * their ids), by hash again, 4 times as many. Parts
+                         * are powers of 2 then (powers of 4 for queries
+                         * split by pid, CPU or slot, whose 64 reads are
+                         * counted in steps of 4). */
                         if (by_range) {
                                 by_range = false;
                         } else if (q->want_stacks && !range_done && !q->by_pid && !q->by_cpu && !q->by_tid &&
@@ -2106,7 +2108,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 uint64_t p = 4;
 
                                 while ((double) p < want && p < (UINT64_C(1) << 20))
-                                        p *= 4;
+                                        p *= 2;
                                 parts = MAX(p, parts * 4) / 4;
                                 by_range = range.hi >= range.lo && p <= QUERY_SPLIT_MAX_PARTS;
                         }
