@@ -51,7 +51,6 @@ struct offcpu {
         int n_possible;
         bool no_batch;
         bool reuses_stacks;
-        bool task_storage;
         bool stopped;           /* the last drain was made */
 };
 
@@ -238,7 +237,6 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
         r = -ENOEXEC;
         if (kernel_at_least(6, 4)) {
                 r = load(o, c, "offcpu_switch_ts", &why);
-                o->task_storage = r >= 0;
                 if (r == -ENOEXEC)
                         unload(o);
         }
@@ -270,7 +268,7 @@ bool offcpu_reuses_stacks(const offcpu *o) {
 }
 
 bool offcpu_task_storage(const offcpu *o) {
-        return o && o->task_storage;
+        return o && o->flush_prog;      /* loaded with offcpu_switch_ts only */
 }
 
 static void emit(offcpu *o, const struct offcpu_wait *w, offcpu_entry_cb cb, void *userdata) {
@@ -390,13 +388,17 @@ static int take_held(offcpu *o, offcpu_entry_cb cb, void *userdata) {
                         bpf_link__destroy(link);
                         return r;
                 }
+                int r = 0;
+
                 /* It writes nothing: reading runs it over every task. */
                 do
                         n = read(fd, buf, sizeof buf);
                 while (n > 0 || (n < 0 && errno == EINTR));
+                if (n < 0)
+                        r = -errno;     /* before close() can change it */
                 close(fd);
                 bpf_link__destroy(link);
-                return n < 0 ? -errno : 0;
+                return r;
         }
         if (o->start_fd >= 0) {
                 uint32_t key, next;

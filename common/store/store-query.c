@@ -813,6 +813,13 @@ static uint32_t block_slot(const group_acc *g, const scan_block *b) {
         return (uint32_t) MIN(i, (uint64_t) q->timeline - 1);
 }
 
+/* Whether a block entry passes the query's filters of pid, CPU, comm and
+ * kind (the cgroup filters, which need the context, aside). */
+static bool entry_passes(const query_params *q, int64_t comm_id, const block_entry *e) {
+        return (q->pid < 0 || e->pid == (uint64_t) q->pid) && (q->cpu < 0 || e->cpu == (uint32_t) q->cpu) &&
+               (!q->comm || e->comm_id == comm_id) && e->count != 0 && e->kind == q->kind;
+}
+
 /* The part of stack id k, by range. */
 static uint64_t range_part(const group_acc *g, uint64_t k) {
         if (k <= g->lo)
@@ -858,8 +865,7 @@ static int range_block(const scan_block *b, const block_entry *v, size_t n, void
         for (size_t i = 0; i < n; i++) {
                 const block_entry *e = v + i;
 
-                if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
-                    (q->comm && e->comm_id != a->comm_id) || e->count == 0 || e->kind != q->kind)
+                if (!entry_passes(q, a->comm_id, e))
                         continue;
                 a->lo = MIN(a->lo, (uint64_t) e->stack_id);
                 a->hi = MAX(a->hi, (uint64_t) e->stack_id);
@@ -886,8 +892,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 const block_entry *e = v + i;
                 uint64_t split = split_base;
 
-                if ((q->pid >= 0 && e->pid != (uint64_t) q->pid) || (q->cpu >= 0 && e->cpu != (uint32_t) q->cpu) ||
-                    (q->comm && e->comm_id != g->comm_id) || e->count == 0 || e->kind != q->kind)
+                if (!entry_passes(q, g->comm_id, e))
                         continue;
                 /* Off-CPU entries weigh their nanoseconds. */
                 uint64_t w = q->kind == SAMPLE_KIND_OFFCPU ? e->period : e->count;
