@@ -23,7 +23,8 @@
  * before, and what it kept after).
  *
  * bench-history --queries DB: only the queries, over a database written
- * before, ending at its newest sample. */
+ * before, ending at its newest sample. With BENCH_QUERY=TEXT in the
+ * environment, only the queries whose name holds TEXT. */
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -272,6 +273,9 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
         long rss0, peak, rss1;
         int r;
 
+        /* BENCH_QUERY=TEXT: only the queries whose name holds TEXT. */
+        if (getenv("BENCH_QUERY") && !strstr(what, getenv("BENCH_QUERY")))
+                return;
         q.since_ns = since_ns;
         q.comm = comm;
         q.pid = pid;

@@ -371,11 +371,11 @@ static int sample_cgroup(ingest *in, const perf_sample *ps, int64_t *ret) {
 }
 
 static int store_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_ns, sample_kind kind, uint64_t count) {
-        int64_t stack = 0, comm_id = 0, cgroup_id = 0;
+        int64_t stack = 0, leaf_frame = 0, comm_id = 0, cgroup_id = 0;
         const char *comm;
         int r;
 
-        r = symbolizer_stack(in->symbolizer, ps, &stack);
+        r = symbolizer_stack(in->symbolizer, ps, &stack, &leaf_frame);
         if (r < 0)
                 return r;
         /* pid 0 is the idle task of each CPU; it has no /proc entry. perf calls it swapper. */
@@ -397,6 +397,7 @@ static int store_sample(ingest *in, const perf_sample *ps, int64_t mono_to_wall_
                         .comm_id = comm_id,
                         .cgroup_id = cgroup_id,
                         .stack_id = stack,
+                        .frame_id = leaf_frame,
                         .period = ps->period,
                         .kind = kind,
                         .count = count,

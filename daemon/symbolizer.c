@@ -9,6 +9,7 @@
 
 #include "hashmap.h"
 #include "idcache.h"
+#include "pathcache.h"
 #include "macro.h"
 #include "perf/jitmaps.h"
 #include "symbolizer.h"
@@ -32,8 +33,8 @@
 #define JIT_CACHE_MAX_ENTRIES (32 * 1024)
 /* Comms: far fewer than this are running at once. */
 #define COMM_CACHE_MAX_ENTRIES 4096
-/* The path cache's keys are up to ~1 KiB: bound it by bytes too, or a
- * churning machine's stacks fill hundreds of MB. */
+/* The path cache's keys are up to ~1 KiB: bound it by bytes too (table
+ * and keys), or a churning machine's stacks fill hundreds of MB. */
 #define PATH_CACHE_MAX_BYTES (4 * 1024 * 1024)
 /* Files announced to the user file handler, by file id; forgotten (and
  * announced again, which the handler finds cheap) past this many. */
@@ -77,7 +78,7 @@ struct symbolizer {
          * instruction) rarely repeat (8.6 % of samples on bench/workload.sh
          * mixed), and probing and filling such a cache cost more than it
          * saved (bench/RESULTS.md). */
-        hashmap *path_cache;
+        pathcache *path_cache;
 
         int64_t *frame_ids;     /* scratch, callchain_depth + slack */
         size_t frame_ids_alloc;
@@ -105,7 +106,7 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         if (r >= 0)
                 r = hashmap_new(&s->ufile_seen);
         if (r >= 0)
-                r = hashmap_new(&s->path_cache);
+                r = pathcache_new(PATH_CACHE_MAX_ENTRIES, PATH_CACHE_MAX_BYTES, &s->path_cache);
         if (r < 0) {
                 symbolizer_free(s);
                 return r;
@@ -122,7 +123,7 @@ symbolizer *symbolizer_free(symbolizer *s) {
         idcache_free(s->comm_cache);
         idcache_free(s->jit_cache);
         hashmap_free(s->ufile_seen);
-        hashmap_free(s->path_cache);
+        pathcache_free(s->path_cache);
         free(s->frame_ids);
         free(s);
         return NULL;
@@ -157,7 +158,7 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 size_t symbolizer_cache_bytes(const symbolizer *s) {
         return idcache_memory_bytes(s->kframe_cache) + idcache_memory_bytes(s->ufile_cache) +
                idcache_memory_bytes(s->comm_cache) + idcache_memory_bytes(s->jit_cache) +
-               hashmap_memory_bytes(s->ufile_seen) + hashmap_memory_bytes(s->path_cache);
+               hashmap_memory_bytes(s->ufile_seen) + pathcache_memory_bytes(s->path_cache);
 }
 
 size_t symbolizer_buffer_bytes(const symbolizer *s) {
@@ -169,7 +170,7 @@ void symbolizer_forget_ids(symbolizer *s) {
         idcache_clear(s->ufile_cache);
         idcache_clear(s->comm_cache);
         idcache_clear(s->jit_cache);
-        hashmap_clear(s->path_cache);
+        pathcache_clear(s->path_cache);
 }
 
 /* Cached resolutions are only valid for the layout generation they were
@@ -178,7 +179,7 @@ static bool check_layout(symbolizer *s) {
         if (layout_generation(s->layout) == s->layout_gen)
                 return false;
         idcache_clear(s->kframe_cache);
-        hashmap_clear(s->path_cache);
+        pathcache_clear(s->path_cache);
         s->layout_gen = layout_generation(s->layout);
         return true;
 }
@@ -317,7 +318,7 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         return idcache_put(s->ufile_cache, m.file_id, f.offset, *ret);
 }
 
-int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
+int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, int64_t *ret_leaf_frame) {
         /* Entries are attributed to the context of the last marker seen. */
         uint64_t context = ps->user ? PERF_CONTEXT_USER : PERF_CONTEXT_KERNEL;
         size_t n = 0, need = ps->nr + 1;
@@ -386,7 +387,9 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
         /* The same frames in another process (same binaries, other
          * addresses) make the same stack: one lookup instead of one per
          * node. Else stacks are interned outermost caller first. */
-        if (hashmap_get(s->path_cache, s->frame_ids, n * sizeof(int64_t), &stack) >= 0)
+        if (n == 0)
+                stack = 0;      /* no frames: no stack */
+        else if (pathcache_get(s->path_cache, s->frame_ids, n, &stack))
                 s->stats.stack_cache_hits++;
         else {
                 stack = 0;
@@ -395,15 +398,14 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack) {
                         if (r < 0)
                                 return r;
                 }
-                if (hashmap_size(s->path_cache) >= PATH_CACHE_MAX_ENTRIES ||
-                    hashmap_memory_bytes(s->path_cache) >= PATH_CACHE_MAX_BYTES)
-                        hashmap_clear(s->path_cache);
-                r = hashmap_put(s->path_cache, s->frame_ids, n * sizeof(int64_t), stack);
+                r = pathcache_put(s->path_cache, s->frame_ids, n, stack);
                 if (r < 0)
                         return r;
         }
 
         *ret_stack = stack;
+        if (ret_leaf_frame)
+                *ret_leaf_frame = n > 0 ? s->frame_ids[0] : 0;
         return 0;
 }
 

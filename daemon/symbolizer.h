@@ -63,10 +63,12 @@ void symbolizer_set_jitmaps(symbolizer *s, jitmaps *j);
 void symbolizer_new_pass(symbolizer *s);
 
 /* The leaf stack id of ps's call chain (0 for an empty one), interning
- * frames and stack nodes in the store's open batch. Call chain layout:
- * PERF_CONTEXT_KERNEL, kernel ips..., PERF_CONTEXT_USER, user ips...,
- * leaf first; without one, the sample ip and its cpumode decide. */
-int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack);
+ * frames and stack nodes in the store's open batch; *ret_leaf_frame (if
+ * not NULL): the frame of that node (0 for an empty chain), which the
+ * store would otherwise look up. Call chain layout: PERF_CONTEXT_KERNEL,
+ * kernel ips..., PERF_CONTEXT_USER, user ips..., leaf first; without
+ * one, the sample ip and its cpumode decide. */
+int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, int64_t *ret_leaf_frame);
 
 /* The string id of a sample's comm, through a cache that the store's
  * generations and rolled-back batches clear as they do the frames'. */

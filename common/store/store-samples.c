@@ -235,10 +235,10 @@ static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id)
         a->boot_id = boot_id;
 }
 
-int samples_acc_add(acc *a, const block_entry *e) {
+/* Adds e, whose entry_hash() is h. */
+static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h) {
         size_t mask, i;
         unsigned shift;
-        uint64_t h;
         uint32_t tag;
         int r;
 
@@ -249,7 +249,6 @@ int samples_acc_add(acc *a, const block_entry *e) {
         }
         mask = a->capacity - 1;
         shift = slot_shift(a->capacity);
-        h = entry_hash(e);
         tag = slot_tag(h, shift);
         for (i = h & mask; a->slots[i] != 0; i = (i + 1) & mask) {
                 if (!slot_has_tag(a->slots[i], tag, shift))
@@ -273,6 +272,47 @@ int samples_acc_add(acc *a, const block_entry *e) {
         }
         a->v[a->n] = *e;
         a->slots[i] = slot_make(tag, shift, a->n++);
+        return 0;
+}
+
+int samples_acc_add(acc *a, const block_entry *e) {
+        return acc_add_hashed(a, e, entry_hash(e));
+}
+
+/* Adds the level-`level` entries of v[0..n). A block's entries are known
+ * ahead, so the table's slot of an entry a few ahead is fetched from
+ * memory while this one is added, and the entry that slot points to a few
+ * after that: an aggregate's table is larger than the caches, and a probe
+ * is mostly waiting for them. */
+#define FEED_AHEAD 8
+static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n) {
+        block_entry e[FEED_AHEAD];
+        uint64_t h[FEED_AHEAD];
+        int r;
+
+        for (size_t i = 0; i < n + FEED_AHEAD; i++) {
+                size_t k = i % FEED_AHEAD;
+
+                if (i >= FEED_AHEAD) {
+                        r = acc_add_hashed(a, &e[k], h[k]);
+                        if (r < 0)
+                                return r;
+                }
+                if (i < n) {
+                        e[k] = samples_entry_for_level(v + i, level);
+                        h[k] = entry_hash(&e[k]);
+                        if (a->capacity > 0)
+                                __builtin_prefetch(&a->slots[h[k] & (a->capacity - 1)]);
+                }
+                /* Half way: the slot is in the cache by now, its entry not. */
+                size_t j = (k + FEED_AHEAD / 2) % FEED_AHEAD;
+                if (i >= FEED_AHEAD / 2 && i - FEED_AHEAD / 2 < n && a->capacity > 0) {
+                        uint32_t slot = a->slots[h[j] & (a->capacity - 1)];
+
+                        if (slot != 0)
+                                __builtin_prefetch(a->v + slot_pos(slot, slot_shift(a->capacity)));
+                }
+        }
         return 0;
 }
 
@@ -532,10 +572,8 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 acc_open(a, level, start, boot_id);
         a->boot_id = boot_id;
 
-        for (size_t i = 0; !a->delegated && i < n; i++) {
-                block_entry e = samples_entry_for_level(v + i, level);
-
-                r = samples_acc_add(a, &e);
+        if (!a->delegated) {
+                r = acc_add_level(a, level, v, n);
                 if (r < 0)
                         return r;
         }

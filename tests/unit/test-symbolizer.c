@@ -77,7 +77,7 @@ static int64_t stack_of(fixture *f, uint32_t pid, const uint64_t *ips, size_t n)
         perf_sample ps = { .pid = pid, .tid = pid, .time = 1000, .period = 1, .nr = n, .ips = ips };
         int64_t stack = -1;
 
-        ASSERT_OK(symbolizer_stack(f->sym, &ps, &stack));
+        ASSERT_OK(symbolizer_stack(f->sym, &ps, &stack, NULL));
         return stack;
 }
 
@@ -115,6 +115,39 @@ TEST(kernel_and_user_frames_are_named) {
         ASSERT_EQ(symbolizer_get_stats(f.sym)->user_frames, 2);
         ASSERT_EQ(symbolizer_get_stats(f.sym)->unresolved_kernel_frames, 0);
         assert_stored_frames(&f, stack, want, ELEMENTSOF(want));
+        teardown(&f);
+}
+
+/* The leaf frame it gives beside the stack is the frame of the stack's
+ * node: interning (the chain without its leaf, that frame) finds the
+ * stack again, whether the chain was interned or found in the cache. */
+TEST(the_leaf_frame_is_the_stack_nodes) {
+        const uint64_t chain[] = { CTX_K, KADDR, CTX_U, APP_A + 0x10, APP_A + 0x2345 };
+        const uint64_t callers[] = { CTX_U, APP_A + 0x10, APP_A + 0x2345 };
+        fixture f = {};
+        int64_t parent, again;
+
+        setup(&f);
+        parent = stack_of(&f, 100, callers, ELEMENTSOF(callers));
+        for (int pass = 0; pass < 2; pass++) {
+                perf_sample ps = { .pid = 100, .tid = 100, .time = 1000, .period = 1, .nr = ELEMENTSOF(chain),
+                                   .ips = chain };
+                int64_t stack = -1, leaf = -1;
+
+                ASSERT_OK(symbolizer_stack(f.sym, &ps, &stack, &leaf));
+                ASSERT_EQ(symbolizer_get_stats(f.sym)->stack_cache_hits, (uint64_t) pass);
+                ASSERT_GT(leaf, 0);
+                ASSERT_OK(store_intern_stack(f.store, parent, leaf, &again));
+                ASSERT_EQ(again, stack);
+        }
+
+        /* No frames: no stack, no leaf. */
+        perf_sample empty = { .pid = 100, .tid = 100, .time = 1000, .period = 1, .nr = 1,
+                              .ips = (const uint64_t[]) { CTX_U } };
+        int64_t stack = -1, leaf = -1;
+        ASSERT_OK(symbolizer_stack(f.sym, &empty, &stack, &leaf));
+        ASSERT_EQ(stack, 0);
+        ASSERT_EQ(leaf, 0);
         teardown(&f);
 }
 
