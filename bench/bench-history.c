@@ -23,8 +23,9 @@
  * before, and what it kept after).
  *
  * bench-history --queries DB: only the queries, over a database written
- * before, ending at its newest sample. With BENCH_QUERY=TEXT in the
- * environment, only the queries whose name holds TEXT. */
+ * before, ending at its newest sample. With BENCH_QUERY=NAME[|NAME...] in
+ * the environment, only the queries of those names (as printed, e.g.
+ * "--since 7d --pid 1003"). */
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -257,6 +258,23 @@ static void reset_peak_rss(void) {
         }
 }
 
+/* BENCH_QUERY=NAME[|NAME...]: only the queries named so; unset, all. */
+static bool query_selected(const char *what) {
+        const char *sel = getenv("BENCH_QUERY"), *p;
+
+        if (!sel)
+                return true;
+        for (p = sel;; p++) {
+                const char *end = strchrnul(p, '|');
+
+                if ((size_t) (end - p) == strlen(what) && strncmp(p, what, (size_t) (end - p)) == 0)
+                        return true;
+                if (*end == '\0')
+                        return false;
+                p = end;
+        }
+}
+
 /* One query as the daemon's worker runs it: a read-only connection,
  * store_query() with the daemon's default caps (10,000 rows, 20,000
  * stacks), the answer formatted into reply messages, everything freed and
@@ -273,8 +291,7 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
         long rss0, peak, rss1;
         int r;
 
-        /* BENCH_QUERY=TEXT: only the queries whose name holds TEXT. */
-        if (getenv("BENCH_QUERY") && !strstr(what, getenv("BENCH_QUERY")))
+        if (!query_selected(what))
                 return;
         q.since_ns = since_ns;
         q.comm = comm;

@@ -881,11 +881,41 @@ static int range_block(const scan_block *b, const block_entry *v, size_t n, void
         return 0;
 }
 
+/* Adds w samples to group (cid, cg, k, split), whose group_hash_of() is h. */
+static int group_add(group_table *t, const group *x, uint64_t h) {
+        group *s = group_slot(t, h, x->comm_id, x->cgroup_id, x->key, x->split);
+        int r;
+
+        if (s->samples != 0) {
+                s->samples += x->samples;
+                if (s->frame_id == 0)
+                        s->frame_id = x->frame_id;
+                return 0;
+        }
+        if (t->n + 1 > t->capacity / 4 * 3) {
+                r = group_table_grow(t);
+                if (r < 0)
+                        return r;       /* -E2BIG: more parts */
+                s = group_slot(t, h, x->comm_id, x->cgroup_id, x->key, x->split);
+        }
+        *s = *x;
+        t->n++;
+        return 0;
+}
+
+/* Entries wait this many places before they are added: their slot in the
+ * table is fetched from memory meanwhile (a window's table is larger than
+ * the caches, and adding is mostly waiting for them). */
+#define GROUP_AHEAD 8
+
 static int group_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
         group_acc *g = userdata;
         const query_params *q = g->q;
         group_table *t = g->t;
         uint64_t matched = 0, split_base = q->timeline > 0 && q->want_stacks ? block_slot(g, b) : 0;
+        group ahead[GROUP_AHEAD];
+        uint64_t ahead_h[GROUP_AHEAD];
+        size_t head = 0, waiting = 0;
         int r;
 
         for (size_t i = 0; i < n; i++) {
@@ -939,20 +969,15 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                  * slot from the hash's low bits. */
                 if ((g->by_range ? range_part(g, k) : (h >> 40) & (g->parts - 1)) != g->part)
                         continue;
-                group *s = group_slot(t, h, cid, cg, k, split);
-                if (s->samples != 0) {
-                        s->samples += w;
-                        if (s->frame_id == 0)
-                                s->frame_id = leaf;
-                        continue;
-                }
-                if (t->n + 1 > t->capacity / 4 * 3) {
-                        r = group_table_grow(t);
+                /* The oldest waiting entry is added, in order, and this
+                 * one waits in its place. */
+                if (waiting == GROUP_AHEAD) {
+                        r = group_add(t, ahead + head, ahead_h[head]);
                         if (r < 0)
-                                return r;       /* -E2BIG: more parts */
-                        s = group_slot(t, h, cid, cg, k, split);
-                }
-                *s = (group) {
+                                return r;
+                } else
+                        waiting++;
+                ahead[head] = (group) {
                         .comm_id = cid,
                         .cgroup_id = cg,
                         .key = k,
@@ -960,7 +985,16 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                         .samples = w,
                         .split = split,
                 };
-                t->n++;
+                ahead_h[head] = h;
+                __builtin_prefetch(t->slots + (h & (t->capacity - 1)));
+                head = (head + 1) % GROUP_AHEAD;
+        }
+        for (size_t i = 0; i < waiting; i++) {
+                size_t j = (head + GROUP_AHEAD - waiting + i) % GROUP_AHEAD;
+
+                r = group_add(t, ahead + j, ahead_h[j]);
+                if (r < 0)
+                        return r;
         }
         if (matched > 0) {
                 if (g->total == 0 || b->first_ns < g->first_ns)
