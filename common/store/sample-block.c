@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The sample block codec; the format is described in sample-block.h. */
 
+#include <endian.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -47,6 +48,32 @@ static inline bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *r
         if (*p < end && **p < 0x80) {
                 *ret = *(*p)++;
                 return true;
+        }
+
+        /* Up to 8 bytes with 8 readable: without a branch on each byte
+         * (their number is about random in the columns of stack ids and
+         * periods, and mispredicted branches were the loop's cost). The
+         * same value as the loop below gives. */
+        if (end - *p >= 8) {
+                uint64_t x, stop;
+
+                memcpy(&x, *p, sizeof x);
+                x = le64toh(x);
+                stop = ~x & UINT64_C(0x8080808080808080);
+                if (stop != 0) {
+                        unsigned len = (unsigned) __builtin_ctzll(stop) / 8 + 1;
+
+                        if (len < 8)
+                                x &= (UINT64_C(1) << (8 * len)) - 1;
+                        x &= UINT64_C(0x7f7f7f7f7f7f7f7f);
+                        /* 7-bit groups side by side: pairs, fours, eights. */
+                        x = ((x & UINT64_C(0x7f007f007f007f00)) >> 1) | (x & UINT64_C(0x007f007f007f007f));
+                        x = ((x & UINT64_C(0x3fff00003fff0000)) >> 2) | (x & UINT64_C(0x00003fff00003fff));
+                        x = ((x & UINT64_C(0x0fffffff00000000)) >> 4) | (x & UINT64_C(0x000000000fffffff));
+                        *p += len;
+                        *ret = x;
+                        return true;
+                }
         }
 
         for (unsigned shift = 0; shift < 64; shift += 7) {
