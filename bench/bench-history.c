@@ -25,7 +25,8 @@
  * bench-history --queries DB: only the queries, over a database written
  * before, ending at its newest sample. With BENCH_QUERY=NAME[|NAME...] in
  * the environment, only the queries of those names (as printed, e.g.
- * "--since 7d --pid 1003"). */
+ * "--since 7d --pid 1003"). With BENCH_HASH=1, each query's line ends
+ * with a hash of its answer (totals, rows, stacks), to compare builds. */
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -275,6 +276,42 @@ static bool query_selected(const char *what) {
         }
 }
 
+/* FNV-1a over the answer: totals, every row (comm, module, symbol,
+ * cgroup, samples) and every stack (comm, frames, samples), in order, so
+ * that two builds' answers can be compared (BENCH_HASH=1). */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+        const uint8_t *b = p;
+
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+        return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s) {
+        return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+static uint64_t answer_hash(const query_result *res) {
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+        h = fnv(h, &res->total_samples, sizeof res->total_samples);
+        for (size_t i = 0; i < res->n_rows; i++) {
+                const query_row *r = res->rows + i;
+
+                h = fnv_str(fnv_str(fnv_str(fnv_str(h, r->comm), r->module), r->symbol), r->cgroup);
+                h = fnv(h, &r->samples, sizeof r->samples);
+        }
+        for (size_t i = 0; i < res->n_stacks; i++) {
+                const query_stack *st = res->stacks + i;
+
+                h = fnv_str(h, st->comm);
+                for (size_t k = 0; k < st->n_frames; k++)
+                        h = fnv_str(h, st->frames[k]);
+                h = fnv(h, &st->samples, sizeof st->samples);
+        }
+        return h;
+}
+
 /* One query as the daemon's worker runs it: a read-only connection,
  * store_query() with the daemon's default caps (10,000 rows, 20,000
  * stacks), the answer formatted into reply messages, everything freed and
@@ -326,6 +363,8 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
         peak = status_kb("VmHWM");
         printf("query %-38s %-4s %8.1f ms  %10" PRIu64 " samples  %3zu rows %5zu stacks %3u passes", what, cold ? "cold" : "warm",
                (t1 - t0) * 1e3, res->total_samples, res->n_rows, res->n_stacks, (unsigned) res->passes);
+        if (getenv("BENCH_HASH"))
+                printf("  answer %016" PRIx64, answer_hash(res));
         for (size_t i = 0; i < n_replies; i++)
                 free(replies[i]);
         free(replies);
