@@ -37,6 +37,7 @@ void config_init(config *c) {
                 .client_timeout_ns = 60 * NSEC_PER_SEC,
                 .query_max_rows = 10000,
                 .query_max_stacks = 20000,
+                .query_timeout_ns = 120 * NSEC_PER_SEC,
                 .log_level = LOG_INFO,
                 .root = strdup("/"),
                 .cache_dir = strdup("/var/cache/perfsnapd"),
@@ -379,6 +380,16 @@ static int config_set(config *c, const char *key, const char *v, const char **re
         if (strcmp(key, "query_max_stacks") == 0)
                 return parse_u32(v, 1, 1000000, &c->query_max_stacks) < 0
                         ? (*ret_why = "expected a number 1..1000000", -EINVAL) : 0;
+        if (strcmp(key, "query_timeout") == 0) {
+                if (strcmp(v, "none") == 0) {
+                        c->query_timeout_ns = 0;
+                        return 0;
+                }
+                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 24 * 3600 * NSEC_PER_SEC)
+                        return *ret_why = "expected none or a duration between 1s and 1d (e.g. 120s)", -EINVAL;
+                c->query_timeout_ns = ns - ns % NSEC_PER_SEC;
+                return 0;
+        }
         if (strcmp(key, "log_level") == 0) {
                 r = log_level_from_string(v);
                 if (r < 0)
@@ -499,9 +510,14 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 char *config_format(const config *c) {
         char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
         char client_timeout[32], hold_max[32], sym_max[32], dtimeout[32], export_interval[32], offcpu_min[32];
+        char query_timeout[32];
         char *s;
 
         fmt_duration_key(c->client_timeout_ns, client_timeout, sizeof client_timeout);
+        if (c->query_timeout_ns)
+                fmt_duration_key(c->query_timeout_ns, query_timeout, sizeof query_timeout);
+        else
+                strcpy(query_timeout, "none");
         fmt_duration_key(c->snapshot_delay_ns, delay, sizeof delay);
         if (c->cache_max_age_ns)
                 fmt_duration_key(c->cache_max_age_ns, max_age, sizeof max_age);
@@ -564,6 +580,7 @@ char *config_format(const config *c) {
                      "client_timeout = %s\n"
                      "query_max_rows = %u\n"
                      "query_max_stacks = %u\n"
+                     "query_timeout = %s\n"
                      "log_level = %s\n"
                      "root = %s\n"
                      "cache_dir = %s\n"
@@ -584,7 +601,7 @@ char *config_format(const config *c) {
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
-                     c->query_max_rows, c->query_max_stacks,
+                     c->query_max_rows, c->query_max_stacks, query_timeout,
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
                      max_age, sym_max, c->debug_root, c->debuginfod_urls, dtimeout, c->export_url, export_interval,
                      c->export_queue_max, c->offcpu ? "on" : "off", offcpu_min,

@@ -30,6 +30,7 @@ typedef struct config {
         uint64_t client_timeout_ns;     /* an idle client, or one that reads no replies, is dropped after this */
         uint32_t query_max_rows;
         uint32_t query_max_stacks;
+        uint64_t query_timeout_ns;      /* a query's work is stopped after this; 0: no limit */
         int log_level;                  /* syslog level */
         char *root;                     /* where proc/ and sys/ are read */
         char *cache_dir;                /* kcore snapshots (perf build-id cache layout); "" = none */

@@ -87,6 +87,9 @@ typedef struct query_params {
         /* Not on the wire: the cache directory whose function tables
          * (elf/symstore.h) name user frames; NULL: they stay unnamed. */
         const char *symbols_dir;
+        /* Not on the wire: CLOCK_MONOTONIC time after which store_query()
+         * stops with -ETIME (the daemon's query_timeout); 0: none. */
+        uint64_t deadline_ns;
 } query_params;
 
 #define QUERY_PARAMS_INIT { .pid = -1, .cpu = -1 }

@@ -464,6 +464,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
         d->cfg.client_timeout_ns = n.client_timeout_ns;
         d->cfg.query_max_rows = n.query_max_rows;
         d->cfg.query_max_stacks = n.query_max_stacks;
+        d->cfg.query_timeout_ns = n.query_timeout_ns;
         free(d->cfg.group);
         d->cfg.group = TAKE_PTR(n.group);
         if (d->server)

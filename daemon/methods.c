@@ -13,6 +13,7 @@
 #include "kernel/snapshot.h"
 #include "macro.h"
 #include "methods.h"
+#include "timeparse.h"
 #include "wire/cache-json.h"
 #include "wire/history-json.h"
 #include "wire/protocol.h"
@@ -58,8 +59,19 @@ static char **run_query(method_job *j) {
         if (!j->store)
                 return no_database(j);
         q.symbols_dir = j->cache_dir;
+        if (j->query_timeout_ns)
+                q.deadline_ns = clock_ns(CLOCK_MONOTONIC) + j->query_timeout_ns;
         r = store_query(j->store, &q, j->max_rows, j->max_stacks, &res);
         if (r < 0) {
+                if (r == -ETIME) {
+                        char t[32];
+
+                        duration_format(j->query_timeout_ns, t, sizeof t);
+                        snprintf(msg, sizeof msg,
+                                 "the query was stopped after query_timeout (%s): ask for a shorter window or fewer "
+                                 "stacks, or raise query_timeout in the daemon's configuration", t);
+                        return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, msg));
+                }
                 if (r == -ERANGE)
                         return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER,
                                 "too many distinct stacks per process, CPU or time slot in this window for one answer: "

@@ -33,6 +33,7 @@ typedef enum method_fill {
 typedef struct method_job {
         struct json_object *params;     /* the call's parameters (may be NULL), or what the fill made */
         uint32_t max_rows, max_stacks;  /* limits as configured when the call came */
+        uint64_t query_timeout_ns;      /* 0: none */
         bool more;                      /* the caller accepts an answer split over replies */
         store *store;                   /* the thread's read-only connection; NULL if it failed: */
         int store_error;                /*   the negative errno */

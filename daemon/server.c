@@ -76,6 +76,7 @@ struct server {
         gid_t gid;
         bool have_gid;
         uint32_t max_clients, max_rows, max_stacks;
+        uint64_t query_timeout_ns;
         uint32_t max_clients_per_user, max_queries_per_user;
         uint64_t client_timeout_ns;
         bool output_paused;     /* some client waits for the unread total to fall */
@@ -233,6 +234,7 @@ static job *job_new(server *s, client *c, const method *m, json_object *params, 
                 .params = params,
                 .max_rows = s->max_rows,
                 .max_stacks = s->max_stacks,
+                .query_timeout_ns = s->query_timeout_ns,
                 .more = more,
                 .db_path = s->db_path,
                 .cache_dir = s->cache_dir,
@@ -661,6 +663,7 @@ int server_reconfigure(server *s, const config *c) {
         s->client_timeout_ns = c->client_timeout_ns;
         s->max_rows = c->query_max_rows;
         s->max_stacks = c->query_max_stacks;
+        s->query_timeout_ns = c->query_timeout_ns;
         r = resolve_group(s);
         if (r < 0)
                 return r;

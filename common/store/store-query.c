@@ -22,6 +22,7 @@
 #include "store/store-private.h"
 #include "store/store-samples.h"
 #include "store/store.h"
+#include "timeparse.h"
 
 /* ---- store_query ---- */
 
@@ -858,9 +859,20 @@ static double range_groups(const id_range *a) {
         return e;
 }
 
+/* -ETIME past the query's deadline (query_params.deadline_ns). Checked
+ * once a block and once a part, and every 64 Ki stacks of a merge: a
+ * query stops within about a block's or a part's work of it. */
+static int check_deadline(const query_params *q) {
+        return q->deadline_ns != 0 && clock_ns(CLOCK_MONOTONIC) >= q->deadline_ns ? -ETIME : 0;
+}
+
 static int range_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
         id_range *a = userdata;
         const query_params *q = a->q;
+        int r = check_deadline(q);
+
+        if (r < 0)
+                return r;
 
         for (size_t i = 0; i < n; i++) {
                 const block_entry *e = v + i;
@@ -917,6 +929,10 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
         uint64_t ahead_h[GROUP_AHEAD];
         size_t head = 0, waiting = 0;
         int r;
+
+        r = check_deadline(q);
+        if (r < 0)
+                return r;
 
         for (size_t i = 0; i < n; i++) {
                 const block_entry *e = v + i;
@@ -1468,6 +1484,11 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
         for (size_t k = 0; k < m_ids; k++) {
                 node_info node;
 
+                if (k % 65536 == 65535) {
+                        r = check_deadline(c->q);
+                        if (r < 0)
+                                return r;
+                }
                 r = ctx_node(c, by_id[k].key, &node);
                 if (r < 0)
                         return r;
@@ -2085,6 +2106,9 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 return -ENOMEM;
 
         for (uint64_t part = 0; part < parts; part++) {
+                r = check_deadline(q);
+                if (r < 0)
+                        break;
                 /* A part whose groups do not fit the table at its bound
                  * splits the window into 4 times as many parts, from the
                  * start. */

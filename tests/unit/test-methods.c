@@ -170,6 +170,20 @@ TEST(handlers_answer_from_the_store) {
         ASSERT_EQ(json_object_get_int64(json_object_object_get(o, "total_samples")), 0);
         json_object_put(o);
 
+        /* A query past the daemon's query_timeout is an InvalidParameter
+         * that says so and what to do (1 ns: past it at the first check). */
+        {
+                method_job j = { .params = NULL, .max_rows = 100, .max_stacks = 100, .query_timeout_ns = 1,
+                                 .store = ro, .db_path = path };
+
+                error = run1(PERFSNAP_METHOD_QUERY, &j, &o);
+        }
+        ASSERT_STREQ(error, PERFSNAP_ERROR_INVALID_PARAMETER);
+        ASSERT_STREQ(message_of(o), "the query was stopped after query_timeout (1ns): ask for a shorter window or "
+                                    "fewer stacks, or raise query_timeout in the daemon's configuration");
+        free(error);
+        json_object_put(o);
+
         /* No connection: the handlers say which database and why. */
         {
                 method_job j = { .max_rows = 100, .store = NULL, .store_error = -EACCES, .db_path = "/nowhere/db" };

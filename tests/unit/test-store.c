@@ -3,6 +3,7 @@
  * lost counts, retention, statistics, concurrency with a reader, crashes
  * and checkpoints. */
 #include "test-store.h"
+#include "timeparse.h"
 
 TEST(schema_version_and_wal) {
         _cleanup_tmpdir_ tmpdir t;
@@ -337,6 +338,35 @@ TEST(query_round_trip_and_filters) {
         r = NULL;
         ASSERT_ERROR(store_query(s, &q, 0, 0, &r), EINVAL);
         ASSERT_NULL(r);
+}
+
+/* A query past its deadline stops with -ETIME and no answer; one before
+ * it answers as without one. */
+TEST(query_deadline) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        query_result *r = NULL;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        fill_query_data(s);
+
+        for (int stacks = 0; stacks < 2; stacks++) {
+                query_params q = QUERY_PARAMS_INIT;
+
+                q.want_stacks = stacks;
+                q.deadline_ns = clock_ns(CLOCK_MONOTONIC) - 1;
+                ASSERT_ERROR(store_query(s, &q, 0, 0, &r), ETIME);
+                ASSERT_TRUE(r == NULL);
+
+                q.deadline_ns = clock_ns(CLOCK_MONOTONIC) + 3600 * NSEC_PER_SEC;
+                r = run_query(s, &q, 0, 0);
+                ASSERT_EQ(r->total_samples, 12);
+                ASSERT_EQ(r->n_rows, 5);
+                ASSERT_EQ(r->n_stacks, stacks ? 5 : 0);
+                query_result_free(r);
+                r = NULL;
+        }
 }
 
 TEST(query_ordering_ties_and_top) {
