@@ -21,12 +21,12 @@ typedef struct slot {
 
 struct pathcache {
         slot *slots;
-        size_t capacity;        /* 0 or a power of two */
+        size_t capacity;        /* 0 or a power of two, at most max_capacity */
+        size_t max_capacity;    /* slots in at most a quarter of the bound */
         size_t size, max_entries;
         int64_t *keys;
-        size_t n_keys, max_keys;        /* in ids */
-        size_t max_bytes;               /* of the table and the keys */
-        size_t keys_used;       /* the most n_keys ever was */
+        size_t n_keys, max_keys;        /* in ids: the rest of the bound */
+        size_t keys_used;               /* the most n_keys ever was */
 };
 
 static uint64_t fold_mul(uint64_t a, uint64_t b) {
@@ -65,15 +65,20 @@ static size_t probe(const pathcache *c, uint64_t h, const int64_t *ids, size_t n
 int pathcache_new(size_t max_entries, size_t max_bytes, pathcache **ret) {
         pathcache *c;
 
-        if (!ret || max_entries == 0 || max_entries > UINT32_MAX / 4 ||
-            max_bytes < INITIAL_CAPACITY * sizeof(slot) + sizeof(int64_t) || max_bytes / sizeof(int64_t) > UINT32_MAX)
+        if (!ret || max_entries == 0 || max_bytes / 4 < INITIAL_CAPACITY * sizeof(slot) ||
+            max_bytes / sizeof(int64_t) > UINT32_MAX)
                 return -EINVAL;
         c = calloc(1, sizeof *c);
         if (!c)
                 return -ENOMEM;
-        c->max_entries = max_entries;
-        c->max_bytes = max_bytes;
-        c->max_keys = (max_bytes - INITIAL_CAPACITY * sizeof(slot)) / sizeof(int64_t);
+        /* The table in a quarter of the bound at most, the keys in the
+         * rest: together never more, however the chains' lengths mix
+         * (a clear keeps both, so their high-water marks count). */
+        c->max_capacity = INITIAL_CAPACITY;
+        while (c->max_capacity * 2 * sizeof(slot) <= max_bytes / 4)
+                c->max_capacity *= 2;
+        c->max_entries = MIN(max_entries, c->max_capacity / 2);
+        c->max_keys = (max_bytes - c->max_capacity * sizeof(slot)) / sizeof(int64_t);
         *ret = c;
         return 0;
 }
@@ -142,11 +147,13 @@ static int grow(pathcache *c, size_t capacity) {
 
 int pathcache_put(pathcache *c, const int64_t *ids, size_t n, int64_t id) {
         uint64_t h;
-        size_t i, capacity;
+        size_t i;
         int r;
 
         if (!c || id <= 0)
                 return -EINVAL;
+        if (n > c->max_keys)
+                return -E2BIG;
         h = key_hash(ids, n);
         if (c->size > 0) {
                 i = probe(c, h, ids, n);
@@ -155,24 +162,18 @@ int pathcache_put(pathcache *c, const int64_t *ids, size_t n, int64_t id) {
                         return 0;
                 }
         }
-        /* The table this put needs, and the keys: within the bound, or
-         * start over (the table stays as large as it is). */
-        capacity = (c->size + 1) * 2 > c->capacity ? MAX(c->capacity * 2, (size_t) INITIAL_CAPACITY) : c->capacity;
-        if (c->size >= c->max_entries || n > c->max_keys ||
-            capacity * sizeof(slot) + (c->n_keys + n) * sizeof *ids > c->max_bytes) {
+        if (c->size >= c->max_entries || n > c->max_keys - c->n_keys)
                 pathcache_clear(c);
-                capacity = MAX(c->capacity, (size_t) INITIAL_CAPACITY);
-                if (n > c->max_keys || capacity * sizeof(slot) + n * sizeof *ids > c->max_bytes)
-                        return -EINVAL;
-        }
-        if (capacity > c->capacity) {
-                r = grow(c, capacity);
+        /* size < max_entries <= max_capacity / 2: the table never needs
+         * more than max_capacity. */
+        if ((c->size + 1) * 2 > c->capacity) {
+                r = grow(c, MAX(c->capacity * 2, (size_t) INITIAL_CAPACITY));
                 if (r < 0)
                         return r;
         }
         if (!c->keys) {
-                /* All the room at once: pages are only resident once
-                 * written, and growing would copy what is there. */
+                /* All the room at once (growing would copy what is
+                 * there); its pages become resident as they are written. */
                 c->keys = malloc(c->max_keys * sizeof *c->keys);
                 if (!c->keys)
                         return -ENOMEM;

@@ -6,8 +6,10 @@
  * key's hash, its length, where its ids are and the value together (24
  * bytes), and the keys' ids lie in one array: a hit reads the slot and the
  * key, two places, where hashmap.h reads a slot's hash, its entry and the
- * key. At max_entries entries, or max_bytes of table and keys, a put starts
- * over from empty (the caller interns the chain again). */
+ * key. The table takes at most a quarter of max_bytes and the keys the
+ * rest, so the cache never holds more; at max_entries entries (or as many
+ * as that table holds at most half full), or when the keys' room is full,
+ * a put starts over from empty (the caller interns the chain again). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,7 +25,8 @@ size_t pathcache_memory_bytes(const pathcache *c);
 
 /* true and *ret_id if ids[0..n) is cached. */
 bool pathcache_get(const pathcache *c, const int64_t *ids, size_t n, int64_t *ret_id);
-/* Caches ids[0..n) -> id, replacing an older id; -EINVAL for id <= 0 or a
- * key that does not fit in max_bytes beside the table, -ENOMEM if the
- * table cannot grow (then the key is not cached). */
+/* Caches ids[0..n) -> id, replacing an older id. -EINVAL for id <= 0,
+ * -E2BIG for a key longer than the keys' whole room, -ENOMEM if the table
+ * cannot grow: then the key is not cached, and the cache is as before or
+ * empty. */
 int pathcache_put(pathcache *c, const int64_t *ids, size_t n, int64_t id);

@@ -62,6 +62,10 @@ static char **run_query(method_job *j) {
         if (j->query_timeout_ns)
                 q.deadline_ns = clock_ns(CLOCK_MONOTONIC) + j->query_timeout_ns;
         r = store_query(j->store, &q, j->max_rows, j->max_stacks, &res);
+        /* A query's transient heap goes back to the system, not to the
+         * daemon's high-water mark (once no other query waits: the parts
+         * of an export come one after another); a stopped query's too. */
+        j->trim = true;
         if (r < 0) {
                 if (r == -ETIME) {
                         char t[32];
@@ -87,10 +91,6 @@ static char **run_query(method_job *j) {
                 r = query_result_format_replies(res, PERFSNAP_MAX_REPLY_BYTES, &replies, &n);
         }
         query_result_free(res);
-        /* A query's transient heap goes back to the system, not to the
-         * daemon's high-water mark (once no other query waits: the parts
-         * of an export come one after another). */
-        j->trim = true;
         if (r == -E2BIG)
                 return method_single_reply(proto_format_error_message(PERFSNAP_ERROR_INVALID_PARAMETER, "a single row does not fit in one reply"));
         if (r < 0)

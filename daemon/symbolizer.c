@@ -398,9 +398,9 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                         if (r < 0)
                                 return r;
                 }
-                r = pathcache_put(s->path_cache, s->frame_ids, n, stack);
-                if (r < 0)
-                        return r;
+                /* A cache: a chain it cannot hold is interned again
+                 * next time. */
+                (void) pathcache_put(s->path_cache, s->frame_ids, n, stack);
         }
 
         *ret_stack = stack;

@@ -103,24 +103,44 @@ TEST(full_cache_starts_over) {
         ids[0] = 1;
         ASSERT_TRUE(!pathcache_get(c, ids, 2, &id));
 
-        /* The first table (1,024 slots of 24 bytes) and 64 ids of keys: 8
-         * chains of 8 fit, the ninth starts over. */
+        /* 96 KiB: a table of at most 1,024 slots (a quarter), and 9,216
+         * ids of keys (the rest): 9 chains of 1,024 ids fit, the tenth
+         * starts over. */
         pathcache_free(c);
-        ASSERT_OK(pathcache_new(100, 1024 * 24 + 64 * sizeof(int64_t), &c));
-        for (int64_t i = 1; i <= 8; i++) {
-                ids[0] = i;
-                ASSERT_OK(pathcache_put(c, ids, 8, i));
+        ASSERT_OK(pathcache_new(100, 4 * 1024 * 24, &c));
+        int64_t *chain = calloc(9217, sizeof *chain);
+        ASSERT_TRUE(chain != NULL);
+        for (int64_t i = 1; i <= 9; i++) {
+                chain[0] = i;
+                ASSERT_OK(pathcache_put(c, chain, 1024, i));
         }
-        ASSERT_EQ(pathcache_size(c), 8);
-        ids[0] = 9;
-        ASSERT_OK(pathcache_put(c, ids, 8, 9));
+        ASSERT_EQ(pathcache_size(c), 9);
+        ASSERT_LE(pathcache_memory_bytes(c), 4 * 1024 * 24 + 128);   /* and the struct */
+        chain[0] = 10;
+        ASSERT_OK(pathcache_put(c, chain, 1024, 10));
         ASSERT_EQ(pathcache_size(c), 1);
-        ASSERT_TRUE(pathcache_get(c, ids, 8, &id));
-        ASSERT_EQ(id, 9);
-        /* A key longer than all the room there is: refused, not cached. */
-        int64_t big[65] = {};
-        ASSERT_ERROR(pathcache_put(c, big, 65, 1), EINVAL);
-        ASSERT_TRUE(!pathcache_get(c, big, 65, &id));
+        ASSERT_TRUE(pathcache_get(c, chain, 1024, &id));
+        ASSERT_EQ(id, 10);
+        /* A key longer than all the room there is: refused, not cached,
+         * the cache as it was. */
+        ASSERT_ERROR(pathcache_put(c, chain, 9217, 1), E2BIG);
+        ASSERT_TRUE(!pathcache_get(c, chain, 9217, &id));
+        ASSERT_EQ(pathcache_size(c), 1);
+        ASSERT_OK(pathcache_put(c, chain, 9216, 11));
+        ASSERT_EQ(pathcache_size(c), 1);       /* the whole room: the cache started over */
+        ASSERT_LE(pathcache_memory_bytes(c), 4 * 1024 * 24 + 128);   /* and the struct */
+        free(chain);
+        pathcache_free(c);
+
+        /* Short chains fill the table before the keys: at most half of
+         * the largest table the quarter holds (512 entries). */
+        ASSERT_OK(pathcache_new(100000, 4 * 1024 * 24, &c));
+        for (int64_t i = 1; i <= 512; i++)
+                ASSERT_OK(pathcache_put(c, &i, 1, i));
+        ASSERT_EQ(pathcache_size(c), 512);
+        ASSERT_OK(pathcache_put(c, &(int64_t) { 513 }, 1, 513));
+        ASSERT_EQ(pathcache_size(c), 1);
+        ASSERT_LE(pathcache_memory_bytes(c), 4 * 1024 * 24 + 128);   /* and the struct */
 }
 
 TEST(bad_arguments) {
@@ -128,12 +148,12 @@ TEST(bad_arguments) {
 
         ASSERT_ERROR(pathcache_new(0, 64, &c), EINVAL);
         ASSERT_ERROR(pathcache_new(1, 0, &c), EINVAL);
-        ASSERT_ERROR(pathcache_new(1, 1024 * 24, &c), EINVAL);   /* no room for a key beside the table */
+        ASSERT_ERROR(pathcache_new(1, 4 * 1024 * 24 - 1, &c), EINVAL);   /* a quarter is less than the first table */
         ASSERT_ERROR(pathcache_new(1, 64, NULL), EINVAL);
         ASSERT_ERROR(pathcache_put(NULL, NULL, 0, 1), EINVAL);
-        ASSERT_OK(pathcache_new(1, 1024 * 24 + 8, &c));
+        ASSERT_OK(pathcache_new(1, 4 * 1024 * 24, &c));
         ASSERT_OK(pathcache_put(c, (const int64_t[]) { 1 }, 1, 1));
-        ASSERT_ERROR(pathcache_put(c, (const int64_t[]) { 1, 2 }, 2, 1), EINVAL);
+        ASSERT_ERROR(pathcache_put(c, (const int64_t[]) { 1 }, 1, 0), EINVAL);
         c = pathcache_free(c);
         ASSERT_TRUE(!pathcache_get(NULL, NULL, 0, &(int64_t) { 0 }));
         ASSERT_TRUE(pathcache_free(NULL) == NULL);
