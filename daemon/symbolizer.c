@@ -9,8 +9,8 @@
 
 #include "hashmap.h"
 #include "idcache.h"
-#include "pathcache.h"
 #include "macro.h"
+#include "pathcache.h"
 #include "perf/jitmaps.h"
 #include "symbolizer.h"
 #include "timeparse.h"
@@ -22,8 +22,6 @@
 /* Not a perf context marker (those are -1..-4095): the rest of a user
  * call chain that went astray, dropped. */
 #define CONTEXT_INVALID_USER UINT64_C(1)
-/* Resolved frame ids of a whole chain -> stack id. */
-#define PATH_CACHE_MAX_ENTRIES (256 * 1024)
 /* User frames by (file, offset): the hot ones of a busy machine fit; the
  * table (24 bytes a slot, at most half full) stays within 1.5 MiB. */
 #define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
@@ -33,8 +31,10 @@
 #define JIT_CACHE_MAX_ENTRIES (32 * 1024)
 /* Comms: far fewer than this are running at once. */
 #define COMM_CACHE_MAX_ENTRIES 4096
-/* The path cache's keys are up to ~1 KiB: bound it by bytes too (table
- * and keys), or a churning machine's stacks fill hundreds of MB. */
+/* Resolved frame ids of a whole chain -> stack id. Its keys are up to
+ * ~1 KiB: it is bounded by bytes (table and keys), or a churning
+ * machine's stacks would fill hundreds of MB; its entries are as many as
+ * that table holds (16,384 at 4 MiB). */
 #define PATH_CACHE_MAX_BYTES (4 * 1024 * 1024)
 /* Files announced to the user file handler, by file id; forgotten (and
  * announced again, which the handler finds cheap) past this many. */
@@ -106,7 +106,7 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         if (r >= 0)
                 r = hashmap_new(&s->ufile_seen);
         if (r >= 0)
-                r = pathcache_new(PATH_CACHE_MAX_ENTRIES, PATH_CACHE_MAX_BYTES, &s->path_cache);
+                r = pathcache_new(SIZE_MAX, PATH_CACHE_MAX_BYTES, &s->path_cache);
         if (r < 0) {
                 symbolizer_free(s);
                 return r;

@@ -1540,10 +1540,10 @@ static int merge_leaf_offsets(query_ctx *c, group *groups, size_t *n_groups) {
 
                 if (!p->named)
                         continue;
-                uint64_t h = group_hash((uint64_t) a->comm_id ^ a->split * 0xff51afd7ed558ccdULL ^
-                                                (uint64_t) a->cgroup_id * 0xc4ceb9fe1a85ec53ULL,
-                                        (uint64_t) p->parent * 0x9e3779b97f4a7c15ULL ^ (uint64_t) p->module * 0xbf58476d1ce4e5b9ULL ^
-                                                (uint64_t) p->leaf);
+                uint64_t h = group_hash_of(a->comm_id, a->cgroup_id,
+                                           (uint64_t) p->parent * 0x9e3779b97f4a7c15ULL ^
+                                                   (uint64_t) p->module * 0xbf58476d1ce4e5b9ULL ^ (uint64_t) p->leaf,
+                                           a->split);
                 for (size_t j = h & (cap - 1);; j = (j + 1) & (cap - 1)) {
                         if (first[j] == 0) {
                                 first[j] = (uint32_t) i + 1;
