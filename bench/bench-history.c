@@ -28,7 +28,8 @@
  * "--since 7d --pid 1003"). With BENCH_HASH=1, each query's line ends
  * with a hash of its answer (totals, rows, stacks), to compare builds.
  * With BENCH_TIMEOUT=SECONDS, queries have that deadline, as the daemon's
- * query_timeout gives them. */
+ * query_timeout gives them; with BENCH_MAX_STACKS=N, at most N stacks (0:
+ * all; default 20,000, as the daemon's query_max_stacks). */
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -353,9 +354,11 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
         /* BENCH_TIMEOUT=SECONDS: the daemon's query_timeout. */
         if (getenv("BENCH_TIMEOUT"))
                 q.deadline_ns = clock_ns(CLOCK_MONOTONIC) + strtoull(getenv("BENCH_TIMEOUT"), NULL, 10) * NSEC_PER_SEC;
+        /* BENCH_MAX_STACKS=N: the daemon's query_max_stacks (0: all). */
+        uint32_t max_stacks = getenv("BENCH_MAX_STACKS") ? (uint32_t) strtoul(getenv("BENCH_MAX_STACKS"), NULL, 10) : 20000;
         r = store_open(db, STORE_READONLY, &s);
         if (r >= 0)
-                r = store_query(s, &q, 10000, 20000, &res);
+                r = store_query(s, &q, 10000, max_stacks, &res);
         t1 = wall_seconds();
         if (r == -ETIME) {
                 printf("query %-38s %-4s stopped by its deadline after %.1f ms\n", what, cold ? "cold" : "warm",
@@ -377,6 +380,15 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
                (t1 - t0) * 1e3, res->total_samples, res->n_rows, res->n_stacks, (unsigned) res->passes);
         if (getenv("BENCH_HASH"))
                 printf("  answer %016" PRIx64, answer_hash(res));
+        if (res->n_stacks > 0) {
+                /* How much of the window the stacks shown name. */
+                uint64_t others = 0;
+
+                for (size_t i = 0; i < res->n_stacks; i++)
+                        if (res->stacks[i].n_frames == 1 && streq(res->stacks[i].frames[0], "[other stacks]"))
+                                others += res->stacks[i].samples;
+                printf("  others %.1f%%", res->total_samples ? 100.0 * (double) others / (double) res->total_samples : 0.0);
+        }
         for (size_t i = 0; i < n_replies; i++)
                 free(replies[i]);
         free(replies);

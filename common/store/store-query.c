@@ -77,6 +77,10 @@ typedef struct frame_info {
         int64_t build_id_id;
         uint64_t sym_offset;    /* offset in its symbol, for a named frame */
         char *folded;           /* name in folded stacks, made on first use */
+        /* Stacks by name (class_of()): a hash of folded, whether the frame
+         * counts for the query and is in its dso; set when hashed. */
+        uint64_t name_h1, name_h2;
+        bool hashed, counts, in_dso;
 } frame_info;
 
 /* Key of a report row before names are resolved. A symbolized frame is
@@ -747,6 +751,7 @@ typedef struct group_acc {
         int64_t last_boot;      /* of the latest block with a matching sample */
         uint64_t last_boot_end;
         struct snap_acc *snaps; /* raw: counted in the first part's pass */
+        struct class_acc *cls;  /* stacks by name: where a full table goes */
 } group_acc;
 
 /* raw: samples per snapshot link, and of them those whose leaf is in a
@@ -915,6 +920,21 @@ static int group_add(group_table *t, const group *x, uint64_t h) {
         return 0;
 }
 
+static int class_flush(struct class_acc *a);
+
+/* group_add() into the window's table; with stacks by name, a full table
+ * is moved to the classes first. */
+static int group_put(group_acc *g, const group *x, uint64_t h) {
+        int r = group_add(g->t, x, h);
+
+        if (r == -E2BIG && g->cls) {
+                r = class_flush(g->cls);
+                if (r >= 0)
+                        r = group_add(g->t, x, h);
+        }
+        return r;
+}
+
 /* Entries wait this many places before they are added: their slot in the
  * table is fetched from memory meanwhile (a window's table is larger than
  * the caches, and adding is mostly waiting for them). */
@@ -988,7 +1008,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 /* The oldest waiting entry is added, in order, and this
                  * one waits in its place. */
                 if (waiting == GROUP_AHEAD) {
-                        r = group_add(t, ahead + head, ahead_h[head]);
+                        r = group_put(g, ahead + head, ahead_h[head]);
                         if (r < 0)
                                 return r;
                 } else
@@ -1008,7 +1028,7 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
         for (size_t i = 0; i < waiting; i++) {
                 size_t j = (head + GROUP_AHEAD - waiting + i) % GROUP_AHEAD;
 
-                r = group_add(t, ahead + j, ahead_h[j]);
+                r = group_put(g, ahead + j, ahead_h[j]);
                 if (r < 0)
                         return r;
         }
@@ -1936,12 +1956,21 @@ static int expand_stack(query_ctx *c, const group *g, query_stack *ret) {
         return 0;
 }
 
-static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) {
+static int group_key_cmp(const void *x, const void *y) {
+        const group *a = x, *b = y;
+
+        return a->key < b->key ? -1 : a->key > b->key;
+}
+
+static int build_stacks(query_ctx *c, top_groups *top, query_result *res) {
         size_t m = 0;
         int r;
 
         if (top->n == 0)
                 return 0;
+        /* In stack id order, as build_entries(): a chain's nodes are in
+         * the same dictionary blocks, decoded once, not once a stack. */
+        qsort(top->v, top->n, sizeof(group), group_key_cmp);
         res->stacks = calloc(top->n, sizeof(query_stack));
         if (!res->stacks)
                 return -ENOMEM;
@@ -1976,11 +2005,6 @@ static int build_stacks(query_ctx *c, const top_groups *top, query_result *res) 
 /* query_params.shapes: each distinct stack of the top groups once (as
  * expanded, without names), and the groups as entries referring to it
  * and to their comm. */
-static int group_key_cmp(const void *x, const void *y) {
-        const group *a = x, *b = y;
-
-        return a->key < b->key ? -1 : a->key > b->key;
-}
 
 static int build_entries(query_ctx *c, top_groups *top, query_result *res) {
         _cleanup_(hashmap_freep) hashmap *shape_idx = NULL, *comm_idx = NULL, *cgroup_idx = NULL;
@@ -2046,6 +2070,396 @@ static int build_entries(query_ctx *c, top_groups *top, query_result *res) {
         return add_other_stacks(c, top, res);
 }
 
+/* ---- stacks by name ---- */
+
+/* Stacks that read the same once named are one stack of the answer: a
+ * call chain seen in several stack generations (each interns it under ids
+ * of its own), or with its leaf at other offsets in the same function.
+ * Plain stack queries (no pid, thread, CPU or timeline slot among the
+ * keys; not raw, shapes or inlined) count them so before the most
+ * frequent are chosen. Each stack id gets a 128-bit hash of the names of
+ * its frames that count for the query, root first, memoized per node
+ * (class_of()); the groups by stack id are moved, whenever their table is
+ * full and at the end of a pass, into a table of classes (comm, cgroup,
+ * hash) that keeps the first stack id seen of each, to name it by. Parts,
+ * when the classes do not fit, are by the classes' hash: a window of many
+ * stack generations is read once if its classes fit, however many stack
+ * ids it has. */
+typedef struct node_memo {
+        int64_t id;     /* 0: empty */
+        uint64_t h1, h2;        /* h2's low bit: a frame of the query's dso is on the chain */
+} node_memo;
+
+typedef struct class_acc {
+        query_ctx *c;
+        row_set *rs;            /* the rows are counted from the groups, in the first part */
+        group_table *t;         /* groups by stack id */
+        group_table *ct;        /* classes: key h1, split h2, frame_id the stack id that names it */
+        uint64_t parts, part;
+        node_memo *memo;        /* open addressing by node id, at most memo_max slots */
+        size_t memo_cap, memo_n, memo_max;
+        struct chain_link {
+                int64_t id, frame;
+        } *chain;
+        size_t chain_alloc;
+        /* class_dense()'s ring of the last CLASS_RING nodes' hashes, by
+         * id; h2 0: none. */
+        struct dense_hash {
+                uint64_t h1, h2;
+        } *dense;
+        /* ctx_frame_hash()'s answers by frame id, direct-mapped. */
+        struct frame_hash {
+                int64_t id;     /* 0: empty */
+                uint64_t h1, h2;
+                bool counts, in_dso;
+        } *fcache;
+} class_acc;
+
+static void class_acc_done(class_acc *a) {
+        free(a->memo);
+        free(a->chain);
+        free(a->dense);
+        free(a->fcache);
+}
+
+#define CLASS_SEED1 UINT64_C(0x243f6a8885a308d3)
+#define CLASS_SEED2 UINT64_C(0x13198a2e03707344)
+
+static uint64_t name_hash(const char *s, uint64_t seed) {
+        size_t n = strlen(s);
+        uint64_t h = seed ^ n, w;
+
+        for (; n >= 8; n -= 8, s += 8) {
+                memcpy(&w, s, 8);
+                h = group_hash(h, w);
+        }
+        w = 0;
+        memcpy(&w, s, n);
+        return group_hash(h, w);
+}
+
+/* A frame as stacks by name see it: its name's hash, whether it counts
+ * for the query (frame kinds) and whether it is in the query's dso. */
+static int ctx_frame_hash(query_ctx *c, int64_t frame_id, frame_info *ret) {
+        size_t fi;
+        int r;
+
+        r = ctx_frame(c, frame_id, &fi);
+        if (r < 0)
+                return r;
+        if (!c->frames[fi].hashed) {
+                bool counts, in_dso;
+                const char *name;
+
+                r = ctx_frame_counts(c, frame_id, &counts);
+                if (r >= 0)
+                        r = ctx_module_matches(c, c->frames[fi].module_id, &in_dso);
+                if (r >= 0)
+                        r = ctx_folded(c, fi, &name);
+                if (r < 0)
+                        return r;
+                frame_info *f = c->frames + fi;
+                f->name_h1 = name_hash(name, CLASS_SEED1);
+                f->name_h2 = name_hash(name, CLASS_SEED2);
+                f->counts = counts;
+                f->in_dso = in_dso;
+                f->hashed = true;
+        }
+        *ret = c->frames[fi];
+        return 0;
+}
+
+static node_memo *memo_slot(class_acc *a, int64_t id) {
+        size_t mask = a->memo_cap - 1;
+
+        for (size_t j = group_hash(0, (uint64_t) id) & mask;; j = (j + 1) & mask)
+                if (a->memo[j].id == id || a->memo[j].id == 0)
+                        return a->memo + j;
+}
+
+/* Room for k more: the table grows 4 times up to its bound, then starts
+ * again empty (what it held is found again). */
+static int memo_reserve(class_acc *a, size_t k) {
+        if (a->memo_n + k <= a->memo_cap / 4 * 3)
+                return 0;
+        if (a->memo_cap < a->memo_max) {
+                node_memo *old = a->memo;
+                size_t n = a->memo_cap;
+
+                a->memo_cap = MIN(MAX(n * 4, (size_t) 1024), a->memo_max);
+                a->memo = calloc(a->memo_cap, sizeof(node_memo));
+                if (a->memo) {
+                        for (size_t i = 0; i < n; i++)
+                                if (old[i].id != 0)
+                                        *memo_slot(a, old[i].id) = old[i];
+                        free(old);
+                        if (a->memo_n + k <= a->memo_cap / 4 * 3)
+                                return 0;
+                } else {
+                        /* No room to grow: start again in the old one. */
+                        a->memo = old;
+                        a->memo_cap = n;
+                        a->memo_max = n;
+                }
+        }
+        if (!a->memo)
+                return -E2BIG;
+        memset(a->memo, 0, a->memo_cap * sizeof(node_memo));
+        a->memo_n = 0;
+        return a->memo_n + k <= a->memo_cap / 4 * 3 ? 0 : -E2BIG;
+}
+
+#define CLASS_FRAME_CACHE 65536u
+
+/* A chain's hash (h1, h2) and the next frame's: the frame's name if it
+ * counts. h2's low bit says whether a frame of the query's dso counts on
+ * the chain; it is kept out of the mix, so that the same names hash the
+ * same wherever on them the dso's first frame is. */
+static int class_step(class_acc *a, int64_t frame_id, uint64_t *h1, uint64_t *h2) {
+        struct frame_hash *e = a->fcache ? a->fcache + (uint64_t) frame_id % CLASS_FRAME_CACHE : NULL, x;
+
+        if (e && e->id == frame_id)
+                x = *e;
+        else {
+                frame_info f;
+                int r = ctx_frame_hash(a->c, frame_id, &f);
+
+                if (r < 0)
+                        return r;
+                x = (struct frame_hash) { frame_id, f.name_h1, f.name_h2, f.counts, f.in_dso };
+                if (e)
+                        *e = x;
+        }
+        if (!x.counts)
+                return 0;
+        *h1 = group_hash(*h1 ^ 0x9e3779b97f4a7c15ULL, x.h1);
+        *h2 = (group_hash((*h2 & ~UINT64_C(1)) ^ 0xc2b2ae3d27d4eb4fULL, x.h2) & ~UINT64_C(1)) | (*h2 & 1) | x.in_dso;
+        return 0;
+}
+
+/* The class hash of a stack: (h1, h2), h2's low bit set if a frame of the
+ * query's dso counts on it (always without a dso). */
+static int class_of(class_acc *a, int64_t stack_id, uint64_t *ret1, uint64_t *ret2) {
+        query_ctx *c = a->c;
+        uint64_t h1 = CLASS_SEED1, h2 = (CLASS_SEED2 & ~UINT64_C(1)) | !c->dso;
+        size_t n = 0;
+        int r;
+
+        /* Up to the root or a node whose hash is known. */
+        for (int64_t id = stack_id; id != 0;) {
+                node_info nd;
+
+                if (a->memo_cap > 0) {
+                        const node_memo *m = memo_slot(a, id);
+
+                        if (m->id == id) {
+                                h1 = m->h1;
+                                h2 = m->h2;
+                                break;
+                        }
+                }
+                r = ctx_node(c, id, &nd);
+                if (r < 0)
+                        return r;
+                r = array_reserve_one((void **) &a->chain, &a->chain_alloc, n, sizeof(*a->chain));
+                if (r < 0)
+                        return r;
+                a->chain[n++] = (struct chain_link) { id, nd.frame };
+                id = nd.parent;
+        }
+        r = memo_reserve(a, n);
+        if (r < 0 && r != -E2BIG)
+                return r;
+        /* Down again, root side first, as expand_stack() names them. */
+        while (n > 0) {
+                const struct chain_link *l = a->chain + --n;
+
+                r = class_step(a, l->frame, &h1, &h2);
+                if (r < 0)
+                        return r;
+                if (a->memo_cap > 0 && a->memo_n < a->memo_cap / 4 * 3) {
+                        node_memo *m = memo_slot(a, l->id);
+
+                        if (m->id == 0) {
+                                *m = (node_memo) { l->id, h1, h2 };
+                                a->memo_n++;
+                        }
+                }
+        }
+        *ret1 = h1;
+        *ret2 = h2;
+        return 0;
+}
+
+/* The last this many nodes' hashes (16 bytes each) are kept by
+ * class_dense(), a ring by id. */
+#define CLASS_RING (1u << 19)
+
+/* The class hashes of the groups by_id[0..n) (sorted by stack id) into
+ * out[0..n), from one sweep over every node id from the least to the
+ * greatest of theirs: a node's hash is its parent's and its frame's, and
+ * a chain is interned caller first, so a parent is mostly one of the last
+ * few ids swept and is found in the ring; the dictionary is then read
+ * block by block, once, not once a group and frame. Only for queries
+ * without filters of comm, pid, CPU, cgroup or dso and of on-CPU samples,
+ * whose window's groups use about every node in the span (at most 32
+ * nodes a group): others would name frames of stacks they do not count
+ * (and load those stacks' function tables). For parents older than the
+ * ring, and for nodes the sweep could not hash, class_of() walks, and
+ * fails where the group's own chain does. out[k].h2 == 0: not hashed
+ * here. */
+static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct dense_hash *out) {
+        query_ctx *c = a->c;
+        const query_params *q = c->q;
+        size_t k = 0;
+        int r;
+
+        if (q->comm || q->pid >= 0 || q->cpu >= 0 || q->unit || q->cgroup || q->container || c->dso ||
+            q->kind != SAMPLE_KIND_CPU)
+                return 0;
+        while (k < n && by_id[k].key <= 0)
+                k++;
+        if (k == n)
+                return 0;
+        int64_t lo = by_id[k].key, hi = by_id[n - 1].key;
+
+        if ((uint64_t) (hi - lo) >= (uint64_t) (n - k) * 32)
+                return 0;
+        if (!a->dense) {
+                a->dense = malloc(CLASS_RING * sizeof(*a->dense));
+                if (!a->dense)
+                        return 0;       /* walked instead */
+        }
+        for (int64_t id = lo; id <= hi; id++) {
+                struct dense_hash *d = a->dense + (uint64_t) id % CLASS_RING;
+                uint64_t h1, h2;
+                node_info nd;
+
+                *d = (struct dense_hash) {};
+                if ((id - lo) % 65536 == 65535) {
+                        r = check_deadline(q);
+                        if (r < 0)
+                                return r;
+                }
+                while (k < n && by_id[k].key < id)
+                        k++;
+                r = ctx_node(c, id, &nd);
+                if (r >= 0 && nd.parent == 0) {
+                        h1 = CLASS_SEED1;
+                        h2 = (CLASS_SEED2 & ~UINT64_C(1)) | 1;
+                } else if (r >= 0 && nd.parent >= lo && id - nd.parent < (int64_t) CLASS_RING) {
+                        const struct dense_hash *p = a->dense + (uint64_t) nd.parent % CLASS_RING;
+
+                        if (p->h2 == 0)
+                                continue;
+                        h1 = p->h1;
+                        h2 = p->h2;
+                } else if (r >= 0)
+                        r = class_of(a, nd.parent, &h1, &h2);
+                if (r >= 0)
+                        r = class_step(a, nd.frame, &h1, &h2);
+                if (r == -ENOMEM || r == -ETIME)
+                        return r;
+                if (r < 0)
+                        continue;       /* not hashed: a group naming it walks */
+                *d = (struct dense_hash) { h1, h2 };
+                for (; k < n && by_id[k].key == id; k++)
+                        out[k] = *d;
+        }
+        return 0;
+}
+
+/* Moves the groups of the table to their classes (those of this part),
+ * and empties it. -E2BIG: the classes do not fit, more parts. */
+static int class_flush(class_acc *a) {
+        group_table *t = a->t;
+        size_t n = 0;
+        int r = 0;
+
+        for (size_t i = 0; i < t->capacity; i++)
+                if (t->slots[i].samples != 0)
+                        t->slots[n++] = t->slots[i];
+        if (a->part == 0 && !a->c->q->shapes) {
+                r = rows_add(a->c, a->rs, t->slots, n);
+                if (r < 0)
+                        return r;
+        }
+        /* In stack id order: the dictionary's blocks are read in order,
+         * and a chain's nodes are near each other. */
+        _cleanup_free_ order_item *by_id = calloc(MAX(n, (size_t) 1), sizeof(order_item));
+        if (!by_id)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                by_id[i] = (order_item) { group_stack(t->slots + i), i };
+        sort_by_id(by_id, n);
+        _cleanup_free_ struct dense_hash *hashes = calloc(MAX(n, (size_t) 1), sizeof(struct dense_hash));
+        if (!hashes)
+                return -ENOMEM;
+        r = class_dense(a, by_id, n, hashes);
+        if (r < 0)
+                return r;
+        for (size_t k = 0; k < n; k++) {
+                const group *g = t->slots + by_id[k].i;
+                uint64_t h1, h2;
+
+                if (k % 65536 == 65535) {
+                        r = check_deadline(a->c->q);
+                        if (r < 0)
+                                return r;
+                }
+                if (hashes[k].h2 != 0) {
+                        h1 = hashes[k].h1;
+                        h2 = hashes[k].h2;
+                } else
+                        r = class_of(a, by_id[k].key, &h1, &h2);
+                if (r < 0)
+                        return r;
+                if (!(h2 & 1))
+                        continue;       /* no frame in the dso */
+                uint64_t h = group_hash_of(g->comm_id, g->cgroup_id, h1, h2);
+                if (((h >> 40) & (a->parts - 1)) != a->part)
+                        continue;
+                group x = {
+                        .comm_id = g->comm_id,
+                        .cgroup_id = g->cgroup_id,
+                        .key = h1,
+                        .split = h2,
+                        .frame_id = by_id[k].key,
+                        .samples = g->samples,
+                };
+                /* A class is named by its least stack id: the same one
+                 * whatever the order its groups came in. */
+                group *cl = group_slot(a->ct, h, x.comm_id, x.cgroup_id, x.key, x.split);
+                if (cl->samples != 0) {
+                        cl->samples += x.samples;
+                        cl->frame_id = MIN(cl->frame_id, x.frame_id);
+                        continue;
+                }
+                r = group_add(a->ct, &x, h);
+                if (r < 0)
+                        return r;
+        }
+        memset(t->slots, 0, t->capacity * sizeof(group));
+        t->n = 0;
+        return 0;
+}
+
+/* The classes of a part as groups of the stack ids that name them. */
+static size_t class_groups(group_table *ct) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < ct->capacity; i++)
+                if (ct->slots[i].samples != 0) {
+                        group x = ct->slots[i];
+
+                        x.key = (uint64_t) x.frame_id;
+                        x.split = 0;
+                        x.frame_id = 0;
+                        ct->slots[n++] = x;
+                }
+        return n;
+}
+
 /* Groups the window in as many parts as its distinct groups need (see
  * group_table); each part's groups go to the rows, and with stacks to
  * the most frequent ones, before the next part reuses the table. */
@@ -2054,7 +2468,11 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
         _cleanup_free_ group_acc *g = NULL;
         _cleanup_free_ uint64_t *timeline = NULL;
         _cleanup_(snap_acc_done) snap_acc sa = { .c = c };
-        group_table t = {};
+        _cleanup_(class_acc_done) class_acc ca = { .c = c, .rs = rs };
+        group_table t = {}, ct = {};
+        /* Stacks by name (class_flush()). */
+        bool by_class = q->want_stacks && !q->raw && !q->shapes && !q->inlined && !q->by_pid && !q->by_tid &&
+                        !q->by_cpu && q->timeline == 0;
         uint64_t parts = 1, slot_ns = 0;
         id_range range = { .lo = UINT64_MAX, .hi = 0 };         /* none found */
         bool by_range = false, range_done = false;
@@ -2104,6 +2522,19 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
         t.slots = calloc(t.capacity, sizeof(group));
         if (!t.slots)
                 return -ENOMEM;
+        if (by_class) {
+                ct.max_capacity = t.max_capacity;
+                ct.capacity = t.capacity;
+                ct.slots = calloc(ct.capacity, sizeof(group));
+                if (!ct.slots) {
+                        free(t.slots);
+                        return -ENOMEM;
+                }
+                ca.t = &t;
+                ca.ct = &ct;
+                ca.memo_max = MAX(t.max_capacity / 4, (size_t) 1024);
+                ca.fcache = calloc(CLASS_FRAME_CACHE, sizeof(*ca.fcache));   /* NULL: no cache */
+        }
 
         for (uint64_t part = 0; part < parts; part++) {
                 r = check_deadline(q);
@@ -2113,11 +2544,19 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                  * splits the window into 4 times as many parts, from the
                  * start. */
                 for (;;) {
-                        *g = (group_acc) { .q = q, .c = c, .comm_id = comm_id, .t = &t, .parts = parts, .part = part,
+                        /* By class, every pass counts all groups; the
+                         * classes take the parts. */
+                        *g = (group_acc) { .q = q, .c = c, .comm_id = comm_id, .t = &t,
+                                           .parts = by_class ? 1 : parts, .part = by_class ? 0 : part,
                                            .by_range = by_range, .lo = range.lo,
                                            .span = range.hi - range.lo + 1,
                                            .timeline = timeline, .slot_ns = slot_ns,
-                                           .snaps = sa.idx ? &sa : NULL };
+                                           .snaps = sa.idx ? &sa : NULL, .cls = by_class ? &ca : NULL };
+                        ca.parts = parts;
+                        ca.part = part;
+                        if (ct.n > 0)
+                                memset(ct.slots, 0, ct.capacity * sizeof(group));
+                        ct.n = 0;
                         if (part == 0 && sa.idx) {
                                 sa.n = 0;
                                 hashmap_clear(sa.idx);
@@ -2129,6 +2568,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         t.n = 0;
                         passes++;
                         r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
+                        if (r >= 0 && by_class)
+                                r = class_flush(&ca);
                         if (r != -E2BIG)
                                 break;
                         if (parts * 4 > (UINT64_C(1) << 20)) {
@@ -2154,7 +2595,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                          * counted in steps of 4). */
                         if (by_range) {
                                 by_range = false;
-                        } else if (q->want_stacks && !range_done && !q->by_pid && !q->by_cpu && !q->by_tid &&
+                        } else if (q->want_stacks && !by_class && !range_done && !q->by_pid && !q->by_cpu && !q->by_tid &&
                                    q->timeline == 0 && !q->by_cgroup && !q->unit && !q->cgroup && !q->container) {
                                 range_done = true;
                                 range.q = q;
@@ -2188,6 +2629,15 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 if (g->total == 0)
                         break;          /* nothing matched: no part has groups */
 
+                if (by_class) {
+                        /* The rows were counted as the groups went. */
+                        size_t n = class_groups(&ct);
+
+                        r = top_groups_add(top, ct.slots, n);
+                        if (r < 0)
+                                break;
+                        continue;
+                }
                 /* The table's groups, packed to its front. */
                 size_t n = 0;
                 for (size_t i = 0; i < t.capacity; i++)
@@ -2202,6 +2652,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         break;
         }
         free(t.slots);
+        free(ct.slots);
         if (r < 0)
                 return r;
 

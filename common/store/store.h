@@ -171,19 +171,25 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  *   anything else              "0x<addr>"               e.g. "0xffffffffc0a01234"
  * A stack of a sample without frames has n_frames 0. User frames in a
  * file with a kept function table are named by their function; stacks
- * whose names then read the same are merged into one (after the
- * max_stacks most frequent stack ids were chosen, so a function spread
- * over many offsets can rank lower than its merged total).
+ * whose names then read the same are one stack. For stacks without pid,
+ * tid, CPU or timeline slot among the keys (not raw, shapes or inlined)
+ * that holds before the max_stacks most frequent are chosen: a call chain
+ * interned in many stack generations, or sampled at many offsets of its
+ * leaf function, ranks by all of its samples. Otherwise the max_stacks
+ * most frequent stack ids are chosen first, and merged by name after.
  *
  * Memory: a query counts the window's distinct (comm, stack or leaf
  * frame) groups in a table of at most store_set_query_group_slots() slots
  * of 48 bytes (default STORE_QUERY_GROUP_SLOTS_DEFAULT, 24 MiB); a window
  * with more groups than fit is read in 4, 16, 64... passes, each counting
- * a part of them (stacks: by ranges of stack ids, after one more pass that
- * finds them). Decoded dictionary blocks are held to
+ * a part of them (raw, shapes or inlined stacks of (comm, stack) alone:
+ * by ranges of stack ids, after one more pass that finds them). Stacks by
+ * name (see above) move the groups, whenever the table is full, to a
+ * table of their names' classes of the same bound, and only the classes
+ * take parts. Decoded dictionary blocks are held to
  * STORE_QUERY_DICT_BYTES per dictionary. With stacks, the answer itself
- * holds max_stacks stacks (0 = all: not bounded). Everything is freed when
- * the result is. */
+ * holds max_stacks stacks (0 = all: not bounded). Everything is freed
+ * when the result is. */
 /* -ERANGE: stacks told apart by process, CPU or timeline slot
  * (by_pid, by_cpu, timeline) that would need more than 64 reads of the
  * window. */

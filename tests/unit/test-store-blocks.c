@@ -615,6 +615,121 @@ static void add_new_stacks(store *s, uint64_t t0, uint64_t sec, uint32_t pid) {
         ASSERT_OK(store_commit(s));
 }
 
+/* A stack is chosen for max_stacks by its name, not by its ids: a call
+ * chain that is sampled all along is interned again in every stack
+ * generation, and its leaf is at two offsets of one function; it must
+ * outrank a stack with more samples than any one of its ids but fewer
+ * than all of them, whatever the table's size. */
+TEST(stacks_by_name_across_generations) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame spin10 = { FRAME_USER, 0x401010, "spin", 0x1010, "/usr/bin/app", NULL };
+        const frame spin20 = { FRAME_USER, 0x401020, "spin", 0x1020, "/usr/bin/app", NULL };
+        const frame work = { FRAME_USER, 0x402040, "work", 0x2040, "/usr/bin/app", NULL };
+        const frame mainf = { FRAME_USER, 0x403080, "main", 0x3080, "/usr/bin/app", NULL };
+        const frame burst[] = { K_MEMCPY_10, K_ENTRY, mainf };
+        static const char *const want_hot[] = { "main", "work", "spin" };
+        uint64_t gen0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        store_set_dictionary_limit(s, 4 << 10);
+        gen0 = store_generation(s);
+        for (uint64_t sec = 0; sec < 60; sec++) {
+                add_new_stacks(s, T0, sec, 100);
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 2; i++) {
+                        const frame hot[] = { i ? spin20 : spin10, work, mainf };
+
+                        add(s, S(sec) + 500000 + (uint64_t) i, 0, 200, "app", hot, 3);
+                }
+                for (int i = 0; sec == 30 && i < 30; i++)
+                        add(s, S(sec) + 600000 + (uint64_t) i, 1, 200, "app", burst, 3);
+                ASSERT_OK(store_flush_samples(s, S(sec)));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        fprintf(stderr, "stack generations %" PRIu64 " .. %" PRIu64 "\n", gen0, store_generation(s));
+        ASSERT_GT(store_generation(s), gen0 + 3);
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        for (size_t slots = 64; slots <= STORE_QUERY_GROUP_SLOTS_DEFAULT; slots *= 8192) {
+                store_set_query_group_slots(s, slots);
+                _cleanup_result_ query_result *all = run_query(s, &q, 0, 0);
+                _cleanup_result_ query_result *one = run_query(s, &q, 0, 1);
+                const query_stack *hot = NULL;
+                size_t others = 0;
+
+                fprintf(stderr, "%zu slots: %zu stacks in all (%u passes); with max_stacks 1, %zu (%u passes)\n",
+                        slots, all->n_stacks, all->passes, one->n_stacks, one->passes);
+                ASSERT_U64_EQ(all->total_samples, 60 * 50 + 60 * 2 + 30);
+                for (size_t i = 0; i < one->n_stacks; i++) {
+                        if (streq(one->stacks[i].frames[0], "[other stacks]")) {
+                                others += one->stacks[i].samples;
+                                continue;
+                        }
+                        ASSERT_TRUE(!hot);
+                        hot = one->stacks + i;
+                }
+                ASSERT_TRUE(hot);
+                ASSERT_STREQ(hot->comm, "app");
+                ASSERT_U64_EQ(hot->samples, 120);
+                ASSERT_EQ(hot->n_frames, ELEMENTSOF(want_hot));
+                for (size_t f = 0; f < ELEMENTSOF(want_hot); f++)
+                        ASSERT_STREQ(hot->frames[f], want_hot[f]);
+                ASSERT_U64_EQ(others, 60 * 50 + 30);
+                /* Uncapped, the same line once, with all of its samples. */
+                size_t n_hot = 0;
+                for (size_t i = 0; i < all->n_stacks; i++)
+                        if (streq(all->stacks[i].comm, "app") && all->stacks[i].n_frames == 3 &&
+                            streq(all->stacks[i].frames[2], "spin")) {
+                                n_hot++;
+                                ASSERT_U64_EQ(all->stacks[i].samples, 120);
+                        }
+                ASSERT_EQ(n_hot, 1);
+                if (slots == 64)
+                        ASSERT_GT(all->passes, 1);
+        }
+}
+
+/* Stacks through a dso, by name: the same names are one stack wherever
+ * on them the dso's first frame is: g;f, 10 samples with g in libY and 10
+ * with g in libX, outranks h (15). */
+TEST(stacks_by_name_with_a_dso) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame g_y = { FRAME_USER, 0x502020, "g", 0x2020, "/usr/lib/libY.so", NULL };
+        const frame f_x = { FRAME_USER, 0x601010, "f", 0x1010, "/usr/lib/libX.so", NULL };
+        const frame g_x = { FRAME_USER, 0x602020, "g", 0x2020, "/usr/lib/libX.so", NULL };
+        const frame h_x = { FRAME_USER, 0x603030, "h", 0x3030, "/usr/lib/libX.so", NULL };
+        /* Leaf first: g calls f; the first frame in libX is f in a, g in b. */
+        const frame a[] = { f_x, g_y }, b[] = { f_x, g_x }, c[] = { h_x };
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 10; i++) {
+                add(s, S(i), 0, 300, "app", a, 2);
+                add(s, S(i) + 1000, 0, 300, "app", b, 2);
+                add(s, S(i) + 2000, 0, 300, "app", c, 1);
+                if (i % 2)
+                        add(s, S(i) + 3000, 0, 300, "app", c, 1);
+        }
+        ASSERT_OK(store_commit(s));
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        q.dso = "libX.so";
+        _cleanup_result_ query_result *r = run_query(s, &q, 0, 1);
+        ASSERT_EQ(r->n_stacks, 1);
+        ASSERT_U64_EQ(r->stacks[0].samples, 20);
+        ASSERT_EQ(r->stacks[0].n_frames, 2);
+        ASSERT_STREQ(r->stacks[0].frames[0], "g");
+        ASSERT_STREQ(r->stacks[0].frames[1], "f");
+}
+
 TEST(size_cap_collects_old_stacks_and_frames) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
