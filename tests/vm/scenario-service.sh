@@ -340,7 +340,7 @@ check "Linux 6.1 on x86-64 loads the program that reuses stacks: taken at $taken
 HW=$BUILD_DIR/tests/integration/held-waits
 hw=
 if [ -x "$HW" ]; then
-        "$HW" & hw=$!
+        "$HW" > /tmp/held.out & hw=$!
         sleep 2.5
 fi
 
@@ -359,8 +359,14 @@ if [ -n "$hw" ]; then
         hw_ns=$(perfsnapctl query $wo --pid "$hw" --format json | python3 -c '
 import json, sys
 print(sum(r["samples"] for r in json.load(sys.stdin)["result"]["rows"] if r["symbol"] == "do_nanosleep"))')
-        check "5 sleeps of 20 us held in the kernel's hash at the stop are stored (${hw_ns:-?} ns)" \
-                sh -c "[ ${hw_ns:-0} -ge 100000 ] && [ ${hw_ns:-0} -lt 1000000 ]"
+        # Stored: at least the 5 x 20 us asked for, at most what they took
+        # by the program's clock (under emulation, 2.5 ms has been seen).
+        hw_wall=$(head -1 /tmp/held.out)
+        check "5 sleeps of 20 us held in the kernel's hash at the stop are stored (${hw_ns:-?} ns; ${hw_wall:-?} ns by the clock)" \
+                sh -c "[ ${hw_ns:-0} -ge 100000 ] && [ ${hw_ns:-0} -le ${hw_wall:-0} ]"
+        # Past 1 ms the program moves the waits itself before the stop.
+        [ "${hw_wall:-0}" -lt 1000000 ] ||
+                echo "SKIP: the sleeps took ${hw_wall} ns here, past the 1 ms a thread's entry holds: not held at the stop"
         systemctl stop perfsnapd
 fi
 
