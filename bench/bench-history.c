@@ -29,7 +29,8 @@
  * with a hash of its answer (totals, rows, stacks), to compare builds.
  * With BENCH_TIMEOUT=SECONDS, queries have that deadline, as the daemon's
  * query_timeout gives them; with BENCH_MAX_STACKS=N, at most N stacks (0:
- * all; default 20,000, as the daemon's query_max_stacks). */
+ * all; default 20,000, as the daemon's query_max_stacks); with
+ * BENCH_GROUP_SLOTS=N, a group table of at most N slots. */
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -357,6 +358,9 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
         /* BENCH_MAX_STACKS=N: the daemon's query_max_stacks (0: all). */
         uint32_t max_stacks = getenv("BENCH_MAX_STACKS") ? (uint32_t) strtoul(getenv("BENCH_MAX_STACKS"), NULL, 10) : 20000;
         r = store_open(db, STORE_READONLY, &s);
+        /* BENCH_GROUP_SLOTS=N: a query's group table bound (store.h). */
+        if (r >= 0 && getenv("BENCH_GROUP_SLOTS"))
+                store_set_query_group_slots(s, strtoull(getenv("BENCH_GROUP_SLOTS"), NULL, 10));
         if (r >= 0)
                 r = store_query(s, &q, 10000, max_stacks, &res);
         t1 = wall_seconds();

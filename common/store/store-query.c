@@ -2113,6 +2113,15 @@ typedef struct class_acc {
                 uint64_t h1, h2;
                 bool counts, in_dso;
         } *fcache;
+        /* When the classes of a capped query outgrow their table in its
+         * first pass: CLASS_EXACT, then CLASS_SUMMARY (class_shrink():
+         * counts are at most `shrunk` below the truth), then
+         * CLASS_CANDIDATES (a second pass counts the classes left
+         * exactly; the others' samples go to "[other stacks]"). */
+        enum { CLASS_EXACT, CLASS_SUMMARY, CLASS_CANDIDATES } stage;
+        bool may_summarize;
+        uint64_t shrunk;
+        top_groups *top;
 } class_acc;
 
 static void class_acc_done(class_acc *a) {
@@ -2369,6 +2378,65 @@ static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct d
         return 0;
 }
 
+/* Makes room in a full table of classes: every class loses as many
+ * samples as the median class has, and those left with none go (at least
+ * half of them). A class's count is then at most a->shrunk below its true
+ * one, and a class not in the table has at most a->shrunk samples (the
+ * frequent items bound of Misra and Gries, in batches). */
+static int class_shrink(class_acc *a) {
+        group_table *ct = a->ct;
+        size_t n = 0, m = 0;
+        _cleanup_free_ uint64_t *counts = malloc(MAX(ct->n, (size_t) 1) * sizeof(uint64_t));
+        _cleanup_free_ group *keep = NULL;
+
+        if (!counts)
+                return -ENOMEM;
+        for (size_t i = 0; i < ct->capacity; i++)
+                if (ct->slots[i].samples != 0)
+                        counts[n++] = ct->slots[i].samples;
+        /* The median, by selection. */
+        size_t lo = 0, hi = n, k = n / 2;
+        while (hi - lo > 1) {
+                uint64_t pivot = counts[lo + (hi - lo) / 2];
+                size_t lt = lo, i = lo, gt = hi;
+
+                while (i < gt) {
+                        if (counts[i] < pivot) {
+                                SWAP(counts[lt], counts[i]);
+                                lt++;
+                                i++;
+                        } else if (counts[i] > pivot) {
+                                gt--;
+                                SWAP(counts[i], counts[gt]);
+                        } else
+                                i++;
+                }
+                if (k < lt)
+                        hi = lt;
+                else if (k < gt)
+                        break;
+                else
+                        lo = gt;
+        }
+        uint64_t delta = MAX(counts[k], (uint64_t) 1);
+
+        keep = malloc(MAX(n, (size_t) 1) * sizeof(group));
+        if (!keep)
+                return -ENOMEM;
+        for (size_t i = 0; i < ct->capacity; i++)
+                if (ct->slots[i].samples > delta) {
+                        keep[m] = ct->slots[i];
+                        keep[m++].samples -= delta;
+                }
+        memset(ct->slots, 0, ct->capacity * sizeof(group));
+        for (size_t i = 0; i < m; i++)
+                *group_slot(ct, group_hash_of(keep[i].comm_id, keep[i].cgroup_id, keep[i].key, keep[i].split),
+                            keep[i].comm_id, keep[i].cgroup_id, keep[i].key, keep[i].split) = keep[i];
+        ct->n = m;
+        a->shrunk += delta;
+        return 0;
+}
+
 /* Moves the groups of the table to their classes (those of this part),
  * and empties it. -E2BIG: the classes do not fit, more parts. */
 static int class_flush(class_acc *a) {
@@ -2379,7 +2447,7 @@ static int class_flush(class_acc *a) {
         for (size_t i = 0; i < t->capacity; i++)
                 if (t->slots[i].samples != 0)
                         t->slots[n++] = t->slots[i];
-        if (a->part == 0 && !a->c->q->shapes) {
+        if (a->part == 0 && a->stage != CLASS_CANDIDATES) {
                 r = rows_add(a->c, a->rs, t->slots, n);
                 if (r < 0)
                         return r;
@@ -2435,13 +2503,46 @@ static int class_flush(class_acc *a) {
                         cl->frame_id = MIN(cl->frame_id, x.frame_id);
                         continue;
                 }
+                if (a->stage == CLASS_CANDIDATES) {
+                        r = other_add(a->top, &x);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
                 r = group_add(a->ct, &x, h);
+                if (r == -E2BIG && (a->stage == CLASS_SUMMARY || a->may_summarize)) {
+                        a->stage = CLASS_SUMMARY;
+                        r = class_shrink(a);
+                        if (r >= 0)
+                                r = group_add(a->ct, &x, h);
+                }
                 if (r < 0)
                         return r;
         }
         memset(t->slots, 0, t->capacity * sizeof(group));
         t->n = 0;
         return 0;
+}
+
+/* Whether the limit most frequent of the exact counts of the classes in
+ * ct are the window's: each has more samples than `shrunk`, more than any
+ * class the summary left out can have. */
+static bool summary_holds(const group_table *ct, size_t limit, uint64_t shrunk) {
+        size_t n = 0;
+        _cleanup_free_ uint64_t *v = malloc(MAX(ct->n, (size_t) 1) * sizeof(uint64_t));
+
+        if (!v)
+                return false;
+        for (size_t i = 0; i < ct->capacity; i++)
+                if (ct->slots[i].samples != 0)
+                        v[n++] = ct->slots[i].samples;
+        if (n < limit)
+                return false;
+        /* How many have more than shrunk: at least limit. */
+        size_t above = 0;
+        for (size_t i = 0; i < n; i++)
+                above += v[i] > shrunk;
+        return above >= limit;
 }
 
 /* The classes of a part as groups of the stack ids that name them. */
@@ -2475,7 +2576,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         !q->by_cpu && q->timeline == 0;
         uint64_t parts = 1, slot_ns = 0;
         id_range range = { .lo = UINT64_MAX, .hi = 0 };         /* none found */
-        bool by_range = false, range_done = false;
+        bool by_range = false, range_done = false, summary_failed = false;
         uint32_t passes = 0;
         unsigned top_level;
         int r = 0;
@@ -2532,6 +2633,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 }
                 ca.t = &t;
                 ca.ct = &ct;
+                ca.top = top;
                 ca.memo_max = MAX(t.max_capacity / 4, (size_t) 1024);
                 ca.fcache = calloc(CLASS_FRAME_CACHE, sizeof(*ca.fcache));   /* NULL: no cache */
         }
@@ -2554,6 +2656,11 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                            .snaps = sa.idx ? &sa : NULL, .cls = by_class ? &ca : NULL };
                         ca.parts = parts;
                         ca.part = part;
+                        ca.stage = CLASS_EXACT;
+                        ca.shrunk = 0;
+                        /* A capped answer of one part may keep the
+                         * frequent classes only (class_shrink()). */
+                        ca.may_summarize = top->limit > 0 && parts == 1 && !summary_failed;
                         if (ct.n > 0)
                                 memset(ct.slots, 0, ct.capacity * sizeof(group));
                         ct.n = 0;
@@ -2570,6 +2677,31 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
                         if (r >= 0 && by_class)
                                 r = class_flush(&ca);
+                        if (r >= 0 && by_class && ca.stage == CLASS_SUMMARY) {
+                                /* The classes left, counted exactly in a
+                                 * second pass; the window's totals are the
+                                 * first pass's. */
+                                group_acc first = *g;
+
+                                for (size_t i = 0; i < ct.capacity; i++)
+                                        if (ct.slots[i].samples != 0)
+                                                ct.slots[i].samples = 1;        /* 1 more than counted */
+                                ca.stage = CLASS_CANDIDATES;
+                                memset(t.slots, 0, t.capacity * sizeof(group));
+                                t.n = 0;
+                                passes++;
+                                r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
+                                if (r >= 0)
+                                        r = class_flush(&ca);
+                                *g = first;
+                                if (r >= 0) {
+                                        for (size_t i = 0; i < ct.capacity; i++)
+                                                if (ct.slots[i].samples != 0)
+                                                        ct.slots[i].samples--;
+                                        r = summary_holds(&ct, top->limit, ca.shrunk) ? 0 : -E2BIG;
+                                        summary_failed = r < 0;
+                                }
+                        }
                         if (r != -E2BIG)
                                 break;
                         if (parts * 4 > (UINT64_C(1) << 20)) {

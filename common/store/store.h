@@ -186,7 +186,9 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  * by ranges of stack ids, after one more pass that finds them). Stacks by
  * name (see above) move the groups, whenever the table is full, to a
  * table of their names' classes of the same bound, and only the classes
- * take parts. Decoded dictionary blocks are held to
+ * take parts; with max_stacks, a first read that outgrows it keeps the
+ * frequent classes and a second counts them, when that proves the
+ * answer (doc/storage.md). Decoded dictionary blocks are held to
  * STORE_QUERY_DICT_BYTES per dictionary. With stacks, the answer itself
  * holds max_stacks stacks (0 = all: not bounded). Everything is freed
  * when the result is. */

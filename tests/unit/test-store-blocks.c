@@ -730,6 +730,67 @@ TEST(stacks_by_name_with_a_dso) {
         ASSERT_STREQ(r->stacks[0].frames[1], "f");
 }
 
+/* Classes that outgrow their table in a capped query: the frequent ones
+ * kept (class_shrink()) and counted again exactly, when that proves the
+ * answer (2 passes); else parts. Both answer as one pass does. */
+TEST(stacks_by_name_when_classes_outgrow_their_table) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        static const char *const names[] = { "h0", "h1", "h2", "h3", "h4" };
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* 3,000 stacks seen once, and 5 seen 100, 90, ... 60 times, in
+         * between them. */
+        for (int sec = 0; sec < 30; sec++) {
+                ASSERT_OK(store_begin(s));
+                for (int i = 0; i < 100; i++) {
+                        frame f = { FRAME_USER, 0x700000 + (uint64_t) (sec * 100 + i) * 16, NULL,
+                                    (uint64_t) (sec * 100 + i) * 16, "/usr/bin/many", NULL };
+
+                        add(s, S(sec) + (uint64_t) i * 1000, 0, 400, "many", &f, 1);
+                }
+                for (int h = 0; h < 5; h++)
+                        for (int i = 0; i < 10 - h; i++)
+                                if (sec % 3 == 0) {
+                                        frame f = { FRAME_USER, 0x800000 + (uint64_t) h * 64, names[h],
+                                                    (uint64_t) h * 64, "/usr/bin/many", NULL };
+
+                                        add(s, S(sec) + 500000 + (uint64_t) (h * 10 + i), 1, 400, "many", &f, 1);
+                                }
+                ASSERT_OK(store_flush_samples(s, S(sec)));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        for (uint32_t max_stacks = 5; max_stacks <= 50; max_stacks += 45) {
+                store_set_query_group_slots(s, STORE_QUERY_GROUP_SLOTS_DEFAULT);
+                _cleanup_result_ query_result *one = run_query(s, &q, 0, max_stacks);
+                store_set_query_group_slots(s, 256);
+                _cleanup_result_ query_result *small = run_query(s, &q, 0, max_stacks);
+
+                fprintf(stderr, "max_stacks %u: %zu stacks, %u and %u passes\n", max_stacks, one->n_stacks, one->passes,
+                        small->passes);
+                ASSERT_EQ(one->passes, 1);
+                assert_same_stacks(one, small);
+                ASSERT_U64_EQ(small->total_samples, 3000 + 10 * (100 + 90 + 80 + 70 + 60) / 10);
+                if (max_stacks == 5) {
+                        /* The frequent five, and the others in one line. */
+                        ASSERT_EQ(small->passes, 2);
+                        ASSERT_EQ(small->n_stacks, 6);
+                        ASSERT_STREQ(small->stacks[0].frames[0], "[other stacks]");
+                        ASSERT_U64_EQ(small->stacks[0].samples, 3000);
+                        for (int h = 0; h < 5; h++) {
+                                ASSERT_STREQ(small->stacks[1 + h].frames[0], names[h]);
+                                ASSERT_U64_EQ(small->stacks[1 + h].samples, (uint64_t) (10 - h) * 10);
+                        }
+                } else
+                        ASSERT_GT(small->passes, 2);    /* the 50th has 1 sample: not proven, parts */
+        }
+}
+
 TEST(size_cap_collects_old_stacks_and_frames) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
