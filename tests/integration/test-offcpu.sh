@@ -187,6 +187,8 @@ grep -q "invalid --type 'bogus'" "$T/err" || fail "--type bogus: $(cat "$T/err")
 # held-waits.c). Two drains pass; the thread does not switch, so neither
 # moves them; the last drain must.
 "$HELD_WAITS" > "$T/held.out" & H=$!
+# It prints once the short sleeps are done and the long one is next.
+for _ in $(seq 1 150); do [ -s "$T/held.out" ] && break; sleep 0.2; done
 sleep 2.5
 
 # The waits outlive a restart (they are in the database).

@@ -341,6 +341,9 @@ HW=$BUILD_DIR/tests/integration/held-waits
 hw=
 if [ -x "$HW" ]; then
         "$HW" > /tmp/held.out & hw=$!
+        # It prints once the short sleeps are done and the long one is
+        # next: under emulation starting it can take seconds.
+        for _ in $(seq 1 150); do [ -s /tmp/held.out ] && break; sleep 0.2; done
         sleep 2.5
 fi
 
