@@ -2420,9 +2420,12 @@ static int class_shrink(class_acc *a) {
         }
         uint64_t delta = MAX(counts[k], (uint64_t) 1);
 
-        keep = malloc(MAX(n, (size_t) 1) * sizeof(group));
+        for (size_t i = 0; i < n; i++)
+                m += counts[i] > delta;
+        keep = malloc(MAX(m, (size_t) 1) * sizeof(group));
         if (!keep)
                 return -ENOMEM;
+        m = 0;
         for (size_t i = 0; i < ct->capacity; i++)
                 if (ct->slots[i].samples > delta) {
                         keep[m] = ct->slots[i];
@@ -2528,20 +2531,10 @@ static int class_flush(class_acc *a) {
  * ct are the window's: each has more samples than `shrunk`, more than any
  * class the summary left out can have. */
 static bool summary_holds(const group_table *ct, size_t limit, uint64_t shrunk) {
-        size_t n = 0;
-        _cleanup_free_ uint64_t *v = malloc(MAX(ct->n, (size_t) 1) * sizeof(uint64_t));
-
-        if (!v)
-                return false;
-        for (size_t i = 0; i < ct->capacity; i++)
-                if (ct->slots[i].samples != 0)
-                        v[n++] = ct->slots[i].samples;
-        if (n < limit)
-                return false;
-        /* How many have more than shrunk: at least limit. */
         size_t above = 0;
-        for (size_t i = 0; i < n; i++)
-                above += v[i] > shrunk;
+
+        for (size_t i = 0; i < ct->capacity; i++)
+                above += ct->slots[i].samples > shrunk;
         return above >= limit;
 }
 
@@ -2660,7 +2653,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         ca.shrunk = 0;
                         /* A capped answer of one part may keep the
                          * frequent classes only (class_shrink()). */
-                        ca.may_summarize = top->limit > 0 && parts == 1 && !summary_failed;
+                        ca.may_summarize = top->limit > 0 && top->limit <= ct.max_capacity / 4 * 3 && parts == 1 &&
+                                           !summary_failed;
                         if (ct.n > 0)
                                 memset(ct.slots, 0, ct.capacity * sizeof(group));
                         ct.n = 0;
@@ -2677,12 +2671,21 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                         r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
                         if (r >= 0 && by_class)
                                 r = class_flush(&ca);
+                        if (r >= 0 && by_class && ca.stage == CLASS_SUMMARY && ct.n < top->limit) {
+                                r = -E2BIG;     /* fewer left than asked for: parts */
+                                summary_failed = true;
+                        }
                         if (r >= 0 && by_class && ca.stage == CLASS_SUMMARY) {
                                 /* The classes left, counted exactly in a
                                  * second pass; the window's totals are the
                                  * first pass's. */
-                                group_acc first = *g;
+                                _cleanup_free_ group_acc *first = malloc(sizeof *first);
 
+                                if (!first) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                *first = *g;
                                 for (size_t i = 0; i < ct.capacity; i++)
                                         if (ct.slots[i].samples != 0)
                                                 ct.slots[i].samples = 1;        /* 1 more than counted */
@@ -2693,7 +2696,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
                                 if (r >= 0)
                                         r = class_flush(&ca);
-                                *g = first;
+                                *g = *first;
                                 if (r >= 0) {
                                         for (size_t i = 0; i < ct.capacity; i++)
                                                 if (ct.slots[i].samples != 0)
