@@ -578,6 +578,8 @@ static int group_cmp(const void *x, const void *y) {
                 return a->key < b->key ? -1 : 1;
         if (a->split != b->split)
                 return a->split < b->split ? -1 : 1;
+        if (a->cgroup_id != b->cgroup_id)
+                return a->cgroup_id < b->cgroup_id ? -1 : 1;
         return 0;
 }
 
