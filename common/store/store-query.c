@@ -77,10 +77,6 @@ typedef struct frame_info {
         int64_t build_id_id;
         uint64_t sym_offset;    /* offset in its symbol, for a named frame */
         char *folded;           /* name in folded stacks, made on first use */
-        /* Stacks by name (class_of()): a hash of folded, whether the frame
-         * counts for the query and is in its dso; set when hashed. */
-        uint64_t name_h1, name_h2;
-        bool hashed, counts, in_dso;
 } frame_info;
 
 /* Key of a report row before names are resolved. A symbolized frame is
@@ -728,6 +724,23 @@ static int group_table_grow(group_table *t) {
                                     old[i].comm_id, old[i].cgroup_id, old[i].key, old[i].split) = old[i];
         free(old);
         return 0;
+}
+
+/* Moves the groups to the front of the slots, in slot order, and returns
+ * how many there are; the table must be cleared before its next use. */
+static size_t group_table_pack(group_table *t) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < t->capacity; i++)
+                if (t->slots[i].samples != 0)
+                        t->slots[n++] = t->slots[i];
+        return n;
+}
+
+static void group_table_clear(group_table *t) {
+        if (t->n > 0)
+                memset(t->slots, 0, t->capacity * sizeof(group));
+        t->n = 0;
 }
 
 static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret);
@@ -2150,33 +2163,25 @@ static uint64_t name_hash(const char *s, uint64_t seed) {
 }
 
 /* A frame as stacks by name see it: its name's hash, whether it counts
- * for the query (frame kinds) and whether it is in the query's dso. */
-static int ctx_frame_hash(query_ctx *c, int64_t frame_id, frame_info *ret) {
+ * for the query (frame kinds) and whether it is in the query's dso (the
+ * frame, its folded name and the dso's answer are the context's, made
+ * once). */
+static int ctx_frame_hash(query_ctx *c, int64_t frame_id, struct frame_hash *ret) {
+        bool counts, in_dso;
+        const char *name;
         size_t fi;
         int r;
 
         r = ctx_frame(c, frame_id, &fi);
+        if (r >= 0)
+                r = ctx_frame_counts(c, frame_id, &counts);
+        if (r >= 0)
+                r = ctx_module_matches(c, c->frames[fi].module_id, &in_dso);
+        if (r >= 0)
+                r = ctx_folded(c, fi, &name);
         if (r < 0)
                 return r;
-        if (!c->frames[fi].hashed) {
-                bool counts, in_dso;
-                const char *name;
-
-                r = ctx_frame_counts(c, frame_id, &counts);
-                if (r >= 0)
-                        r = ctx_module_matches(c, c->frames[fi].module_id, &in_dso);
-                if (r >= 0)
-                        r = ctx_folded(c, fi, &name);
-                if (r < 0)
-                        return r;
-                frame_info *f = c->frames + fi;
-                f->name_h1 = name_hash(name, CLASS_SEED1);
-                f->name_h2 = name_hash(name, CLASS_SEED2);
-                f->counts = counts;
-                f->in_dso = in_dso;
-                f->hashed = true;
-        }
-        *ret = c->frames[fi];
+        *ret = (struct frame_hash) { frame_id, name_hash(name, CLASS_SEED1), name_hash(name, CLASS_SEED2), counts, in_dso };
         return 0;
 }
 
@@ -2232,12 +2237,10 @@ static int class_step(class_acc *a, int64_t frame_id, uint64_t *h1, uint64_t *h2
         if (e && e->id == frame_id)
                 x = *e;
         else {
-                frame_info f;
-                int r = ctx_frame_hash(a->c, frame_id, &f);
+                int r = ctx_frame_hash(a->c, frame_id, &x);
 
                 if (r < 0)
                         return r;
-                x = (struct frame_hash) { frame_id, f.name_h1, f.name_h2, f.counts, f.in_dso };
                 if (e)
                         *e = x;
         }
@@ -2248,14 +2251,21 @@ static int class_step(class_acc *a, int64_t frame_id, uint64_t *h1, uint64_t *h2
         return 0;
 }
 
+/* The hash of the empty chain, the root's. */
+static void class_root(const query_ctx *c, uint64_t *h1, uint64_t *h2) {
+        *h1 = CLASS_SEED1;
+        *h2 = (CLASS_SEED2 & ~UINT64_C(1)) | !c->dso;
+}
+
 /* The class hash of a stack: (h1, h2), h2's low bit set if a frame of the
  * query's dso counts on it (always without a dso). */
 static int class_of(class_acc *a, int64_t stack_id, uint64_t *ret1, uint64_t *ret2) {
         query_ctx *c = a->c;
-        uint64_t h1 = CLASS_SEED1, h2 = (CLASS_SEED2 & ~UINT64_C(1)) | !c->dso;
+        uint64_t h1, h2;
         size_t n = 0;
         int r;
 
+        class_root(c, &h1, &h2);
         /* Up to the root or a node whose hash is known. */
         for (int64_t id = stack_id; id != 0;) {
                 node_info nd;
@@ -2355,10 +2365,9 @@ static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct d
                 while (k < n && by_id[k].key < id)
                         k++;
                 r = ctx_node(c, id, &nd);
-                if (r >= 0 && nd.parent == 0) {
-                        h1 = CLASS_SEED1;
-                        h2 = (CLASS_SEED2 & ~UINT64_C(1)) | 1;
-                } else if (r >= 0 && nd.parent >= lo && id - nd.parent < (int64_t) CLASS_RING) {
+                if (r >= 0 && nd.parent == 0)
+                        class_root(c, &h1, &h2);
+                else if (r >= 0 && nd.parent >= lo && id - nd.parent < (int64_t) CLASS_RING) {
                         const struct dense_hash *p = a->dense + (uint64_t) nd.parent % CLASS_RING;
 
                         if (p->h2 == 0)
@@ -2387,53 +2396,26 @@ static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct d
  * frequent items bound of Misra and Gries, in batches). */
 static int class_shrink(class_acc *a) {
         group_table *ct = a->ct;
-        size_t n = 0, m = 0;
-        _cleanup_free_ uint64_t *counts = malloc(MAX(ct->n, (size_t) 1) * sizeof(uint64_t));
-        _cleanup_free_ group *keep = NULL;
+        size_t n = group_table_pack(ct), k = n > 0 ? n - 1 - n / 2 : 0, m = 0;
+        uint64_t delta = 1;
 
-        if (!counts)
-                return -ENOMEM;
-        for (size_t i = 0; i < ct->capacity; i++)
-                if (ct->slots[i].samples != 0)
-                        counts[n++] = ct->slots[i].samples;
-        /* The median, by selection. */
-        size_t lo = 0, hi = n, k = n / 2;
-        while (hi - lo > 1) {
-                uint64_t pivot = counts[lo + (hi - lo) / 2];
-                size_t lt = lo, i = lo, gt = hi;
-
-                while (i < gt) {
-                        if (counts[i] < pivot) {
-                                SWAP(counts[lt], counts[i]);
-                                lt++;
-                                i++;
-                        } else if (counts[i] > pivot) {
-                                gt--;
-                                SWAP(counts[i], counts[gt]);
-                        } else
-                                i++;
-                }
-                if (k < lt)
-                        hi = lt;
-                else if (k < gt)
-                        break;
-                else
-                        lo = gt;
-        }
-        uint64_t delta = MAX(counts[k], (uint64_t) 1);
-
-        for (size_t i = 0; i < n; i++)
-                m += counts[i] > delta;
-        keep = malloc(MAX(m, (size_t) 1) * sizeof(group));
+        /* The k largest first; delta, the largest of the others, is the
+         * median (rank n / 2 from the least), and they all go. */
+        select_first(ct->slots, n, k);
+        for (size_t i = k; i < n; i++)
+                delta = MAX(delta, ct->slots[i].samples);
+        for (size_t i = 0; i < k; i++)
+                m += ct->slots[i].samples > delta;
+        _cleanup_free_ group *keep = malloc(MAX(m, (size_t) 1) * sizeof(group));
         if (!keep)
                 return -ENOMEM;
         m = 0;
-        for (size_t i = 0; i < ct->capacity; i++)
+        for (size_t i = 0; i < k; i++)
                 if (ct->slots[i].samples > delta) {
                         keep[m] = ct->slots[i];
                         keep[m++].samples -= delta;
                 }
-        memset(ct->slots, 0, ct->capacity * sizeof(group));
+        group_table_clear(ct);
         for (size_t i = 0; i < m; i++)
                 *group_slot(ct, group_hash_of(keep[i].comm_id, keep[i].cgroup_id, keep[i].key, keep[i].split),
                             keep[i].comm_id, keep[i].cgroup_id, keep[i].key, keep[i].split) = keep[i];
@@ -2446,12 +2428,9 @@ static int class_shrink(class_acc *a) {
  * and empties it. -E2BIG: the classes do not fit, more parts. */
 static int class_flush(class_acc *a) {
         group_table *t = a->t;
-        size_t n = 0;
+        size_t n = group_table_pack(t);
         int r = 0;
 
-        for (size_t i = 0; i < t->capacity; i++)
-                if (t->slots[i].samples != 0)
-                        t->slots[n++] = t->slots[i];
         if (a->part == 0 && a->stage != CLASS_CANDIDATES) {
                 r = rows_add(a->c, a->rs, t->slots, n);
                 if (r < 0)
@@ -2524,8 +2503,7 @@ static int class_flush(class_acc *a) {
                 if (r < 0)
                         return r;
         }
-        memset(t->slots, 0, t->capacity * sizeof(group));
-        t->n = 0;
+        group_table_clear(t);
         return 0;
 }
 
@@ -2542,18 +2520,51 @@ static bool summary_holds(const group_table *ct, size_t limit, uint64_t shrunk) 
 
 /* The classes of a part as groups of the stack ids that name them. */
 static size_t class_groups(group_table *ct) {
-        size_t n = 0;
+        size_t n = group_table_pack(ct);
 
-        for (size_t i = 0; i < ct->capacity; i++)
-                if (ct->slots[i].samples != 0) {
-                        group x = ct->slots[i];
+        for (size_t i = 0; i < n; i++) {
+                group *x = ct->slots + i;
 
-                        x.key = (uint64_t) x.frame_id;
-                        x.split = 0;
-                        x.frame_id = 0;
-                        ct->slots[n++] = x;
-                }
+                x->key = (uint64_t) x->frame_id;
+                x->split = 0;
+                x->frame_id = 0;
+        }
         return n;
+}
+
+/* After a pass that kept the frequent classes (CLASS_SUMMARY): a second
+ * pass counts them exactly, the others' samples going to "[other
+ * stacks]"; the window's totals in g stay the first pass's. -E2BIG if
+ * fewer are left than asked for, or the count does not prove the answer
+ * (summary_holds()): parts then. */
+static int class_count_candidates(class_acc *a, store *s, const query_params *q, unsigned top_level, group_acc *g,
+                                  uint32_t *passes) {
+        group_table *ct = a->ct;
+        _cleanup_free_ group_acc *first = NULL;
+        int r;
+
+        if (ct->n < a->top->limit)
+                return -E2BIG;
+        first = malloc(sizeof *first);
+        if (!first)
+                return -ENOMEM;
+        (*passes)++;
+        *first = *g;
+        for (size_t i = 0; i < ct->capacity; i++)
+                if (ct->slots[i].samples != 0)
+                        ct->slots[i].samples = 1;       /* 1 more than counted */
+        a->stage = CLASS_CANDIDATES;
+        group_table_clear(a->t);
+        r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
+        if (r >= 0)
+                r = class_flush(a);
+        *g = *first;
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ct->capacity; i++)
+                if (ct->slots[i].samples != 0)
+                        ct->slots[i].samples--;
+        return summary_holds(ct, a->top->limit, a->shrunk) ? 0 : -E2BIG;
 }
 
 /* Groups the window in as many parts as its distinct groups need (see
@@ -2657,55 +2668,21 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                          * frequent classes only (class_shrink()). */
                         ca.may_summarize = top->limit > 0 && top->limit <= ct.max_capacity / 4 * 3 && parts == 1 &&
                                            !summary_failed;
-                        if (ct.n > 0)
-                                memset(ct.slots, 0, ct.capacity * sizeof(group));
-                        ct.n = 0;
+                        group_table_clear(&ct);
                         if (part == 0 && sa.idx) {
                                 sa.n = 0;
                                 hashmap_clear(sa.idx);
                         }
                         if (timeline)
                                 memset(timeline, 0, q->timeline * sizeof(uint64_t));
-                        if (t.n > 0)
-                                memset(t.slots, 0, t.capacity * sizeof(group));
-                        t.n = 0;
+                        group_table_clear(&t);
                         passes++;
                         r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
                         if (r >= 0 && by_class)
                                 r = class_flush(&ca);
-                        if (r >= 0 && by_class && ca.stage == CLASS_SUMMARY && ct.n < top->limit) {
-                                r = -E2BIG;     /* fewer left than asked for: parts */
-                                summary_failed = true;
-                        }
                         if (r >= 0 && by_class && ca.stage == CLASS_SUMMARY) {
-                                /* The classes left, counted exactly in a
-                                 * second pass; the window's totals are the
-                                 * first pass's. */
-                                _cleanup_free_ group_acc *first = malloc(sizeof *first);
-
-                                if (!first) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                                *first = *g;
-                                for (size_t i = 0; i < ct.capacity; i++)
-                                        if (ct.slots[i].samples != 0)
-                                                ct.slots[i].samples = 1;        /* 1 more than counted */
-                                ca.stage = CLASS_CANDIDATES;
-                                memset(t.slots, 0, t.capacity * sizeof(group));
-                                t.n = 0;
-                                passes++;
-                                r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
-                                if (r >= 0)
-                                        r = class_flush(&ca);
-                                *g = *first;
-                                if (r >= 0) {
-                                        for (size_t i = 0; i < ct.capacity; i++)
-                                                if (ct.slots[i].samples != 0)
-                                                        ct.slots[i].samples--;
-                                        r = summary_holds(&ct, top->limit, ca.shrunk) ? 0 : -E2BIG;
-                                        summary_failed = r < 0;
-                                }
+                                r = class_count_candidates(&ca, s, q, top_level, g, &passes);
+                                summary_failed = r == -E2BIG;
                         }
                         if (r != -E2BIG)
                                 break;
@@ -2775,11 +2752,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 break;
                         continue;
                 }
-                /* The table's groups, packed to its front. */
-                size_t n = 0;
-                for (size_t i = 0; i < t.capacity; i++)
-                        if (t.slots[i].samples != 0)
-                                t.slots[n++] = t.slots[i];
+                size_t n = group_table_pack(&t);
                 r = q->shapes ? 0 : rows_add(c, rs, t.slots, n);
                 if (r >= 0 && q->want_stacks && q->frames == QUERY_FRAMES_ALL && !q->inlined && !q->offsets && !q->raw)
                         r = merge_leaf_offsets(c, t.slots, &n);
