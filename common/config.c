@@ -125,6 +125,16 @@ static int parse_u32(const char *v, uint32_t min, uint32_t max, uint32_t *ret) {
         return 0;
 }
 
+/* A duration from 1s to max_ns, in whole seconds (a fraction is dropped). */
+static int parse_seconds(const char *v, uint64_t max_ns, uint64_t *ret) {
+        uint64_t ns;
+
+        if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > max_ns)
+                return -EINVAL;
+        *ret = ns - ns % NSEC_PER_SEC;
+        return 0;
+}
+
 static int set_string(char **p, const char *v) {
         char *n = strdup(v);
 
@@ -232,9 +242,8 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 return set_string(&c->export_url, v);
         }
         if (streq(key, "export_interval")) {
-                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 24 * 3600 * NSEC_PER_SEC)
+                if (parse_seconds(v, 24 * 3600 * NSEC_PER_SEC, &c->export_interval_ns) < 0)
                         return *ret_why = "expected a duration between 1s and 1d (e.g. 60s)", -EINVAL;
-                c->export_interval_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
         if (streq(key, "offcpu")) {
@@ -262,9 +271,8 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 return parse_u32(v, 1, 10000, &c->export_queue_max) < 0
                         ? (*ret_why = "expected a number of profiles 1..10000", -EINVAL) : 0;
         if (streq(key, "debuginfod_timeout")) {
-                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 3600 * NSEC_PER_SEC)
+                if (parse_seconds(v, 3600 * NSEC_PER_SEC, &c->debuginfod_timeout_ns) < 0)
                         return *ret_why = "expected a duration between 1s and 1h (e.g. 30s)", -EINVAL;
-                c->debuginfod_timeout_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
         if (streq(key, "symbols_max_size")) {
@@ -354,9 +362,8 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                         c->rescan_interval_ns = 0;
                         return 0;
                 }
-                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 24 * 3600 * NSEC_PER_SEC)
+                if (parse_seconds(v, 24 * 3600 * NSEC_PER_SEC, &c->rescan_interval_ns) < 0)
                         return *ret_why = "expected a duration between 1s and 1d (e.g. 60s), or never", -EINVAL;
-                c->rescan_interval_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
         if (strcmp(key, "max_clients") == 0)
@@ -369,9 +376,8 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 return parse_u32(v, 1, 16, &c->max_queries_per_user) < 0
                         ? (*ret_why = "expected a number 1..16", -EINVAL) : 0;
         if (strcmp(key, "client_timeout") == 0) {
-                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 3600 * NSEC_PER_SEC)
+                if (parse_seconds(v, 3600 * NSEC_PER_SEC, &c->client_timeout_ns) < 0)
                         return *ret_why = "expected a duration between 1s and 1h (e.g. 60s)", -EINVAL;
-                c->client_timeout_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
         if (strcmp(key, "query_max_rows") == 0)
@@ -385,9 +391,8 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                         c->query_timeout_ns = 0;
                         return 0;
                 }
-                if (duration_parse(v, &ns) < 0 || ns < NSEC_PER_SEC || ns > 24 * 3600 * NSEC_PER_SEC)
+                if (parse_seconds(v, 24 * 3600 * NSEC_PER_SEC, &c->query_timeout_ns) < 0)
                         return *ret_why = "expected none or a duration between 1s and 1d (e.g. 120s)", -EINVAL;
-                c->query_timeout_ns = ns - ns % NSEC_PER_SEC;
                 return 0;
         }
         if (strcmp(key, "log_level") == 0) {
