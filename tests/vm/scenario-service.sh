@@ -359,9 +359,11 @@ if [ -n "$hw" ]; then
         kill "$hw"
         systemctl start perfsnapd
         check "started again after the stop: active" wait_active
-        hw_ns=$(perfsnapctl query $wo --pid "$hw" --format json | python3 -c '
+        perfsnapctl query $wo --pid "$hw" --format json > /tmp/held.json
+        perfsnapctl query $wo --pid "$hw" --format folded
+        hw_ns=$(python3 -c '
 import json, sys
-print(sum(r["samples"] for r in json.load(sys.stdin)["result"]["rows"] if r["symbol"] == "do_nanosleep"))')
+print(sum(r["samples"] for r in json.load(open(sys.argv[1]))["result"]["rows"] if r["symbol"] == "do_nanosleep"))' /tmp/held.json)
         # Stored: at least the 5 x 20 us asked for, at most what they took
         # by the program's clock (under emulation, 2.5 ms has been seen).
         hw_wall=$(head -1 /tmp/held.out)
