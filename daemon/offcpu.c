@@ -161,6 +161,10 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         }
         r = bpf_object__load(o->obj);
         if (r < 0) {
+                /* E2BIG: the verifier gave up on it (a million
+                 * instructions explored); some 6.18 builds do so with the
+                 * task storage program, in about 10 s of a slow machine. */
+                log_info_errno(r, "Off-CPU time: the kernel refused the program %s (%m); trying the next.", prog);
                 /* Before Linux 5.11 maps are charged to RLIMIT_MEMLOCK. */
                 *why = r == -EPERM || r == -EACCES ?
                        "loading a BPF program needs CAP_BPF and CAP_PERFMON (and, before Linux 5.11, RLIMIT_MEMLOCK "

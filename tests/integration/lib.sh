@@ -95,15 +95,17 @@ cleanup() {
         rm -rf "$T"
 }
 
+# At most 30 s: with offcpu = on, a kernel that refuses a program after
+# verifying it for long (see daemon/offcpu.c) delays the start by ~10 s.
 start_daemon() {
         "$PERFSNAPD" --config "$CONF" "$@" > "$T/daemon.log" 2>&1 &
         DPID=$!
-        for _ in $(seq 1 100); do
+        for _ in $(seq 1 300); do
                 [ -S "$SOCK" ] && "$PERFSNAPCTL" status >/dev/null 2>&1 && return 0
                 kill -0 "$DPID" 2>/dev/null || fail "perfsnapd exited during start-up"
                 sleep 0.1
         done
-        fail "perfsnapd did not answer on $SOCK within 10 s"
+        fail "perfsnapd did not answer on $SOCK within 30 s"
 }
 
 # Stops the daemon with SIGTERM and waits for it (at most 10 s).
