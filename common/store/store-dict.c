@@ -6,9 +6,10 @@
  * writer interns through an index in memory that holds the rows of the
  * current generation (bounded: a generation ends at dict_max_rows()), and
  * the rows go to disk in compressed blocks of up to DICT_BLOCK_ROWS, a few
- * bytes a row. The open block is rewritten at each commit that added to
- * it, so a committed sample never names a row that is not committed too.
- * See doc/storage.md. */
+ * bytes a row. Each commit that added to the open block writes the rows it
+ * added as a piece of it, so a committed sample never names a row that is
+ * not committed too; the block, once full, replaces its pieces. See
+ * doc/storage.md. */
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,7 +34,7 @@ static const struct dict_sql {
 };
 
 /* Statements on a kind's blocks table. */
-enum { SQL_PUT, SQL_GEN_ROWS, SQL_MAX_ID, SQL_FIND };
+enum { SQL_PUT, SQL_GEN_ROWS, SQL_MAX_ID, SQL_DROP_PIECES, SQL_FIND };
 
 static int prepare_for(sqlite3 *db, dict_kind kind, unsigned which, sqlite3_stmt **ret) {
         const char *t = dict_sql[kind].blocks;
@@ -49,6 +50,9 @@ static int prepare_for(sqlite3 *db, dict_kind kind, unsigned which, sqlite3_stmt
                 break;
         case SQL_MAX_ID:
                 snprintf(buf, sizeof buf, "SELECT last_id FROM %s ORDER BY first_id DESC LIMIT 1", t);
+                break;
+        case SQL_DROP_PIECES:
+                snprintf(buf, sizeof buf, "DELETE FROM %s WHERE first_id > ?1 AND first_id <= ?2", t);
                 break;
         default:
                 snprintf(buf, sizeof buf,
@@ -72,7 +76,7 @@ struct dict {
         dict_kind kind;
         size_t width;           /* int64_t per row: the id and the columns */
         sample_codec *codec;
-        sqlite3_stmt *put_st;
+        sqlite3_stmt *put_st, *drop_st;
 
         uint64_t gen;
         int64_t next_id;
@@ -86,6 +90,7 @@ struct dict {
 
         size_t open_start;      /* rows[open_start..] are the open block */
         size_t written;         /* rows[..written] are in the database */
+        size_t pieces;          /* rows of the database the open block is in */
         uint64_t bad_blocks;    /* skipped by the last read-back */
         /* The last read-back failed: the state is not the database's, so
          * nothing is interned or written until one succeeds. */
@@ -219,7 +224,7 @@ static int index_find(const dict *d, const int64_t *values, int64_t *ret_id) {
 }
 
 static void index_reset(dict *d) {
-        d->n_rows = d->open_start = d->written = 0;
+        d->n_rows = d->open_start = d->written = d->pieces = 0;
         if (d->slots)
                 memset(d->slots, 0, d->capacity * sizeof *d->slots);
 }
@@ -260,6 +265,7 @@ dict *dict_free(dict *d) {
         if (!d)
                 return NULL;
         sqlite3_finalize(d->put_st);
+        sqlite3_finalize(d->drop_st);
         sample_codec_free(d->codec);
         free(d->rows);
         free(d->slots);
@@ -339,6 +345,7 @@ static int reload(dict *d, uint64_t gen) {
         if (!last_open)
                 d->open_start = d->n_rows;
         d->written = d->n_rows;
+        d->pieces = last_open ? 1 : 0;
         return 0;
 }
 
@@ -365,14 +372,13 @@ static int bind_block(sqlite3_stmt *st, uint64_t gen, const int64_t *first, cons
         return sqlite3_bind_blob(st, 5, data, (int) size, SQLITE_STATIC) == SQLITE_OK ? 0 : -E2BIG;
 }
 
-static int write_open_block(dict *d) {
+/* Writes rows[from..n_rows) as one block. */
+static int write_rows(dict *d, size_t from) {
         _cleanup_free_ uint8_t *data = NULL;
-        size_t n = d->n_rows - d->open_start, size;
+        size_t n = d->n_rows - from, size;
         int r;
 
-        if (d->written == d->n_rows)
-                return 0;
-        r = dict_block_encode(d->codec, d->kind, row_at(d, d->open_start), n, &data, &size);
+        r = dict_block_encode(d->codec, d->kind, row_at(d, from), n, &data, &size);
         if (r < 0)
                 return r;
         if (!d->put_st) {
@@ -380,18 +386,56 @@ static int write_open_block(dict *d) {
                 if (r < 0)
                         return r;
         }
-        r = bind_block(d->put_st, d->gen, row_at(d, d->open_start), row_at(d, d->n_rows - 1), n, data, size);
+        r = bind_block(d->put_st, d->gen, row_at(d, from), row_at(d, d->n_rows - 1), n, data, size);
         if (r >= 0)
                 r = store_step_kept(d->store, d->put_st, (store_value[]) {
-                                { .i = row_at(d, d->open_start)[0] }, { .i = row_at(d, d->n_rows - 1)[0] },
+                                { .i = row_at(d, from)[0] }, { .i = row_at(d, d->n_rows - 1)[0] },
                                 { .i = i64(d->gen) }, { .i = (int64_t) n }, { .blob = data, .size = size } }, 5);
         sqlite3_clear_bindings(d->put_st);
+        return r;
+}
+
+/* The rows not yet written. While the open block is not full, they are
+ * written as a piece of it (rows[written..]), not the block again: on an
+ * idle machine a commit adds a few rows to a block of thousands, and
+ * re-encoding and rewriting the whole block at every commit was a quarter
+ * of the daemon's CPU (bench/RESULTS.md). A full block, or with close
+ * the open block as it is (a generation's last), replaces its pieces (the
+ * first has its first id) and is closed. */
+static int write_open_block(dict *d, bool close) {
+        size_t n = d->n_rows - d->open_start;
+        int r;
+
+        if (n == 0 || (d->written == d->n_rows && (!close || d->pieces <= 1)))
+                return 0;
+        if (n < DICT_BLOCK_ROWS && !close) {
+                r = write_rows(d, d->written);
+                if (r < 0)
+                        return r;
+                d->written = d->n_rows;
+                d->pieces++;
+                return 0;
+        }
+        r = write_rows(d, d->open_start);
         if (r < 0)
                 return r;
-
+        if (d->pieces > 1) {
+                if (!d->drop_st) {
+                        r = prepare_for(store_sqlite(d->store), d->kind, SQL_DROP_PIECES, &d->drop_st);
+                        if (r < 0)
+                                return r;
+                }
+                sqlite3_bind_int64(d->drop_st, 1, row_at(d, d->open_start)[0]);
+                sqlite3_bind_int64(d->drop_st, 2, row_at(d, d->n_rows - 1)[0]);
+                r = store_step_kept(d->store, d->drop_st, (store_value[]) {
+                                { .i = row_at(d, d->open_start)[0] }, { .i = row_at(d, d->n_rows - 1)[0] } }, 2);
+                sqlite3_clear_bindings(d->drop_st);
+                if (r < 0)
+                        return r;
+        }
         d->written = d->n_rows;
-        if (n >= DICT_BLOCK_ROWS)
-                d->open_start = d->n_rows;
+        d->open_start = d->n_rows;
+        d->pieces = 0;
         return 0;
 }
 
@@ -403,7 +447,7 @@ int dict_start_generation(dict *d, uint64_t gen) {
         if (d->failed)
                 return -EIO;
         /* The old generation's open block is complete. */
-        r = write_open_block(d);
+        r = write_open_block(d, true);
         if (r < 0)
                 return r;
         index_reset(d);
@@ -432,7 +476,7 @@ int dict_intern(dict *d, uint64_t gen, const int64_t *values, int64_t *ret_id) {
                 return r;
         d->next_id++;
         if (d->n_rows - d->open_start >= DICT_BLOCK_ROWS) {
-                r = write_open_block(d);
+                r = write_open_block(d, false);
                 if (r < 0)
                         return r;
         }
@@ -455,7 +499,7 @@ int dict_find_id(const dict *d, int64_t id, int64_t *ret_values) {
 int dict_before_commit(dict *d) {
         if (!d)
                 return 0;
-        return d->failed ? -EIO : write_open_block(d);
+        return d->failed ? -EIO : write_open_block(d, false);
 }
 
 size_t dict_rows(const dict *d) {

@@ -517,6 +517,69 @@ TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
         free(ids);
 }
 
+/* A commit that adds a few rows to the open block writes them as a piece
+ * of it, not the block again; the block, once full, replaces its pieces;
+ * a reopened store reads the pieces back and goes on. */
+TEST(open_block_is_written_in_pieces) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        enum { PER_COMMIT = 3, COMMITS = 10 };
+        _Static_assert(PER_COMMIT == 3, "the SQL below says 3");
+        int64_t fid, ids[2 * COMMITS * PER_COMMIT], id, n_ids = 0, first_full;
+        frame f = U_LIBC;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        ASSERT_OK(store_intern_frame(s, &f, &fid));
+        ASSERT_OK(store_commit(s));
+        for (int pass = 0; pass < 2; pass++) {
+                for (int c = 0; c < COMMITS; c++) {
+                        int64_t parent = 0;
+
+                        ASSERT_OK(store_begin(s));
+                        /* A chain of its own: a new root (a parent that
+                         * is a node of an earlier commit) and two more. */
+                        if (n_ids > 0)
+                                parent = ids[n_ids - 1];
+                        for (int k = 0; k < PER_COMMIT; k++) {
+                                ASSERT_OK(store_intern_stack(s, parent, fid, &ids[n_ids]));
+                                parent = ids[n_ids++];
+                        }
+                        ASSERT_OK(store_commit(s));
+                }
+                ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks"), (pass + 1) * COMMITS);
+                ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks WHERE n <> 3"), 0);     /* PER_COMMIT */
+                ASSERT_EQ(sql_int(t.db, "SELECT sum(n) FROM stack_blocks"), n_ids);
+                /* Reopened: the pieces read back, every pair has its id. */
+                s = store_free(s);
+                ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+                ASSERT_OK(store_begin(s));
+                for (int64_t k = 0; k < n_ids; k++) {
+                        ASSERT_OK(store_intern_stack(s, k ? ids[k - 1] : 0, fid, &id));
+                        ASSERT_EQ(id, ids[k]);
+                }
+                ASSERT_OK(store_commit(s));
+                ASSERT_EQ(sql_int(t.db, "SELECT sum(n) FROM stack_blocks"), n_ids);
+        }
+
+        /* Filled: the open block (since the reopen, from the last piece)
+         * is one block of DICT_BLOCK_ROWS rows, and its pieces are gone. */
+        first_full = sql_int(t.db, "SELECT max(first_id) FROM stack_blocks");
+        ASSERT_OK(store_begin(s));
+        id = ids[n_ids - 1];
+        for (int k = 0; k < DICT_BLOCK_ROWS; k++)
+                ASSERT_OK(store_intern_stack(s, id, fid, &id));
+        ASSERT_OK(store_commit(s));
+        ASSERT_EQ(DICT_BLOCK_ROWS, 4096);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks WHERE n = 4096"), 1);
+        ASSERT_EQ(sql_int(t.db, "SELECT first_id FROM stack_blocks WHERE n = 4096"), first_full);
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n) FROM stack_blocks"), n_ids + DICT_BLOCK_ROWS);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks a, stack_blocks b "
+                                "WHERE a.first_id < b.first_id AND a.last_id >= b.first_id"), 0);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM stack_blocks WHERE last_id - first_id + 1 <> n"), 0);
+}
+
 /* Stack generations turn over while the frames stay: the leaf levels
  * keep one id per frame, and frame rows go only with the last stack
  * generation that used them. */

@@ -367,6 +367,7 @@ print(sum(r["samples"] for r in json.load(open(sys.argv[1]))["result"]["rows"] i
         # Stored: at least the 5 x 20 us asked for, at most what they took
         # by the program's clock (under emulation, 2.5 ms has been seen).
         hw_wall=$(head -1 /tmp/held.out)
+        perfsnapctl status --format json | grep -E '"offcpu_(waits|no_time|short_waits|no_room|full_waits|dropped_waits)"' | tr -d ' \n'; echo
         check "5 sleeps of 20 us held in the kernel's hash at the stop are stored (${hw_ns:-?} ns; ${hw_wall:-?} ns by the clock)" \
                 sh -c "[ ${hw_ns:-0} -ge 100000 ] && [ ${hw_ns:-0} -le ${hw_wall:-0} ]"
         # Past 1 ms the program moves the waits itself before the stop.
