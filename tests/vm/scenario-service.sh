@@ -340,6 +340,7 @@ check "Linux 6.1 on x86-64 loads the program that reuses stacks: taken at $taken
 HW=$BUILD_DIR/tests/integration/held-waits
 hw=
 if [ -x "$HW" ]; then
+        perfsnapctl status --format json | grep -E '"offcpu_(waits|no_time|short_waits|no_room|full_waits|dropped_waits)"' | tr -d ' \n'; echo
         "$HW" > /tmp/held.out & hw=$!
         # It prints once the short sleeps are done and the long one is
         # next: under emulation starting it can take seconds.
@@ -347,6 +348,9 @@ if [ -x "$HW" ]; then
         sleep 2.5
 fi
 
+# The program's counters before the stop (a wait with no time counts
+# in offcpu_no_time).
+perfsnapctl status --format json | grep -E '"offcpu_(waits|no_time|short_waits|no_room|full_waits|dropped_waits)"' | tr -d ' \n'; echo
 t0=$(date +%s%N)
 systemctl stop perfsnapd
 t1=$(date +%s%N)
@@ -367,7 +371,6 @@ print(sum(r["samples"] for r in json.load(open(sys.argv[1]))["result"]["rows"] i
         # Stored: at least the 5 x 20 us asked for, at most what they took
         # by the program's clock (under emulation, 2.5 ms has been seen).
         hw_wall=$(head -1 /tmp/held.out)
-        perfsnapctl status --format json | grep -E '"offcpu_(waits|no_time|short_waits|no_room|full_waits|dropped_waits)"' | tr -d ' \n'; echo
         check "5 sleeps of 20 us held in the kernel's hash at the stop are stored (${hw_ns:-?} ns; ${hw_wall:-?} ns by the clock)" \
                 sh -c "[ ${hw_ns:-0} -ge 100000 ] && [ ${hw_ns:-0} -le ${hw_wall:-0} ]"
         # Past 1 ms the program moves the waits itself before the stop.
