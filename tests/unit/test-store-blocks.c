@@ -538,8 +538,8 @@ TEST(open_block_is_written_in_pieces) {
                         int64_t parent = 0;
 
                         ASSERT_OK(store_begin(s));
-                        /* A chain of its own: a new root (a parent that
-                         * is a node of an earlier commit) and two more. */
+                        /* The chain goes on from the last node, an
+                         * earlier commit's: three new rows. */
                         if (n_ids > 0)
                                 parent = ids[n_ids - 1];
                         for (int k = 0; k < PER_COMMIT; k++) {

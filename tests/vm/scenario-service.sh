@@ -339,8 +339,15 @@ check "Linux 6.1 on x86-64 loads the program that reuses stacks: taken at $taken
 # the last drain takes them.
 HW=$BUILD_DIR/tests/integration/held-waits
 hw=
+# The program's counters, before the held waits and before the stop (a
+# wait with no time counts in offcpu_no_time).
+offcpu_counters() {
+        perfsnapctl status --format json |
+                grep -E '"offcpu_(waits|no_time|short_waits|no_room|full_waits|dropped_waits)"' | tr -d ' \n'
+        echo
+}
 if [ -x "$HW" ]; then
-        perfsnapctl status --format json | grep -E '"offcpu_(waits|no_time|short_waits|no_room|full_waits|dropped_waits)"' | tr -d ' \n'; echo
+        offcpu_counters
         "$HW" > /tmp/held.out & hw=$!
         # It prints once the short sleeps are done and the long one is
         # next: under emulation starting it can take seconds.
@@ -348,9 +355,7 @@ if [ -x "$HW" ]; then
         sleep 2.5
 fi
 
-# The program's counters before the stop (a wait with no time counts
-# in offcpu_no_time).
-perfsnapctl status --format json | grep -E '"offcpu_(waits|no_time|short_waits|no_room|full_waits|dropped_waits)"' | tr -d ' \n'; echo
+offcpu_counters
 t0=$(date +%s%N)
 systemctl stop perfsnapd
 t1=$(date +%s%N)
