@@ -185,14 +185,16 @@ static void start_offcpu(daemon_ctx *d) {
         }
         ingest_set_offcpu_source(d->ingest, pull_offcpu, d);
         if (offcpu_task_storage(d->offcpu))
-                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; threads' entries in task storage.",
-                         oc.min_ns);
+                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; threads' entries in task storage "
+                         "(program %s, %" PRIu32 " instructions verified).",
+                         oc.min_ns, offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu));
         else
                 log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; up to %" PRIu32
-                         " threads followed at once%s.",
+                         " threads followed at once%s (program %s, %" PRIu32 " instructions verified).",
                          oc.min_ns, oc.max_threads,
                          offcpu_reuses_stacks(d->offcpu) ? "" :
-                         "; stacks are taken at every wait (reusing them needs Linux 5.15 or later on x86-64)");
+                         "; stacks are taken at every wait (reusing them needs Linux 5.15 or later on x86-64)",
+                         offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu));
 #else
         snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: perfsnapd was built without it (meson -Doffcpu)");
         log_error("offcpu = on, but off-CPU time is %s.", d->offcpu_why);
@@ -543,6 +545,8 @@ static void status_fill(json_object *p, void *userdata) {
                 offcpu_stats os;
 
                 if (d->offcpu && offcpu_get_stats(d->offcpu, &os) >= 0) {
+                        s.offcpu_program = offcpu_program(d->offcpu);
+                        s.offcpu_verified_insns = offcpu_verified_insns(d->offcpu);
                         s.offcpu_switches = os.switches;
                         s.offcpu_short_waits = os.short_waits;
                         s.offcpu_full_waits = os.full;

@@ -35,6 +35,8 @@ struct offcpu {
         struct bpf_link *link;
         int counts_fd[2], active_fd, stats_fd, start_fd;
         struct bpf_program *flush_prog; /* offcpu_flush_ts, with task storage */
+        char program[32];               /* the switch program loaded */
+        uint32_t verified_insns;
         /* The generation: the program adds to counts[active & 1]; a
          * thread's held waits go to a sum at its first switch in a new
          * one. */
@@ -162,14 +164,15 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         r = bpf_object__load(o->obj);
         if (r < 0) {
                 /* E2BIG: the verifier gave up on it (a million
-                 * instructions explored); some 6.18 builds do so with the
-                 * task storage program, in about 10 s of a slow machine. */
-                log_info_errno(r, "Off-CPU time: the kernel refused the program %s (%m); trying the next.", prog);
+                 * instructions explored; offcpu_verified_insns() of the
+                 * ones it takes tells how far from that they are). */
+                log_info_errno(r, "Off-CPU time: the kernel refused the program %s (%m).", prog);
                 /* Before Linux 5.11 maps are charged to RLIMIT_MEMLOCK. */
                 *why = r == -EPERM || r == -EACCES ?
                        "loading a BPF program needs CAP_BPF and CAP_PERFMON (and, before Linux 5.11, RLIMIT_MEMLOCK "
                        "of some 20 MiB)" :
-                       "the kernel refused the program (it needs Linux 5.5 or later with BTF)";
+                       r == -E2BIG ? "the kernel's verifier gave up on the program (a million instructions)" :
+                                     "the kernel refused the program (it needs Linux 5.5 or later with BTF)";
                 return r == -EPERM || r == -EACCES ? r : -ENOEXEC;
         }
         p = bpf_object__find_program_by_name(o->obj, prog);
@@ -182,6 +185,15 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
         if (!p || o->counts_fd[0] < 0 || o->counts_fd[1] < 0 || o->active_fd < 0 || o->stats_fd < 0 ||
             (ts ? !o->flush_prog : o->start_fd < 0))
                 return -EINVAL;
+        {
+                struct bpf_prog_info info = {};
+                uint32_t len = sizeof info;
+
+                /* Kernels before 5.16 leave it 0. */
+                if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) >= 0)
+                        o->verified_insns = info.verified_insns;
+        }
+        snprintf(o->program, sizeof o->program, "%s", prog);
         o->link = bpf_program__attach_trace(p);
         if (!o->link) {
                 *why = "attaching the program to the sched_switch tracepoint failed";
@@ -197,8 +209,7 @@ static void unload(offcpu *o) {
         o->obj = NULL;
 }
 
-/* The running kernel's release is major.minor or later. */
-static bool kernel_at_least(unsigned major, unsigned minor) {
+bool offcpu_kernel_at_least(unsigned major, unsigned minor) {
         struct utsname u;
         unsigned a = 0, b = 0;
 
@@ -239,21 +250,25 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
          * deadlock on the run queue's lock. Earlier kernels: the
          * preallocated hash. */
         r = -ENOEXEC;
-        if (kernel_at_least(6, 4)) {
-                r = load(o, c, "offcpu_switch_ts", &why);
+        if (c->program)
+                r = load(o, c, c->program, &why);
+        else {
+                if (offcpu_kernel_at_least(6, 4)) {
+                        r = load(o, c, "offcpu_switch_ts", &why);
+                        if (r == -ENOEXEC)
+                                unload(o);
+                }
                 if (r == -ENOEXEC)
+                        r = load(o, c, "offcpu_switch", &why);
+                /* Kernels before 5.15 have no bpf_task_pt_regs(), before
+                 * 5.9 no bpf_get_task_stack(): the program that takes the
+                 * stacks at every wait. */
+                if (r == -ENOEXEC) {
                         unload(o);
+                        r = load(o, c, "offcpu_switch_every", &why);
+                }
         }
-        if (r == -ENOEXEC)
-                r = load(o, c, "offcpu_switch", &why);
-        o->reuses_stacks = r >= 0;
-        /* Kernels before 5.15 have no bpf_task_pt_regs(), before 5.9 no
-         * bpf_get_task_stack(): the program that takes the stacks at
-         * every wait. */
-        if (r == -ENOEXEC) {
-                unload(o);
-                r = load(o, c, "offcpu_switch_every", &why);
-        }
+        o->reuses_stacks = r >= 0 && !streq(o->program, "offcpu_switch_every");
         if (r < 0)
                 goto fail;
 
@@ -269,6 +284,14 @@ fail:
 
 bool offcpu_reuses_stacks(const offcpu *o) {
         return o && o->reuses_stacks;
+}
+
+const char *offcpu_program(const offcpu *o) {
+        return o && o->program[0] ? o->program : NULL;
+}
+
+uint32_t offcpu_verified_insns(const offcpu *o) {
+        return o ? o->verified_insns : 0;
 }
 
 bool offcpu_task_storage(const offcpu *o) {

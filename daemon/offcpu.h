@@ -28,6 +28,8 @@ typedef struct offcpu_config {
         uint64_t sched_text_start, sched_text_end;      /* the kernel's .sched.text (kallsyms); 0: not checked */
         uint32_t max_threads;           /* threads followed (that waited and have not exited) */
         uint32_t max_entries;           /* (thread, stack, cgroup) sums held between two drains */
+        const char *program;            /* NULL: the first of the programs below the kernel takes; else only
+                                         * this one (tests) */
 } offcpu_config;
 
 #define OFFCPU_CONFIG_DEFAULT                   \
@@ -51,6 +53,16 @@ bool offcpu_reuses_stacks(const offcpu *o);
 /* Whether threads' entries are in task storage (Linux 6.4 and later: no
  * max_threads), not in the preallocated table of max_threads. */
 bool offcpu_task_storage(const offcpu *o);
+/* The running kernel's release is major.minor or later (which programs
+ * it can take). */
+bool offcpu_kernel_at_least(unsigned major, unsigned minor);
+/* The program loaded: offcpu_switch_ts (task storage), offcpu_switch or
+ * offcpu_switch_every (stacks taken at every wait). */
+const char *offcpu_program(const offcpu *o);
+/* The instructions the verifier went through to accept it (of the
+ * million it allows; bpf_prog_info.verified_insns, Linux 5.16 and later;
+ * 0 before). */
+uint32_t offcpu_verified_insns(const offcpu *o);
 
 /* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
  * PERF_CONTEXT_USER, user frames), innermost first; the callback may

@@ -100,6 +100,8 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "cgroups_known", s->cgroups_known);
         add_u64(p, "cgroups_unknown", s->cgroups_unknown);
         add_str(p, "offcpu", s->offcpu ?: "off");
+        add_str(p, "offcpu_program", s->offcpu_program ?: "");
+        add_u64(p, "offcpu_verified_insns", s->offcpu_verified_insns);
         add_u64(p, "offcpu_waits", s->offcpu_waits);
         add_u64(p, "offcpu_wait_ns", s->offcpu_wait_ns);
         add_u64(p, "offcpu_switches", s->offcpu_switches);

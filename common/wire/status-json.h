@@ -70,6 +70,8 @@ typedef struct status_info {
         uint64_t cgroups_known, cgroups_unknown;
         /* off-CPU time: "off", "on", or "unavailable: WHY" */
         const char *offcpu;
+        const char *offcpu_program;                     /* the BPF program loaded; NULL: none */
+        uint32_t offcpu_verified_insns;                 /* the instructions the verifier went through to accept it */
         uint64_t offcpu_waits, offcpu_wait_ns;          /* stored */
         uint64_t offcpu_switches, offcpu_short_waits;   /* seen in the kernel; waits under offcpu_min_wait */
         uint64_t offcpu_full_waits, offcpu_full_ns;     /* not stored: the kernel's table of sums was full */
