@@ -9,7 +9,9 @@
  * call is made here, not by libc, whose registers at the call are its
  * own (a register pointing at the timespec, whose contents change,
  * where the frame pointer would be). Prints the wall time of the 5
- * short sleeps, in ns, before the long one. */
+ * short sleeps, in ns, before the long one, and on a second line how
+ * many times the thread left the CPU to wait meanwhile (a sleep whose
+ * timer fires before the thread gets to schedule() does not wait). */
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -30,6 +32,21 @@ static __attribute__((noinline)) long sleep_ns(long ns) {
 #endif
 }
 
+/* The thread's voluntary context switches: its waits. */
+static long waits(void) {
+        FILE *f = fopen("/proc/thread-self/status", "re");
+        char line[256];
+        long n = -1;
+
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof line, f))
+                if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+                        break;
+        fclose(f);
+        return n;
+}
+
 static long long now_ns(void) {
         struct timespec t;
 
@@ -41,16 +58,21 @@ int main(void) {
         /* One call site: a loop the compiler cannot unroll. */
         static volatile int n = 6;
         long long t0 = 0;
+        long w0 = 0;
 
         /* Sleeps as short as the kernel makes them (no 50 us of slack). */
         (void) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
         for (int i = 0; i < n; i++) {
-                if (i == 0)
+                if (i == 0) {
+                        w0 = waits();
                         t0 = now_ns();
+                }
                 if (i == 5) {
                         /* How long the short ones took, for the test: an
                          * emulated machine takes far more than 20 us. */
-                        printf("%lld\n", now_ns() - t0);
+                        long long t = now_ns() - t0;
+
+                        printf("%lld\n%ld\n", t, waits() - w0);
                         fflush(stdout);
                 }
                 sleep_ns(i < 5 ? 20 * 1000 : 3600 * 1000000000L);
