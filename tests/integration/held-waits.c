@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* held-waits: 5 sleeps of 20 us, then one of an hour, all at one spot:
+/* held-waits: 5 short sleeps, then one of an hour, all at one spot:
  * the same system call, instruction, first argument (one timespec's
  * address), stack and frame pointers and caller. The off-CPU program
  * keeps the thread's stacks and holds the short waits' time in the
  * thread's entry (under the 1 ms at which it moves them to a sum), and
- * the long sleep, still going, moves nothing. test-offcpu.sh stops the
- * daemon meanwhile: its last drain must take the held waits. The system
- * call is made here, not by libc, whose registers at the call are its
- * own (a register pointing at the timespec, whose contents change,
- * where the frame pointer would be). Prints the wall time of the 5
- * short sleeps, in ns, before the long one, and on a second line how
- * many times the thread left the CPU to wait meanwhile (a sleep whose
- * timer fires before the thread gets to schedule() does not wait). */
+ * the long sleep, still going, moves nothing. The tests stop the daemon
+ * meanwhile: its last drain must take the held waits. The system call
+ * is made here, not by libc, whose registers at the call are its own (a
+ * register pointing at the timespec, whose contents change, where the
+ * frame pointer would be).
+ *
+ * A sleep whose timer fires before the thread gets to schedule() does
+ * not leave the CPU: under emulation a 20 us one seldom does. So a
+ * sleep counts when the thread's voluntary context switches went up
+ * across it, and the next one is twice as long (up to 160 us) after one
+ * that did not wait. Prints, before the long sleep, three lines: the
+ * wall time of the short ones, in ns; how many of them waited (5 unless
+ * 200 tries were not enough); and the time those asked for, in ns. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -55,27 +61,30 @@ static long long now_ns(void) {
 }
 
 int main(void) {
-        /* One call site: a loop the compiler cannot unroll. */
-        static volatile int n = 6;
-        long long t0 = 0;
-        long w0 = 0;
+        long long t0, asked = 0;
+        long ns = 20 * 1000;
+        int waited = 0;
 
-        /* Sleeps as short as the kernel makes them (no 50 us of slack). */
+        /* Sleeps as short as asked for (no 50 us of slack). */
         (void) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-        for (int i = 0; i < n; i++) {
-                if (i == 0) {
-                        w0 = waits();
-                        t0 = now_ns();
-                }
-                if (i == 5) {
-                        /* How long the short ones took, for the test: an
-                         * emulated machine takes far more than 20 us. */
-                        long long t = now_ns() - t0;
+        t0 = now_ns();
+        /* One call site for all, the long sleep too. */
+        for (int tries = 0;; tries++) {
+                bool last = waited == 5 || tries == 200;
+                long before;
 
-                        printf("%lld\n%ld\n", t, waits() - w0);
+                if (last) {
+                        printf("%lld\n%d\n%lld\n", now_ns() - t0, waited, asked);
                         fflush(stdout);
                 }
-                sleep_ns(i < 5 ? 20 * 1000 : 3600 * 1000000000L);
+                before = waits();
+                sleep_ns(last ? 3600 * 1000000000L : ns);
+                if (last)
+                        return 0;
+                if (waits() > before) {
+                        waited++;
+                        asked += ns;
+                } else if (ns < 160 * 1000)
+                        ns *= 2;
         }
-        return 0;
 }

@@ -211,10 +211,10 @@ grep -q "not waits" "$T/err" || fail "export --type offcpu --format perf.data: $
 "$PERFSNAPCTL" query --type bogus > /dev/null 2> "$T/err" && fail "--type bogus was accepted"
 grep -q "invalid --type 'bogus'" "$T/err" || fail "--type bogus: $(cat "$T/err")"
 
-# Waits a thread holds when the daemon stops: 5 sleeps of 20 us at the
-# spot of a sleep of an hour that is still going (tests/integration/
-# held-waits.c). Two drains pass; the thread does not switch, so neither
-# moves them; the last drain must.
+# Waits a thread holds when the daemon stops: 5 short sleeps that left
+# the CPU at the spot of a sleep of an hour that is still going
+# (tests/integration/held-waits.c). Two drains pass; the thread does not
+# switch, so neither moves them; the last drain must.
 "$HELD_WAITS" > "$T/held.out" & H=$!
 # It prints once the short sleeps are done and the long one is next.
 for _ in $(seq 1 150); do [ -s "$T/held.out" ] && break; sleep 0.2; done
@@ -234,11 +234,18 @@ print(sum(r["samples"] for r in json.load(sys.stdin)["result"]["rows"] if r["sym
 # system calls' own time.
 H_WALL=$(sed -n 1p "$T/held.out")
 H_WAITED=$(sed -n 2p "$T/held.out")
-echo "5 sleeps of 20 us held at the stop ($H): $H_NS ns in do_nanosleep, ${H_WALL:-?} ns by the clock, ${H_WAITED:-?} of them off the CPU"
-[ "$H_NS" -ge 100000 ] && [ "$H_NS" -le "${H_WALL:-0}" ] ||
-        fail "5 sleeps of 20 us held in the kernel when the daemon stopped: $H_NS ns stored, not 0.1 ms to the ${H_WALL:-?} ns they took (${H_WAITED:-?} of them waited off the CPU)"
-[ "${H_WALL:-0}" -lt 1000000 ] ||
-        echo "note: the sleeps took ${H_WALL} ns, past the 1 ms at which the program moves waits itself: not held at the stop"
+H_ASKED=$(sed -n 3p "$T/held.out")
+echo "$H_WAITED short sleeps held at the stop ($H): $H_NS ns in do_nanosleep; they asked for ${H_ASKED:-?} ns and took ${H_WALL:-?} ns by the clock"
+# At least 80 % of what they asked for (the program's clock starts at
+# schedule(), after the timer was set), at most their wall time.
+if [ "${H_WAITED:-0}" -eq 5 ]; then
+        [ "$H_NS" -ge $((H_ASKED * 8 / 10)) ] && [ "$H_NS" -le "$H_WALL" ] ||
+                fail "5 short sleeps held in the kernel when the daemon stopped: $H_NS ns stored, not 80 % of the $H_ASKED ns asked for to the $H_WALL ns they took"
+        [ "$H_NS" -lt 1000000 ] ||
+                echo "note: the sleeps waited $H_NS ns, past the 1 ms at which the program moves waits itself: not held at the stop"
+else
+        echo "note: only ${H_WAITED:-?} of 200 short sleeps left the CPU here: held waits not checked"
+fi
 stop_daemon
 
 # Sums past the kernel's table are counted, not lost: with room for 256,

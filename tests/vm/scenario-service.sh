@@ -333,8 +333,10 @@ taken=$(perfsnapctl status --format json | sed -n 's/^ *"offcpu_stacks_taken": *
 check "Linux 6.1 on x86-64 loads the program that reuses stacks: taken at $taken of $waits waits" \
         sh -c "[ ${waits:-0} -gt 0 ] && [ ${taken:-0} -lt ${waits:-0} ] && ! journalctl -u perfsnapd --no-pager | grep -q 'taken at every wait'"
 
-# Waits a thread holds when the daemon stops: 5 sleeps of 20 us at the
-# spot of a sleep of an hour (tests/integration/held-waits). On this
+# Waits a thread holds when the daemon stops: 5 short sleeps that left
+# the CPU at the spot of a sleep of an hour (tests/integration/
+# held-waits.c; under emulation a 20 us sleep seldom leaves the CPU:
+# it sleeps longer until one does). On this
 # kernel the threads' entries are in the hash by thread id, from which
 # the last drain takes them.
 HW=$BUILD_DIR/tests/integration/held-waits
@@ -377,15 +379,22 @@ if [ -n "$hw" ]; then
         hw_ns=$(python3 -c '
 import json, sys
 print(sum(r["samples"] for r in json.load(open(sys.argv[1]))["result"]["rows"] if r["symbol"] == "do_nanosleep"))' /tmp/held.json)
-        # Stored: at least the 5 x 20 us asked for, at most what they took
-        # by the program's clock (under emulation, 2.5 ms has been seen).
+        # Stored: at least 80 % of what they asked for (the program's
+        # clock starts at schedule(), after the timer was set), at most
+        # what they took by the clock (under emulation, 2.5 ms has been
+        # seen).
         hw_wall=$(sed -n 1p /tmp/held.out)
         hw_waited=$(sed -n 2p /tmp/held.out)
-        check "5 sleeps of 20 us held in the kernel's hash at the stop are stored (${hw_ns:-?} ns; ${hw_wall:-?} ns by the clock; ${hw_waited:-?} of them off the CPU)" \
-                sh -c "[ ${hw_ns:-0} -ge 100000 ] && [ ${hw_ns:-0} -le ${hw_wall:-0} ]"
-        # Past 1 ms the program moves the waits itself before the stop.
-        [ "${hw_wall:-0}" -lt 1000000 ] ||
-                echo "SKIP: the sleeps took ${hw_wall} ns here, past the 1 ms a thread's entry holds: not held at the stop"
+        hw_asked=$(sed -n 3p /tmp/held.out)
+        if [ "${hw_waited:-0}" -eq 5 ]; then
+                check "5 short sleeps held in the kernel's hash at the stop are stored (${hw_ns:-?} ns; ${hw_asked} ns asked for, ${hw_wall} ns by the clock)" \
+                        sh -c "[ ${hw_ns:-0} -ge $((hw_asked * 8 / 10)) ] && [ ${hw_ns:-0} -le $hw_wall ]"
+                # Past 1 ms the program moves the waits itself before the stop.
+                [ "${hw_ns:-0}" -lt 1000000 ] ||
+                        echo "SKIP: the sleeps waited ${hw_ns} ns here, past the 1 ms a thread's entry holds: not held at the stop"
+        else
+                echo "SKIP: only ${hw_waited:-?} of 200 short sleeps left the CPU here: held waits not checked"
+        fi
         systemctl stop perfsnapd
 fi
 
