@@ -17,9 +17,13 @@
  * that did not wait. Prints, before the long sleep, three lines: the
  * wall time of the short ones, in ns; how many of them waited (5 unless
  * 200 tries were not enough); and the time those asked for, in ns. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE     /* RUSAGE_THREAD */
+#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -38,19 +42,13 @@ static __attribute__((noinline)) long sleep_ns(long ns) {
 #endif
 }
 
-/* The thread's voluntary context switches: its waits. */
+/* The thread's voluntary context switches: its waits. A system call
+ * that does not wait itself (reading /proc could, and a wait at another
+ * spot makes the program move the held ones). */
 static long waits(void) {
-        FILE *f = fopen("/proc/thread-self/status", "re");
-        char line[256];
-        long n = -1;
+        struct rusage u;
 
-        if (!f)
-                return -1;
-        while (fgets(line, sizeof line, f))
-                if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
-                        break;
-        fclose(f);
-        return n;
+        return getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nvcsw : -1;
 }
 
 static long long now_ns(void) {
@@ -60,31 +58,34 @@ static long long now_ns(void) {
         return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+#define LONG_NS (3600 * 1000000000L)
+
 int main(void) {
+        static volatile long next = 20 * 1000;  /* the next sleep */
         long long t0, asked = 0;
-        long ns = 20 * 1000;
-        int waited = 0;
+        int waited = 0, tries = 0;
 
         /* Sleeps as short as asked for (no 50 us of slack). */
         (void) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
         t0 = now_ns();
-        /* One call site for all, the long sleep too. */
-        for (int tries = 0;; tries++) {
-                bool last = waited == 5 || tries == 200;
-                long before;
+        for (;;) {
+                long before = waits(), ns = next;
 
-                if (last) {
-                        printf("%lld\n%d\n%lld\n", now_ns() - t0, waited, asked);
-                        fflush(stdout);
-                }
-                before = waits();
-                sleep_ns(last ? 3600 * 1000000000L : ns);
-                if (last)
+                /* The one call site of all the sleeps, the long one too:
+                 * nothing decided before it (a compiler may make two
+                 * calls of one that is). */
+                sleep_ns(ns);
+                if (ns == LONG_NS)
                         return 0;
                 if (waits() > before) {
                         waited++;
                         asked += ns;
                 } else if (ns < 160 * 1000)
-                        ns *= 2;
+                        next = ns * 2;
+                if (waited == 5 || ++tries == 200) {
+                        printf("%lld\n%d\n%lld\n", now_ns() - t0, waited, asked);
+                        fflush(stdout);
+                        next = LONG_NS;
+                }
         }
 }

@@ -220,7 +220,11 @@ static void check_held(const char *prog) {
                 prog, waited, asked, wall, before.waits, before.ns, last.waits, last.ns);
         if (waited != 5)
                 TEST_SKIP("only %d of held-waits' short sleeps left the CPU", waited);
-        ASSERT_EQ(before.waits + last.waits, 5);
+        /* One may be missing: a sleep whose timer woke it between its
+         * dequeue and the tracepoint is runnable there, not waiting (the
+         * kernel counts its switch as voluntary); seen once. */
+        ASSERT_GE(before.waits + last.waits, 4);
+        ASSERT_LE(before.waits + last.waits, 5);
         ASSERT_GE(before.ns + last.ns, (uint64_t) asked * 8 / 10);
         ASSERT_LE(before.ns + last.ns, (uint64_t) wall);
         /* Under the 1 ms at which the program moves them itself: held
