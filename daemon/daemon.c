@@ -185,9 +185,12 @@ static void start_offcpu(daemon_ctx *d) {
         }
         ingest_set_offcpu_source(d->ingest, pull_offcpu, d);
         if (offcpu_task_storage(d->offcpu))
-                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; threads' entries in task storage "
+                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; threads' entries in task storage%s "
                          "(program %s, %" PRIu32 " instructions verified).",
-                         oc.min_ns, offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu));
+                         oc.min_ns,
+                         offcpu_reuses_stacks(d->offcpu) ? "" :
+                         "; stacks are taken at every wait (reusing them needs x86-64)",
+                         offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu));
         else
                 log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; up to %" PRIu32
                          " threads followed at once%s (program %s, %" PRIu32 " instructions verified).",

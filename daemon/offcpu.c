@@ -258,7 +258,10 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                         if (r == -ENOEXEC)
                                 unload(o);
                 }
-                if (r == -ENOEXEC)
+                /* Its waits' spots are read on x86-64 only (read_spot());
+                 * elsewhere it would be offcpu_switch_every by another
+                 * name. */
+                if (r == -ENOEXEC && OFFCPU_READS_SPOTS)
                         r = load(o, c, "offcpu_switch", &why);
                 /* Kernels before 5.15 have no bpf_task_pt_regs(), before
                  * 5.9 no bpf_get_task_stack(): the program that takes the
@@ -268,7 +271,7 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                         r = load(o, c, "offcpu_switch_every", &why);
                 }
         }
-        o->reuses_stacks = r >= 0 && !streq(o->program, "offcpu_switch_every");
+        o->reuses_stacks = r >= 0 && OFFCPU_READS_SPOTS && !streq(o->program, "offcpu_switch_every");
         if (r < 0)
                 goto fail;
 

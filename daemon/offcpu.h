@@ -22,6 +22,14 @@
 
 typedef struct offcpu offcpu;
 
+/* The programs read where a thread waits from (to reuse its stacks) on
+ * x86-64 only; elsewhere they take the stacks at every wait. */
+#if defined(__x86_64__)
+#  define OFFCPU_READS_SPOTS 1
+#else
+#  define OFFCPU_READS_SPOTS 0
+#endif
+
 typedef struct offcpu_config {
         uint64_t min_ns;                /* waits shorter than this are counted in stats only */
         uint64_t long_ns;               /* a wait this long at a reused spot has its kernel stack checked */
@@ -56,8 +64,8 @@ bool offcpu_task_storage(const offcpu *o);
 /* The running kernel's release is major.minor or later (which programs
  * it can take). */
 bool offcpu_kernel_at_least(unsigned major, unsigned minor);
-/* The program loaded: offcpu_switch_ts (task storage), offcpu_switch or
- * offcpu_switch_every (stacks taken at every wait). */
+/* The program loaded: offcpu_switch_ts (task storage), offcpu_switch
+ * (x86-64) or offcpu_switch_every (stacks taken at every wait). */
 const char *offcpu_program(const offcpu *o);
 /* The instructions the verifier went through to accept it (of the
  * million it allows; bpf_prog_info.verified_insns, Linux 5.16 and later;

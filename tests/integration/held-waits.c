@@ -14,9 +14,10 @@
  * not leave the CPU: under emulation a 20 us one seldom does. So a
  * sleep counts when the thread's voluntary context switches went up
  * across it, and the next one is twice as long (up to 160 us) after one
- * that did not wait. Prints, before the long sleep, three lines: the
+ * that did not wait. Prints, before the long sleep, four lines: the
  * wall time of the short ones, in ns; how many of them waited (5 unless
- * 200 tries were not enough); and the time those asked for, in ns. */
+ * 200 tries were not enough); the time those asked for, in ns; and the
+ * longest of them, in ns. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE     /* RUSAGE_THREAD */
 #endif
@@ -62,7 +63,7 @@ static long long now_ns(void) {
 
 int main(void) {
         static volatile long next = 20 * 1000;  /* the next sleep */
-        long long t0, asked = 0;
+        long long t0, asked = 0, longest = 0;
         int waited = 0, tries = 0;
 
         /* Sleeps as short as asked for (no 50 us of slack). */
@@ -80,10 +81,12 @@ int main(void) {
                 if (waits() > before) {
                         waited++;
                         asked += ns;
+                        if (ns > longest)
+                                longest = ns;
                 } else if (ns < 160 * 1000)
                         next = ns * 2;
                 if (waited == 5 || ++tries == 200) {
-                        printf("%lld\n%d\n%lld\n", now_ns() - t0, waited, asked);
+                        printf("%lld\n%d\n%lld\n%lld\n", now_ns() - t0, waited, asked, longest);
                         fflush(stdout);
                         next = LONG_NS;
                 }

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,15 +56,27 @@ static bool sched_text(uint64_t *lo, uint64_t *hi) {
                *hi > *lo;
 }
 
-static offcpu_config config(void) {
-        offcpu_config c = OFFCPU_CONFIG_DEFAULT;
-
-        ASSERT_TRUE(sched_text(&c.sched_text_start, &c.sched_text_end));
-        return c;
+/* The configuration the daemon would load with, or why this machine
+ * cannot run the test. */
+static const char *setup(offcpu_config *c) {
+        *c = OFFCPU_CONFIG_DEFAULT;
+        if (geteuid() != 0)
+                return "needs root to load BPF programs";
+        /* Addresses hidden (kptr_restrict=2, lockdown): the daemon then
+         * loads without the stack check, which is not what is tested. */
+        if (!sched_text(&c->sched_text_start, &c->sched_text_end))
+                return "/proc/kallsyms gives no address of .sched.text here";
+        return NULL;
 }
 
-static void check_program(const char *prog) {
-        offcpu_config c = config();
+#define SETUP(c)                                                \
+        do {                                                    \
+                const char *_skip = setup(&(c));                \
+                if (_skip)                                      \
+                        TEST_SKIP("%s", _skip);                 \
+        } while (0)
+
+static void check_program(offcpu_config c, const char *prog) {
         const char *why = "";
         offcpu *o = NULL;
         uint32_t n;
@@ -83,25 +96,28 @@ static void check_program(const char *prog) {
 }
 
 TEST(task_storage_program) {
-        if (geteuid() != 0)
-                TEST_SKIP("needs root to load BPF programs");
+        offcpu_config c;
+
+        SETUP(c);
         if (!offcpu_kernel_at_least(6, 4))
                 TEST_SKIP("the task storage program is for Linux 6.4 and later");
-        check_program("offcpu_switch_ts");
+        check_program(c, "offcpu_switch_ts");
 }
 
 TEST(hash_program) {
-        if (geteuid() != 0)
-                TEST_SKIP("needs root to load BPF programs");
-        if (!offcpu_kernel_at_least(5, 15))
-                TEST_SKIP("the program that reuses stacks needs Linux 5.15 (bpf_task_pt_regs)");
-        check_program("offcpu_switch");
+        offcpu_config c;
+
+        SETUP(c);
+        if (!OFFCPU_READS_SPOTS || !offcpu_kernel_at_least(5, 15))
+                TEST_SKIP("the program that reuses stacks needs x86-64 and Linux 5.15 (bpf_task_pt_regs)");
+        check_program(c, "offcpu_switch");
 }
 
 TEST(every_wait_program) {
-        if (geteuid() != 0)
-                TEST_SKIP("needs root to load BPF programs");
-        check_program("offcpu_switch_every");
+        offcpu_config c;
+
+        SETUP(c);
+        check_program(c, "offcpu_switch_every");
 }
 
 /* With no program named, the daemon's choice: task storage where the
@@ -112,16 +128,15 @@ TEST(default_choice) {
         offcpu *o = NULL;
         int r;
 
-        if (geteuid() != 0)
-                TEST_SKIP("needs root to load BPF programs");
-        c = config();
+        SETUP(c);
         r = offcpu_new(&c, &o, &why);
         if (r < 0)
                 TEST_FAIL_("%s (%s)", why, strerror(-r));
         fprintf(stderr, "default: %s\n", offcpu_program(o));
-        ASSERT_STREQ(offcpu_program(o), offcpu_kernel_at_least(6, 4)  ? "offcpu_switch_ts" :
-                                        offcpu_kernel_at_least(5, 15) ? "offcpu_switch" :
-                                                                 "offcpu_switch_every");
+        ASSERT_STREQ(offcpu_program(o), offcpu_kernel_at_least(6, 4)                         ? "offcpu_switch_ts" :
+                                        OFFCPU_READS_SPOTS && offcpu_kernel_at_least(5, 15) ? "offcpu_switch" :
+                                                                                              "offcpu_switch_every");
+        ASSERT_EQ(offcpu_reuses_stacks(o), OFFCPU_READS_SPOTS && offcpu_kernel_at_least(5, 15));
         ASSERT_EQ(offcpu_task_storage(o), offcpu_kernel_at_least(6, 4));
         offcpu_free(o);
 }
@@ -132,9 +147,7 @@ TEST(unknown_program) {
         const char *why = "";
         offcpu *o = NULL;
 
-        if (geteuid() != 0)
-                TEST_SKIP("needs root to load BPF programs");
-        c = config();
+        SETUP(c);
         c.program = "offcpu_nonesuch";
         ASSERT_LT(offcpu_new(&c, &o, &why), 0);
         ASSERT_TRUE(o == NULL);
@@ -170,13 +183,13 @@ static void sleep_ms(long ms) {
 
 /* held-waits' 5 short sleeps, held in its entry while it sleeps an hour
  * at their spot: two drains do not take them, the last one does. */
-static void check_held(const char *prog) {
-        offcpu_config c = config();
+static void check_held(offcpu_config c, const char *prog) {
         const char *why = "";
         offcpu *o = NULL;
         taken before, last;
-        long long wall = 0, asked = 0;
-        int waited = 0, fds[2], r;
+        long long wall = 0, asked = 0, longest = 0;
+        int waited = 0, fds[2], r, n;
+        bool found;
         FILE *out;
         pid_t pid;
 
@@ -188,6 +201,9 @@ static void check_held(const char *prog) {
         pid = fork();
         ASSERT_GE(pid, 0);
         if (pid == 0) {
+                /* Gone with the test if an assertion aborts it: else its
+                 * hour of sleep would hold the test's output open. */
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
                 dup2(fds[1], STDOUT_FILENO);
                 close(fds[0]);
                 execl(HELD_WAITS, HELD_WAITS, (char *) NULL);
@@ -196,23 +212,28 @@ static void check_held(const char *prog) {
         close(fds[1]);
         out = fdopen(fds[0], "r");
         ASSERT_TRUE(out);
-        ASSERT_EQ(fscanf(out, "%lld %d %lld", &wall, &waited, &asked), 3);
+        n = fscanf(out, "%lld %d %lld %lld", &wall, &waited, &asked, &longest);
         fclose(out);
         sleep_ms(100);  /* in its long sleep */
 
         before = (taken) { .pid = (uint32_t) pid };
-        ASSERT_TRUE(ksym_range("do_nanosleep", &before.lo, &before.hi));
+        found = ksym_range("do_nanosleep", &before.lo, &before.hi);
         last = before;
-        /* Two drains: each takes the map the program stopped adding to
-         * at the one before. */
-        for (int i = 0; i < 3; i++) {
-                ASSERT_OK(offcpu_drain(o, false, take, &before));
+        /* Three drains: each takes the map the program stopped adding
+         * to at the one before. The assertions wait for the child's
+         * end. */
+        for (int i = 0; i < 3 && r >= 0; i++) {
+                r = offcpu_drain(o, false, take, &before);
                 sleep_ms(20);
         }
-        ASSERT_OK(offcpu_drain(o, true, take, &last));
+        if (r >= 0)
+                r = offcpu_drain(o, true, take, &last);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         offcpu_free(o);
+        ASSERT_EQ(n, 4);
+        ASSERT_TRUE(found);
+        ASSERT_OK(r);
 
         fprintf(stderr,
                 "%s: %d short sleeps waited, %lld ns asked for, %lld ns by the clock; in do_nanosleep: "
@@ -220,12 +241,15 @@ static void check_held(const char *prog) {
                 prog, waited, asked, wall, before.waits, before.ns, last.waits, last.ns);
         if (waited != 5)
                 TEST_SKIP("only %d of held-waits' short sleeps left the CPU", waited);
-        /* One may be missing: a sleep whose timer woke it between its
-         * dequeue and the tracepoint is runnable there, not waiting (the
-         * kernel counts its switch as voluntary); seen once. */
+        /* At least 80 % of what they asked for (the program's clock
+         * starts at schedule(), after the timer was set). One may be
+         * missing: a sleep whose timer woke it between its dequeue and
+         * the tracepoint is runnable there, not waiting (the kernel
+         * counts its switch as voluntary); seen once. Without it, at
+         * least 80 % of the rest. */
         ASSERT_GE(before.waits + last.waits, 4);
         ASSERT_LE(before.waits + last.waits, 5);
-        ASSERT_GE(before.ns + last.ns, (uint64_t) asked * 8 / 10);
+        ASSERT_GE(before.ns + last.ns, (uint64_t) (before.waits + last.waits == 5 ? asked : asked - longest) * 8 / 10);
         ASSERT_LE(before.ns + last.ns, (uint64_t) wall);
         /* Under the 1 ms at which the program moves them itself: held
          * until the stop. */
@@ -234,17 +258,22 @@ static void check_held(const char *prog) {
 }
 
 TEST(task_storage_held_waits) {
-        if (geteuid() != 0)
-                TEST_SKIP("needs root to load BPF programs");
+        offcpu_config c;
+
+        SETUP(c);
+        /* Elsewhere every wait takes the stacks and moves what was held. */
+        if (!OFFCPU_READS_SPOTS)
+                TEST_SKIP("threads' waits are held at one spot on x86-64 only");
         if (!offcpu_kernel_at_least(6, 4))
                 TEST_SKIP("the task storage program is for Linux 6.4 and later");
-        check_held("offcpu_switch_ts");
+        check_held(c, "offcpu_switch_ts");
 }
 
 TEST(hash_held_waits) {
-        if (geteuid() != 0)
-                TEST_SKIP("needs root to load BPF programs");
-        if (!offcpu_kernel_at_least(5, 15))
-                TEST_SKIP("the program that reuses stacks needs Linux 5.15 (bpf_task_pt_regs)");
-        check_held("offcpu_switch");
+        offcpu_config c;
+
+        SETUP(c);
+        if (!OFFCPU_READS_SPOTS || !offcpu_kernel_at_least(5, 15))
+                TEST_SKIP("the program that reuses stacks needs x86-64 and Linux 5.15 (bpf_task_pt_regs)");
+        check_held(c, "offcpu_switch");
 }

@@ -14,8 +14,9 @@ on) ;;
 *"built without"*) skip "perfsnapd was built without off-CPU support ($STATE)" ;;
 *) fail "offcpu = on, but status says '$STATE'" ;;
 esac
-# Linux 6.4 and later: threads' entries in task storage (tests/unit/
-# test-offcpu-load.c checks each program against the verifier's limit).
+# Linux 6.4 and later: threads' entries in task storage (tests/
+# integration/test-offcpu-load.c checks each program against the
+# verifier's limit).
 PROGRAM=$(status_field offcpu_program)
 INSNS=$(status_field offcpu_verified_insns)
 echo "program $PROGRAM, $INSNS instructions verified"
@@ -235,12 +236,15 @@ print(sum(r["samples"] for r in json.load(sys.stdin)["result"]["rows"] if r["sym
 H_WALL=$(sed -n 1p "$T/held.out")
 H_WAITED=$(sed -n 2p "$T/held.out")
 H_ASKED=$(sed -n 3p "$T/held.out")
+H_LONGEST=$(sed -n 4p "$T/held.out")
 echo "$H_WAITED short sleeps held at the stop ($H): $H_NS ns in do_nanosleep; they asked for ${H_ASKED:-?} ns and took ${H_WALL:-?} ns by the clock"
 # At least 80 % of what they asked for (the program's clock starts at
-# schedule(), after the timer was set), at most their wall time.
+# schedule(), after the timer was set) less the longest (a sleep woken
+# between its dequeue and the tracepoint is no wait to the program:
+# tests/integration/test-offcpu-load.c), at most their wall time.
 if [ "${H_WAITED:-0}" -eq 5 ]; then
-        [ "$H_NS" -ge $((H_ASKED * 8 / 10)) ] && [ "$H_NS" -le "$H_WALL" ] ||
-                fail "5 short sleeps held in the kernel when the daemon stopped: $H_NS ns stored, not 80 % of the $H_ASKED ns asked for to the $H_WALL ns they took"
+        [ "$H_NS" -ge $(((H_ASKED - H_LONGEST) * 8 / 10)) ] && [ "$H_NS" -le "$H_WALL" ] ||
+                fail "5 short sleeps held in the kernel when the daemon stopped: $H_NS ns stored, not 80 % of the $H_ASKED ns asked for less the longest ($H_LONGEST) to the $H_WALL ns they took"
         [ "$H_NS" -lt 1000000 ] ||
                 echo "note: the sleeps waited $H_NS ns, past the 1 ms at which the program moves waits itself: not held at the stop"
 else
