@@ -17,43 +17,33 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernel/kallsyms.h"
 #include "macro.h"
 #include "offcpu.h"
 #include "test.h"
 
 #define VERIFIER_BUDGET 250000
 
-/* The address of the kernel symbol name and of the next one up, from
- * /proc/kallsyms (addresses need root); false if it has no such symbol. */
-static bool ksym_range(const char *name, uint64_t *lo, uint64_t *hi) {
-        FILE *f = fopen("/proc/kallsyms", "re");
-        char line[512], sym[256], type;
-        unsigned long long a;
-        uint64_t next = UINT64_MAX;
+/* The running kernel's symbol name: its start and end (kallsyms.h's
+ * lookup end: where the next one begins); false if it has none, or
+ * /proc/kallsyms hides addresses. */
+static bool ksym_range(const kallsyms *k, const char *name, uint64_t *lo, uint64_t *hi) {
+        ksym sym;
 
-        *lo = 0;
-        if (!f)
+        if (!k || kallsyms_find(k, name, lo) < 0 || *lo == 0 || kallsyms_lookup(k, *lo, &sym) < 0)
                 return false;
-        while (fgets(line, sizeof line, f))
-                if (sscanf(line, "%llx %c %255s", &a, &type, sym) == 3 && streq(sym, name))
-                        *lo = a;
-        if (*lo != 0) {
-                rewind(f);
-                while (fgets(line, sizeof line, f))
-                        if (sscanf(line, "%llx %c %255s", &a, &type, sym) == 3 && a > *lo && a < next)
-                                next = a;
-        }
-        fclose(f);
-        *hi = next;
-        return *lo != 0;
+        *hi = sym.end;
+        return true;
 }
 
-/* The kernel's .sched.text. */
+/* The kernel's .sched.text, as the daemon finds it (daemon.c). */
 static bool sched_text(uint64_t *lo, uint64_t *hi) {
-        uint64_t unused;
+        kallsyms *k = NULL;
+        bool found = kallsyms_load("/", &k) >= 0 && kallsyms_find(k, "__sched_text_start", lo) >= 0 &&
+                     kallsyms_find(k, "__sched_text_end", hi) >= 0 && *lo != 0 && *hi > *lo;
 
-        return ksym_range("__sched_text_start", lo, &unused) && ksym_range("__sched_text_end", hi, &unused) &&
-               *hi > *lo;
+        kallsyms_free(k);
+        return found;
 }
 
 /* The configuration the daemon would load with, or why this machine
@@ -217,7 +207,12 @@ static void check_held(offcpu_config c, const char *prog) {
         sleep_ms(100);  /* in its long sleep */
 
         before = (taken) { .pid = (uint32_t) pid };
-        found = ksym_range("do_nanosleep", &before.lo, &before.hi);
+        {
+                kallsyms *k = NULL;
+
+                found = kallsyms_load("/", &k) >= 0 && ksym_range(k, "do_nanosleep", &before.lo, &before.hi);
+                kallsyms_free(k);
+        }
         last = before;
         /* Three drains: each takes the map the program stopped adding
          * to at the one before. The assertions wait for the child's
