@@ -184,20 +184,18 @@ static void start_offcpu(daemon_ctx *d) {
                 return;
         }
         ingest_set_offcpu_source(d->ingest, pull_offcpu, d);
-        if (offcpu_task_storage(d->offcpu))
-                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; threads' entries in task storage%s "
-                         "(program %s, %" PRIu32 " instructions verified).",
-                         oc.min_ns,
-                         offcpu_reuses_stacks(d->offcpu) ? "" :
-                         "; stacks are taken at every wait (reusing them needs x86-64)",
-                         offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu));
-        else
-                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; up to %" PRIu32
-                         " threads followed at once%s (program %s, %" PRIu32 " instructions verified).",
-                         oc.min_ns, oc.max_threads,
+        {
+                char threads[64] = "threads' entries in task storage";
+
+                if (!offcpu_task_storage(d->offcpu))
+                        snprintf(threads, sizeof threads, "up to %" PRIu32 " threads followed at once", oc.max_threads);
+                log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; %s%s (program %s, %" PRIu32
+                         " instructions verified).",
+                         oc.min_ns, threads,
                          offcpu_reuses_stacks(d->offcpu) ? "" :
                          "; stacks are taken at every wait (reusing them needs Linux 5.15 or later on x86-64)",
                          offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu));
+        }
 #else
         snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: perfsnapd was built without it (meson -Doffcpu)");
         log_error("offcpu = on, but off-CPU time is %s.", d->offcpu_why);
