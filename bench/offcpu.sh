@@ -10,7 +10,11 @@
 # the machine weighs more than the switches). The settings:
 #   none    nothing else running
 #   off     perfsnapd sampling CPU time (frequency_hz 99), offcpu = off
-#   on      the same with offcpu = on
+#   on      the same with offcpu = on (offcpu_clock = sched: the run
+#           queue's clock)
+#   mono    the same with offcpu_clock = monotonic (a clock read at
+#           each end of a wait: what auto takes where the TSC is not the
+#           clocksource)
 #   empty   an empty BPF program on the same tracepoint (bench/sched-
 #           switch-empty): the floor of any program there
 #   perf    perf record -e sched:sched_switch -a -g (no perfsnapd)
@@ -49,13 +53,19 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 HZ_TICK=$(getconf CLK_TCK)
 
 start_daemon() {
+        local offcpu=on clock=sched
+        case $1 in
+        off) offcpu=off ;;
+        mono) clock=monotonic ;;
+        esac
         rm -rf "$D/db" "$D/db-wal" "$D/db-shm" "$D/sock"
         cat > "$D/conf" <<EOC
 database = $D/db
 cache_dir =
 socket = $D/sock
 frequency_hz = 99
-offcpu = $1
+offcpu = $offcpu
+offcpu_clock = $clock
 EOC
         "$B/daemon/perfsnapd" --config "$D/conf" > "$D/daemon-$1.log" 2>&1 &
         DPID=$!
@@ -63,10 +73,10 @@ EOC
                 PERFSNAPD_SOCKET=$D/sock "$B/client/perfsnapctl" status > /dev/null 2>&1 && break
                 sleep 0.1
         done
-        if [ "$1" = on ]; then
+        if [ "$offcpu" = on ]; then
                 state=$(PERFSNAPD_SOCKET=$D/sock "$B/client/perfsnapctl" status --format json |
-                        sed -n 's/^ *"offcpu": *"\(.*\)",*$/\1/p')
-                [ "$state" = on ] || { echo "offcpu did not start: '$state'"; exit 1; }
+                        sed -n 's/^ *"offcpu\(_clock\)*": *"\(.*\)",*$/\2/p' | tr '\n' ' ')
+                [ "$state" = "on $clock " ] || { echo "offcpu did not start with the $clock clock: '$state'"; exit 1; }
         fi
         sleep 1
 }
@@ -80,7 +90,7 @@ stop_daemon() {
 bench() {
         local pid= t0=0 t1=0 us
         case $1 in
-        off | on) start_daemon "$1"; pid=$DPID ;;
+        off | on | mono) start_daemon "$1"; pid=$DPID ;;
         perf)
                 perf record -q -e sched:sched_switch -a -g -o "$D/perf.data" > /dev/null 2>&1 &
                 pid=$!
@@ -95,7 +105,7 @@ bench() {
         us=$($PIN perf bench sched pipe -l "$LOOPS" 2>&1 | awk '/usecs\/op/ { print $1 }')
         [ -n "$pid" ] && t1=$(cpu_ticks "$pid")
         case $1 in
-        off | on)
+        off | on | mono)
                 if [ "$1" = on ]; then
                         sleep 2.5       # two drains: the second takes the sums
                         PERFSNAPD_SOCKET=$D/sock "$B/client/perfsnapctl" status | grep -E "offcpu (waits|switches|full waits|no room|stacks taken)" |
@@ -116,7 +126,7 @@ bench() {
 echo "# ${PIN:+$PIN }perf bench sched pipe -l $LOOPS, $ROUNDS rounds; $(nproc) CPUs, $(uname -r)"
 echo "# setting usecs/op profiler-cpu-ms"
 for r in $(seq "$ROUNDS"); do
-        for s in none off on empty perf; do
+        for s in none off on mono empty perf; do
                 bench "$s" | tee -a "$D/runs"
         done
         [ -f "$D/last-status" ] && echo "#   on: $(cat "$D/last-status")"
@@ -129,11 +139,13 @@ for line in open(sys.argv[1]):
     runs.setdefault(s, []).append((float(us), int(ms)))
 med = {s: statistics.median(u for u, _ in v) for s, v in runs.items()}
 cpu = {s: statistics.median(m for _, m in v) for s, v in runs.items()}
-for s in ("none", "off", "on", "empty", "perf"):
+for s in ("none", "off", "on", "mono", "empty", "perf"):
     us = [u for u, _ in runs[s]]
     print(f"{s:5} median {med[s]:.3f} usecs/op (min {min(us):.3f}, max {max(us):.3f}); profiler CPU median {cpu[s]} ms")
 print(f"offcpu on vs off: {100 * (med['on'] / med['off'] - 1):+.1f} % time per op")
 print(f"offcpu on vs none: {100 * (med['on'] / med['none'] - 1):+.1f} %")
+print(f"offcpu on, monotonic clock vs off: {100 * (med['mono'] / med['off'] - 1):+.1f} %; vs the run queue's: "
+      f"{100 * (med['mono'] / med['on'] - 1):+.1f} %")
 print(f"empty program on sched_switch vs none: {100 * (med['empty'] / med['none'] - 1):+.1f} %")
 print(f"perf record -e sched:sched_switch -a -g vs none: {100 * (med['perf'] / med['none'] - 1):+.1f} %")
 PY

@@ -48,6 +48,7 @@ void config_init(config *c) {
                 .debug_root = strdup("/usr/lib/debug"),
                 .offcpu_max_threads = 8192,
                 .offcpu_max_sums = 4096,
+                .offcpu_clock = "auto",
                 .debuginfod_urls = strdup(""),
                 .export_url = strdup(""),
                 .export_interval_ns = 60 * NSEC_PER_SEC,
@@ -254,6 +255,14 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                 else
                         return *ret_why = "expected on or off", -EINVAL;
                 return 0;
+        }
+        if (streq(key, "offcpu_clock")) {
+                static const char *const clocks[] = { "auto", "sched", "monotonic" };
+
+                for (size_t i = 0; i < ELEMENTSOF(clocks); i++)
+                        if (streq(v, clocks[i]))
+                                return c->offcpu_clock = clocks[i], 0;
+                return *ret_why = "expected auto, sched or monotonic", -EINVAL;
         }
         if (streq(key, "offcpu_max_threads"))
                 return parse_u32(v, 256, 1u << 20, &c->offcpu_max_threads) < 0
@@ -602,7 +611,8 @@ char *config_format(const config *c) {
                      "offcpu = %s\n"
                      "offcpu_min_wait = %s\n"
                      "offcpu_max_threads = %u\n"
-                     "offcpu_max_sums = %u\n",
+                     "offcpu_max_sums = %u\n"
+                     "offcpu_clock = %s\n",
                      c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
@@ -610,7 +620,7 @@ char *config_format(const config *c) {
                      log_level_to_string(c->log_level) ?: "info", c->root, c->cache_dir, delay, max_size,
                      max_age, sym_max, c->debug_root, c->debuginfod_urls, dtimeout, c->export_url, export_interval,
                      c->export_queue_max, c->offcpu ? "on" : "off", offcpu_min,
-                     c->offcpu_max_threads, c->offcpu_max_sums) < 0)
+                     c->offcpu_max_threads, c->offcpu_max_sums, c->offcpu_clock) < 0)
                 return NULL;
         return s;
 }

@@ -48,6 +48,7 @@ typedef struct config {
         uint64_t offcpu_min_wait_ns;    /* shorter waits are not stored */
         uint32_t offcpu_max_threads;    /* threads the kernel table follows */
         uint32_t offcpu_max_sums;       /* sums the kernel holds between two drains */
+        const char *offcpu_clock;       /* "auto", "sched" or "monotonic" (static text) */
 } config;
 
 #define CONFIG_MAX_FREQUENCY_HZ 100000u

@@ -170,6 +170,9 @@ static void start_offcpu(daemon_ctx *d) {
         oc.min_ns = d->cfg.offcpu_min_wait_ns;
         oc.max_threads = d->cfg.offcpu_max_threads;
         oc.max_entries = d->cfg.offcpu_max_sums;
+        oc.clock = d->cfg.offcpu_clock;
+        _cleanup_free_ char *sysfs = path_join(d->cfg.root, "sys");
+        oc.sysfs = sysfs;
         {
                 const kallsyms *k = layout_kernel_syms(ingest_layout(d->ingest));
 
@@ -190,11 +193,12 @@ static void start_offcpu(daemon_ctx *d) {
                 if (!offcpu_task_storage(d->offcpu))
                         snprintf(threads, sizeof threads, "up to %" PRIu32 " threads followed at once", oc.max_threads);
                 log_info("Off-CPU time: waits of %" PRIu64 "ns or more are stored; %s%s (program %s, %" PRIu32
-                         " instructions verified).",
+                         " instructions verified); timed by the %s clock (%s).",
                          oc.min_ns, threads,
                          offcpu_reuses_stacks(d->offcpu) ? "" :
                          "; stacks are taken at every wait (reusing them needs Linux 5.15 or later on x86-64)",
-                         offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu));
+                         offcpu_program(d->offcpu), offcpu_verified_insns(d->offcpu), offcpu_clock_name(d->offcpu),
+                         offcpu_clock_why(d->offcpu));
         }
 #else
         snprintf(d->offcpu_why, sizeof d->offcpu_why, "unavailable: perfsnapd was built without it (meson -Doffcpu)");
@@ -431,7 +435,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
             !streq(n.cache_dir, d->cfg.cache_dir) || !streq(n.debuginfod_urls, d->cfg.debuginfod_urls) ||
             n.debuginfod_timeout_ns != d->cfg.debuginfod_timeout_ns || n.offcpu != d->cfg.offcpu ||
             n.offcpu_min_wait_ns != d->cfg.offcpu_min_wait_ns || n.offcpu_max_threads != d->cfg.offcpu_max_threads ||
-            n.offcpu_max_sums != d->cfg.offcpu_max_sums)
+            n.offcpu_max_sums != d->cfg.offcpu_max_sums || !streq(n.offcpu_clock, d->cfg.offcpu_clock))
                 log_notice("database, socket, root, event, ring_buffer_pages, callchain_depth, cache_dir, "
                            "debuginfod_urls, debuginfod_timeout and the offcpu keys take effect at the next "
                            "restart.");
@@ -548,6 +552,7 @@ static void status_fill(json_object *p, void *userdata) {
                 if (d->offcpu && offcpu_get_stats(d->offcpu, &os) >= 0) {
                         s.offcpu_program = offcpu_program(d->offcpu);
                         s.offcpu_verified_insns = offcpu_verified_insns(d->offcpu);
+                        s.offcpu_clock = offcpu_clock_name(d->offcpu);
                         s.offcpu_switches = os.switches;
                         s.offcpu_short_waits = os.short_waits;
                         s.offcpu_full_waits = os.full;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bpf/offcpu.h"
+#include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "offcpu.h"
@@ -36,6 +37,7 @@ struct offcpu {
         int counts_fd[2], active_fd, stats_fd, start_fd;
         struct bpf_program *flush_prog; /* offcpu_flush_ts, with task storage */
         char program[32];               /* the switch program loaded */
+        const char *clock, *clock_why;  /* what times the waits (static text) */
         uint32_t verified_insns;
         /* The generation: the program adds to counts[active & 1]; a
          * thread's held waits go to a sum at its first switch in a new
@@ -101,6 +103,61 @@ static int set_setting(struct bpf_object *obj, uint8_t *data, size_t size, const
         return -ENOENT;
 }
 
+const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why) {
+        _cleanup_free_ char *text = NULL;
+        const char *w;
+
+        if (!why)
+                why = &w;
+        if (want && streq(want, "sched"))
+                return *why = "offcpu_clock = sched", "sched";
+        if (want && streq(want, "monotonic"))
+                return *why = "offcpu_clock = monotonic", "monotonic";
+        if (want && !streq(want, "auto"))
+                return *why = "unknown clock", NULL;
+#if defined(__x86_64__) || defined(__i386__)
+        /* mark_tsc_unstable() takes the TSC from the clocksources and
+         * makes sched_clock() a clock per CPU, together. Other
+         * clocksources (hpet, acpi_pm, kvm-clock) tell nothing of it: the
+         * safe choice. */
+        size_t size;
+
+        if (read_full_file_at(sysfs ?: "/sys", "devices/system/clocksource/clocksource0/current_clocksource", 64,
+                              &text, &size) < 0)
+                return *why = "the clocksource is not known", "monotonic";
+        text[strcspn(text, "\n")] = '\0';
+        if (!streq(text, "tsc"))
+                return *why = "the clocksource is not the TSC: the run queues' clocks may differ between CPUs",
+                       "monotonic";
+        return *why = "the TSC is the clocksource: one clock on all CPUs", "sched";
+#else
+        (void) sysfs;
+        (void) text;
+        return *why = "sched_clock() is one clock on all CPUs here", "sched";
+#endif
+}
+
+/* Whether the running kernel has what clock_now() reads the run queue's
+ * clock through: sched_entity.cfs_rq and cfs_rq.rq. */
+static bool kernel_has_rq_clock(void) {
+        static const char *const path[][2] = { { "sched_entity", "cfs_rq" }, { "cfs_rq", "rq" } };
+        struct btf *btf = btf__load_vmlinux_btf();
+        bool found = btf != NULL;
+
+        for (size_t i = 0; found && i < ELEMENTSOF(path); i++) {
+                int id = btf__find_by_name_kind(btf, path[i][0], BTF_KIND_STRUCT);
+                const struct btf_type *t = id > 0 ? btf__type_by_id(btf, (uint32_t) id) : NULL;
+                const struct btf_member *m = t ? btf_members(t) : NULL;
+
+                found = false;
+                for (uint16_t j = 0; t && j < btf_vlen(t); j++, m++)
+                        if (streq(btf__name_by_offset(btf, m->name_off) ?: "", path[i][1]))
+                                found = true;
+        }
+        btf__free(btf);
+        return found;
+}
+
 /* Opens the object with the settings of c, and loads it with one of its
  * two programs: `prog` (the other is not loaded). */
 static int load(offcpu *o, const offcpu_config *c, const char *prog, const char **why) {
@@ -153,7 +210,8 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
                     set_setting(o->obj, data, size, "long_ns", c->long_ns) < 0 ||
                     set_setting(o->obj, data, size, "flush_ns", FLUSH_NS) < 0 ||
                     set_setting(o->obj, data, size, "sched_lo", c->sched_text_start) < 0 ||
-                    set_setting(o->obj, data, size, "sched_hi", c->sched_text_end) < 0) {
+                    set_setting(o->obj, data, size, "sched_hi", c->sched_text_end) < 0 ||
+                    set_setting(o->obj, data, size, "clock_rq", streq(o->clock, "sched")) < 0) {
                         *why = "the program has no settings";
                         return -EINVAL;
                 }
@@ -237,6 +295,16 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                 r = -ENOMEM;
                 goto fail;
         }
+        o->clock = offcpu_choose_clock(c->clock, c->sysfs, &o->clock_why);
+        if (!o->clock) {
+                r = -EINVAL;
+                why = "offcpu_clock is none of auto, sched and monotonic";
+                goto fail;
+        }
+        if (streq(o->clock, "sched") && !kernel_has_rq_clock()) {
+                o->clock = "monotonic";
+                o->clock_why = "the kernel's CFS entities have no run queue pointer (CONFIG_FAIR_GROUP_SCHED)";
+        }
         o->n_possible = libbpf_num_possible_cpus();
         if (o->n_possible <= 0) {
                 r = o->n_possible < 0 ? o->n_possible : -EINVAL;
@@ -291,6 +359,14 @@ bool offcpu_reuses_stacks(const offcpu *o) {
 
 const char *offcpu_program(const offcpu *o) {
         return o && o->program[0] ? o->program : NULL;
+}
+
+const char *offcpu_clock_name(const offcpu *o) {
+        return o ? o->clock : NULL;
+}
+
+const char *offcpu_clock_why(const offcpu *o) {
+        return o ? o->clock_why : NULL;
 }
 
 uint32_t offcpu_verified_insns(const offcpu *o) {

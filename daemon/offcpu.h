@@ -38,6 +38,9 @@ typedef struct offcpu_config {
         uint32_t max_entries;           /* (thread, stack, cgroup) sums held between two drains */
         const char *program;            /* NULL: the first of the programs below the kernel takes; else only
                                          * this one (tests) */
+        const char *clock;              /* what times the waits: "sched", "monotonic" or NULL/"auto" (see
+                                         * offcpu_choose_clock()) */
+        const char *sysfs;              /* where devices/system/clocksource is read for "auto"; NULL: /sys */
 } offcpu_config;
 
 #define OFFCPU_CONFIG_DEFAULT                   \
@@ -71,6 +74,23 @@ const char *offcpu_program(const offcpu *o);
  * million it allows; bpf_prog_info.verified_insns, Linux 5.16 and later;
  * 0 before). */
 uint32_t offcpu_verified_insns(const offcpu *o);
+
+/* The clock that times waits: "sched", the run queue's (sched_clock(),
+ * read from memory the scheduler has just updated: no clock read at a
+ * switch), or "monotonic" (bpf_ktime_get_ns()). want "auto" (or NULL):
+ * sched where it is one clock on all CPUs (x86: the TSC is the
+ * clocksource; other architectures: always), else monotonic, since a
+ * wait may end on another CPU than it began and each CPU's run queue
+ * clock then follows the monotonic clock only at its ticks. On kernels
+ * without a run queue pointer in sched_entity (CONFIG_FAIR_GROUP_SCHED)
+ * the loader times waits by the monotonic clock whatever this says
+ * (offcpu_clock_name() tells). *why (static text) says why. sysfs: where devices/system/clocksource/ is read (NULL:
+ * /sys). NULL for an unknown want. */
+const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why);
+/* The clock the loaded program times waits with ("sched" or
+ * "monotonic"), and why. */
+const char *offcpu_clock_name(const offcpu *o);
+const char *offcpu_clock_why(const offcpu *o);
 
 /* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
  * PERF_CONTEXT_USER, user frames), innermost first; the callback may

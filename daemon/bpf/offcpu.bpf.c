@@ -49,6 +49,9 @@ const volatile __u64 long_ns = 1000000;
 const volatile __u64 flush_ns = 1000000;
 const volatile __u64 precise_ns = 20000;
 const volatile __u64 sched_lo = 0, sched_hi = 0;
+/* 1: waits timed by the run queue's clock (below); 0: by the monotonic
+ * clock, where the run queues' clocks may differ between CPUs. */
+const volatile __u64 clock_rq = 1;
 
 /* Preallocated (no allocation in the scheduler): a thread that finds it
  * full is not followed (OFFCPU_STAT_NO_ROOM). */
@@ -201,10 +204,13 @@ static __always_inline bool same_spot(const struct offcpu_spot *a, const struct 
  * loads instead of a clock read (bpf_ktime_get_ns() costs some 50 ns on
  * a VM's clock, as much as the rest of a switch). It is sched_clock()
  * time, the same on all CPUs where the TSC is stable; only differences
- * are used. The run queue is the leaving task's, this CPU's, found
- * through its CFS run queue (CONFIG_FAIR_GROUP_SCHED; the per-CPU
- * `runqueues` is not in kallsyms without CONFIG_KALLSYMS_ALL). Kernels
- * without: the monotonic clock. */
+ * are used. Where it is not (clock_rq 0: the loader saw another
+ * clocksource), each CPU's is kept near the monotonic clock at its
+ * ticks only, and a wait that ends on another CPU than it began would
+ * be timed across two clocks: the monotonic clock then. The run queue
+ * is the leaving task's, this CPU's, found through its CFS run queue
+ * (CONFIG_FAIR_GROUP_SCHED; the per-CPU `runqueues` is not in kallsyms
+ * without CONFIG_KALLSYMS_ALL). Kernels without: the monotonic clock. */
 struct rq {
         __u64 clock;
 } __attribute__((preserve_access_index));
@@ -224,7 +230,7 @@ struct task_struct___se {
 static __always_inline __u64 clock_now(__u64 *now, struct task_struct *prev) {
         if (*now != 0)
                 return *now;
-        if (bpf_core_field_exists(((struct task_struct___se *) prev)->se.cfs_rq) &&
+        if (clock_rq && bpf_core_field_exists(((struct task_struct___se *) prev)->se.cfs_rq) &&
             bpf_core_field_exists(((struct cfs_rq *) 0)->rq)) {
                 struct cfs_rq *cfs = ((struct task_struct___se *) prev)->se.cfs_rq;
                 struct rq *rq = cfs ? cfs->rq : NULL;

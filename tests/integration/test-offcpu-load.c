@@ -66,23 +66,41 @@ static const char *setup(offcpu_config *c) {
                         TEST_SKIP("%s", _skip);                 \
         } while (0)
 
-static void check_program(offcpu_config c, const char *prog) {
-        const char *why = "";
-        offcpu *o = NULL;
-        uint32_t n;
-        int r;
+/* The clock a program asked to time waits by clock times them by: the
+ * run queue's only where the kernel has what the program reads it
+ * through. */
+static void check_clock(const offcpu *o, const char *clock) {
+        if (streq(clock, "sched") && streq(offcpu_clock_name(o), "monotonic"))
+                ASSERT_TRUE(strstr(offcpu_clock_why(o), "CONFIG_FAIR_GROUP_SCHED"));
+        else
+                ASSERT_STREQ(offcpu_clock_name(o), clock);
+}
 
-        c.program = prog;
-        r = offcpu_new(&c, &o, &why);
-        if (r < 0)
-                TEST_FAIL_("%s: %s (%s)", prog, why, strerror(-r));
-        ASSERT_STREQ(offcpu_program(o), prog);
-        n = offcpu_verified_insns(o);
-        fprintf(stderr, "%s: %" PRIu32 " instructions verified (budget %d)\n", prog, n, VERIFIER_BUDGET);
-        if (offcpu_kernel_at_least(5, 16))
-                ASSERT_GT(n, 0);
-        ASSERT_LE(n, VERIFIER_BUDGET);
-        offcpu_free(o);
+/* The program loads with either clock. */
+static void check_program(offcpu_config c, const char *prog) {
+        static const char *const clocks[] = { "sched", "monotonic" };
+
+        for (size_t i = 0; i < ELEMENTSOF(clocks); i++) {
+                const char *why = "";
+                offcpu *o = NULL;
+                uint32_t n;
+                int r;
+
+                c.program = prog;
+                c.clock = clocks[i];
+                r = offcpu_new(&c, &o, &why);
+                if (r < 0)
+                        TEST_FAIL_("%s: %s (%s)", prog, why, strerror(-r));
+                ASSERT_STREQ(offcpu_program(o), prog);
+                check_clock(o, clocks[i]);
+                n = offcpu_verified_insns(o);
+                fprintf(stderr, "%s, %s clock: %" PRIu32 " instructions verified (budget %d)\n", prog, clocks[i], n,
+                        VERIFIER_BUDGET);
+                if (offcpu_kernel_at_least(5, 16))
+                        ASSERT_GT(n, 0);
+                ASSERT_LE(n, VERIFIER_BUDGET);
+                offcpu_free(o);
+        }
 }
 
 TEST(task_storage_program) {
@@ -128,6 +146,9 @@ TEST(default_choice) {
                                                                                               "offcpu_switch_every");
         ASSERT_EQ(offcpu_reuses_stacks(o), OFFCPU_READS_SPOTS && offcpu_kernel_at_least(5, 15));
         ASSERT_EQ(offcpu_task_storage(o), offcpu_kernel_at_least(6, 4));
+        /* And the clock auto takes on this machine. */
+        fprintf(stderr, "clock: %s (%s)\n", offcpu_clock_name(o), offcpu_clock_why(o));
+        check_clock(o, offcpu_choose_clock("auto", "/sys", NULL));
         offcpu_free(o);
 }
 
@@ -172,8 +193,9 @@ static void sleep_ms(long ms) {
 }
 
 /* held-waits' 5 short sleeps, held in its entry while it sleeps an hour
- * at their spot: two drains do not take them, the last one does. */
-static void check_held(offcpu_config c, const char *prog) {
+ * at their spot: two drains do not take them, the last one does. Timed
+ * by clock. */
+static void check_held(offcpu_config c, const char *prog, const char *clock) {
         const char *why = "";
         offcpu *o = NULL;
         taken before, last;
@@ -184,9 +206,11 @@ static void check_held(offcpu_config c, const char *prog) {
         pid_t pid;
 
         c.program = prog;
+        c.clock = clock;
         r = offcpu_new(&c, &o, &why);
         if (r < 0)
                 TEST_FAIL_("%s: %s (%s)", prog, why, strerror(-r));
+        check_clock(o, clock);
         ASSERT_OK(pipe(fds));
         pid = fork();
         ASSERT_GE(pid, 0);
@@ -231,9 +255,9 @@ static void check_held(offcpu_config c, const char *prog) {
         ASSERT_OK(r);
 
         fprintf(stderr,
-                "%s: %d short sleeps waited, %lld ns asked for, %lld ns by the clock; in do_nanosleep: "
+                "%s, %s clock: %d short sleeps waited, %lld ns asked for, %lld ns by the clock; in do_nanosleep: "
                 "%" PRIu64 " waits, %" PRIu64 " ns before the stop, %" PRIu64 " waits, %" PRIu64 " ns at it\n",
-                prog, waited, asked, wall, before.waits, before.ns, last.waits, last.ns);
+                prog, clock, waited, asked, wall, before.waits, before.ns, last.waits, last.ns);
         if (waited != 5)
                 TEST_SKIP("only %d of held-waits' short sleeps left the CPU", waited);
         /* At least 80 % of what they asked for (the program's clock
@@ -261,7 +285,10 @@ TEST(task_storage_held_waits) {
                 TEST_SKIP("threads' waits are held at one spot on x86-64 only");
         if (!offcpu_kernel_at_least(6, 4))
                 TEST_SKIP("the task storage program is for Linux 6.4 and later");
-        check_held(c, "offcpu_switch_ts");
+        check_held(c, "offcpu_switch_ts", "sched");
+        /* Timed by the monotonic clock: what auto takes where the TSC is
+         * not the clocksource. */
+        check_held(c, "offcpu_switch_ts", "monotonic");
 }
 
 TEST(hash_held_waits) {
@@ -270,5 +297,5 @@ TEST(hash_held_waits) {
         SETUP(c);
         if (!OFFCPU_READS_SPOTS || !offcpu_kernel_at_least(5, 15))
                 TEST_SKIP("the program that reuses stacks needs x86-64 and Linux 5.15 (bpf_task_pt_regs)");
-        check_held(c, "offcpu_switch");
+        check_held(c, "offcpu_switch", "sched");
 }

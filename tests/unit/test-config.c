@@ -64,6 +64,7 @@ TEST(format_round_trips) {
                                "query_max_stacks = 6\n"
                                "query_timeout = 30s\n"
                                "log_level = debug\n"
+                               "offcpu_clock = monotonic\n"
                                "root = /tmp/root\n", "t", &error));
         ASSERT_EQ(c.frequency_hz, 999);
         ASSERT_STREQ(c.event, "cycles");
@@ -78,6 +79,7 @@ TEST(format_round_trips) {
         ASSERT_EQ(c.max_queries_per_user, 16);
         ASSERT_U64_EQ(c.client_timeout_ns, 90 * NSEC_PER_SEC);
         ASSERT_U64_EQ(c.query_timeout_ns, 30 * NSEC_PER_SEC);
+        ASSERT_STREQ(c.offcpu_clock, "monotonic");
         ASSERT_OK(config_parse(&c, "query_timeout = none\n", "t2", &error));
         ASSERT_U64_EQ(c.query_timeout_ns, 0);
         a = config_format(&c);
@@ -124,6 +126,7 @@ TEST(errors_name_file_line_and_problem) {
         expect_error("client_timeout = 500ms\n", "1s and 1h");
         expect_error("query_timeout = 500ms\n", "none or a duration between 1s and 1d");
         expect_error("query_timeout = 2d\n", "none or a duration between 1s and 1d");
+        expect_error("offcpu_clock = tsc\n", "expected auto, sched or monotonic");
         /* sun_path holds 107 bytes and the NUL */
         char line[200] = "socket = /", *p = line + strlen(line);
         memset(p, 'a', 107);

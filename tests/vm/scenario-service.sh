@@ -305,6 +305,15 @@ systemctl restart perfsnapd
 check "restart with offcpu = on: active" wait_active
 offcpu=$(perfsnapctl status --format json | sed -n 's/^ *"offcpu": *"\(.*\)",*$/\1/p')
 check "status offcpu: on ($offcpu)" [ "$offcpu" = on ]
+# The run queue's clock is one on all CPUs only where the TSC is the
+# clocksource (an unstable TSC makes it one per CPU, kept near the
+# monotonic clock at ticks): offcpu_clock = auto takes the monotonic
+# clock elsewhere.
+cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
+oclock=$(perfsnapctl status --format json | sed -n 's/^ *"offcpu_clock": *"\(.*\)",*$/\1/p')
+want_clock=monotonic
+[ "$cs" = tsc ] && want_clock=sched
+check "clocksource $cs: waits timed by the $want_clock clock (status offcpu_clock: $oclock)" [ "$oclock" = "$want_clock" ]
 t_off=$(date +%s)
 systemd-run --quiet --unit=psdsleep -p Type=exec /bin/sleep 2
 systemd-run --quiet --unit=psdpipe -p Type=exec /bin/sh -c 'sleep 3 | cat'
@@ -349,8 +358,6 @@ offcpu_counters() {
         echo
 }
 if [ -x "$HW" ]; then
-        # The run queue's clock is one across CPUs where sched_clock is
-        # stable (the TSC): what the guest has.
         echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource);" \
                 "$(dmesg | grep -ciE 'sched_clock: marking unstable|tsc.*unstable') kernel messages of an unstable clock"
         offcpu_counters
