@@ -24,6 +24,14 @@
 # daemon's CPU time counts its threads; the BPF program runs in the
 # benchmark's context switches and shows in the benchmark's time. Needs
 # root, perf (linux-perf) and tracefs (mounted here if it is not).
+#
+# PAIRS=SAMPLES: instead, with perfsnapd sampling CPU time (offcpu = off)
+# all along, build/bench/offcpu-pairs SAMPLES times measures
+# `perf bench sched pipe -l LOOPS` with no program, the empty one, and
+# the daemon's program (daemon/offcpu.c) with either clock, in turns,
+# and compares each with the "no program" run of the same turn: the
+# program is what offcpu = on adds, and pairs close in time see through
+# the drift that makes rounds a minute apart differ by 20 % on a VM.
 set -eu
 B=${1:?usage: bench/offcpu.sh BUILD_DIR [ROUNDS] [LOOPS]}
 ROUNDS=${2:-5}
@@ -35,6 +43,7 @@ any) PIN= ;;
 *) echo "PLACE: one or any"; exit 2 ;;
 esac
 B=$(cd "$B" && pwd)
+PAIRS=${PAIRS:-}
 D=$(mktemp -d /var/tmp/bench-offcpu.XXXXXX)
 DPID=
 cleanup() {
@@ -123,6 +132,14 @@ bench() {
         echo "$1 $us $(( (t1 - t0) * 1000 / HZ_TICK ))"
 }
 
+if [ -n "$PAIRS" ]; then
+        echo "# offcpu-pairs, $PAIRS samples of perf bench sched pipe -l $LOOPS ($PLACE), perfsnapd with offcpu = off" \
+                "running; $(nproc) CPUs, $(uname -r)"
+        start_daemon off
+        # Not exec: the trap stops the daemon.
+        "$B/bench/offcpu-pairs" "$B/bench/sched-switch-empty.bpf.o" "$PAIRS" "$LOOPS" "$PLACE"
+        exit
+fi
 echo "# ${PIN:+$PIN }perf bench sched pipe -l $LOOPS, $ROUNDS rounds; $(nproc) CPUs, $(uname -r)"
 echo "# setting usecs/op profiler-cpu-ms"
 for r in $(seq "$ROUNDS"); do
