@@ -64,6 +64,7 @@ struct daemon_ctx {
         void *offcpu;
 #endif
         char offcpu_why[256];           /* status "offcpu" when it is not on: "unavailable: ..." */
+        uint64_t offcpu_clock_checked_ns;
         ringbuf **bufs;
         uint32_t *cpus;
         size_t n_cpus;
@@ -152,7 +153,15 @@ static int store_offcpu_entry(const offcpu_entry *e, void *userdata) {
 
 static int pull_offcpu(ingest *in, bool last, void *userdata) {
         daemon_ctx *d = userdata;
+        uint64_t now = clock_ns(CLOCK_MONOTONIC);
 
+        /* A TSC can be marked unstable at any time: looked at every
+         * 10 s. */
+        if (now - d->offcpu_clock_checked_ns >= 10 * NSEC_PER_SEC) {
+                d->offcpu_clock_checked_ns = now;
+                if (offcpu_check_clock(d->offcpu))
+                        log_warning("Off-CPU time: %s.", offcpu_clock_why(d->offcpu));
+        }
         return offcpu_drain(d->offcpu, last, store_offcpu_entry, in);
 }
 #endif
@@ -553,6 +562,7 @@ static void status_fill(json_object *p, void *userdata) {
                         s.offcpu_program = offcpu_program(d->offcpu);
                         s.offcpu_verified_insns = offcpu_verified_insns(d->offcpu);
                         s.offcpu_clock = offcpu_clock_name(d->offcpu);
+                        s.offcpu_clock_why = offcpu_clock_why(d->offcpu);
                         s.offcpu_switches = os.switches;
                         s.offcpu_short_waits = os.short_waits;
                         s.offcpu_full_waits = os.full;

@@ -37,7 +37,11 @@ struct offcpu {
         int counts_fd[2], active_fd, stats_fd, start_fd;
         struct bpf_program *flush_prog; /* offcpu_flush_ts, with task storage */
         char program[32];               /* the switch program loaded */
+        int program_fd;
         const char *clock, *clock_why;  /* what times the waits (static text) */
+        const char *clock_want;         /* as asked for (static text; NULL: auto) */
+        char *sysfs;
+        bool clock_stale;               /* auto's run queue clock no longer one clock */
         uint32_t verified_insns;
         /* The generation: the program adds to counts[active & 1]; a
          * thread's held waits go to a sum at its first switch in a new
@@ -71,6 +75,7 @@ offcpu *offcpu_free(offcpu *o) {
         bpf_object__close(o->obj);
         free(o->keys);
         free(o->values);
+        free(o->sysfs);
         free(o);
         return NULL;
 }
@@ -103,8 +108,37 @@ static int set_setting(struct bpf_object *obj, uint8_t *data, size_t size, const
         return -ENOENT;
 }
 
+/* The kernel's own word, where debugfs is mounted (Linux 5.13 and later
+ * keep it there): 1 or 0 from "sched_clock_stable() : N" in
+ * sched/debug, 2 if the file has no such line (a kernel without
+ * CONFIG_HAVE_UNSTABLE_SCHED_CLOCK: sched_clock() is one clock), -1 if
+ * it cannot be read. The line is near the top of a long file. */
+static int sched_clock_stable(const char *sysfs) {
+        _cleanup_free_ char *path = path_join(sysfs, "kernel/debug/sched/debug");
+        char line[256];
+        int r = -1, n = 0;
+        FILE *f;
+
+        if (!path)
+                return -1;
+        f = fopen(path, "re");
+        if (!f)
+                return -1;
+        while (n++ < 64 && fgets(line, sizeof line, f)) {
+                const char *colon;
+
+                r = 2;          /* read, and so far without the line */
+                if (strncmp(line, "sched_clock_stable()", 20) != 0)
+                        continue;
+                colon = strchr(line, ':');
+                r = colon && strtol(colon + 1, NULL, 10) == 1 ? 1 : 0;
+                break;
+        }
+        fclose(f);
+        return r;
+}
+
 const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why) {
-        _cleanup_free_ char *text = NULL;
         const char *w;
 
         if (!why)
@@ -115,25 +149,58 @@ const char *offcpu_choose_clock(const char *want, const char *sysfs, const char 
                 return *why = "offcpu_clock = monotonic", "monotonic";
         if (want && !streq(want, "auto"))
                 return *why = "unknown clock", NULL;
-#if defined(__x86_64__) || defined(__i386__)
-        /* mark_tsc_unstable() takes the TSC from the clocksources and
-         * makes sched_clock() a clock per CPU, together. Other
-         * clocksources (hpet, acpi_pm, kvm-clock) tell nothing of it: the
-         * safe choice. */
-        size_t size;
-
-        if (read_full_file_at(sysfs ?: "/sys", "devices/system/clocksource/clocksource0/current_clocksource", 64,
-                              &text, &size) < 0)
-                return *why = "the clocksource is not known", "monotonic";
-        text[strcspn(text, "\n")] = '\0';
-        if (!streq(text, "tsc"))
-                return *why = "the clocksource is not the TSC: the run queues' clocks may differ between CPUs",
+        if (!sysfs)
+                sysfs = "/sys";
+        switch (sched_clock_stable(sysfs)) {
+        case 1:
+                return *why = "the kernel's sched_clock_stable() is 1: one clock on all CPUs", "sched";
+        case 0:
+                return *why = "the kernel's sched_clock_stable() is 0: the run queues' clocks may differ between CPUs",
                        "monotonic";
-        return *why = "the TSC is the clocksource: one clock on all CPUs", "sched";
+#if !defined(__x86_64__) && !defined(__i386__)
+        case 2:         /* (x86 always has the line: not trusted there) */
+                return *why = "this kernel's sched_clock() is one clock on all CPUs", "sched";
+#endif
+        default:
+                break;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        {
+                /* Without debugfs: mark_tsc_unstable() takes the TSC from
+                 * the clocksources and makes a native sched_clock() one
+                 * clock per CPU, together. A guest's paravirtual
+                 * sched_clock (kvm-clock, Hyper-V, Xen) may be unstable
+                 * with the TSC as the clocksource (kvm-clock without its
+                 * stable bit); and nothing tells of other clocksources:
+                 * the safe choice. */
+                static const char *const paravirt[] = { "kvm-clock", "hyperv_clocksource", "xen" };
+                _cleanup_free_ char *cur = NULL, *avail = NULL;
+                size_t size;
+
+                if (read_full_file_at(sysfs, "devices/system/clocksource/clocksource0/current_clocksource", 64, &cur,
+                                      &size) < 0)
+                        return *why = "the clocksource is not known (nor, without debugfs, sched_clock_stable())",
+                               "monotonic";
+                cur[strcspn(cur, "\n")] = '\0';
+                if (!streq(cur, "tsc"))
+                        return *why = "the clocksource is not the TSC: the run queues' clocks may differ between CPUs",
+                               "monotonic";
+                if (read_full_file_at(sysfs, "devices/system/clocksource/clocksource0/available_clocksource", 4096,
+                                      &avail, &size) < 0)
+                        return *why = "the clocksources are not known", "monotonic";
+                for (size_t i = 0; i < ELEMENTSOF(paravirt); i++)
+                        if (strstr(avail, paravirt[i]))
+                                return *why = "a paravirtual sched_clock may differ between CPUs, and without "
+                                              "debugfs sched_clock_stable() cannot be read",
+                                       "monotonic";
+                return *why = "the TSC is the clocksource: one clock on all CPUs", "sched";
+        }
+#elif defined(__aarch64__) || defined(__riscv) || defined(__s390x__) || defined(__powerpc64__) || \
+        defined(__loongarch__)
+        /* No CONFIG_HAVE_UNSTABLE_SCHED_CLOCK on these. */
+        return *why = "sched_clock() is one clock on all CPUs on this architecture", "sched";
 #else
-        (void) sysfs;
-        (void) text;
-        return *why = "sched_clock() is one clock on all CPUs here", "sched";
+        return *why = "sched_clock_stable() cannot be read without debugfs", "monotonic";
 #endif
 }
 
@@ -252,6 +319,7 @@ static int load(offcpu *o, const offcpu_config *c, const char *prog, const char 
                         o->verified_insns = info.verified_insns;
         }
         snprintf(o->program, sizeof o->program, "%s", prog);
+        o->program_fd = bpf_program__fd(p);
         o->link = bpf_program__attach_trace(p);
         if (!o->link) {
                 *why = "attaching the program to the sched_switch tracepoint failed";
@@ -295,6 +363,12 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                 r = -ENOMEM;
                 goto fail;
         }
+        o->clock_want = c->clock;
+        o->sysfs = strdup(c->sysfs ?: "/sys");
+        if (!o->sysfs) {
+                r = -ENOMEM;
+                goto fail;
+        }
         o->clock = offcpu_choose_clock(c->clock, c->sysfs, &o->clock_why);
         if (!o->clock) {
                 r = -EINVAL;
@@ -303,7 +377,7 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
         }
         if (streq(o->clock, "sched") && !kernel_has_rq_clock()) {
                 o->clock = "monotonic";
-                o->clock_why = "the kernel's CFS entities have no run queue pointer (CONFIG_FAIR_GROUP_SCHED)";
+                o->clock_why = "the kernel's CFS entities have no run queue pointer (no CONFIG_FAIR_GROUP_SCHED)";
         }
         o->n_possible = libbpf_num_possible_cpus();
         if (o->n_possible <= 0) {
@@ -355,6 +429,25 @@ fail:
 
 bool offcpu_reuses_stacks(const offcpu *o) {
         return o && o->reuses_stacks;
+}
+
+bool offcpu_check_clock(offcpu *o) {
+        const char *now;
+
+        if (!o || o->clock_stale || !streq(o->clock ?: "", "sched") || (o->clock_want && !streq(o->clock_want, "auto")))
+                return false;
+        now = offcpu_choose_clock("auto", o->sysfs, NULL);
+        if (!now || streq(now, "sched"))
+                return false;
+        o->clock_stale = true;
+        o->clock_why = "auto took the run queues' clock at the start, but they may differ between CPUs since (a TSC "
+                       "marked unstable?): waits that end on another CPU than they began may be mis-timed; restart "
+                       "perfsnapd";
+        return true;
+}
+
+int offcpu_program_fd(const offcpu *o) {
+        return o && o->program[0] ? o->program_fd : -1;
 }
 
 const char *offcpu_program(const offcpu *o) {

@@ -74,16 +74,21 @@ const char *offcpu_program(const offcpu *o);
  * million it allows; bpf_prog_info.verified_insns, Linux 5.16 and later;
  * 0 before). */
 uint32_t offcpu_verified_insns(const offcpu *o);
+/* The loaded switch program's file descriptor (tests: its instructions
+ * as the kernel runs them); -1 if none. */
+int offcpu_program_fd(const offcpu *o);
 
 /* The clock that times waits: "sched", the run queue's (sched_clock(),
  * read from memory the scheduler has just updated: no clock read at a
  * switch), or "monotonic" (bpf_ktime_get_ns()). want "auto" (or NULL):
- * sched where it is one clock on all CPUs (x86: the TSC is the
- * clocksource; other architectures: always), else monotonic, since a
- * wait may end on another CPU than it began and each CPU's run queue
- * clock then follows the monotonic clock only at its ticks. On kernels
- * without a run queue pointer in sched_entity (CONFIG_FAIR_GROUP_SCHED)
- * the loader times waits by the monotonic clock whatever this says
+ * sched where it is one clock on all CPUs (the kernel's
+ * sched_clock_stable() in debugfs; without debugfs, on x86, the TSC as
+ * the clocksource and no paravirtual clocksource; arm64, RISC-V, s390x,
+ * POWER64, LoongArch: always), else monotonic, since a wait may end on
+ * another CPU than it began and each CPU's run queue clock then follows
+ * the monotonic clock only at its ticks. On kernels without
+ * CONFIG_FAIR_GROUP_SCHED (no run queue pointer in sched_entity) the
+ * loader times waits by the monotonic clock whatever this says
  * (offcpu_clock_name() tells). *why (static text) says why. sysfs: where devices/system/clocksource/ is read (NULL:
  * /sys). NULL for an unknown want. */
 const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why);
@@ -91,6 +96,11 @@ const char *offcpu_choose_clock(const char *want, const char *sysfs, const char 
  * "monotonic"), and why. */
 const char *offcpu_clock_name(const offcpu *o);
 const char *offcpu_clock_why(const offcpu *o);
+/* For auto's run queue clock: true, once, if auto would not take it
+ * now (the kernel marked the TSC unstable since the start); the program
+ * goes on with it (its clock is set when it is loaded), and
+ * offcpu_clock_why() says so from then on. */
+bool offcpu_check_clock(offcpu *o);
 
 /* One sum: ips is a perf callchain (PERF_CONTEXT_KERNEL, kernel frames,
  * PERF_CONTEXT_USER, user frames), innermost first; the callback may

@@ -103,6 +103,7 @@ void status_json(const status_info *s, json_object *p) {
         add_str(p, "offcpu_program", s->offcpu_program ?: "");
         add_u64(p, "offcpu_verified_insns", s->offcpu_verified_insns);
         add_str(p, "offcpu_clock", s->offcpu_clock ?: "");
+        add_str(p, "offcpu_clock_why", s->offcpu_clock_why ?: "");
         add_u64(p, "offcpu_waits", s->offcpu_waits);
         add_u64(p, "offcpu_wait_ns", s->offcpu_wait_ns);
         add_u64(p, "offcpu_switches", s->offcpu_switches);

@@ -73,6 +73,7 @@ typedef struct status_info {
         const char *offcpu_program;                     /* the BPF program loaded; NULL: none */
         uint32_t offcpu_verified_insns;                 /* the instructions the verifier went through to accept it */
         const char *offcpu_clock;                       /* what times the waits: "sched" or "monotonic"; NULL: none */
+        const char *offcpu_clock_why;                   /* why that one */
         uint64_t offcpu_waits, offcpu_wait_ns;          /* stored */
         uint64_t offcpu_switches, offcpu_short_waits;   /* seen in the kernel; waits under offcpu_min_wait */
         uint64_t offcpu_full_waits, offcpu_full_ns;     /* not stored: the kernel's table of sums was full */

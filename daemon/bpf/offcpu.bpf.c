@@ -203,10 +203,10 @@ static __always_inline bool same_spot(const struct offcpu_spot *a, const struct 
 /* The run queue's clock, which __schedule() has just brought up to date:
  * loads instead of a clock read (bpf_ktime_get_ns() costs some 50 ns on
  * a VM's clock, as much as the rest of a switch). It is sched_clock()
- * time, the same on all CPUs where the TSC is stable; only differences
- * are used. Where it is not (clock_rq 0: the loader saw another
- * clocksource), each CPU's is kept near the monotonic clock at its
- * ticks only, and a wait that ends on another CPU than it began would
+ * time, the same on all CPUs where sched_clock is stable; only
+ * differences are used. Where it is not (clock_rq 0: the loader's
+ * offcpu_choose_clock()), each CPU's is kept near the monotonic clock at
+ * its ticks only, and a wait that ends on another CPU than it began would
  * be timed across two clocks: the monotonic clock then. The run queue
  * is the leaving task's, this CPU's, found through its CFS run queue
  * (CONFIG_FAIR_GROUP_SCHED; the per-CPU `runqueues` is not in kallsyms

@@ -8,9 +8,12 @@
  * holds in its entry (under the 1 ms at which the program moves them to
  * a sum) are taken by the last drain only, from task storage and from
  * the hash alike. Skips (77) unless running as root. */
+#include <bpf/bpf.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -76,9 +79,24 @@ static void check_clock(const offcpu *o, const char *clock) {
                 ASSERT_STREQ(offcpu_clock_name(o), clock);
 }
 
-/* The program loads with either clock. */
+/* The length of the instructions the kernel runs of o's program (its
+ * verifier drops the branch a setting rules out: the clock not taken). */
+static uint32_t xlated_len(const offcpu *o) {
+        struct bpf_prog_info info = {};
+        uint32_t len = sizeof info;
+        int fd = offcpu_program_fd(o);
+
+        ASSERT_GE(fd, 0);
+        ASSERT_OK(bpf_obj_get_info_by_fd(fd, &info, &len));
+        ASSERT_GT(info.xlated_prog_len, 0);
+        return info.xlated_prog_len;
+}
+
+/* The program loads with either clock, and they make two programs. */
 static void check_program(offcpu_config c, const char *prog) {
         static const char *const clocks[] = { "sched", "monotonic" };
+        uint32_t lens[2] = {};
+        const char *taken = NULL;
 
         for (size_t i = 0; i < ELEMENTSOF(clocks); i++) {
                 const char *why = "";
@@ -99,8 +117,18 @@ static void check_program(offcpu_config c, const char *prog) {
                 if (offcpu_kernel_at_least(5, 16))
                         ASSERT_GT(n, 0);
                 ASSERT_LE(n, VERIFIER_BUDGET);
+                lens[i] = xlated_len(o);
+                if (i == 0)
+                        taken = offcpu_clock_name(o);
                 offcpu_free(o);
         }
+        /* Where the kernel has a run queue clock to read, the setting
+         * changes what runs: the branch of the other clock is gone (not
+         * compared byte for byte: two loads differ in their maps'
+         * addresses anyway). */
+        fprintf(stderr, "%s: %" PRIu32 " and %" PRIu32 " bytes of instructions run\n", prog, lens[0], lens[1]);
+        if (streq(taken, "sched"))
+                ASSERT_NE(lens[0], lens[1]);
 }
 
 TEST(task_storage_program) {
@@ -150,6 +178,44 @@ TEST(default_choice) {
         fprintf(stderr, "clock: %s (%s)\n", offcpu_clock_name(o), offcpu_clock_why(o));
         check_clock(o, offcpu_choose_clock("auto", "/sys", NULL));
         offcpu_free(o);
+}
+
+/* auto's run queue clock, then the kernel says sched_clock is no longer
+ * stable (a synthetic sched/debug): the daemon is told once, and why
+ * says to restart it. */
+TEST(a_clock_that_stops_being_one_is_reported) {
+        char dir[64], path[128], cmd[160];
+        offcpu_config c;
+        const char *why = "";
+        offcpu *o = NULL;
+        FILE *f;
+
+        SETUP(c);
+        snprintf(dir, sizeof dir, "/tmp/test-offcpu-load.XXXXXX");
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(cmd, sizeof cmd, "mkdir -p %s/kernel/debug/sched", dir);
+        ASSERT_EQ(system(cmd), 0);
+        snprintf(path, sizeof path, "%s/kernel/debug/sched/debug", dir);
+        f = fopen(path, "we");
+        ASSERT_TRUE(f);
+        fputs("Sched Debug Version: v0.11\nsched_clock_stable()                    : 1\n", f);
+        fclose(f);
+        c.sysfs = dir;
+        ASSERT_OK(offcpu_new(&c, &o, &why));
+        if (!streq(offcpu_clock_name(o), "sched"))
+                TEST_SKIP("no run queue clock here: %s", offcpu_clock_why(o));
+        ASSERT_TRUE(!offcpu_check_clock(o));
+        f = fopen(path, "we");
+        ASSERT_TRUE(f);
+        fputs("Sched Debug Version: v0.11\nsched_clock_stable()                    : 0\n", f);
+        fclose(f);
+        ASSERT_TRUE(offcpu_check_clock(o));
+        ASSERT_TRUE(strstr(offcpu_clock_why(o), "restart perfsnapd"));
+        ASSERT_STREQ(offcpu_clock_name(o), "sched");
+        ASSERT_TRUE(!offcpu_check_clock(o));
+        offcpu_free(o);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        ASSERT_EQ(system(cmd), 0);
 }
 
 /* A name the object does not have: an error, nothing loaded. */
