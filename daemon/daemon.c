@@ -155,8 +155,8 @@ static int pull_offcpu(ingest *in, bool last, void *userdata) {
         daemon_ctx *d = userdata;
         uint64_t now = clock_ns(CLOCK_MONOTONIC);
 
-        /* A TSC can be marked unstable at any time: looked at every
-         * 10 s. */
+        /* A TSC can be marked unstable at any time: looked at at
+         * drains, at most every 10 s. */
         if (now - d->offcpu_clock_checked_ns >= 10 * NSEC_PER_SEC) {
                 d->offcpu_clock_checked_ns = now;
                 if (offcpu_check_clock(d->offcpu))

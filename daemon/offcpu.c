@@ -8,6 +8,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ struct offcpu {
         const char *clock_want;         /* as asked for (static text; NULL: auto) */
         char *sysfs;
         bool clock_stale;               /* auto's run queue clock no longer one clock */
+        bool clock_by_clocksource;      /* auto took it for the TSC as clocksource (no debugfs) */
         uint32_t verified_insns;
         /* The generation: the program adds to counts[active & 1]; a
          * thread's held waits go to a sum at its first switch in a new
@@ -112,30 +114,33 @@ static int set_setting(struct bpf_object *obj, uint8_t *data, size_t size, const
  * keep it there): 1 or 0 from "sched_clock_stable() : N" in
  * sched/debug, 2 if the file has no such line (a kernel without
  * CONFIG_HAVE_UNSTABLE_SCHED_CLOCK: sched_clock() is one clock), -1 if
- * it cannot be read. The line is near the top of a long file. */
+ * it cannot be read. The line is in the header, the first few hundred
+ * bytes: one read() of those, since the kernel renders the rest (every
+ * thread of a CPU, under its run queue's lock) only when it is read. */
 static int sched_clock_stable(const char *sysfs) {
         _cleanup_free_ char *path = path_join(sysfs, "kernel/debug/sched/debug");
-        char line[256];
-        int r = -1, n = 0;
-        FILE *f;
+        char buf[1024];
+        const char *line;
+        ssize_t n;
+        int fd;
 
         if (!path)
                 return -1;
-        f = fopen(path, "re");
-        if (!f)
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
                 return -1;
-        while (n++ < 64 && fgets(line, sizeof line, f)) {
-                const char *colon;
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+                return -1;
+        buf[n] = '\0';
+        for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, "sched_clock_stable()", 20) == 0) {
+                        const char *colon = strchr(line, ':');
 
-                r = 2;          /* read, and so far without the line */
-                if (strncmp(line, "sched_clock_stable()", 20) != 0)
-                        continue;
-                colon = strchr(line, ':');
-                r = colon && strtol(colon + 1, NULL, 10) == 1 ? 1 : 0;
-                break;
-        }
-        fclose(f);
-        return r;
+                        return colon && strtol(colon + 1, NULL, 10) == 1 ? 1 : 0;
+                }
+        return 2;
 }
 
 const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why) {
@@ -375,6 +380,10 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                 why = "offcpu_clock is none of auto, sched and monotonic";
                 goto fail;
         }
+#if defined(__x86_64__) || defined(__i386__)
+        o->clock_by_clocksource = (!c->clock || streq(c->clock, "auto")) && streq(o->clock, "sched") &&
+                                  sched_clock_stable(o->sysfs) == -1;
+#endif
         if (streq(o->clock, "sched") && !kernel_has_rq_clock()) {
                 o->clock = "monotonic";
                 o->clock_why = "the kernel's CFS entities have no run queue pointer (no CONFIG_FAIR_GROUP_SCHED)";
@@ -432,12 +441,25 @@ bool offcpu_reuses_stacks(const offcpu *o) {
 }
 
 bool offcpu_check_clock(offcpu *o) {
-        const char *now;
+        int st;
 
         if (!o || o->clock_stale || !streq(o->clock ?: "", "sched") || (o->clock_want && !streq(o->clock_want, "auto")))
                 return false;
-        now = offcpu_choose_clock("auto", o->sysfs, NULL);
-        if (!now || streq(now, "sched"))
+        /* By what decided at the start, when it answers: a file that
+         * cannot be read now says nothing (the stricter fallback would
+         * warn where nothing changed). */
+        st = sched_clock_stable(o->sysfs);
+        if (st == -1 && o->clock_by_clocksource) {
+                _cleanup_free_ char *cur = NULL;
+                size_t size;
+
+                if (read_full_file_at(o->sysfs, "devices/system/clocksource/clocksource0/current_clocksource", 64,
+                                      &cur, &size) < 0)
+                        return false;
+                cur[strcspn(cur, "\n")] = '\0';
+                if (streq(cur, "tsc"))
+                        return false;
+        } else if (st != 0)
                 return false;
         o->clock_stale = true;
         o->clock_why = "auto took the run queues' clock at the start, but they may differ between CPUs since (a TSC "

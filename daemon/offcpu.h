@@ -40,7 +40,8 @@ typedef struct offcpu_config {
                                          * this one (tests) */
         const char *clock;              /* what times the waits: "sched", "monotonic" or NULL/"auto" (see
                                          * offcpu_choose_clock()) */
-        const char *sysfs;              /* where devices/system/clocksource is read for "auto"; NULL: /sys */
+        const char *sysfs;              /* where kernel/debug/sched/debug and devices/system/clocksource
+                                         * are read for "auto"; NULL: /sys */
 } offcpu_config;
 
 #define OFFCPU_CONFIG_DEFAULT                   \
@@ -96,8 +97,10 @@ const char *offcpu_choose_clock(const char *want, const char *sysfs, const char 
  * "monotonic"), and why. */
 const char *offcpu_clock_name(const offcpu *o);
 const char *offcpu_clock_why(const offcpu *o);
-/* For auto's run queue clock: true, once, if auto would not take it
- * now (the kernel marked the TSC unstable since the start); the program
+/* For auto's run queue clock: true, once, if what decided at the start
+ * (debugfs's sched_clock_stable(), else the TSC as clocksource) says it
+ * is no longer one clock; a file that cannot be read says nothing. The
+ * program
  * goes on with it (its clock is set when it is loaded), and
  * offcpu_clock_why() says so from then on. */
 bool offcpu_check_clock(offcpu *o);
