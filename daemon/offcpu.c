@@ -143,9 +143,27 @@ static int sched_clock_stable(const char *sysfs) {
         return 2;
 }
 
-const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why) {
+#if defined(__x86_64__) || defined(__i386__)
+/* 1 if the TSC is the current clocksource, 0 if another is, -1 if that
+ * cannot be read. */
+static int clocksource_is_tsc(const char *sysfs) {
+        _cleanup_free_ char *cur = NULL;
+        size_t size;
+
+        if (read_full_file_at(sysfs, "devices/system/clocksource/clocksource0/current_clocksource", 64, &cur, &size) <
+            0)
+                return -1;
+        cur[strcspn(cur, "\n")] = '\0';
+        return streq(cur, "tsc");
+}
+#endif
+
+/* offcpu_choose_clock(), and *by_clocksource whether auto took sched
+ * for the TSC as clocksource (no debugfs to ask). */
+static const char *choose_clock(const char *want, const char *sysfs, const char **why, bool *by_clocksource) {
         const char *w;
 
+        *by_clocksource = false;
         if (!why)
                 why = &w;
         if (want && streq(want, "sched"))
@@ -179,15 +197,14 @@ const char *offcpu_choose_clock(const char *want, const char *sysfs, const char 
                  * stable bit); and nothing tells of other clocksources:
                  * the safe choice. */
                 static const char *const paravirt[] = { "kvm-clock", "hyperv_clocksource", "xen" };
-                _cleanup_free_ char *cur = NULL, *avail = NULL;
+                _cleanup_free_ char *avail = NULL;
                 size_t size;
+                int tsc = clocksource_is_tsc(sysfs);
 
-                if (read_full_file_at(sysfs, "devices/system/clocksource/clocksource0/current_clocksource", 64, &cur,
-                                      &size) < 0)
+                if (tsc < 0)
                         return *why = "the clocksource is not known (nor, without debugfs, sched_clock_stable())",
                                "monotonic";
-                cur[strcspn(cur, "\n")] = '\0';
-                if (!streq(cur, "tsc"))
+                if (!tsc)
                         return *why = "the clocksource is not the TSC: the run queues' clocks may differ between CPUs",
                                "monotonic";
                 if (read_full_file_at(sysfs, "devices/system/clocksource/clocksource0/available_clocksource", 4096,
@@ -198,6 +215,7 @@ const char *offcpu_choose_clock(const char *want, const char *sysfs, const char 
                                 return *why = "a paravirtual sched_clock may differ between CPUs, and without "
                                               "debugfs sched_clock_stable() cannot be read",
                                        "monotonic";
+                *by_clocksource = true;
                 return *why = "the TSC is the clocksource: one clock on all CPUs", "sched";
         }
 #elif defined(__aarch64__) || defined(__riscv) || defined(__s390x__) || defined(__powerpc64__) || \
@@ -207,6 +225,12 @@ const char *offcpu_choose_clock(const char *want, const char *sysfs, const char 
 #else
         return *why = "sched_clock_stable() cannot be read without debugfs", "monotonic";
 #endif
+}
+
+const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why) {
+        bool by_clocksource;
+
+        return choose_clock(want, sysfs, why, &by_clocksource);
 }
 
 /* Whether the running kernel has what clock_now() reads the run queue's
@@ -374,16 +398,12 @@ int offcpu_new(const offcpu_config *c, offcpu **ret, const char **ret_why) {
                 r = -ENOMEM;
                 goto fail;
         }
-        o->clock = offcpu_choose_clock(c->clock, c->sysfs, &o->clock_why);
+        o->clock = choose_clock(c->clock, o->sysfs, &o->clock_why, &o->clock_by_clocksource);
         if (!o->clock) {
                 r = -EINVAL;
                 why = "offcpu_clock is none of auto, sched and monotonic";
                 goto fail;
         }
-#if defined(__x86_64__) || defined(__i386__)
-        o->clock_by_clocksource = (!c->clock || streq(c->clock, "auto")) && streq(o->clock, "sched") &&
-                                  sched_clock_stable(o->sysfs) == -1;
-#endif
         if (streq(o->clock, "sched") && !kernel_has_rq_clock()) {
                 o->clock = "monotonic";
                 o->clock_why = "the kernel's CFS entities have no run queue pointer (no CONFIG_FAIR_GROUP_SCHED)";
@@ -449,17 +469,13 @@ bool offcpu_check_clock(offcpu *o) {
          * cannot be read now says nothing (the stricter fallback would
          * warn where nothing changed). */
         st = sched_clock_stable(o->sysfs);
+#if defined(__x86_64__) || defined(__i386__)
         if (st == -1 && o->clock_by_clocksource) {
-                _cleanup_free_ char *cur = NULL;
-                size_t size;
-
-                if (read_full_file_at(o->sysfs, "devices/system/clocksource/clocksource0/current_clocksource", 64,
-                                      &cur, &size) < 0)
+                if (clocksource_is_tsc(o->sysfs) != 0)
                         return false;
-                cur[strcspn(cur, "\n")] = '\0';
-                if (streq(cur, "tsc"))
-                        return false;
-        } else if (st != 0)
+        } else
+#endif
+        if (st != 0)
                 return false;
         o->clock_stale = true;
         o->clock_why = "auto took the run queues' clock at the start, but they may differ between CPUs since (a TSC "

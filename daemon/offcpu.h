@@ -90,8 +90,9 @@ int offcpu_program_fd(const offcpu *o);
  * the monotonic clock only at its ticks. On kernels without
  * CONFIG_FAIR_GROUP_SCHED (no run queue pointer in sched_entity) the
  * loader times waits by the monotonic clock whatever this says
- * (offcpu_clock_name() tells). *why (static text) says why. sysfs: where devices/system/clocksource/ is read (NULL:
- * /sys). NULL for an unknown want. */
+ * (offcpu_clock_name() tells). *why (static text) says why. sysfs: where
+ * kernel/debug/sched/debug and devices/system/clocksource/ are read
+ * (NULL: /sys). NULL for an unknown want. */
 const char *offcpu_choose_clock(const char *want, const char *sysfs, const char **why);
 /* The clock the loaded program times waits with ("sched" or
  * "monotonic"), and why. */

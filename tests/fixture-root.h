@@ -28,6 +28,26 @@ static inline int fixture_sh(const char *fmt, ...) {
         return system(cmd) == 0 ? 0 : -EIO;
 }
 
+/* Writes text to DIR/REL, making its directories; 0 on success. */
+static inline int fixture_put(const char *dir, const char *rel, const char *text) {
+        char path[512];
+        FILE *f;
+        int r;
+
+        if ((size_t) snprintf(path, sizeof path, "%s/%s", dir, rel) >= sizeof path)
+                return -ENAMETOOLONG;
+        r = fixture_sh("mkdir -p \"$(dirname '%s')\"", path);
+        if (r < 0)
+                return r;
+        f = fopen(path, "we");
+        if (!f)
+                return -errno;
+        r = fputs(text, f) < 0 ? -EIO : 0;
+        if (fclose(f) != 0 && r == 0)
+                r = -EIO;
+        return r;
+}
+
 /* Makes DIR/proc/kallsyms (the capture with brd loaded), DIR/proc/modules
  * (proc/modules.MODULES of the capture: "loaded" or "unloaded"), the
  * release and boot_uuid under DIR/proc/sys/kernel, DIR/sys/kernel/notes

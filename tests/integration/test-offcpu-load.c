@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fixture-root.h"
 #include "kernel/kallsyms.h"
 #include "macro.h"
 #include "offcpu.h"
@@ -180,18 +181,7 @@ TEST(default_choice) {
         offcpu_free(o);
 }
 
-static void put(const char *dir, const char *rel, const char *text) {
-        char path[256], cmd[300];
-        FILE *f;
-
-        snprintf(path, sizeof path, "%s/%s", dir, rel);
-        snprintf(cmd, sizeof cmd, "mkdir -p $(dirname %s)", path);
-        ASSERT_EQ(system(cmd), 0);
-        f = fopen(path, "we");
-        ASSERT_TRUE(f);
-        fputs(text, f);
-        fclose(f);
-}
+#define put(dir, rel, text) ASSERT_OK(fixture_put(dir, rel, text))
 
 #define DEBUG "kernel/debug/sched/debug"
 #define CS "devices/system/clocksource/clocksource0/"
@@ -201,7 +191,7 @@ static void put(const char *dir, const char *rel, const char *text) {
  * restart it; a file it cannot read tells nothing. By debugfs, and
  * (x86) by the clocksource where there was no debugfs at the start. */
 TEST(a_clock_that_stops_being_one_is_reported) {
-        char dir[64], cmd[160];
+        char dir[64];
         offcpu_config c;
         const char *why = "";
         offcpu *o = NULL;
@@ -220,8 +210,7 @@ TEST(a_clock_that_stops_being_one_is_reported) {
                 ASSERT_TRUE(!offcpu_check_clock(o));
                 /* Unreadable now: the fallback (kvm-clock: monotonic)
                  * is not what decided. */
-                snprintf(cmd, sizeof cmd, "rm %s/" DEBUG, dir);
-                ASSERT_EQ(system(cmd), 0);
+                ASSERT_OK(fixture_sh("rm %s/" DEBUG, dir));
                 ASSERT_TRUE(!offcpu_check_clock(o));
                 put(dir, DEBUG, "Sched Debug Version: v0.11\nsched_clock_stable()                    : 0\n");
                 ASSERT_TRUE(offcpu_check_clock(o));
@@ -233,8 +222,7 @@ TEST(a_clock_that_stops_being_one_is_reported) {
         o = NULL;
 #if defined(__x86_64__)
         if (sched) {
-                snprintf(cmd, sizeof cmd, "rm %s/" DEBUG, dir);
-                ASSERT_EQ(system(cmd), 0);
+                ASSERT_OK(fixture_sh("rm %s/" DEBUG, dir));
                 put(dir, CS "available_clocksource", "tsc hpet acpi_pm \n");
                 ASSERT_OK(offcpu_new(&c, &o, &why));
                 ASSERT_STREQ(offcpu_clock_name(o), "sched");
@@ -245,8 +233,7 @@ TEST(a_clock_that_stops_being_one_is_reported) {
                 offcpu_free(o);
         }
 #endif
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        ASSERT_EQ(system(cmd), 0);
+        ASSERT_OK(fixture_sh("rm -rf %s", dir));
         if (!sched)
                 TEST_SKIP("no run queue clock here (no CONFIG_FAIR_GROUP_SCHED)");
 }

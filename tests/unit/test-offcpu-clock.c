@@ -8,30 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture-root.h"
 #include "macro.h"
 #include "offcpu.h"
 #include "test.h"
 
 #define CS "devices/system/clocksource/clocksource0/"
 
-static void put(const char *dir, const char *rel, const char *text) {
-        char path[256];
-        FILE *f;
-
-        snprintf(path, sizeof path, "%s/%s", dir, rel);
-        *strrchr(path, '/') = '\0';
-        {
-                char cmd[300];
-
-                snprintf(cmd, sizeof cmd, "mkdir -p %s", path);
-                ASSERT_EQ(system(cmd), 0);
-        }
-        snprintf(path, sizeof path, "%s/%s", dir, rel);
-        f = fopen(path, "we");
-        ASSERT_TRUE(f);
-        fputs(text, f);
-        fclose(f);
-}
+#define put(dir, rel, text) ASSERT_OK(fixture_put(dir, rel, text))
 
 /* A sched/debug as Linux 6.x starts it, with the stable line or not. */
 static void put_debug(const char *dir, int stable) {
@@ -54,7 +38,7 @@ static void put_debug(const char *dir, int stable) {
 
 /* What auto answers for a sysfs with these files (NULL: none). */
 static const char *auto_for(const char *current, const char *available, int debug, const char **why) {
-        char dir[64], cmd[96];
+        char dir[64];
         const char *r;
 
         snprintf(dir, sizeof dir, "/tmp/test-offcpu-clock.XXXXXX");
@@ -66,8 +50,7 @@ static const char *auto_for(const char *current, const char *available, int debu
         if (debug != -2)
                 put_debug(dir, debug);
         r = offcpu_choose_clock("auto", dir, why);
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        ASSERT_EQ(system(cmd), 0);
+        ASSERT_OK(fixture_sh("rm -rf %s", dir));
         return r;
 }
 
