@@ -306,6 +306,29 @@ TEST(same_modules_at_same_addresses_and_same_text_is_reused) {
         ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &c, NULL));
         ASSERT_TRUE(c.reused);
 
+        /* Reuse is decided from proc/modules and the head of
+         * proc/kallsyms: one too big to be read whole (sparse, past the
+         * 64 MiB a snapshot takes) is still reused, and a new snapshot
+         * of it fails, naming the file. */
+        {
+                char path[160];
+                const char *failed = NULL;
+                snapshot_take_result big = {};
+
+                snprintf(path, sizeof path, "%s/proc/kallsyms", f.root);
+                ASSERT_OK(truncate(path, 64 * 1024 * 1024 + 1));
+                ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312969580000000ull, &big, &failed));
+                ASSERT_TRUE(big.reused);
+                ASSERT_STREQ(big.info.path, a.info.path);
+                snapshot_info_done(&big.info);
+                set_modules(&f, MOD_AREA + 0x8000);
+                ASSERT_TRUE(snapshot_take(f.root, f.cache, 3, 1795312969680000000ull, &big, &failed) < 0);
+                ASSERT_STREQ(failed, "proc/kallsyms");
+                ASSERT_EQ(count_snapshots(f.cache), 1);
+                set_kallsyms(&f, TEXT_ADDR, "ffffffffc0009000 t bpf_prog_1_x\t[bpf]\n");
+                set_modules(&f, MOD_AREA);
+        }
+
         /* brd loaded at another address: a new snapshot. */
         set_modules(&f, MOD_AREA + 0x8000);
         ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312970480000000ull, &d, NULL));
