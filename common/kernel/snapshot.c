@@ -95,36 +95,60 @@ uint64_t snapshot_text_addr_from_kallsyms(const char *text, size_t len) {
         return kallsyms_text_addr_from_text(text, len, &addr) >= 0 ? addr : 0;
 }
 
-/* The same for dfd/name, reading only up to _text (near its start). */
-static uint64_t text_addr_from_file_at(int dfd, const char *name) {
-        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+/* The address of _text (else _stext) in the kallsyms text of f, read
+ * only up to the _text line (near its start), in *ret: 0, -ENOENT if
+ * there is neither, -EFBIG past SNAPSHOT_KALLSYMS_MAX_BYTES, or the error
+ * of the read. */
+static int text_addr_from_stream(FILE *f, uint64_t *ret) {
         _cleanup_free_ char *line = NULL;
-        uint64_t stext = 0;
+        uint64_t stext = 0, bytes = 0;
+        bool have_stext = false;
         size_t alloc = 0;
         ssize_t n;
 
-        if (!f) {
-                if (fd >= 0)
-                        close(fd);
-                return 0;
-        }
+        errno = 0;
         while ((n = getline(&line, &alloc, f)) > 0) {
                 kallsyms_line l;
 
+                bytes += (uint64_t) n;
+                if (bytes > SNAPSHOT_KALLSYMS_MAX_BYTES)
+                        return -EFBIG;
                 if (line[n - 1] == '\n')
                         n--;
                 if (!kallsyms_line_parse(line, (size_t) n, &l))
                         continue;
                 switch (kallsyms_line_text_rank(&l)) {
                 case 2:
-                        return l.addr;
+                        *ret = l.addr;
+                        return 0;
                 case 1:
-                        if (!stext)
+                        if (!have_stext) {
                                 stext = l.addr;
+                                have_stext = true;
+                        }
                 }
         }
-        return stext;
+        if (ferror(f))
+                return errno > 0 ? -errno : -EIO;
+        if (!have_stext)
+                return -ENOENT;
+        *ret = stext;
+        return 0;
+}
+
+/* The same for dfd/name, a file of the cache (not followed if a link;
+ * 0 if it cannot be read or names neither). */
+static uint64_t text_addr_from_file_at(int dfd, const char *name) {
+        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        uint64_t addr = 0;
+
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
+                return 0;
+        }
+        return text_addr_from_stream(f, &addr) < 0 ? 0 : addr;
 }
 
 /* A line of dynamic code: its module column is [bpf] or [__builtin__*]. */
@@ -584,45 +608,61 @@ static void source_done(source *s) {
         *s = (source) {};
 }
 
+/* proc/modules, into s. */
+static int source_read_modules(const char *root, source *s) {
+        int r;
+
+        r = read_full_file_at(root, "proc/modules", SNAPSHOT_MODULES_MAX_BYTES, &s->modules, &s->modules_len);
+        /* A kernel without loadable modules has no proc/modules:
+         * its snapshot gets an empty one. */
+        if (r == -ENOENT) {
+                s->modules = strdup("");
+                r = s->modules ? 0 : -ENOMEM;
+        }
+        if (r < 0)
+                return r;
+        return parse_modules(s->modules, s->modules_len, &s->mods, &s->n_mods);
+}
+
+/* All-zero addresses: the reader may not see them (kptr_restrict); such
+ * a kallsyms is useless to perf. */
+static int check_text_addr(const source *s) {
+        return s->text_addr == 0 ? -EPERM : 0;
+}
+
 /* What deciding on reuse takes: proc/modules, and _text's address from
  * the head of proc/kallsyms. The kernel formats that file as it is read
  * (~40 ms of CPU for 122,000 lines), which a daemon restarted on the same
  * boot need not spend: source_read_kallsyms() reads the rest when a new
  * snapshot is made. */
 static int source_read(const char *root, source *ret) {
-        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ char *path = path_join(root, "proc/kallsyms");
+        _cleanup_fclose_ FILE *f = NULL;
         source s = {};
         int r;
 
-        r = read_full_file_at(root, "proc/modules", SNAPSHOT_MODULES_MAX_BYTES, &s.modules, &s.modules_len);
-        /* A kernel without loadable modules has no proc/modules:
-         * its snapshot gets an empty one. */
-        if (r == -ENOENT) {
-                s.modules = strdup("");
-                r = s.modules ? 0 : -ENOMEM;
-        }
-        if (r >= 0)
-                r = parse_modules(s.modules, s.modules_len, &s.mods, &s.n_mods);
+        if (!path)
+                return -ENOMEM;
+        r = source_read_modules(root, &s);
         if (r >= 0) {
-                path = path_join(root, "proc/kallsyms");
-                r = !path ? -ENOMEM : access(path, R_OK) < 0 ? negative_errno() : 0;
+                f = fopen(path, "re");
+                r = f ? 0 : negative_errno();
+        }
+        if (r >= 0) {
+                r = text_addr_from_stream(f, &s.text_addr);
+                /* No _text, no _stext: no address perf could use either. */
+                if (r >= 0 || r == -ENOENT)
+                        r = check_text_addr(&s);
         }
         if (r < 0) {
                 source_done(&s);
                 return r;
         }
-        s.text_addr = text_addr_from_file_at(AT_FDCWD, path);
-        /* All-zero addresses: the reader may not see them (kptr_restrict);
-         * such a kallsyms is useless to perf. */
-        if (s.text_addr == 0) {
-                source_done(&s);
-                return -EPERM;
-        }
         *ret = s;
         return 0;
 }
 
-/* All of proc/kallsyms, into s (read by source_read()). */
+/* All of proc/kallsyms, into s. */
 static int source_read_kallsyms(const char *root, source *s) {
         int r;
 
@@ -630,7 +670,7 @@ static int source_read_kallsyms(const char *root, source *s) {
         if (r < 0)
                 return r;
         s->text_addr = snapshot_text_addr_from_kallsyms(s->kallsyms, s->kallsyms_len);
-        return s->text_addr == 0 ? -EPERM : 0;
+        return check_text_addr(s);
 }
 
 /* An existing snapshot of this kernel that matches src. */
@@ -731,7 +771,7 @@ static bool source_unchanged(const char *root, const source *src) {
         source now = {};
         bool same;
 
-        if (source_read(root, &now) < 0 || source_read_kallsyms(root, &now) < 0) {
+        if (source_read_modules(root, &now) < 0 || source_read_kallsyms(root, &now) < 0) {
                 source_done(&now);
                 return false;
         }

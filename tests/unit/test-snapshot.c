@@ -322,7 +322,7 @@ TEST(same_modules_at_same_addresses_and_same_text_is_reused) {
                 ASSERT_STREQ(big.info.path, a.info.path);
                 snapshot_info_done(&big.info);
                 set_modules(&f, MOD_AREA + 0x8000);
-                ASSERT_TRUE(snapshot_take(f.root, f.cache, 3, 1795312969680000000ull, &big, &failed) < 0);
+                ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312969680000000ull, &big, &failed), EFBIG);
                 ASSERT_STREQ(failed, "proc/kallsyms");
                 ASSERT_EQ(count_snapshots(f.cache), 1);
                 set_kallsyms(&f, TEXT_ADDR, "ffffffffc0009000 t bpf_prog_1_x\t[bpf]\n");
@@ -614,6 +614,54 @@ TEST(a_failure_names_what_failed_and_leaves_nothing) {
         write_text(f.root, "sys/kernel/notes", "");
         ASSERT_TRUE(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &r, &failed) < 0);
         ASSERT_STREQ(failed, "sys/kernel/notes");
+}
+
+/* The decision to reuse reads kallsyms only up to _text: it must give
+ * what the whole file gives. */
+TEST(the_head_of_kallsyms_decides_as_the_whole_file) {
+        _cleanup_(fake_root_remove) fake_root f = {};
+        snapshot_take_result a = {}, b = {}, r = {};
+        const char *failed = NULL;
+        char *k = NULL, path[160], target[160];
+
+        fake_root_make(&f, false);
+        /* Only _stext (some architectures have no _text): reused by it. */
+        ASSERT_TRUE(asprintf(&k, "0000000000000000 A fixed_percpu_data\n%016" PRIx64 " T _stext\n%016" PRIx64
+                                 " T _etext\n%016" PRIx64 " t brd_probe\t[brd]\n",
+                             TEXT_ADDR, TEXT_ADDR + 0x3000, MOD_AREA + 0x1000) >= 0);
+        write_text(f.root, "proc/kallsyms", k);
+        free(k);
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312967480000000ull, &a, NULL));
+        ASSERT_TRUE(!a.reused);
+        ASSERT_U64_EQ(a.info.text_addr, TEXT_ADDR);
+        /* A fixture's kallsyms may be a link (the kernel's is not): it is
+         * read through it, as the daemon's own reader does. */
+        snprintf(path, sizeof path, "%s/proc/kallsyms", f.root);
+        snprintf(target, sizeof target, "%s/kallsyms.real", f.dir);
+        ASSERT_OK(rename(path, target));
+        ASSERT_OK(symlink(target, path));
+        ASSERT_OK(snapshot_take(f.root, f.cache, 3, 1795312968480000000ull, &b, NULL));
+        ASSERT_TRUE(b.reused);
+        ASSERT_STREQ(b.info.path, a.info.path);
+        ASSERT_OK(unlink(path));
+
+        /* Addresses hidden (kptr_restrict), and no _text or _stext at
+         * all: no snapshot, as before. */
+        write_text(f.root, "proc/kallsyms", "0000000000000000 T _text\n0000000000000000 T _stext\n");
+        ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &r, &failed), EPERM);
+        ASSERT_STREQ(failed, "proc/kallsyms or proc/modules");
+        write_text(f.root, "proc/kallsyms", "ffffffff81001000 T do_one_initcall\n");
+        failed = NULL;
+        ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &r, &failed), EPERM);
+        ASSERT_STREQ(failed, "proc/kallsyms or proc/modules");
+        /* Missing: its own error. */
+        ASSERT_OK(unlink(path));
+        failed = NULL;
+        ASSERT_ERROR(snapshot_take(f.root, f.cache, 3, 1795312969480000000ull, &r, &failed), ENOENT);
+        ASSERT_STREQ(failed, "proc/kallsyms or proc/modules");
+        ASSERT_EQ(count_snapshots(f.cache), 1);
+        snapshot_info_done(&a.info);
+        snapshot_info_done(&b.info);
 }
 
 /* A link inside the cache is never followed: a .tmp that points at
