@@ -101,8 +101,7 @@ const char *offcpu_clock_why(const offcpu *o);
 /* For auto's run queue clock: true, once, if what decided at the start
  * (debugfs's sched_clock_stable(), else the TSC as clocksource) says it
  * is no longer one clock; a file that cannot be read says nothing. The
- * program
- * goes on with it (its clock is set when it is loaded), and
+ * program goes on with it (its clock is set when it is loaded), and
  * offcpu_clock_why() says so from then on. */
 bool offcpu_check_clock(offcpu *o);
 

@@ -17,6 +17,10 @@
 
 #define put(dir, rel, text) ASSERT_OK(fixture_put(dir, rel, text))
 
+/* debug arguments: no sched/debug at all, or one without the line. */
+#define NO_DEBUGFS (-2)
+#define NO_LINE (-1)
+
 /* A sched/debug as Linux 6.x starts it, with the stable line or not. */
 static void put_debug(const char *dir, int stable) {
         char text[512];
@@ -30,7 +34,7 @@ static void put_debug(const char *dir, int stable) {
                  "%s"
                  "\n"
                  "sysctl_sched\n",
-                 stable < 0 ? "" :
+                 stable == NO_LINE ? "" :
                  stable ? "sched_clock_stable()                    : 1\n" :
                           "sched_clock_stable()                    : 0\n");
         put(dir, "kernel/debug/sched/debug", text);
@@ -47,15 +51,12 @@ static const char *auto_for(const char *current, const char *available, int debu
                 put(dir, CS "current_clocksource", current);
         if (available)
                 put(dir, CS "available_clocksource", available);
-        if (debug != -2)
+        if (debug != NO_DEBUGFS)
                 put_debug(dir, debug);
         r = offcpu_choose_clock("auto", dir, why);
         ASSERT_OK(fixture_sh("rm -rf %s", dir));
         return r;
 }
-
-#define NO_DEBUGFS (-2)
-#define NO_LINE (-1)
 
 TEST(the_kernels_word_decides_where_debugfs_is_mounted) {
         const char *why = NULL;
