@@ -247,6 +247,127 @@ TEST(bad_blocks_are_refused) {
         free(data);
 }
 
+static size_t put_varint(uint8_t *p, uint64_t v) {
+        size_t len = 0;
+
+        for (; v >= 0x80; v >>= 7)
+                p[len++] = (uint8_t) (v | 0x80);
+        p[len++] = (uint8_t) v;
+        return len;
+}
+
+/* A format-3 block of n entries and mean period `mean` around the raw
+ * column bytes given. */
+static uint8_t *block_of_raw(const uint8_t *raw, size_t raw_size, uint64_t n, uint64_t mean, size_t *ret_size) {
+        size_t bound = ZSTD_compressBound(raw_size), len = 1;
+        uint8_t *b = malloc(1 + 20 + bound);
+
+        ASSERT_TRUE(b);
+        b[0] = 3;
+        len += put_varint(b + len, n);
+        len += put_varint(b + len, mean);
+        len += ZSTD_compress(b + len, bound, raw, raw_size, 1);
+        *ret_size = len;
+        return b;
+}
+
+/* The decoder finds where each column starts by counting the bytes that
+ * end a varint, then reads the entries one by one from all columns:
+ * varints of 1, 2, 3, 6, 8, 9 and 10 bytes, one at the very start and
+ * a 3-byte one read with 5 bytes left, land in their own columns; a varint of 11 bytes, a column one varint short, one byte too
+ * many and a CPU number past 32 bits are refused. */
+TEST(columns_are_read_where_they_start) {
+        /* Two entries, format 3 (ten columns), as the encoder writes them
+         * (zigzagged differences); each column's values differ from its
+         * neighbours', so that a cursor reading another column shows. */
+        const uint64_t cols[10][2] = {
+                { 200, 1 },                             /* cpu 200, 201: 2 bytes first */
+                { 20, 2 },                              /* pid 10, 11 */
+                { 0, 4 },                               /* tid 10, 13 */
+                { 6, 2 },                               /* comm 3, 4 */
+                { UINT64_C(1) << 57, 0 },               /* snapshot 2^56, 2^56: 9 bytes */
+                { 600, UINT64_C(1) << 41 },             /* stack 300, 300 + 2^40: 2 and 6 bytes */
+                { 1, 0 },                               /* count 2, 1 */
+                { UINT64_C(1) << 55, UINT64_MAX - 1 },  /* period 2000 + 2^54, 1000 + INT64_MAX: 8 and 10 bytes */
+                { 14, UINT64_C(1) << 14 },              /* frame 7, 7 + 2^13: 3 bytes, 5 left */
+                { 2, 2 },                               /* cgroup 1, 2 */
+        };
+        uint8_t raw[256], bad[256];
+        size_t raw_size = 0, size, n, stack_at = 0;
+        block_entry *got = NULL;
+        uint8_t *b;
+
+        for (size_t c = 0; c < 10; c++)
+                for (size_t i = 0; i < 2; i++) {
+                        if (c == 5 && i == 0)
+                                stack_at = raw_size;
+                        raw_size += put_varint(raw + raw_size, cols[c][i]);
+                }
+        ASSERT_EQ(raw_size, 2 * 10 + 1 + 8 + (1 + 5) + (7 + 9) + 2);
+
+        b = block_of_raw(raw, raw_size, 2, 1000, &size);
+        ASSERT_OK(sample_block_decode(NULL, b, size, &got, &n));
+        free(b);
+        ASSERT_EQ(n, 2);
+        ASSERT_EQ(got[0].cpu, 200);
+        ASSERT_EQ(got[1].cpu, 201);
+        ASSERT_EQ(got[0].pid, 10);
+        ASSERT_EQ(got[1].pid, 11);
+        ASSERT_EQ(got[0].tid, 10);
+        ASSERT_EQ(got[1].tid, 13);
+        ASSERT_EQ(got[1].comm_id, 4);
+        ASSERT_EQ(got[0].stack_id, 300);
+        ASSERT_EQ(got[1].stack_id, 300 + (INT64_C(1) << 40));
+        ASSERT_U64_EQ(got[0].count, 2);
+        ASSERT_U64_EQ(got[1].count, 1);
+        ASSERT_U64_EQ(got[0].period, 2000 + (UINT64_C(1) << 54));
+        ASSERT_U64_EQ(got[1].period, 1000 + (uint64_t) INT64_MAX);
+        ASSERT_EQ(got[1].frame_id, 7 + (INT64_C(1) << 13));
+        ASSERT_EQ(got[0].comm_id, 3);
+        ASSERT_EQ(got[0].snapshot_id, INT64_C(1) << 56);
+        ASSERT_EQ(got[1].snapshot_id, INT64_C(1) << 56);
+        ASSERT_EQ(got[0].frame_id, 7);
+        ASSERT_EQ(got[0].cgroup_id, 1);
+        ASSERT_EQ(got[1].cgroup_id, 2);
+        ASSERT_EQ(got[1].kind, SAMPLE_KIND_CPU);
+        free(got);
+
+        /* The first stack varint made 11 bytes long: the columns still
+         * have their 20 ends, one varint is too long. */
+        memcpy(bad, raw, stack_at);
+        memset(bad + stack_at, 0x80, 9);
+        memcpy(bad + stack_at + 9, raw + stack_at, raw_size - stack_at);
+        bad[stack_at] = 0xd8;
+        bad[stack_at + 9] = 0x84;
+        bad[stack_at + 10] = 0x00;
+        b = block_of_raw(bad, raw_size + 9, 2, 1000, &size);
+        got = NULL;
+        ASSERT_ERROR(sample_block_decode(NULL, b, size, &got, &n), EBADMSG);
+        free(b);
+
+        /* The last varint's end byte gone: one varint short. */
+        memcpy(bad, raw, raw_size);
+        bad[raw_size - 1] |= 0x80;
+        b = block_of_raw(bad, raw_size, 2, 1000, &size);
+        ASSERT_ERROR(sample_block_decode(NULL, b, size, &got, &n), EBADMSG);
+        free(b);
+
+        /* A byte after the last column. */
+        memcpy(bad, raw, raw_size);
+        bad[raw_size] = 0;
+        b = block_of_raw(bad, raw_size + 1, 2, 1000, &size);
+        ASSERT_ERROR(sample_block_decode(NULL, b, size, &got, &n), EBADMSG);
+        free(b);
+
+        /* A CPU number past 32 bits (a 5-byte varint for the first). */
+        static const uint8_t cpu_2_32[] = { 0x80, 0x80, 0x80, 0x80, 0x10 };
+        memcpy(bad, cpu_2_32, sizeof cpu_2_32);
+        memcpy(bad + sizeof cpu_2_32, raw + 2, raw_size - 2);
+        b = block_of_raw(bad, raw_size + 3, 2, 1000, &size);
+        ASSERT_ERROR(sample_block_decode(NULL, b, size, &got, &n), EBADMSG);
+        free(b);
+}
+
 /* A block the schema-5 and -6 daemons wrote (format 1, no leaf frame
  * column): two entries, (cpu 0, pid 10, comm 3, stack 7, 2 samples,
  * period 2000) and (cpu 1, pid 11, tid 12, comm 4, snapshot 1, stack 9,
