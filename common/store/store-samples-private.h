@@ -65,6 +65,9 @@ enum {
         WSTMT_INSERT_BLOCK,
         WSTMT_SET_META,
         WSTMT_PERIOD_BLOCKS,
+        WSTMT_PAGE_COUNT,
+        WSTMT_FREELIST_COUNT,
+        WSTMT_PAGE_SIZE,
         _WSTMT_MAX,
 };
 
@@ -102,6 +105,8 @@ typedef struct scan_ctx {
 /* Helpers of store-samples.c for store-samples-upkeep.c (see there). */
 uint64_t *samples_meta_field(sample_counters *c, size_t i);
 block_entry samples_entry_for_level(const block_entry *e, unsigned level);
+/* The writer's statement idx (WSTMT_*), prepared at its first use. */
+int samples_wstmt(sample_writer *w, unsigned idx, sqlite3_stmt **ret);
 void samples_acc_reset(acc *a);
 void samples_acc_free(acc *a);
 int samples_acc_flush(sample_writer *w, unsigned level, bool closing);

@@ -369,9 +369,22 @@ int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks
 
 /* Bytes of the pages in use, as this connection sees them (its open
  * transaction included). */
-static int pages_in_use(store *s, uint64_t *ret) {
-        return query_u64(s, "SELECT (c.page_count - f.freelist_count) * z.page_size "
-                            "FROM pragma_page_count() c, pragma_freelist_count() f, pragma_page_size() z", 0, 0, ret);
+/* The bytes of the database's pages that are not on its freelist. */
+static int pages_in_use(sample_writer *w, uint64_t *ret) {
+        static const unsigned idx[] = { WSTMT_PAGE_COUNT, WSTMT_FREELIST_COUNT, WSTMT_PAGE_SIZE };
+        int64_t v[ELEMENTSOF(idx)];
+
+        for (size_t i = 0; i < ELEMENTSOF(idx); i++) {
+                sqlite3_stmt *st;
+                int r = samples_wstmt(w, idx[i], &st);
+
+                if (r >= 0)
+                        r = store_step_id(w->store, st, &v[i]);
+                if (r < 0)
+                        return r == -ENOENT ? -EIO : r;
+        }
+        *ret = v[0] > v[1] && v[2] > 0 ? u64(v[0] - v[1]) * u64(v[2]) : 0;
+        return 0;
 }
 
 #define CAP_CHUNK_BLOCKS 32
@@ -397,7 +410,7 @@ int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_b
         *ret = res;
         if (max_bytes == 0)
                 return 0;
-        r = pages_in_use(w->store, &used);
+        r = pages_in_use(w, &used);
         if (r < 0)
                 return r;
         res.used_bytes = used;
@@ -435,7 +448,7 @@ int sample_writer_enforce_cap(sample_writer *w, uint64_t max_bytes, size_t max_b
                 res.samples += d.samples;
                 res.newest_removed_ns = MAX(res.newest_removed_ns, d.newest_ns);
                 w->c.trimmed_ns = MAX(w->c.trimmed_ns, d.end_ns);
-                r = pages_in_use(w->store, &used);
+                r = pages_in_use(w, &used);
                 if (r < 0)
                         return r;
         }

@@ -70,6 +70,12 @@ static const char *const wstmt_sql[_WSTMT_MAX] = {
                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         [WSTMT_PERIOD_BLOCKS] = "SELECT count(*), coalesce(sum(data = x'00'), 0) FROM sample_blocks "
                                 "WHERE level = ?1 AND start_ns = ?2",
+        /* The size cap's measure, each second: PRAGMA statements prepared
+         * once (the pragma_*() table-valued functions prepare a statement
+         * of their own at every run). */
+        [WSTMT_PAGE_COUNT]     = "PRAGMA page_count",
+        [WSTMT_FREELIST_COUNT] = "PRAGMA freelist_count",
+        [WSTMT_PAGE_SIZE]      = "PRAGMA page_size",
 };
 
 uint64_t sample_level_width(unsigned level) {
@@ -78,7 +84,7 @@ uint64_t sample_level_width(unsigned level) {
 
 /* ---- small helpers ---- */
 
-static int wstmt(sample_writer *w, unsigned idx, sqlite3_stmt **ret) {
+int samples_wstmt(sample_writer *w, unsigned idx, sqlite3_stmt **ret) {
         if (!w->stmts[idx]) {
                 int rc = sqlite3_prepare_v3(store_sqlite(w->store), wstmt_sql[idx], -1, SQLITE_PREPARE_PERSISTENT,
                                             &w->stmts[idx], NULL);
@@ -93,7 +99,7 @@ static int set_meta(sample_writer *w, const char *key, uint64_t value) {
         sqlite3_stmt *st;
         int r;
 
-        r = wstmt(w, WSTMT_SET_META, &st);
+        r = samples_wstmt(w, WSTMT_SET_META, &st);
         if (r < 0)
                 return r;
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -379,7 +385,7 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
         r = sample_block_encode(w->codec, v, n, sample_levels[level].frames, &data, &size);
         if (r < 0)
                 return r;
-        r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
+        r = samples_wstmt(w, WSTMT_INSERT_BLOCK, &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, level);
@@ -406,7 +412,7 @@ static int write_marker(sample_writer *w, unsigned level, const acc *a) {
         sqlite3_stmt *st;
         int r;
 
-        r = wstmt(w, WSTMT_INSERT_BLOCK, &st);
+        r = samples_wstmt(w, WSTMT_INSERT_BLOCK, &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, level);
@@ -430,7 +436,7 @@ static int period_blocks(sample_writer *w, unsigned level, uint64_t start_ns, bo
         sqlite3_stmt *st;
         int r, rc;
 
-        r = wstmt(w, WSTMT_PERIOD_BLOCKS, &st);
+        r = samples_wstmt(w, WSTMT_PERIOD_BLOCKS, &st);
         if (r < 0)
                 return r;
         sqlite3_bind_int64(st, 1, level);
