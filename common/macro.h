@@ -6,6 +6,7 @@
  * the growth helper (GREEDY_REALLOC, after systemd's). */
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -146,6 +147,32 @@ static inline int greedy_realloc(void **p, size_t *alloc, size_t need, size_t si
         return 0;
 }
 #define GREEDY_REALLOC(p, alloc, need) greedy_realloc((void **) &(p), &(alloc), (need), sizeof *(p))
+
+/* 4 or 8 bytes at p, at any alignment, read or written as a
+ * little-endian number (file formats of our own). */
+static inline uint32_t unaligned_read_le32(const void *p) {
+        uint32_t v;
+
+        memcpy(&v, p, sizeof v);
+        return le32toh(v);
+}
+
+static inline uint64_t unaligned_read_le64(const void *p) {
+        uint64_t v;
+
+        memcpy(&v, p, sizeof v);
+        return le64toh(v);
+}
+
+static inline void unaligned_write_le32(void *p, uint32_t v) {
+        v = htole32(v);
+        memcpy(p, &v, sizeof v);
+}
+
+static inline void unaligned_write_le64(void *p, uint64_t v) {
+        v = htole64(v);
+        memcpy(p, &v, sizeof v);
+}
 
 static inline int u64_cmp(const void *a, const void *b) {
         uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;

@@ -4,7 +4,6 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <endian.h>
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -1003,30 +1002,6 @@ const elfsym *elfsyms_lookup(const elfsyms *s, uint64_t offset) {
 
 /* ---- the file ---- */
 
-static void put32(char *p, uint32_t v) {
-        v = htole32(v);
-        memcpy(p, &v, 4);
-}
-
-static void put64(char *p, uint64_t v) {
-        v = htole64(v);
-        memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const char *p) {
-        uint32_t v;
-
-        memcpy(&v, p, 4);
-        return le32toh(v);
-}
-
-static uint64_t get64(const char *p) {
-        uint64_t v;
-
-        memcpy(&v, p, 8);
-        return le64toh(v);
-}
-
 int elfsyms_encode(const elfsyms *s, char **ret, size_t *ret_size) {
         size_t size;
         char *p, *buf;
@@ -1041,18 +1016,18 @@ int elfsyms_encode(const elfsyms *s, char **ret, size_t *ret_size) {
         if (!buf)
                 return -ENOMEM;
         memcpy(buf, "PSNSYMS2", 8);
-        put32(buf + 8, (uint32_t) s->n);
-        put32(buf + 12, (uint32_t) s->strings_size);
-        put32(buf + 16, s->source);
-        put32(buf + 20, (uint32_t) s->n_inl);
+        unaligned_write_le32(buf + 8, (uint32_t) s->n);
+        unaligned_write_le32(buf + 12, (uint32_t) s->strings_size);
+        unaligned_write_le32(buf + 16, s->source);
+        unaligned_write_le32(buf + 20, (uint32_t) s->n_inl);
         memcpy(buf + 24, s->build_id, strnlen(s->build_id, BUILD_ID_HEX_MAX - 1));
         p = buf + HEADER_SIZE;
         for (size_t i = 0; i < s->n + s->n_inl; i++, p += ENTRY_SIZE) {
                 const elfsym *e = i < s->n ? s->v + i : s->inl + (i - s->n);
 
-                put64(p, e->offset);
-                put32(p + 8, e->size);
-                put32(p + 12, e->name);
+                unaligned_write_le64(p, e->offset);
+                unaligned_write_le32(p + 8, e->size);
+                unaligned_write_le32(p + 12, e->name);
         }
         memcpy(p, s->strings, s->strings_size);
         *ret = buf;
@@ -1071,10 +1046,10 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
         v1 = memcmp(d, "PSNSYMS1", 8) == 0;
         if (!v1 && memcmp(d, "PSNSYMS2", 8) != 0)
                 return -EBADMSG;
-        n = get32(d + 8);
-        ssize = get32(d + 12);
-        source = get32(d + 16);
-        n_inl = get32(d + 20);  /* reserved, 0, in the first version */
+        n = unaligned_read_le32(d + 8);
+        ssize = unaligned_read_le32(d + 12);
+        source = unaligned_read_le32(d + 16);
+        n_inl = unaligned_read_le32(d + 20);  /* reserved, 0, in the first version */
         if (n > ELFSYMS_MAX_SYMBOLS || n_inl > ELFSYMS_MAX_SYMBOLS || ssize == 0 || (v1 && n_inl != 0) ||
             source < ELFSYMS_SYMTAB || source > (v1 ? ELFSYMS_NONE : ELFSYMS_DWARF) ||
             (uint64_t) HEADER_SIZE + ((uint64_t) n + n_inl) * ENTRY_SIZE + ssize != size)
@@ -1106,7 +1081,7 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
         s->strings_size = ssize;
         p = d + HEADER_SIZE;
         for (size_t i = 0; i < n; i++, p += ENTRY_SIZE) {
-                elfsym e = { get64(p), get32(p + 8), get32(p + 12) };
+                elfsym e = { unaligned_read_le64(p), unaligned_read_le32(p + 8), unaligned_read_le32(p + 12) };
 
                 /* File offsets: far below 2^62 (so the index's pages
                  * never wrap). */
@@ -1116,7 +1091,7 @@ int elfsyms_decode(const void *data, size_t size, elfsyms **ret) {
         }
         s->n = n;
         for (size_t i = 0; i < n_inl; i++, p += ENTRY_SIZE) {
-                elfsym e = { get64(p), get32(p + 8), get32(p + 12) };
+                elfsym e = { unaligned_read_le64(p), unaligned_read_le32(p + 8), unaligned_read_le32(p + 12) };
 
                 /* Sorted, of a size, none overlapping the one before. */
                 if (e.name >= ssize || e.size == 0 || e.offset >= ELFSYMS_MAX_OFFSET ||

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The sample block codec; the format is described in sample-block.h. */
 
-#include <endian.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -41,17 +40,20 @@ static void put_varint(wbuf *b, uint64_t v) {
         b->p[b->len++] = (uint8_t) v;
 }
 
+/* Of 8 bytes of varints (unaligned_read_le64()), the high bit of each
+ * byte that ends one (its own high bit clear). */
+static inline uint64_t varint_ends(uint64_t x) {
+        return ~x & UINT64_C(0x8080808080808080);
+}
+
 /* The varint at p, of up to 8 bytes with 8 readable, without a branch on
  * each byte (their number is about random in the columns of stack ids and
  * periods, and mispredicted branches were the loop's cost): its length,
  * or 0 if it is longer. The same value as get_varint()'s loop gives. */
 static inline unsigned varint_word(const uint8_t *p, uint64_t *ret) {
-        uint64_t x, stop;
+        uint64_t x = unaligned_read_le64(p), stop = varint_ends(x);
         unsigned len;
 
-        memcpy(&x, p, sizeof x);
-        x = le64toh(x);
-        stop = ~x & UINT64_C(0x8080808080808080);
         if (stop == 0)
                 return 0;
         len = (unsigned) __builtin_ctzll(stop) / 8 + 1;
@@ -110,11 +112,9 @@ static inline bool get_varint_any(const uint8_t **p, const uint8_t *end, uint64_
  * that end one (high bit clear), eight at a time. */
 static const uint8_t *skip_varints(const uint8_t *p, const uint8_t *end, uint64_t n) {
         while (n > 0 && end - p >= 8) {
-                uint64_t x, stop;
+                uint64_t stop = varint_ends(unaligned_read_le64(p));
                 unsigned k;
 
-                memcpy(&x, p, sizeof x);
-                stop = ~le64toh(x) & UINT64_C(0x8080808080808080);
                 /* One bit a byte, added up in the top byte. */
                 k = (unsigned) (((stop >> 7) * UINT64_C(0x0101010101010101)) >> 56);
                 if (k < n) {
