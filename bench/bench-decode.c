@@ -3,8 +3,8 @@
  * sample blocks of one level of a database (0: buckets, 3: leaf minutes;
  * store-samples.c), the first step of every query, without sqlite or
  * the query around it. Reads the blocks into memory, then decodes all of
- * them ROUNDS times (default 15) and prints the time an entry, median
- * and least, zstd included. Markers are skipped. */
+ * them ROUNDS times (default 15) and prints the thread's CPU time an
+ * entry, median and least, zstd included. Markers are skipped. */
 #include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
@@ -21,7 +21,7 @@ typedef struct blob {
         size_t size;
 } blob;
 
-static double now_ns(void) {
+static double cpu_ns(void) {
         struct timespec t;
 
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         for (unsigned r = 0; r < rounds; r++) {
-                double t0 = now_ns();
+                double t0 = cpu_ns();
 
                 entries = 0;
                 for (size_t i = 0; i < n_blobs; i++) {
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "%s: the blocks of level %s hold no entries\n", argv[1], argv[2]);
                         return 1;
                 }
-                per_entry[r] = (now_ns() - t0) / (double) entries;
+                per_entry[r] = (cpu_ns() - t0) / (double) entries;
         }
         qsort(per_entry, rounds, sizeof *per_entry, cmp_double);
         printf("level %s: %zu blocks, %zu entries; %.2f ns an entry (median of %u rounds), least %.2f\n", argv[2],

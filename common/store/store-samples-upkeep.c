@@ -367,9 +367,8 @@ int sample_writer_expire(sample_writer *w, uint64_t before_ns, size_t max_blocks
         return 0;
 }
 
-/* Bytes of the pages in use, as this connection sees them (its open
- * transaction included). */
-/* The bytes of the database's pages that are not on its freelist. */
+/* Bytes of the pages in use (not on the freelist), as this connection
+ * sees them (its open transaction included). */
 static int pages_in_use(sample_writer *w, uint64_t *ret) {
         static const unsigned idx[] = { WSTMT_PAGE_COUNT, WSTMT_FREELIST_COUNT, WSTMT_PAGE_SIZE };
         int64_t v[ELEMENTSOF(idx)];

@@ -274,8 +274,9 @@ static uint8_t *block_of_raw(const uint8_t *raw, size_t raw_size, uint64_t n, ui
 /* The decoder finds where each column starts by counting the bytes that
  * end a varint, then reads the entries one by one from all columns:
  * varints of 1, 2, 3, 6, 8, 9 and 10 bytes, one at the very start and
- * a 3-byte one read with 5 bytes left, land in their own columns; a varint of 11 bytes, a column one varint short, one byte too
- * many and a CPU number past 32 bits are refused. */
+ * a 3-byte one read with 5 bytes left, land in their own columns; a
+ * varint of 11 bytes, a column one varint short, one byte too many and a
+ * CPU number past 32 bits are refused. */
 TEST(columns_are_read_where_they_start) {
         /* Two entries, format 3 (ten columns), as the encoder writes them
          * (zigzagged differences); each column's values differ from its
@@ -315,18 +316,18 @@ TEST(columns_are_read_where_they_start) {
         ASSERT_EQ(got[1].pid, 11);
         ASSERT_EQ(got[0].tid, 10);
         ASSERT_EQ(got[1].tid, 13);
+        ASSERT_EQ(got[0].comm_id, 3);
         ASSERT_EQ(got[1].comm_id, 4);
+        ASSERT_EQ(got[0].snapshot_id, INT64_C(1) << 56);
+        ASSERT_EQ(got[1].snapshot_id, INT64_C(1) << 56);
         ASSERT_EQ(got[0].stack_id, 300);
         ASSERT_EQ(got[1].stack_id, 300 + (INT64_C(1) << 40));
         ASSERT_U64_EQ(got[0].count, 2);
         ASSERT_U64_EQ(got[1].count, 1);
         ASSERT_U64_EQ(got[0].period, 2000 + (UINT64_C(1) << 54));
         ASSERT_U64_EQ(got[1].period, 1000 + (uint64_t) INT64_MAX);
-        ASSERT_EQ(got[1].frame_id, 7 + (INT64_C(1) << 13));
-        ASSERT_EQ(got[0].comm_id, 3);
-        ASSERT_EQ(got[0].snapshot_id, INT64_C(1) << 56);
-        ASSERT_EQ(got[1].snapshot_id, INT64_C(1) << 56);
         ASSERT_EQ(got[0].frame_id, 7);
+        ASSERT_EQ(got[1].frame_id, 7 + (INT64_C(1) << 13));
         ASSERT_EQ(got[0].cgroup_id, 1);
         ASSERT_EQ(got[1].cgroup_id, 2);
         ASSERT_EQ(got[1].kind, SAMPLE_KIND_CPU);
