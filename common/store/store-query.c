@@ -2591,13 +2591,15 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
         if (!g)
                 return -ENOMEM;
 
-        /* A profile of functions for any pid reads the leaf levels; whole
-         * stacks or one pid need the full ones; a timeline, blocks no
-         * wider than its slots. */
-        top_level = !q->want_stacks && q->pid < 0 && q->frames == QUERY_FRAMES_ALL && !q->unit && !q->cgroup &&
-                                    !q->container && !q->by_cgroup
-                            ? SAMPLE_LEVEL_LEAF_HOUR
-                            : SAMPLE_LEVEL_HOUR;
+        /* A profile of functions for any pid reads the leaf levels; of
+         * one pid or of cgroups, the process levels; whole stacks need
+         * the full ones; a timeline, blocks no wider than its slots. */
+        if (q->want_stacks || q->frames != QUERY_FRAMES_ALL)
+                top_level = SAMPLE_LEVEL_HOUR;
+        else if (q->pid >= 0 || q->unit || q->cgroup || q->container || q->by_cgroup)
+                top_level = SAMPLE_LEVEL_PROC_HOUR;
+        else
+                top_level = SAMPLE_LEVEL_LEAF_HOUR;
         if (q->raw) {
                 _cleanup_finalize_ sqlite3_stmt *st = NULL;
 

@@ -23,7 +23,9 @@ typedef struct level_info {
         uint64_t width_ns;
         unsigned source;        /* the level its blocks are made from (none for 0) */
         unsigned finer;         /* the level a reader goes down to for what this one lacks */
-        bool leaf;              /* keyed by (cpu, comm, leaf frame) only */
+        /* Keyed by the leaf frame, not the stack: (cpu, comm, leaf frame)
+         * only, or with `proc` also the pid and the cgroup. */
+        bool leaf;
         /* Writes the leaf frame column. The buckets do, for reports of
          * functions that the leaf levels cannot answer (one pid): their
          * minutes and hours, kept where they sum well, have few stacks
@@ -36,6 +38,7 @@ typedef struct level_info {
          * entries, and the writer no bytes. The leaf levels, which the
          * common report reads, are kept more readily. */
         unsigned keep_num, keep_den;
+        bool proc;
 } level_info;
 
 extern const level_info sample_levels[SAMPLE_LEVELS];
@@ -89,7 +92,7 @@ struct sample_writer {
 
 /* The sample_meta keys of the counters, in the order of
  * samples_meta_field(). */
-#define SAMPLES_META_KEYS 16
+#define SAMPLES_META_KEYS 20
 extern const char *const samples_meta_keys[SAMPLES_META_KEYS];
 
 typedef struct scan_ctx {

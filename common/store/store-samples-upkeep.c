@@ -62,9 +62,11 @@ int store_migrate_5_to_6(sqlite3 *db) {
         return rc == SQLITE_OK ? 0 : -EIO;
 }
 
-/* One block of a minute or an hour as the leaf level above it: entries
- * keyed by (cpu, comm, leaf frame), merged. */
-static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **reader, acc *a, int64_t id) {
+/* One block of a minute or an hour as the same period of a level keyed by
+ * leaf frame (`minute` for a minute's, `minute` + 1 for an hour's):
+ * entries keyed as that level keys them, merged. */
+static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **reader, acc *a, int64_t id,
+                              unsigned minute) {
         _cleanup_finalize_ sqlite3_stmt *get = NULL, *put = NULL;
         _cleanup_free_ block_entry *v = NULL;
         _cleanup_free_ uint8_t *data = NULL;
@@ -82,8 +84,7 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **re
         rc = sqlite3_step(get);
         if (rc != SQLITE_ROW)
                 return rc == SQLITE_DONE ? 0 : -EIO;
-        level = (unsigned) sqlite3_column_int64(get, 0) == SAMPLE_LEVEL_MINUTE ? SAMPLE_LEVEL_LEAF_MINUTE
-                                                                               : SAMPLE_LEVEL_LEAF_HOUR;
+        level = (unsigned) sqlite3_column_int64(get, 0) == SAMPLE_LEVEL_MINUTE ? minute : minute + 1;
         sqlite3_bind_int64(put, 1, level);
         for (int c = 1; c <= 7; c++)
                 sqlite3_bind_int64(put, c + 1, sqlite3_column_int64(get, c));
@@ -115,21 +116,19 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **re
         return sqlite3_step(put) == SQLITE_DONE ? 0 : -EIO;
 }
 
-int store_migrate_7_to_8(sqlite3 *db) {
-        _cleanup_finalize_ sqlite3_stmt *ids = NULL, *meta = NULL;
+/* The minutes and hours there are, block by block, as the levels keyed by
+ * leaf frame that start at `minute` (new rows are not inserted under a
+ * running scan). A period the minutes or hours left to the finer level is
+ * left to it there too. */
+static int leaf_levels_from_minutes(sqlite3 *db, unsigned minute) {
+        _cleanup_finalize_ sqlite3_stmt *ids = NULL;
         _cleanup_free_ int64_t *v = NULL;
         size_t n = 0, alloc = 0;
         sample_codec *codec = NULL;
         dict_reader *reader = NULL;
-        sample_counters c;
         acc a = {};
         int r, rc;
 
-        /* The leaf levels of the minutes and hours there are, block by
-         * block (new rows are not inserted under a running scan). */
-        r = sample_meta_read(db, &c);
-        if (r < 0)
-                return r;
         if (sqlite3_prepare_v2(db, "SELECT id FROM sample_blocks WHERE level IN (1, 2) ORDER BY id", -1, &ids,
                                NULL) != SQLITE_OK)
                 return -EIO;
@@ -145,10 +144,44 @@ int store_migrate_7_to_8(sqlite3 *db) {
         codec = sample_codec_new();
         r = codec ? 0 : -ENOMEM;
         for (size_t i = 0; r >= 0 && i < n; i++)
-                r = migrate_leaf_block(db, codec, &reader, &a, v[i]);
+                r = migrate_leaf_block(db, codec, &reader, &a, v[i], minute);
         sample_codec_free(codec);
         dict_reader_free(reader);
         samples_acc_free(&a);
+        return r;
+}
+
+/* Writes the counters whose keys start with one of prefixes[]. */
+static int write_meta_keys(sqlite3 *db, sample_counters *c, const char *const *prefixes, size_t n_prefixes) {
+        _cleanup_finalize_ sqlite3_stmt *meta = NULL;
+
+        if (sqlite3_prepare_v2(db, "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
+                               "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &meta, NULL) != SQLITE_OK)
+                return -EIO;
+        for (size_t i = 0; i < ELEMENTSOF(samples_meta_keys); i++) {
+                bool match = false;
+
+                for (size_t k = 0; k < n_prefixes; k++)
+                        match = match || strncmp(samples_meta_keys[i], prefixes[k], strlen(prefixes[k])) == 0;
+                if (!match)
+                        continue;
+                sqlite3_bind_text(meta, 1, samples_meta_keys[i], -1, SQLITE_STATIC);
+                sqlite3_bind_int64(meta, 2, i64(*samples_meta_field(c, i)));
+                if (sqlite3_step(meta) != SQLITE_DONE)
+                        return -EIO;
+                sqlite3_reset(meta);
+        }
+        return 0;
+}
+
+int store_migrate_7_to_8(sqlite3 *db) {
+        sample_counters c;
+        int r;
+
+        r = sample_meta_read(db, &c);
+        if (r < 0)
+                return r;
+        r = leaf_levels_from_minutes(db, SAMPLE_LEVEL_LEAF_MINUTE);
         if (r < 0)
                 return r;
 
@@ -174,20 +207,27 @@ int store_migrate_7_to_8(sqlite3 *db) {
                         return -EIO;
                 c.fed[level] = 0;
         }
-        if (sqlite3_prepare_v2(db, "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
-                               "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &meta, NULL) != SQLITE_OK)
-                return -EIO;
-        for (size_t i = 0; i < ELEMENTSOF(samples_meta_keys); i++) {
-                if (strncmp(samples_meta_keys[i], "complete", 8) != 0 && strncmp(samples_meta_keys[i], "fed", 3) != 0 &&
-                    strncmp(samples_meta_keys[i], "frame_gen", 9) != 0)
-                        continue;
-                sqlite3_bind_text(meta, 1, samples_meta_keys[i], -1, SQLITE_STATIC);
-                sqlite3_bind_int64(meta, 2, i64(*samples_meta_field(&c, i)));
-                if (sqlite3_step(meta) != SQLITE_DONE)
-                        return -EIO;
-                sqlite3_reset(meta);
-        }
-        return 0;
+        return write_meta_keys(db, &c, (const char *const[]) { "complete", "fed", "frame_gen" }, 3);
+}
+
+int store_migrate_8_to_9(sqlite3 *db) {
+        sample_counters c;
+        int r;
+
+        /* The process levels of the minutes and hours there are; like
+         * them, they are complete up to where those are, and fed from the
+         * buckets after the same one. */
+        r = sample_meta_read(db, &c);
+        if (r < 0)
+                return r;
+        r = leaf_levels_from_minutes(db, SAMPLE_LEVEL_PROC_MINUTE);
+        if (r < 0)
+                return r;
+        c.complete[SAMPLE_LEVEL_PROC_MINUTE] = c.complete[SAMPLE_LEVEL_MINUTE];
+        c.fed[SAMPLE_LEVEL_PROC_MINUTE] = c.fed[SAMPLE_LEVEL_MINUTE];
+        c.complete[SAMPLE_LEVEL_PROC_HOUR] = c.complete[SAMPLE_LEVEL_HOUR];
+        c.fed[SAMPLE_LEVEL_PROC_HOUR] = c.fed[SAMPLE_LEVEL_HOUR];
+        return write_meta_keys(db, &c, (const char *const[]) { "complete5", "complete6", "fed5", "fed6" }, 4);
 }
 
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {
@@ -469,13 +509,15 @@ static int oldest_generation(sample_writer *w, bool leaf, uint64_t *ret) {
         uint64_t g = w->c.gen, b;
         int r;
 
-        static_assert(SAMPLE_LEVEL_LEAF_MINUTE == 3 && SAMPLE_LEVEL_LEAF_HOUR == 4, "the leaf levels in the SQL below");
+        static_assert(SAMPLE_LEVEL_LEAF_MINUTE == 3 && SAMPLE_LEVEL_LEAF_HOUR == 4 && SAMPLE_LEVEL_PROC_MINUTE == 5 &&
+                              SAMPLE_LEVEL_PROC_HOUR == 6 && SAMPLE_LEVELS == 7,
+                      "the levels keyed by leaf frame in the SQL below");
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 if (w->acc[level].open && (leaf || !sample_levels[level].leaf))
                         g = MIN(g, w->acc[level].gen_min);
         r = query_u64(w->store,
                       leaf ? "SELECT coalesce(min(gen_min), -1) FROM sample_blocks"
-                           : "SELECT coalesce(min(gen_min), -1) FROM sample_blocks WHERE level NOT IN (3, 4)",
+                           : "SELECT coalesce(min(gen_min), -1) FROM sample_blocks WHERE level NOT IN (3, 4, 5, 6)",
                       0, 0, &b);
         if (r < 0)
                 return r;

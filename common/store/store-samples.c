@@ -13,11 +13,13 @@
  * Level 0 keeps every attribute; levels 1 and 2 drop the thread (tid =
  * pid) and the snapshot link; levels 3 and 4 (the leaf levels) keep only
  * cpu, comm and the leaf frame, so that a process that lives a second
- * adds nothing to them if another ran the same function. Each level k > 0
- * is made from one source level (sample_levels[k].source): 1 and 3 from 0, 2
- * from 1, 4 from 3. An accumulator per level collects the open period in
- * memory; level 0 is fed by samples, level k by the blocks of its source
- * as they are written. When a period closes its block is written and
+ * adds nothing to them if another ran the same function; levels 5 and 6
+ * (the process levels) keep those, the pid and the cgroup. Each level
+ * k > 0 is made from the buckets (sample_levels[k].source) and read down
+ * to a finer level where it lacks a period (sample_levels[k].finer: the
+ * hours to their minutes, the minutes to the buckets). An accumulator per
+ * level collects the open period in memory; level 0 is fed by samples,
+ * level k by the blocks of its source as they are written. When a period closes its block is written and
  * sample_meta.complete<k> moves to its end: every period of level k that
  * ends at or before it is complete, so a reader may use level k for it. A
  * source block of a period already complete (a late sample) is copied up
@@ -58,6 +60,8 @@ const level_info sample_levels[SAMPLE_LEVELS] = {
         [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_MINUTE, false, false, 1, 2 },
         [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10 },
         [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, true, 9, 10 },
+        [SAMPLE_LEVEL_PROC_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10, true },
+        [SAMPLE_LEVEL_PROC_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_MINUTE, true, true, 9, 10, true },
 };
 
 /* Below this many entries a period is stored whatever it sums. */
@@ -110,6 +114,7 @@ static int set_meta(sample_writer *w, const char *key, uint64_t value) {
 const char *const samples_meta_keys[SAMPLES_META_KEYS] = {
         "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2", "gen", "gen_start_ns", "trimmed_ns",
         "complete3", "complete4", "fed3", "fed4", "frame_gen", "frame_gen_start_ns",
+        "complete5", "complete6", "fed5", "fed6",
 };
 
 uint64_t *samples_meta_field(sample_counters *c, size_t i) {
@@ -118,9 +123,10 @@ uint64_t *samples_meta_field(sample_counters *c, size_t i) {
                 (uint64_t *) &c->fed[1], (uint64_t *) &c->fed[2], &c->gen, &c->gen_start_ns, &c->trimmed_ns,
                 &c->complete[3], &c->complete[4], (uint64_t *) &c->fed[3], (uint64_t *) &c->fed[4],
                 &c->frame_gen, &c->frame_gen_start_ns,
+                &c->complete[5], &c->complete[6], (uint64_t *) &c->fed[5], (uint64_t *) &c->fed[6],
         };
         _Static_assert(ELEMENTSOF(f) == ELEMENTSOF(samples_meta_keys), "a field per key");
-        _Static_assert(SAMPLE_LEVELS == 5, "a complete<k> and fed<k> key per level");
+        _Static_assert(SAMPLE_LEVELS == 7, "a complete<k> and fed<k> key per level");
         return f[i];
 }
 
@@ -344,9 +350,11 @@ block_entry samples_entry_for_level(const block_entry *e, unsigned level) {
         if (sample_levels[level].leaf) {
                 /* Reports of functions: a cgroup would multiply the
                  * entries (short-lived processes in many); reports of a
-                 * unit read the full levels. */
-                x.pid = x.tid = 0;
-                x.cgroup_id = 0;
+                 * process or a unit read the levels that keep them. */
+                if (!sample_levels[level].proc) {
+                        x.pid = x.tid = 0;
+                        x.cgroup_id = 0;
+                }
                 /* Entries read from format-1 blocks know only their stack. */
                 if (x.frame_id != 0)
                         x.stack_id = 0;

@@ -18,13 +18,17 @@
 /* Level 0: buckets with every attribute. Levels 1 and 2: minutes and
  * hours of every attribute but the thread and the snapshot link. Levels 3
  * and 4: minutes and hours of (cpu, comm, leaf frame) only, for the
- * profile most queries ask for. */
+ * profile most queries ask for. Levels 5 and 6: minutes and hours of
+ * (cpu, pid, comm, cgroup, leaf frame), for the profiles of a process or
+ * a unit. */
 enum {
         SAMPLE_LEVEL_BUCKET,
         SAMPLE_LEVEL_MINUTE,
         SAMPLE_LEVEL_HOUR,
         SAMPLE_LEVEL_LEAF_MINUTE,
         SAMPLE_LEVEL_LEAF_HOUR,
+        SAMPLE_LEVEL_PROC_MINUTE,
+        SAMPLE_LEVEL_PROC_HOUR,
         SAMPLE_LEVELS,
 };
 
@@ -97,7 +101,8 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
 /* Reading: calls cb for every entry of every block a window needs, using
  * the coarsest complete level for each part of it, from `top` down the
  * levels it is made from (SAMPLE_LEVEL_HOUR: every attribute but the
- * thread; SAMPLE_LEVEL_LEAF_HOUR: cpu, comm and leaf frame only; 0: the
+ * thread; SAMPLE_LEVEL_LEAF_HOUR: cpu, comm and leaf frame only;
+ * SAMPLE_LEVEL_PROC_HOUR: those, the pid and the cgroup; 0: the
  * buckets). A block counts if its period overlaps [since_ns, until_ns)
  * (until_ns 0: no end). */
 typedef struct scan_block {
@@ -112,6 +117,7 @@ int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sa
 int store_migrate_4_to_5(sqlite3 *db);
 int store_migrate_5_to_6(sqlite3 *db);
 int store_migrate_7_to_8(sqlite3 *db);
+int store_migrate_8_to_9(sqlite3 *db);
 /* Moves the rows of a schema-4 samples table into blocks; 1 if there was one. */
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted);
 

@@ -496,10 +496,11 @@ static const migration_fn migrations[] = {
         store_migrate_1_to_2,   /* store-layout.c */
         store_migrate_2_to_3,   /* store-layout.c */
         store_migrate_3_to_4,   /* store-layout.c */
-        store_migrate_4_to_5,   /* store-samples.c */
-        store_migrate_5_to_6,   /* store-samples.c */
+        store_migrate_4_to_5,   /* store-samples-upkeep.c */
+        store_migrate_5_to_6,   /* store-samples-upkeep.c */
         store_migrate_6_to_7,   /* store-dict.c */
-        store_migrate_7_to_8,   /* store-samples.c */
+        store_migrate_7_to_8,   /* store-samples-upkeep.c */
+        store_migrate_8_to_9,   /* store-samples-upkeep.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");

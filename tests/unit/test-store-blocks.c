@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The store's sample blocks against a model: aggregates answer like
- * buckets, the leaf levels of schema 7, the size cap, dictionary
+ * buckets, the leaf levels of schema 8, the process levels of schema 9,
+ * the size cap, dictionary
  * generations across rollbacks and reopens, damaged blocks and the
  * verification of a file. */
 #include "cgroup.h"
@@ -60,7 +61,8 @@ static uint64_t next_rand(void) {
         return rng;
 }
 
-/* [0]: samples, [1]: of them in entries without a leaf frame or with a stack. */
+/* [0]: samples, [1]: of them in entries without a leaf frame or with a
+ * stack, [2]: of them in entries with a pid or a cgroup. */
 static int count_leaf_entries(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
         uint64_t *c = userdata;
 
@@ -69,6 +71,8 @@ static int count_leaf_entries(const scan_block *b, const block_entry *v, size_t 
                 c[0] += v[i].count;
                 if (v[i].frame_id == 0 || v[i].stack_id != 0)
                         c[1] += v[i].count;
+                if (v[i].pid != 0 || v[i].cgroup_id != 0)
+                        c[2] += v[i].count;
         }
         return 0;
 }
@@ -142,7 +146,7 @@ static void check_aggregates(bool churn) {
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), N);
         /* Each level holds every sample, but a late one of a period left
          * to the finer level is only there. */
-        for (int level = 1; level <= 4; level++) {
+        for (int level = 1; level < SAMPLE_LEVELS; level++) {
                 char sql[96];
 
                 snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = %d", level);
@@ -153,10 +157,16 @@ static void check_aggregates(bool churn) {
         }
         /* Leaf entries name their frame, not a stack, also those refed
          * after the restarts from buckets that do not store frames. */
-        uint64_t leaf_counts[2] = {};
+        uint64_t leaf_counts[3] = {}, proc_counts[3] = {};
         ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_leaf_entries, leaf_counts));
         ASSERT_U64_EQ(leaf_counts[0], N);
         ASSERT_U64_EQ(leaf_counts[1], 0);
+        ASSERT_U64_EQ(leaf_counts[2], 0);
+        /* The process minutes keep the pid (every model pid is > 0). */
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_PROC_MINUTE, count_leaf_entries, proc_counts));
+        ASSERT_U64_EQ(proc_counts[0], N);
+        ASSERT_U64_EQ(proc_counts[1], 0);
+        ASSERT_U64_EQ(proc_counts[2], N);
 
         int64_t markers = sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2 AND data = x'00'");
         fprintf(stderr, "%lld of the hours left to the minutes\n", (long long) markers);
@@ -258,6 +268,32 @@ TEST(aggregates_answer_like_buckets_under_churn) {
 }
 
 
+/* After a migration: the windows answer as before[] (which it frees),
+ * and the open minute and hour go on from the buckets in every level. */
+static void check_migrated(store *s, const char *db, const query_params *windows, query_result **before,
+                           size_t n_windows, uint64_t n) {
+        const frame a[] = { K_MEMCPY_10, K_ENTRY };
+
+        for (size_t i = 0; i < n_windows; i++) {
+                query_result *r = run_query(s, windows + i, 0, 0);
+
+                assert_same_rows(before[i], r);
+                query_result_free(r);
+                query_result_free(before[i]);
+        }
+        ASSERT_OK(store_begin(s));
+        for (uint64_t sec = 9000; sec < 9100; sec++, n++)
+                add(s, S(sec), 0, 7, "a", a, 2);
+        ASSERT_OK(store_commit(s));
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        for (int level = 0; level < SAMPLE_LEVELS; level++) {
+                char sql[96];
+
+                snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = %d", level);
+                ASSERT_EQ(sql_int(db, sql), (int64_t) n);
+        }
+}
+
 /* A schema-7 database has no leaf levels: migration makes them from its
  * minutes and hours, the answers stay, and the open periods go on. */
 TEST(migration_from_schema_7_builds_leaf_levels) {
@@ -290,7 +326,8 @@ TEST(migration_from_schema_7_builds_leaf_levels) {
          * levels. */
         ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
         ASSERT_EQ(sqlite3_exec(db, "DELETE FROM sample_blocks WHERE level >= 3;"
-                                   "DELETE FROM sample_meta WHERE key IN ('complete3', 'complete4', 'fed3', 'fed4');"
+                                   "DELETE FROM sample_meta WHERE key IN ('complete3', 'complete4', 'fed3', 'fed4', "
+                                   "'complete5', 'complete6', 'fed5', 'fed6');"
                                    "PRAGMA user_version = 7;", NULL, NULL, NULL), SQLITE_OK);
         sqlite3_close(db);
 
@@ -305,10 +342,85 @@ TEST(migration_from_schema_7_builds_leaf_levels) {
                   sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete1'"));
         /* The minutes name stacks; their leaf entries name frames (and
          * keep no stack generation). */
-        uint64_t leaf_counts[2] = {};
+        uint64_t leaf_counts[3] = {};
         ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_leaf_entries, leaf_counts));
         ASSERT_GT(leaf_counts[0], 0);
         ASSERT_U64_EQ(leaf_counts[1], 0);
+        check_migrated(s, t.db, windows, before, ELEMENTSOF(windows), n);
+}
+
+/* Writes 9,000 s of three samples every 7 s, 50 processes in turn, in
+ * units of their own; *ret_n: how many. */
+static void write_processes(store *s, uint64_t *ret_n) {
+        const frame a[] = { K_MEMCPY_10, K_ENTRY }, b[] = { K_OPEN, K_ENTRY };
+        static const char *const cgroups[] = { "/system.slice/a.service", "/system.slice/b.service",
+                                                "/user.slice/user-1000.slice/session-1.scope" };
+        uint64_t n = 0;
+
+        for (uint64_t sec = 0; sec < 9000; sec += 7) {
+                ASSERT_OK(store_begin(s));
+                for (uint32_t k = 0; k < 3; k++, n++) {
+                        uint32_t pid = 100 + (uint32_t) (sec % 50);
+                        test_sample smp = {
+                                .time_ns = S(sec) + k, .cpu = k % 2, .pid = pid, .tid = pid + k,
+                                .comm = sec % 3 ? "a" : "b", .cgroup = cgroups[pid % 3], .period = 1,
+                                .n_frames = 2, .frames = k ? a : b,
+                        };
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
+                }
+                ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        *ret_n = n;
+}
+
+/* Reports of a pid and of units read the process levels: with the
+ * buckets and the full minutes and hours of a whole hour gone, they still
+ * count it, as a report of stacks (which needs those) no longer does. */
+TEST(process_levels_answer_a_pid_and_a_unit) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        uint64_t hour = (S(0) / (3600 * NSEC_PER_SEC) + 1) * 3600 * NSEC_PER_SEC, n;
+        query_params windows[] = {
+                { .since_ns = hour, .until_ns = hour + 3600 * NSEC_PER_SEC, .pid = 107, .cpu = -1 },
+                { .since_ns = hour - 1, .pid = 107, .cpu = 1 },
+                { .since_ns = hour, .until_ns = hour + 3600 * NSEC_PER_SEC, .pid = -1, .cpu = -1, .unit = "a.service" },
+                { .pid = -1, .cpu = -1, .cgroup = "/user.slice" },
+                { .pid = -1, .cpu = -1, .by_cgroup = true, .no_comm = true },
+        };
+        query_result *before[ELEMENTSOF(windows)];
+        sqlite3 *db = NULL;
+        char sql[160];
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        write_processes(s, &n);
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 6"), (int64_t) n);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level IN (5, 6) AND data = x'00'"), 0);
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
+                before[i] = run_query(s, windows + i, 0, 0);
+                ASSERT_GT(before[i]->total_samples, 0);
+                /* The same functions from the full levels. */
+                query_params q = windows[i];
+                q.want_stacks = true;
+                query_result *full = run_query(s, &q, 0, 0);
+                assert_same_rows(before[i], full);
+                query_result_free(full);
+        }
+        query_params stacks = windows[0];
+        stacks.want_stacks = true;
+        query_result *stacks_before = run_query(s, &stacks, 0, 0);
+        s = store_free(s);
+
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        snprintf(sql, sizeof sql, "DELETE FROM sample_blocks WHERE level IN (0, 1, 2) AND start_ns >= %lld AND start_ns < %lld",
+                 (long long) hour, (long long) (hour + 3600 * NSEC_PER_SEC));
+        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        ASSERT_GT(sqlite3_changes(db), 60);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
         for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
                 query_result *r = run_query(s, windows + i, 0, 0);
 
@@ -316,19 +428,71 @@ TEST(migration_from_schema_7_builds_leaf_levels) {
                 query_result_free(r);
                 query_result_free(before[i]);
         }
+        query_result *stacks_after = run_query(s, &stacks, 0, 0);
+        ASSERT_GT(stacks_before->total_samples, 0);
+        ASSERT_U64_EQ(stacks_after->total_samples, 0);
+        query_result_free(stacks_before);
+        query_result_free(stacks_after);
+}
 
-        /* The open minute and hour go on from the buckets, in both kinds. */
-        ASSERT_OK(store_begin(s));
-        for (uint64_t sec = 9000; sec < 9100; sec++, n++)
-                add(s, S(sec), 0, 7, "a", a, 2);
-        ASSERT_OK(store_commit(s));
-        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
-        for (int level = 0; level <= 4; level++) {
-                char sql[96];
+/* A schema-8 database has no process levels: migration makes them from
+ * its minutes and hours, the answers stay, and the open periods go on. */
+TEST(migration_from_schema_8_builds_process_levels) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        query_params windows[] = {
+                { .pid = 107, .cpu = -1 },
+                { .since_ns = S(3600) + 1, .until_ns = S(7300), .pid = 120, .cpu = -1 },
+                { .since_ns = S(100), .pid = -1, .cpu = 1, .unit = "session-*.scope" },
+                { .pid = -1, .cpu = -1, .by_cgroup = true, .no_comm = true },
+        };
+        query_result *before[ELEMENTSOF(windows)];
+        sqlite3 *db = NULL;
+        uint64_t n;
 
-                snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = %d", level);
-                ASSERT_EQ(sql_int(t.db, sql), (int64_t) n);
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        write_processes(s, &n);
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
+                before[i] = run_query(s, windows + i, 0, 0);
+                ASSERT_GT(before[i]->total_samples, 0);
         }
+        s = store_free(s);
+
+        /* What the schema-8 writer left: the same blocks and keys, no
+         * process levels. */
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "DELETE FROM sample_blocks WHERE level >= 5;"
+                                   "DELETE FROM sample_meta WHERE key IN ('complete5', 'complete6', 'fed5', 'fed6');"
+                                   "PRAGMA user_version = 8;", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"), 100);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 5"),
+                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"));
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6"),
+                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2"));
+        for (int k = 5; k <= 6; k++) {
+                char want[96], got[96];
+
+                snprintf(want, sizeof want, "SELECT value FROM sample_meta WHERE key = 'complete%d'", k - 4);
+                snprintf(got, sizeof got, "SELECT value FROM sample_meta WHERE key = 'complete%d'", k);
+                ASSERT_EQ(sql_int(t.db, got), sql_int(t.db, want));
+                ASSERT_GT(sql_int(t.db, got), 0);
+                snprintf(want, sizeof want, "SELECT value FROM sample_meta WHERE key = 'fed%d'", k - 4);
+                snprintf(got, sizeof got, "SELECT value FROM sample_meta WHERE key = 'fed%d'", k);
+                ASSERT_EQ(sql_int(t.db, got), sql_int(t.db, want));
+        }
+        /* The minutes name stacks; the process minutes name frames, and
+         * keep the pid. */
+        uint64_t counts[3] = {};
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_PROC_MINUTE, count_leaf_entries, counts));
+        ASSERT_GT(counts[0], 0);
+        ASSERT_U64_EQ(counts[1], 0);
+        ASSERT_U64_EQ(counts[2], counts[0]);
+        check_migrated(s, t.db, windows, before, ELEMENTSOF(windows), n);
 }
 
 /* Pages in use: what database_max_size holds. */
