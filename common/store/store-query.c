@@ -2592,7 +2592,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 return -ENOMEM;
 
         /* A profile of functions for any pid reads the leaf levels; of
-         * one pid or of cgroups, the process levels; whole stacks need
+         * one pid or of cgroups, the process levels; whole stacks, and
+         * kernel-only or user-only frames (found from the stacks), need
          * the full ones; a timeline, blocks no wider than its slots. */
         if (q->want_stacks || q->frames != QUERY_FRAMES_ALL)
                 top_level = SAMPLE_LEVEL_HOUR;

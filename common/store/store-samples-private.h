@@ -27,18 +27,19 @@ typedef struct level_info {
          * only, or with `proc` also the pid and the cgroup. */
         bool leaf;
         /* Writes the leaf frame column. The buckets do, for reports of
-         * functions that the leaf levels cannot answer (one pid): their
-         * minutes and hours, kept where they sum well, have few stacks
-         * to look up; churn makes them markers and sends readers to the
-         * buckets, whose stacks are too many to look up one by one. */
+         * functions over the periods the leaf and process levels do not
+         * hold (edges of a window, markers): the full minutes and hours,
+         * kept where they sum well, have few stacks to look up; churn
+         * makes them markers and sends readers to the buckets, whose
+         * stacks are too many to look up one by one. */
         bool frames;
         /* A period whose entries would be more than keep_num/keep_den of
          * the entries it sums is not stored: a marker block says to read
          * the finer level instead, which costs a reader not many more
-         * entries, and the writer no bytes. The leaf levels, which the
-         * common report reads, are kept more readily. */
+         * entries, and the writer no bytes. The leaf and process levels,
+         * which reports of functions read, are kept more readily. */
         unsigned keep_num, keep_den;
-        bool proc;
+        bool proc;              /* a leaf level that keeps the pid and the cgroup */
 } level_info;
 
 extern const level_info sample_levels[SAMPLE_LEVELS];

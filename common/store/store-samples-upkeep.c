@@ -62,12 +62,30 @@ int store_migrate_5_to_6(sqlite3 *db) {
         return rc == SQLITE_OK ? 0 : -EIO;
 }
 
+/* Runs `sql` with (level, start_ns); *ret_any: it returned a row. */
+static int period_sql(sqlite3 *db, const char *sql, unsigned level, int64_t start_ns, bool *ret_any) {
+        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        int rc;
+
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+                return -EIO;
+        sqlite3_bind_int64(st, 1, level);
+        sqlite3_bind_int64(st, 2, start_ns);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                return -EIO;
+        if (ret_any)
+                *ret_any = rc == SQLITE_ROW;
+        return 0;
+}
+
 /* One block of a minute or an hour as the same period of a level keyed by
  * leaf frame (`minute` for a minute's, `minute` + 1 for an hour's):
  * entries keyed as that level keys them, merged. */
 static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **reader, acc *a, int64_t id,
                               unsigned minute) {
         _cleanup_finalize_ sqlite3_stmt *get = NULL, *put = NULL;
+        bool marked;
         _cleanup_free_ block_entry *v = NULL;
         _cleanup_free_ uint8_t *data = NULL;
         size_t n, size;
@@ -93,9 +111,24 @@ static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **re
                 sqlite3_bind_blob(put, 9, SAMPLE_BLOCK_MARKER, 1, SQLITE_STATIC);
                 return sqlite3_step(put) == SQLITE_DONE ? 0 : -EIO;
         }
+        /* A period with a damaged block is a marker (below): this block
+         * of it is read from the finer level too. */
+        r = period_sql(db, "SELECT 1 FROM sample_blocks WHERE level = ?1 AND start_ns = ?2 AND data = x'00'", level,
+                       sqlite3_column_int64(get, 1), &marked);
+        if (r < 0 || marked)
+                return r;
         r = sample_block_decode(codec, sqlite3_column_blob(get, 8), (size_t) sqlite3_column_bytes(get, 8), &v, &n);
-        if (r == -EBADMSG || r == -EPROTONOSUPPORT)
-                return 0;       /* damaged: the leaf level goes without it, as the readers do */
+        if (r == -EBADMSG || r == -EPROTONOSUPPORT) {
+                /* Damaged (a reader of it fails): the period is read
+                 * from the finer level, in place of what was written of
+                 * it. */
+                r = period_sql(db, "DELETE FROM sample_blocks WHERE level = ?1 AND start_ns = ?2", level,
+                               sqlite3_column_int64(get, 1), NULL);
+                if (r < 0)
+                        return r;
+                sqlite3_bind_blob(put, 9, SAMPLE_BLOCK_MARKER, 1, SQLITE_STATIC);
+                return sqlite3_step(put) == SQLITE_DONE ? 0 : -EIO;
+        }
         /* Keyed by frame, the entries need no stack generation kept. */
         if (r >= 0)
                 r = samples_resolve_leaf_frames(db, reader, v, n);

@@ -99,8 +99,9 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
                                      uint64_t until_ns);
 
 /* Reading: calls cb for every entry of every block a window needs, using
- * the coarsest complete level for each part of it, from `top` down the
- * levels it is made from (SAMPLE_LEVEL_HOUR: every attribute but the
+ * the coarsest complete level for each part of it, from `top` down to
+ * the finer levels it is read from where it lacks a period (hours, their
+ * minutes, the buckets; SAMPLE_LEVEL_HOUR: every attribute but the
  * thread; SAMPLE_LEVEL_LEAF_HOUR: cpu, comm and leaf frame only;
  * SAMPLE_LEVEL_PROC_HOUR: those, the pid and the cgroup; 0: the
  * buckets). A block counts if its period overlaps [since_ns, until_ns)

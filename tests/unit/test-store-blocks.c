@@ -202,7 +202,7 @@ static void check_aggregates(bool churn) {
                                 q.cpu = (int32_t) (next_rand() % 4);
                         if (next_rand() % 4 == 0)
                                 q.comm = model_comm((uint32_t) next_rand());
-                        /* Units and cgroups: the full levels answer. */
+                        /* Units and cgroups: the process levels answer. */
                         switch (next_rand() % 8) {
                         case 0: q.unit = "a.service"; break;
                         case 1: q.unit = "system.slice"; break;
@@ -211,7 +211,8 @@ static void check_aggregates(bool churn) {
                         case 4: q.cgroup = "/"; break;
                         }
                 }
-                /* Without stacks and pid, the leaf levels answer. */
+                /* Without stacks, the leaf levels answer (the process
+                 * levels with a pid, a unit or a cgroup). */
                 q.want_stacks = i % 2 == 0;
                 if (i >= ELEMENTSOF(fixed) && next_rand() % 3 == 0)
                         q.kind = SAMPLE_KIND_OFFCPU;
@@ -227,8 +228,8 @@ static void check_aggregates(bool churn) {
                                 (unsigned long long) r->total_samples, (unsigned long long) rows);
                 ASSERT_U64_EQ(r->total_samples, want);
                 ASSERT_U64_EQ(rows, want);
-                /* The same functions from the full levels and the leaf
-                 * ones. */
+                /* The same functions from the full levels and from the
+                 * leaf or process ones. */
                 q.want_stacks = !q.want_stacks;
                 query_result *other = run_query(s, &q, 0, 0);
                 assert_same_rows(r, other);
@@ -493,6 +494,87 @@ TEST(migration_from_schema_8_builds_process_levels) {
         ASSERT_U64_EQ(counts[1], 0);
         ASSERT_U64_EQ(counts[2], counts[0]);
         check_migrated(s, t.db, windows, before, ELEMENTSOF(windows), n);
+}
+
+/* A minute or an hour that cannot be decoded is a marker of the levels
+ * migration makes from it, whichever of the period's blocks it was: the
+ * reports read the buckets (or the minutes) for it, with nothing counted
+ * twice. */
+TEST(migration_marks_a_damaged_period) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame a[] = { K_MEMCPY_10, K_ENTRY };
+        const uint64_t min = 60 * NSEC_PER_SEC, hr = 3600 * NSEC_PER_SEC;
+        const uint64_t m1 = (S(0) / min + 10) * min, m2 = m1 + 5 * min, h = (S(0) / hr + 1) * hr;
+        query_params windows[] = {
+                { .since_ns = m1, .until_ns = m1 + min, .pid = -1, .cpu = -1, .unit = "*" },
+                { .since_ns = m2, .until_ns = m2 + min, .pid = -1, .cpu = -1, .by_cgroup = true, .no_comm = true },
+                { .since_ns = h, .until_ns = h + hr, .pid = 107, .cpu = -1 },
+                { .pid = -1, .cpu = -1, .unit = "*" },
+        };
+        query_result *before[ELEMENTSOF(windows)];
+        sqlite3 *db = NULL;
+        char sql[1024];
+        uint64_t n;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        write_processes(s, &n);
+        /* A late sample in each minute: a second block of it. */
+        ASSERT_OK(store_begin(s));
+        for (uint64_t m = m1; m <= m2; m += m2 - m1) {
+                test_sample smp = {
+                        .time_ns = m + 30 * NSEC_PER_SEC, .cpu = 1, .pid = 107, .tid = 107, .comm = "a",
+                        .cgroup = "/system.slice/b.service", .period = 1, .n_frames = 2, .frames = a,
+                };
+                ASSERT_OK(test_add_sample(s, 1, &smp));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_commit(s));
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
+                before[i] = run_query(s, windows + i, 0, 0);
+                ASSERT_GT(before[i]->total_samples, 0);
+        }
+        s = store_free(s);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 1 AND start_ns IN (%lld, %lld)",
+                 (long long) m1, (long long) m2);
+        ASSERT_EQ(sql_int(t.db, sql), 4);
+
+        /* Schema 8, with the first block of m1, the second of m2 and the
+         * hour h damaged. */
+        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+        snprintf(sql, sizeof sql,
+                 "DELETE FROM sample_blocks WHERE level >= 5;"
+                 "DELETE FROM sample_meta WHERE key IN ('complete5', 'complete6', 'fed5', 'fed6');"
+                 "UPDATE sample_blocks SET data = x'01ffffffff0f' WHERE id IN ("
+                 "(SELECT min(id) FROM sample_blocks WHERE level = 1 AND start_ns = %lld),"
+                 "(SELECT max(id) FROM sample_blocks WHERE level = 1 AND start_ns = %lld),"
+                 "(SELECT id FROM sample_blocks WHERE level = 2 AND start_ns = %lld));"
+                 "PRAGMA user_version = 8;",
+                 (long long) m1, (long long) m2, (long long) h);
+        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        ASSERT_EQ(sqlite3_changes(db), 3);
+        sqlite3_close(db);
+
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        for (size_t i = 0; i < 3; i++) {
+                uint64_t start = i == 0 ? m1 : i == 1 ? m2 : h;
+
+                /* One block, a marker. */
+                snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = %d AND start_ns = %lld",
+                         i < 2 ? 5 : 6, (long long) start);
+                ASSERT_EQ(sql_int(t.db, sql), 1);
+                snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = %d AND start_ns = %lld "
+                         "AND data = x'00'", i < 2 ? 5 : 6, (long long) start);
+                ASSERT_EQ(sql_int(t.db, sql), 1);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
+                query_result *r = run_query(s, windows + i, 0, 0);
+
+                assert_same_rows(before[i], r);
+                query_result_free(r);
+                query_result_free(before[i]);
+        }
 }
 
 /* Pages in use: what database_max_size holds. */
