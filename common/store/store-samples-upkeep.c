@@ -62,7 +62,8 @@ int store_migrate_5_to_6(sqlite3 *db) {
         return rc == SQLITE_OK ? 0 : -EIO;
 }
 
-/* Runs `sql` with (level, start_ns); *ret_any: it returned a row. */
+/* Runs `sql` with ?1 = level and ?2 = a start time; *ret_any (if not
+ * NULL): it returned a row. */
 static int period_sql(sqlite3 *db, const char *sql, unsigned level, int64_t start_ns, bool *ret_any) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int rc;
@@ -85,11 +86,11 @@ static int period_sql(sqlite3 *db, const char *sql, unsigned level, int64_t star
 static int migrate_leaf_block(sqlite3 *db, sample_codec *codec, dict_reader **reader, acc *a, int64_t id,
                               unsigned minute) {
         _cleanup_finalize_ sqlite3_stmt *get = NULL, *put = NULL;
-        bool marked;
         _cleanup_free_ block_entry *v = NULL;
         _cleanup_free_ uint8_t *data = NULL;
         size_t n, size;
         unsigned level;
+        bool marked;
         int r, rc;
 
         if (sqlite3_prepare_v2(db, "SELECT level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, gen_min, data "
@@ -229,15 +230,10 @@ int store_migrate_7_to_8(sqlite3 *db) {
          * is written of the open hour goes, and the writer makes it again
          * from its buckets. */
         for (unsigned level = SAMPLE_LEVEL_HOUR; level <= SAMPLE_LEVEL_LEAF_HOUR; level += 2) {
-                _cleanup_finalize_ sqlite3_stmt *del = NULL;
-
-                if (sqlite3_prepare_v2(db, "DELETE FROM sample_blocks WHERE level = ?1 AND start_ns >= ?2", -1, &del,
-                                       NULL) != SQLITE_OK)
-                        return -EIO;
-                sqlite3_bind_int64(del, 1, level);
-                sqlite3_bind_int64(del, 2, i64(c.complete[level]));
-                if (sqlite3_step(del) != SQLITE_DONE)
-                        return -EIO;
+                r = period_sql(db, "DELETE FROM sample_blocks WHERE level = ?1 AND start_ns >= ?2", level,
+                               i64(c.complete[level]), NULL);
+                if (r < 0)
+                        return r;
                 c.fed[level] = 0;
         }
         return write_meta_keys(db, &c, (const char *const[]) { "complete", "fed", "frame_gen" }, 3);

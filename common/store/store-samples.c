@@ -19,11 +19,11 @@
  * to a finer level where it lacks a period (sample_levels[k].finer: the
  * hours to their minutes, the minutes to the buckets). An accumulator per
  * level collects the open period in memory; level 0 is fed by samples,
- * level k by the blocks of its source as they are written. When a period closes its block is written and
- * sample_meta.complete<k> moves to its end: every period of level k that
- * ends at or before it is complete, so a reader may use level k for it. A
- * source block of a period already complete (a late sample) is copied up
- * as an extra block at once. sample_meta.fed<k> is the id of the last
+ * level k by the blocks of its source as they are written. When a period
+ * closes its block is written and sample_meta.complete<k> moves to its
+ * end: every period of level k that ends at or before it is complete, so
+ * a reader may use level k for it. A source block of a period already
+ * complete (a late sample) is copied up as an extra block at once. sample_meta.fed<k> is the id of the last
  * source block whose samples are in a written level k block: on open, the
  * blocks after it (of periods not complete) are fed again, so a restart
  * loses nothing of the open periods.

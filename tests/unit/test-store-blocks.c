@@ -269,6 +269,40 @@ TEST(aggregates_answer_like_buckets_under_churn) {
 }
 
 
+/* Makes the file at path what a schema-`version` writer (7 or 8) left:
+ * the same blocks and keys, without the levels that came later. */
+static void make_schema(const char *path, int version) {
+        static const char *const sql[] = {
+                [7] = "DELETE FROM sample_blocks WHERE level >= 3;"
+                      "DELETE FROM sample_meta WHERE key IN ('complete3', 'complete4', 'fed3', 'fed4', "
+                      "'complete5', 'complete6', 'fed5', 'fed6');"
+                      "PRAGMA user_version = 7;",
+                [8] = "DELETE FROM sample_blocks WHERE level >= 5;"
+                      "DELETE FROM sample_meta WHERE key IN ('complete5', 'complete6', 'fed5', 'fed6');"
+                      "PRAGMA user_version = 8;",
+        };
+        sqlite3 *db = NULL;
+
+        ASSERT_TRUE(version == 7 || version == 8);
+        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, sql[version], NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+}
+
+/* After a migration: the file is of this schema, and the levels from
+ * `minute` on have a block for each block of the minutes and hours. */
+static void assert_levels_from_minutes(const char *path, int minute) {
+        char sql[2][96];
+
+        ASSERT_EQ(sql_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ASSERT_GT(sql_int(path, "SELECT count(*) FROM sample_blocks WHERE level = 1"), 100);
+        for (int k = 0; k < 2; k++) {
+                snprintf(sql[0], sizeof sql[0], "SELECT count(*) FROM sample_blocks WHERE level = %d", minute + k);
+                snprintf(sql[1], sizeof sql[1], "SELECT count(*) FROM sample_blocks WHERE level = %d", 1 + k);
+                ASSERT_EQ(sql_int(path, sql[0]), sql_int(path, sql[1]));
+        }
+}
+
 /* After a migration: the windows answer as before[] (which it frees),
  * and the open minute and hour go on from the buckets in every level. */
 static void check_migrated(store *s, const char *db, const query_params *windows, query_result **before,
@@ -307,7 +341,6 @@ TEST(migration_from_schema_7_builds_leaf_levels) {
                 { .since_ns = S(100), .pid = -1, .cpu = 1, .comm = "b" },
         };
         query_result *before[ELEMENTSOF(windows)];
-        sqlite3 *db = NULL;
         uint64_t n = 0;
 
         tmpdir_make(&t);
@@ -323,22 +356,10 @@ TEST(migration_from_schema_7_builds_leaf_levels) {
                 before[i] = run_query(s, windows + i, 0, 0);
         s = store_free(s);
 
-        /* What the schema-7 writer left: the same blocks and keys, no leaf
-         * levels. */
-        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
-        ASSERT_EQ(sqlite3_exec(db, "DELETE FROM sample_blocks WHERE level >= 3;"
-                                   "DELETE FROM sample_meta WHERE key IN ('complete3', 'complete4', 'fed3', 'fed4', "
-                                   "'complete5', 'complete6', 'fed5', 'fed6');"
-                                   "PRAGMA user_version = 7;", NULL, NULL, NULL), SQLITE_OK);
-        sqlite3_close(db);
+        make_schema(t.db, 7);
 
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
-        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
-        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"), 100);
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 3"),
-                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"));
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 4"),
-                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2"));
+        assert_levels_from_minutes(t.db, SAMPLE_LEVEL_LEAF_MINUTE);
         ASSERT_EQ(sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete3'"),
                   sql_int(t.db, "SELECT value FROM sample_meta WHERE key = 'complete1'"));
         /* The minutes name stacks; their leaf entries name frames (and
@@ -448,7 +469,6 @@ TEST(migration_from_schema_8_builds_process_levels) {
                 { .pid = -1, .cpu = -1, .by_cgroup = true, .no_comm = true },
         };
         query_result *before[ELEMENTSOF(windows)];
-        sqlite3 *db = NULL;
         uint64_t n;
 
         tmpdir_make(&t);
@@ -460,21 +480,10 @@ TEST(migration_from_schema_8_builds_process_levels) {
         }
         s = store_free(s);
 
-        /* What the schema-8 writer left: the same blocks and keys, no
-         * process levels. */
-        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
-        ASSERT_EQ(sqlite3_exec(db, "DELETE FROM sample_blocks WHERE level >= 5;"
-                                   "DELETE FROM sample_meta WHERE key IN ('complete5', 'complete6', 'fed5', 'fed6');"
-                                   "PRAGMA user_version = 8;", NULL, NULL, NULL), SQLITE_OK);
-        sqlite3_close(db);
+        make_schema(t.db, 8);
 
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
-        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
-        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"), 100);
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 5"),
-                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 1"));
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6"),
-                  sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 2"));
+        assert_levels_from_minutes(t.db, SAMPLE_LEVEL_PROC_MINUTE);
         for (int k = 5; k <= 6; k++) {
                 char want[96], got[96];
 
@@ -542,15 +551,13 @@ TEST(migration_marks_a_damaged_period) {
 
         /* Schema 8, with the first block of m1, the second of m2 and the
          * hour h damaged. */
+        make_schema(t.db, 8);
         ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
         snprintf(sql, sizeof sql,
-                 "DELETE FROM sample_blocks WHERE level >= 5;"
-                 "DELETE FROM sample_meta WHERE key IN ('complete5', 'complete6', 'fed5', 'fed6');"
                  "UPDATE sample_blocks SET data = x'01ffffffff0f' WHERE id IN ("
                  "(SELECT min(id) FROM sample_blocks WHERE level = 1 AND start_ns = %lld),"
                  "(SELECT max(id) FROM sample_blocks WHERE level = 1 AND start_ns = %lld),"
-                 "(SELECT id FROM sample_blocks WHERE level = 2 AND start_ns = %lld));"
-                 "PRAGMA user_version = 8;",
+                 "(SELECT id FROM sample_blocks WHERE level = 2 AND start_ns = %lld));",
                  (long long) m1, (long long) m2, (long long) h);
         ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
         ASSERT_EQ(sqlite3_changes(db), 3);
