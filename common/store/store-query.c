@@ -2555,7 +2555,7 @@ static int class_count_candidates(class_acc *a, store *s, const query_params *q,
                         ct->slots[i].samples = 1;       /* 1 more than counted */
         a->stage = CLASS_CANDIDATES;
         group_table_clear(a->t);
-        r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
+        r = sample_scan(s, q->since_ns, q->until_ns, top_level, q->pid, group_block, g);
         if (r >= 0)
                 r = class_flush(a);
         *g = *first;
@@ -2680,7 +2680,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 memset(timeline, 0, q->timeline * sizeof(uint64_t));
                         group_table_clear(&t);
                         passes++;
-                        r = sample_scan(s, q->since_ns, q->until_ns, top_level, group_block, g);
+                        r = sample_scan(s, q->since_ns, q->until_ns, top_level, q->pid, group_block, g);
                         if (r >= 0 && by_class)
                                 r = class_flush(&ca);
                         if (r >= 0 && by_class && ca.stage == CLASS_SUMMARY) {
@@ -2718,7 +2718,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 range.q = q;
                                 range.comm_id = comm_id;
                                 passes++;
-                                r = sample_scan(s, q->since_ns, q->until_ns, top_level, range_block, &range);
+                                r = sample_scan(s, q->since_ns, q->until_ns, top_level, q->pid, range_block, &range);
                                 if (r < 0)
                                         break;
                                 /* As many parts as the groups need, with half

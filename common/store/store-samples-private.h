@@ -40,6 +40,7 @@ typedef struct level_info {
          * which reports of functions read, are kept more readily. */
         unsigned keep_num, keep_den;
         bool proc;              /* a leaf level that keeps the pid and the cgroup */
+        bool fold;              /* folds the pids of brief processes (store-samples.c) */
 } level_info;
 
 extern const level_info sample_levels[SAMPLE_LEVELS];
@@ -65,8 +66,22 @@ typedef struct acc {
         size_t n, alloc;
 } acc;
 
+/* What the level that folds brief processes knows of the pids of its
+ * open period: four bitmaps of SAMPLE_PID_LIMIT bits (FOLD_*), and the
+ * range of words that may have bits set. */
+typedef struct pid_fold {
+        uint64_t *bits;
+        size_t lo, hi;
+        uint64_t minute_ns;     /* the minute of the last source block */
+        uint64_t end_ns;        /* the end of the period they are of */
+        /* The period had blocks when it was opened (written before a
+         * restart or a rollback): only the pids those hold stay. */
+        bool sealed;
+} pid_fold;
+
 enum {
         WSTMT_INSERT_BLOCK,
+        WSTMT_PERIOD_DATA,
         WSTMT_SET_META,
         WSTMT_PERIOD_BLOCKS,
         WSTMT_PAGE_COUNT,
@@ -80,6 +95,7 @@ struct sample_writer {
         sample_codec *codec;
         sqlite3_stmt *stmts[_WSTMT_MAX];
         acc acc[SAMPLE_LEVELS];
+        pid_fold fold;
         sample_counters c;              /* as committed + this batch */
         sample_counters committed;      /* as of the last commit */
         uint64_t dropped;               /* samples of batches that failed to commit */
@@ -100,10 +116,12 @@ typedef struct scan_ctx {
         store *store;
         sample_codec *codec;
         sqlite3_stmt *range[SAMPLE_LEVELS];
+        sqlite3_stmt *period;   /* the blocks of one period (scan_folded()) */
         sample_counters c;
         sample_scan_cb cb;
         void *userdata;
         bool one_level;         /* markers are skipped, not followed */
+        int64_t pid;            /* -1, or the only pid the caller counts */
 } scan_ctx;
 
 /* Helpers of store-samples.c for store-samples-upkeep.c (see there). */

@@ -259,6 +259,16 @@ int store_migrate_8_to_9(sqlite3 *db) {
         return write_meta_keys(db, &c, (const char *const[]) { "complete5", "complete6", "fed5", "fed6" }, 4);
 }
 
+/* Schema 10: process hours may fold the pids of brief processes
+ * (store-samples.c). Those of schema 9 fold none, and a reader of schema
+ * 10 reads them as they are. The new version keeps a reader of schema 9,
+ * which would count a folded hour as holding all of a pid it lacks,
+ * away from the files the new writer makes. */
+int store_migrate_9_to_10(sqlite3 *db) {
+        (void) db;
+        return 0;
+}
+
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         sqlite3 *db = store_sqlite(w->store);
@@ -619,7 +629,7 @@ int64_t sample_writer_link_written(sample_writer *w, int64_t boot_id, int64_t sn
 
         /* Written blocks are not rewritten: their entries without a
          * snapshot read it from snapshot_links. */
-        r = sample_scan(w->store, from_ns, until_ns, 0, count_unlinked, &c);
+        r = sample_scan(w->store, from_ns, until_ns, 0, -1, count_unlinked, &c);
         if (r < 0)
                 return r;
         r = store_prepare(w->store, "INSERT INTO snapshot_links(boot, snapshot, from_ns, until_ns) VALUES (?1, ?2, ?3, ?4)",
@@ -676,7 +686,7 @@ int64_t sample_count_snapshot(store *s, int64_t snapshot_id) {
                 c.links[c.n_links].until = u64(sqlite3_column_int64(st, 2));
                 c.n_links++;
         }
-        r = rc == SQLITE_DONE ? sample_scan(s, 0, 0, 0, count_snapshot, &c) : store_step_errno(s, rc);
+        r = rc == SQLITE_DONE ? sample_scan(s, 0, 0, 0, -1, count_snapshot, &c) : store_step_errno(s, rc);
         free(c.links);
         return r < 0 ? r : (int64_t) c.n;
 }

@@ -61,7 +61,8 @@ const level_info sample_levels[SAMPLE_LEVELS] = {
         [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10 },
         [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, true, 9, 10 },
         [SAMPLE_LEVEL_PROC_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10, true },
-        [SAMPLE_LEVEL_PROC_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_MINUTE, true, true, 9, 10, true },
+        [SAMPLE_LEVEL_PROC_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_MINUTE, true, true, 9, 10, true,
+                                       true },
 };
 
 /* Below this many entries a period is stored whatever it sums. */
@@ -74,6 +75,7 @@ static const char *const wstmt_sql[_WSTMT_MAX] = {
                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         [WSTMT_PERIOD_BLOCKS] = "SELECT count(*), coalesce(sum(data = x'00'), 0) FROM sample_blocks "
                                 "WHERE level = ?1 AND start_ns = ?2",
+        [WSTMT_PERIOD_DATA]   = "SELECT data FROM sample_blocks WHERE level = ?1 AND start_ns = ?2",
         /* The size cap's measure, each second: PRAGMA statements prepared
          * once (the pragma_*() table-valued functions prepare a statement
          * of their own at every run). */
@@ -297,7 +299,9 @@ int samples_acc_add(acc *a, const block_entry *e) {
  * after that: an aggregate's table is larger than the caches, and a probe
  * is mostly waiting for them. */
 #define FEED_AHEAD 8
-static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n) {
+static void fold_entry(pid_fold *f, block_entry *e);
+
+static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n, pid_fold *f) {
         block_entry e[FEED_AHEAD];
         uint64_t h[FEED_AHEAD];
         int r;
@@ -312,6 +316,8 @@ static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n)
                 }
                 if (i < n) {
                         e[k] = samples_entry_for_level(v + i, level);
+                        if (f)
+                                fold_entry(f, &e[k]);
                         h[k] = entry_hash(&e[k]);
                         if (a->capacity > 0)
                                 __builtin_prefetch(&a->slots[h[k] & (a->capacity - 1)]);
@@ -438,17 +444,27 @@ static int write_marker(sample_writer *w, unsigned level, const acc *a) {
         return store_step_done(w->store, st);
 }
 
+/* Statement idx (WSTMT_PERIOD_*) bound to the period of `level` that
+ * starts at start_ns. */
+static int period_stmt(sample_writer *w, unsigned idx, unsigned level, uint64_t start_ns, sqlite3_stmt **ret) {
+        int r = samples_wstmt(w, idx, ret);
+
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(*ret, 1, level);
+        sqlite3_bind_int64(*ret, 2, i64(start_ns));
+        return 0;
+}
+
 /* Whether `level` has a block for the period starting at start_ns
  * (*ret_marker: a marker among them). */
 static int period_blocks(sample_writer *w, unsigned level, uint64_t start_ns, bool *ret_any, bool *ret_marker) {
         sqlite3_stmt *st;
         int r, rc;
 
-        r = samples_wstmt(w, WSTMT_PERIOD_BLOCKS, &st);
+        r = period_stmt(w, WSTMT_PERIOD_BLOCKS, level, start_ns, &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, level);
-        sqlite3_bind_int64(st, 2, i64(start_ns));
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
                 *ret_any = sqlite3_column_int64(st, 0) > 0;
@@ -456,6 +472,249 @@ static int period_blocks(sample_writer *w, unsigned level, uint64_t start_ns, bo
         }
         sqlite3_reset(st);
         return rc == SQLITE_ROW ? 0 : store_step_errno(w->store, rc);
+}
+
+/* ---- brief processes ----
+ *
+ * Where most processes live a second or two, each is a new pid, and a
+ * process hour keyed by pid sums no better than its minutes: it was a
+ * marker, and a week's report of one pid read every process minute. So
+ * the process hours keep the pid only of a process seen in two minutes
+ * or more (the previous hour's last minute counts). The entries of the
+ * others get SAMPLE_PID_BRIEF and keep cpu, comm, cgroup and leaf frame,
+ * which sum well; reports by unit, cgroup or container read them as they
+ * are. A report of one pid reads an hour that holds the pid, or that
+ * folded none, and the minutes of any other hour (scan_folded()).
+ *
+ * That is exact while every pid of an hour is kept in all its entries or
+ * folded in all of them. A pid not seen in two minutes is folded when
+ * the accumulator is written (a full one, or the period's close), or
+ * when the accumulator is full and its only minute is over; from then on
+ * its entries are folded as they come (FOLD_F). A pid written as it is
+ * was seen in two minutes (FOLD_M, or FOLD_P and FOLD_C), which stays
+ * true to the period's end. A period that had blocks when it was opened
+ * (written before a restart or a rollback) keeps the pids those hold and
+ * folds every other ("sealed"), some of which were folded before. */
+enum {
+        FOLD_F,         /* folded */
+        FOLD_M,         /* seen in two minutes (sealed: in the period's earlier blocks) */
+        FOLD_P,         /* seen in an earlier minute, or the previous period's last one */
+        FOLD_C,         /* seen in the current minute */
+        _FOLD_MAX,
+};
+#define FOLD_WORDS (SAMPLE_PID_LIMIT / 64)
+#define MINUTE_NS (60 * NSEC_PER_SEC)
+
+static uint64_t *fold_map(const pid_fold *f, unsigned which) {
+        return f->bits + (size_t) which * FOLD_WORDS;
+}
+
+static bool fold_test(const pid_fold *f, unsigned which, uint32_t pid) {
+        return fold_map(f, which)[pid / 64] >> (pid % 64) & 1;
+}
+
+static void fold_set(pid_fold *f, unsigned which, uint32_t pid) {
+        size_t i = pid / 64;
+
+        fold_map(f, which)[i] |= UINT64_C(1) << (pid % 64);
+        if (f->lo >= f->hi) {
+                f->lo = i;
+                f->hi = i + 1;
+        } else {
+                f->lo = MIN(f->lo, i);
+                f->hi = MAX(f->hi, i + 1);
+        }
+}
+
+static bool fold_multi(const pid_fold *f, uint32_t pid) {
+        return fold_test(f, FOLD_M, pid) || (!f->sealed && fold_test(f, FOLD_P, pid) && fold_test(f, FOLD_C, pid));
+}
+
+/* A source block of minute_ns: a later minute moves the current one's
+ * pids to the earlier ones. */
+static void fold_minute(pid_fold *f, uint64_t minute_ns) {
+        uint64_t *m = fold_map(f, FOLD_M), *p = fold_map(f, FOLD_P), *c = fold_map(f, FOLD_C);
+
+        if (minute_ns <= f->minute_ns)
+                return;
+        f->minute_ns = minute_ns;
+        for (size_t i = f->lo; i < f->hi; i++) {
+                if (!f->sealed)
+                        m[i] |= p[i] & c[i];
+                p[i] |= c[i];
+                c[i] = 0;
+        }
+}
+
+static void fold_entry(pid_fold *f, block_entry *e) {
+        if (e->pid >= SAMPLE_PID_LIMIT)
+                return;
+        fold_set(f, FOLD_C, e->pid);
+        if (fold_test(f, FOLD_F, e->pid))
+                e->pid = e->tid = SAMPLE_PID_BRIEF;
+}
+
+/* Calls cb for the decoded blocks of a period of `level` (markers and
+ * blocks that do not decode left out). */
+static int period_entries(sample_writer *w, unsigned level, uint64_t start_ns,
+                          void (*cb)(const block_entry *v, size_t n, void *userdata), void *userdata) {
+        sqlite3_stmt *st;
+        int r, rc;
+
+        r = period_stmt(w, WSTMT_PERIOD_DATA, level, start_ns, &st);
+        if (r < 0)
+                return r;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                _cleanup_free_ block_entry *v = NULL;
+                const void *data = sqlite3_column_blob(st, 0);
+                size_t size = (size_t) sqlite3_column_bytes(st, 0), n;
+
+                if (sample_block_is_marker(data, size))
+                        continue;
+                r = sample_block_decode(w->codec, data, size, &v, &n);
+                if (r == -EBADMSG || r == -EPROTONOSUPPORT)
+                        continue;
+                if (r < 0) {
+                        sqlite3_reset(st);
+                        return r;
+                }
+                cb(v, n, userdata);
+        }
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0 : store_step_errno(w->store, rc);
+}
+
+static void fold_keep_written(const block_entry *v, size_t n, void *userdata) {
+        pid_fold *f = userdata;
+
+        for (size_t i = 0; i < n; i++)
+                if (v[i].pid < SAMPLE_PID_LIMIT)
+                        fold_set(f, FOLD_M, v[i].pid);
+}
+
+/* A new period of `level`: the pids of the previous period's last minute
+ * are seen in an earlier one if it ended where this one starts. */
+static int fold_open(sample_writer *w, unsigned level, uint64_t start_ns) {
+        pid_fold *f = &w->fold;
+        bool carry = f->bits && f->end_ns == start_ns, any = false, marker = false;
+        int r;
+
+        if (!f->bits) {
+                f->bits = calloc((size_t) _FOLD_MAX * FOLD_WORDS, sizeof(uint64_t));
+                if (!f->bits)
+                        return -ENOMEM;
+                f->lo = f->hi = 0;
+        }
+        for (size_t i = f->lo; i < f->hi; i++) {
+                fold_map(f, FOLD_F)[i] = fold_map(f, FOLD_M)[i] = 0;
+                fold_map(f, FOLD_P)[i] = carry ? fold_map(f, FOLD_C)[i] : 0;
+                fold_map(f, FOLD_C)[i] = 0;
+        }
+        if (!carry)
+                f->lo = f->hi = 0;
+        f->minute_ns = start_ns;
+        f->end_ns = start_ns + sample_levels[level].width_ns;
+        f->sealed = false;
+
+        r = period_blocks(w, level, start_ns, &any, &marker);
+        if (r < 0 || !any)
+                return r;
+        f->sealed = true;
+        return period_entries(w, level, start_ns, fold_keep_written, f);
+}
+
+/* Folds the pids of accumulator `level` not seen in two minutes: all of
+ * them (it is about to be written), or those whose only minute is over. */
+static int fold_pass(sample_writer *w, unsigned level, bool all) {
+        pid_fold *f = &w->fold;
+        acc *a = &w->acc[level];
+        size_t n = a->n;
+        bool any = false;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                uint32_t pid = a->v[i].pid;
+
+                if (pid >= SAMPLE_PID_LIMIT)
+                        continue;
+                /* Folded as it came (fold_entry()); checked here too, so
+                 * that whatever is written has every folded pid folded. */
+                if (fold_test(f, FOLD_F, pid)) {
+                        any = true;
+                        continue;
+                }
+                if (fold_multi(f, pid))
+                        continue;
+                if (!all && !f->sealed && fold_test(f, FOLD_C, pid))
+                        continue;
+                fold_set(f, FOLD_F, pid);
+                any = true;
+        }
+        if (!any)
+                return 0;
+        /* Added again in place: an entry goes to a position at or before
+         * its own, and the table keeps its size. */
+        acc_drop_entries(a);
+        for (size_t i = 0; i < n; i++) {
+                block_entry e = a->v[i];
+
+                if (e.pid < SAMPLE_PID_LIMIT && fold_test(f, FOLD_F, e.pid))
+                        e.pid = e.tid = SAMPLE_PID_BRIEF;
+                r = samples_acc_add(a, &e);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+typedef struct pid_list {
+        uint32_t *v;
+        size_t n, alloc;
+        bool failed;
+} pid_list;
+
+static void pid_list_add(const block_entry *v, size_t n, void *userdata) {
+        pid_list *l = userdata;
+
+        for (size_t i = 0; i < n && !l->failed; i++) {
+                if (l->n == l->alloc) {
+                        size_t m = MAX(l->alloc * 2, (size_t) 256);
+                        uint32_t *p = reallocarray(l->v, m, sizeof *p);
+
+                        if (!p) {
+                                l->failed = true;
+                                return;
+                        }
+                        l->v = p;
+                        l->alloc = m;
+                }
+                l->v[l->n++] = v[i].pid;
+        }
+}
+
+static int cmp_u32(const void *x, const void *y) {
+        uint32_t a = *(const uint32_t *) x, b = *(const uint32_t *) y;
+
+        return a < b ? -1 : a > b;
+}
+
+/* Entries that come after their period of `level` was written: a pid its
+ * blocks hold stays, any other is folded. */
+static int fold_late(sample_writer *w, unsigned level, uint64_t start_ns, block_entry *v, size_t n) {
+        pid_list l = {};
+        int r;
+
+        r = period_entries(w, level, start_ns, pid_list_add, &l);
+        if (r >= 0 && l.failed)
+                r = -ENOMEM;
+        if (r >= 0) {
+                qsort(l.v, l.n, sizeof *l.v, cmp_u32);
+                for (size_t i = 0; i < n; i++)
+                        if (v[i].pid < SAMPLE_PID_LIMIT && !bsearch(&v[i].pid, l.v, l.n, sizeof *l.v, cmp_u32))
+                                v[i].pid = v[i].tid = SAMPLE_PID_BRIEF;
+        }
+        free(l.v);
+        return r;
 }
 
 /* An aggregate whose entries sum too little is left to the finer level,
@@ -493,6 +752,11 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
         if (!a->open)
                 return 0;
 
+        if (sample_levels[level].fold && !a->delegated && a->n > 0) {
+                r = fold_pass(w, level, true);
+                if (r < 0)
+                        return r;
+        }
         r = maybe_delegate(w, level);
         if (r < 0)
                 return r;
@@ -566,6 +830,11 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 if (!marker) {
                         for (size_t i = 0; i < n; i++)
                                 copy[i] = samples_entry_for_level(v + i, level);
+                        if (sample_levels[level].fold) {
+                                r = fold_late(w, level, start, copy, n);
+                                if (r < 0)
+                                        return r;
+                        }
                         r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min,
                                         copy, n, &id);
                         if (r < 0)
@@ -582,12 +851,20 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 if (r < 0)
                         return r;
         }
-        if (!a->open)
+        if (!a->open) {
                 acc_open(a, level, start, boot_id);
+                if (sample_levels[level].fold) {
+                        r = fold_open(w, level, start);
+                        if (r < 0)
+                                return r;
+                }
+        }
         a->boot_id = boot_id;
 
         if (!a->delegated) {
-                r = acc_add_level(a, level, v, n);
+                if (sample_levels[level].fold)
+                        fold_minute(&w->fold, lower_start_ns / MINUTE_NS * MINUTE_NS);
+                r = acc_add_level(a, level, v, n, sample_levels[level].fold ? &w->fold : NULL);
                 if (r < 0)
                         return r;
         }
@@ -598,6 +875,14 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         if (!a->delegated)
                 a->gen_min = MIN(a->gen_min, gen_min);
 
+        if (a->n >= ACC_MAX_ENTRIES && sample_levels[level].fold) {
+                /* Folding may leave room enough to go on. */
+                r = fold_pass(w, level, false);
+                if (r < 0)
+                        return r;
+                if (a->n < ACC_MAX_ENTRIES / 4 * 3)
+                        return 0;
+        }
         if (a->n >= ACC_MAX_ENTRIES)
                 return samples_acc_flush(w, level, false);
         return 0;
@@ -819,6 +1104,7 @@ int sample_writer_reload(sample_writer *w, int cause) {
                 SWAP(kept, w->acc[0]);
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 acc_close(&w->acc[level]);
+        w->fold.end_ns = 0;     /* what it knew of the open period is read back */
 
         r = sample_meta_read(store_sqlite(w->store), &w->committed);
         if (r >= 0) {
@@ -862,6 +1148,7 @@ sample_writer *sample_writer_free(sample_writer *w) {
         sample_codec_free(w->codec);
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 samples_acc_free(&w->acc[level]);
+        free(w->fold.bits);
         free(w);
         return NULL;
 }
@@ -887,6 +1174,8 @@ size_t sample_writer_memory_bytes(const sample_writer *w) {
 
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 n += w->acc[level].capacity * sizeof(uint32_t) + w->acc[level].alloc * sizeof(block_entry);
+        if (w->fold.bits)
+                n += (size_t) _FOLD_MAX * FOLD_WORDS * sizeof(uint64_t);
         return n;
 }
 
@@ -920,6 +1209,79 @@ int64_t samples_clamp_i64(uint64_t v) {
 
 static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);
 
+/* The block of a row (boot, start_ns, end_ns, first_ns, last_ns, ...). */
+static scan_block scan_block_of(sqlite3_stmt *st, unsigned level) {
+        return (scan_block) {
+                .level = level,
+                .boot_id = sqlite3_column_int64(st, 0),
+                .start_ns = u64(sqlite3_column_int64(st, 1)),
+                .end_ns = u64(sqlite3_column_int64(st, 2)),
+                .first_ns = u64(sqlite3_column_int64(st, 3)),
+                .last_ns = u64(sqlite3_column_int64(st, 4)),
+        };
+}
+
+/* The periods of a level that folds brief processes in [from, to), for
+ * the entries of one pid: an hour that holds the pid, or that folded
+ * none, answers for it (its blocks without the pid are left out); any
+ * other hour, and a marker, is read from the finer level. */
+static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
+        uint64_t width = sample_levels[level].width_ns;
+        int r, rc;
+
+        if (!x->period) {
+                r = store_prepare(x->store,
+                                  "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
+                                  "WHERE level = ?1 AND start_ns = ?2",
+                                  &x->period);
+                if (r < 0)
+                        return r;
+        }
+        for (uint64_t t = from / width * width; t < to; t += width) {
+                sqlite3_stmt *st = x->period;
+                bool held = false, folded = false, marker = false;
+
+                sqlite3_bind_int64(st, 1, level);
+                sqlite3_bind_int64(st, 2, samples_clamp_i64(t));
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                        _cleanup_free_ block_entry *v = NULL;
+                        const void *data = sqlite3_column_blob(st, 5);
+                        size_t size = (size_t) sqlite3_column_bytes(st, 5), n;
+                        scan_block b = scan_block_of(st, level);
+                        bool has = false;
+
+                        if (sample_block_is_marker(data, size)) {
+                                marker = true;
+                                continue;
+                        }
+                        r = sample_block_decode(x->codec, data, size, &v, &n);
+                        for (size_t i = 0; r >= 0 && i < n; i++) {
+                                if (v[i].pid == (uint64_t) x->pid)
+                                        has = true;
+                                else if (v[i].pid == SAMPLE_PID_BRIEF)
+                                        folded = true;
+                        }
+                        if (r >= 0 && has) {
+                                held = true;
+                                r = x->cb(&b, v, n, x->userdata);
+                        }
+                        if (r < 0) {
+                                sqlite3_reset(st);
+                                return r;
+                        }
+                }
+                sqlite3_reset(st);
+                if (rc != SQLITE_DONE)
+                        return store_step_errno(x->store, rc);
+                if (marker || (folded && !held)) {
+                        r = scan_plan(x, sample_levels[level].finer, MAX(from, t), MIN(to, t + width));
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
 /* The blocks of `level` whose period overlaps [from, to). */
 int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         sqlite3_stmt *st = x->range[level];
@@ -927,6 +1289,8 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
 
         if (from >= to)
                 return 0;
+        if (x->pid >= 0 && sample_levels[level].fold && !x->one_level)
+                return scan_folded(x, level, from, to);
         if (!st) {
                 /* start_ns bounds the index range; a block starts at most
                  * one period before `from` and still overlaps it. */
@@ -947,14 +1311,7 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
                 _cleanup_free_ block_entry *v = NULL;
                 const void *data = sqlite3_column_blob(st, 5);
                 size_t size = (size_t) sqlite3_column_bytes(st, 5);
-                scan_block b = {
-                        .level = level,
-                        .boot_id = sqlite3_column_int64(st, 0),
-                        .start_ns = u64(sqlite3_column_int64(st, 1)),
-                        .end_ns = u64(sqlite3_column_int64(st, 2)),
-                        .first_ns = u64(sqlite3_column_int64(st, 3)),
-                        .last_ns = u64(sqlite3_column_int64(st, 4)),
-                };
+                scan_block b = scan_block_of(st, level);
                 size_t n;
 
                 if (level > 0 && sample_block_is_marker(data, size))
@@ -1011,8 +1368,9 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         return r;
 }
 
-int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sample_scan_cb cb, void *userdata) {
-        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .codec = sample_codec_new() };
+int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, int64_t pid, sample_scan_cb cb,
+                void *userdata) {
+        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .codec = sample_codec_new(), .pid = pid };
         int r;
 
         if (!x.codec)
@@ -1029,6 +1387,7 @@ int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sa
                               until_ns == 0 ? UINT64_MAX : until_ns);
         for (unsigned i = 0; i < SAMPLE_LEVELS; i++)
                 sqlite3_finalize(x.range[i]);
+        sqlite3_finalize(x.period);
         sample_codec_free(x.codec);
         return r;
 }

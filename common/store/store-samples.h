@@ -34,6 +34,15 @@ enum {
 
 uint64_t sample_level_width(unsigned level);
 
+/* Process hours (level 6) keep the pid of a process they saw in two
+ * minutes or more; the entries of a process seen in one minute only
+ * (most of a fork/exec-heavy machine's) have this pid instead, and a
+ * report of such a process reads its minutes (store-samples.c, "Brief
+ * processes"). Pids are below SAMPLE_PID_LIMIT (the kernel's
+ * PID_MAX_LIMIT); those at or above it are never folded. */
+#define SAMPLE_PID_BRIEF UINT32_MAX
+#define SAMPLE_PID_LIMIT (UINT32_C(1) << 22)
+
 /* sample_meta: the totals status reads, and the aggregation state. */
 typedef struct sample_counters {
         uint64_t samples;               /* in level-0 blocks */
@@ -105,7 +114,10 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
  * thread; SAMPLE_LEVEL_LEAF_HOUR: cpu, comm and leaf frame only;
  * SAMPLE_LEVEL_PROC_HOUR: those, the pid and the cgroup; 0: the
  * buckets). A block counts if its period overlaps [since_ns, until_ns)
- * (until_ns 0: no end). */
+ * (until_ns 0: no end). With pid >= 0, only the entries of that pid
+ * count to the caller, and blocks of process hours without them may be
+ * left out: such an hour that folded brief processes is read from its
+ * minutes for a pid it does not hold. */
 typedef struct scan_block {
         unsigned level;
         int64_t boot_id;
@@ -113,12 +125,14 @@ typedef struct scan_block {
 } scan_block;
 typedef int (*sample_scan_cb)(const scan_block *b, const block_entry *v, size_t n, void *userdata);
 
-int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, sample_scan_cb cb, void *userdata);
+int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, int64_t pid, sample_scan_cb cb,
+                void *userdata);
 
 int store_migrate_4_to_5(sqlite3 *db);
 int store_migrate_5_to_6(sqlite3 *db);
 int store_migrate_7_to_8(sqlite3 *db);
 int store_migrate_8_to_9(sqlite3 *db);
+int store_migrate_9_to_10(sqlite3 *db);
 /* Moves the rows of a schema-4 samples table into blocks; 1 if there was one. */
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted);
 

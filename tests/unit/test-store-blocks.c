@@ -457,6 +457,171 @@ TEST(process_levels_answer_a_pid_and_a_unit) {
         query_result_free(stacks_after);
 }
 
+/* The pids a level's blocks of [from, to) hold, as a bitmap of the first
+ * 8,192, and the samples of folded entries. */
+typedef struct held_pids {
+        uint64_t from, to;
+        uint64_t bits[128];
+        uint64_t folded;
+} held_pids;
+
+static int collect_pids(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        held_pids *h = userdata;
+
+        if (b->start_ns < h->from || b->start_ns >= h->to)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                if (v[i].pid == SAMPLE_PID_BRIEF)
+                        h->folded += v[i].count;
+                else if (v[i].pid < 8192)
+                        h->bits[v[i].pid / 64] |= UINT64_C(1) << (v[i].pid % 64);
+        }
+        return 0;
+}
+
+static bool holds(const held_pids *h, uint32_t pid) {
+        return h->bits[pid / 64] >> (pid % 64) & 1;
+}
+
+/* One second of pid on both CPUs at 8 functions of libc: 16 entries. */
+static void add_busy_second(store *s, uint64_t sec, uint32_t pid, const char *cgroup) {
+        for (uint32_t k = 0; k < 16; k++) {
+                frame f = U_LIBC;
+
+                f.offset = 0x1000 + 0x100 * (k % 8);
+                f.addr = 0x7f0000000000ULL + f.offset;
+                test_sample smp = {
+                        .time_ns = S(sec) + k * 1000, .cpu = k / 8, .pid = pid, .tid = pid, .comm = "cc1",
+                        .cgroup = cgroup, .period = 1, .n_frames = 1, .frames = &f,
+                };
+                ASSERT_OK(test_add_sample(s, 1, &smp));
+        }
+}
+
+/* Process hours keep the pids of processes seen in two minutes and fold
+ * the others; a report of any pid, or of a unit, is what the full levels
+ * say. Through a process hour that fills up in its first minute, a
+ * restart inside it, and samples that come after it was written. */
+TEST(process_hours_fold_brief_processes) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t h0 = (T0 / (3600 * NSEC_PER_SEC) + 1) * 3600 * NSEC_PER_SEC;
+        const uint64_t hs = (h0 - T0) / NSEC_PER_SEC;       /* the hour's first second after T0 */
+        const char *busy = "/system.slice/busy.service", *build = "/system.slice/build.service";
+        uint32_t burst = 1000, brief = 5000;
+        bool next_written = false;
+        char sql[128];
+        uint64_t n = 0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        for (uint64_t sec = hs - 180; sec < hs + 3600 + 300; sec += 2) {
+                uint64_t m = sec >= hs ? (sec - hs) / 60 : UINT64_MAX;
+
+                ASSERT_OK(store_begin(s));
+                /* pid 500 runs from three minutes before the hour on,
+                 * pid 600 from its minute 30 to its end, pid 700 from the
+                 * next hour's second minute. */
+                add_busy_second(s, sec, 500, busy);
+                n += 16;
+                if (m != UINT64_MAX && ((m >= 30 && m < 60) || m >= 61)) {
+                        add_busy_second(s, sec, m < 60 ? 600 : 700, busy);
+                        n += 16;
+                }
+                /* In the first minute of each hour, brief processes of
+                 * 16 entries each, 40 every 2 s: more than an accumulator
+                 * holds. The first hour's are pids 1000-2199; the next
+                 * hour's from 2200 on, until it writes its first block.
+                 * Else, up to the first hour's end, one every 2 s (from
+                 * 5000). */
+                bool first = m == 0 || (m == 60 && !next_written);
+                for (int i = 0; i < (first ? 40 : m < 60 ? 1 : 0); i++, n += 16)
+                        add_busy_second(s, sec, first ? burst++ : brief++, build);
+                /* The next hour's brief processes come back once in its
+                 * minute 62: those it folded at its first write stay
+                 * folded, those after it are seen in two minutes. */
+                if (sec == hs + 3600 + 120) {
+                        for (uint32_t pid = 2200; pid < burst; pid++, n += 16)
+                                add_busy_second(s, sec, pid, build);
+                }
+                /* Brief in its hour's first minute, back in two later
+                 * minutes: pid 1005 after the restart below, pid 2300
+                 * in an hour without one. */
+                if (m == 20 || m == 21 || m == 62 || m == 63) {
+                        add_busy_second(s, sec, m < 60 ? 1005 : 2300, build);
+                        n += 16;
+                }
+                ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+                if (m == 60 && !next_written) {
+                        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND start_ns = %lld",
+                                 (long long) (h0 + 3600 * NSEC_PER_SEC));
+                        next_written = sql_int(t.db, sql) > 0;
+                }
+                if (sec == hs + 600) {
+                        /* A restart inside the hour, which has blocks. */
+                        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6"), 0);
+                        s = store_free(s);
+                        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+                }
+        }
+        /* Late samples of the hour, written: pid 500 and a brief one. */
+        ASSERT_OK(store_begin(s));
+        add_busy_second(s, hs + 1800, 500, busy);
+        add_busy_second(s, hs + 1800, 1100, build);
+        n += 32;
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_commit(s));
+        ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), (int64_t) n);
+
+        /* The hour is stored, not a marker, with folded entries. It
+         * holds pid 500 (seen in the hour before, then written in the
+         * first minute), and no brief one: 1005 was folded before the
+         * restart, 1100 is late. After the restart it kept only the pids
+         * its blocks held, so 600 too was folded. The next hour holds 500
+         * and 700; it folded 2300 when it first wrote its first minute,
+         * and kept it folded when it came back (at its close, no pid is
+         * left to fold: the writes fold nothing new). */
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND data = x'00'"), 0);
+        held_pids h = { .from = h0, .to = h0 + 3600 * NSEC_PER_SEC };
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_PROC_HOUR, collect_pids, &h));
+        ASSERT_TRUE(holds(&h, 500));
+        ASSERT_TRUE(!holds(&h, 600));
+        ASSERT_TRUE(!holds(&h, 1005));
+        ASSERT_TRUE(!holds(&h, 1100));
+        ASSERT_TRUE(!holds(&h, 1500));
+        ASSERT_GT(h.folded, 1200 * 16);
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6"), 2);
+        held_pids next = { .from = h0 + 3600 * NSEC_PER_SEC, .to = h0 + 7200 * NSEC_PER_SEC };
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_PROC_HOUR, collect_pids, &next));
+        ASSERT_TRUE(holds(&next, 500));
+        ASSERT_TRUE(holds(&next, 700));
+        ASSERT_TRUE(!holds(&next, 2300));
+        ASSERT_TRUE(!holds(&next, 2250));
+        ASSERT_GT(next.folded, 0);
+
+        const int64_t pids[] = { 500, 600, 700, 1005, 2300, 1100, 1000, 1500, 1234567 };
+        for (size_t i = 0; i < ELEMENTSOF(pids) + 2; i++) {
+                query_params q = { .since_ns = i % 2 ? h0 - 1 : 0, .pid = -1, .cpu = -1 };
+
+                if (i < ELEMENTSOF(pids))
+                        q.pid = pids[i];
+                else if (i == ELEMENTSOF(pids))
+                        q.unit = "build.service";
+                else
+                        q.by_cgroup = q.no_comm = true;
+                query_result *r = run_query(s, &q, 0, 0);
+                q.want_stacks = true;
+                query_result *full = run_query(s, &q, 0, 0);
+
+                assert_same_rows(r, full);
+                if (i < 8)
+                        ASSERT_GT(r->total_samples, 0);
+                query_result_free(r);
+                query_result_free(full);
+        }
+}
+
 /* A schema-8 database has no process levels: migration makes them from
  * its minutes and hours, the answers stay, and the open periods go on. */
 TEST(migration_from_schema_8_builds_process_levels) {
