@@ -479,26 +479,29 @@ static int period_blocks(sample_writer *w, unsigned level, uint64_t start_ns, bo
  * Where most processes live a second or two, each is a new pid, and a
  * process hour keyed by pid sums no better than its minutes: it was a
  * marker, and a week's report of one pid read every process minute. So
- * the process hours keep the pid only of a process seen in two minutes
- * or more (the previous hour's last minute counts). The entries of the
- * others get SAMPLE_PID_BRIEF and keep cpu, comm, cgroup and leaf frame,
- * which sum well; reports by unit, cgroup or container read them as they
- * are. A report of one pid reads an hour that holds the pid, or that
- * folded none, and the minutes of any other hour (scan_folded()).
+ * the process hours keep the entries of a process seen in three minutes
+ * or more (of the hour, or the previous hour's last ones: a process of
+ * a few seconds may cross the start of a minute) and fold the others into
+ * an entry a CPU and kind of SAMPLE_PID_BRIEF (fold_out()). A report of
+ * one pid reads an hour that holds the pid, or that folded none; other
+ * reports an hour that folded none; the minutes of any other hour
+ * (scan_folded()).
  *
  * That is exact while every pid of an hour is kept in all its entries or
- * folded in all of them. A pid not seen in two minutes is folded when
+ * folded in all of them. A pid not seen in three minutes is folded when
  * the accumulator is written (a full one, or the period's close), or
- * when the accumulator is full and its only minute is over; from then on
+ * when the accumulator is full and the pid is not seen in this minute and
+ * an earlier one (fold_pass()); from then on
  * its entries are folded as they come (FOLD_F). A pid written as it is
- * was seen in two minutes (FOLD_M, or FOLD_P and FOLD_C), which stays
+ * was seen in three minutes (FOLD_M, or FOLD_2 and FOLD_C), which stays
  * true to the period's end. A period that had blocks when it was opened
  * (written before a restart or a rollback) keeps the pids those hold and
  * folds every other ("sealed"), some of which were folded before. */
 enum {
         FOLD_F,         /* folded */
-        FOLD_M,         /* seen in two minutes (sealed: in the period's earlier blocks) */
-        FOLD_P,         /* seen in an earlier minute, or the previous period's last one */
+        FOLD_M,         /* seen in three minutes (sealed: in the period's earlier blocks) */
+        FOLD_2,         /* seen in two earlier minutes */
+        FOLD_P,         /* seen in an earlier minute */
         FOLD_C,         /* seen in the current minute */
         _FOLD_MAX,
 };
@@ -527,23 +530,33 @@ static void fold_set(pid_fold *f, unsigned which, uint32_t pid) {
 }
 
 static bool fold_multi(const pid_fold *f, uint32_t pid) {
-        return fold_test(f, FOLD_M, pid) || (!f->sealed && fold_test(f, FOLD_P, pid) && fold_test(f, FOLD_C, pid));
+        return fold_test(f, FOLD_M, pid) || (!f->sealed && fold_test(f, FOLD_2, pid) && fold_test(f, FOLD_C, pid));
 }
 
 /* A source block of minute_ns: a later minute moves the current one's
  * pids to the earlier ones. */
 static void fold_minute(pid_fold *f, uint64_t minute_ns) {
-        uint64_t *m = fold_map(f, FOLD_M), *p = fold_map(f, FOLD_P), *c = fold_map(f, FOLD_C);
+        uint64_t *m = fold_map(f, FOLD_M), *two = fold_map(f, FOLD_2), *p = fold_map(f, FOLD_P);
+        uint64_t *c = fold_map(f, FOLD_C);
 
         if (minute_ns <= f->minute_ns)
                 return;
         f->minute_ns = minute_ns;
         for (size_t i = f->lo; i < f->hi; i++) {
-                if (!f->sealed)
-                        m[i] |= p[i] & c[i];
+                if (!f->sealed) {
+                        m[i] |= two[i] & c[i];
+                        two[i] |= p[i] & c[i];
+                }
                 p[i] |= c[i];
                 c[i] = 0;
         }
+}
+
+/* A folded entry keeps its CPU and kind: one a CPU and kind says how
+ * many samples the hour does not hold. */
+static void fold_out(block_entry *e) {
+        e->pid = e->tid = SAMPLE_PID_BRIEF;
+        e->comm_id = e->cgroup_id = e->stack_id = e->frame_id = 0;
 }
 
 static void fold_entry(pid_fold *f, block_entry *e) {
@@ -551,7 +564,7 @@ static void fold_entry(pid_fold *f, block_entry *e) {
                 return;
         fold_set(f, FOLD_C, e->pid);
         if (fold_test(f, FOLD_F, e->pid))
-                e->pid = e->tid = SAMPLE_PID_BRIEF;
+                fold_out(e);
 }
 
 /* Calls cb for the decoded blocks of a period of `level` (markers and
@@ -592,8 +605,9 @@ static void fold_keep_written(const block_entry *v, size_t n, void *userdata) {
                         fold_set(f, FOLD_M, v[i].pid);
 }
 
-/* A new period of `level`: the pids of the previous period's last minute
- * are seen in an earlier one if it ended where this one starts. */
+/* A new period of `level`: if the previous one ended where this one
+ * starts, the pids of its last minute are seen in an earlier minute, and
+ * in two if it saw them before. */
 static int fold_open(sample_writer *w, unsigned level, uint64_t start_ns) {
         pid_fold *f = &w->fold;
         bool carry = f->bits && f->end_ns == start_ns, any = false, marker = false;
@@ -606,8 +620,11 @@ static int fold_open(sample_writer *w, unsigned level, uint64_t start_ns) {
                 f->lo = f->hi = 0;
         }
         for (size_t i = f->lo; i < f->hi; i++) {
+                uint64_t last = carry ? fold_map(f, FOLD_C)[i] : 0;
+
                 fold_map(f, FOLD_F)[i] = fold_map(f, FOLD_M)[i] = 0;
-                fold_map(f, FOLD_P)[i] = carry ? fold_map(f, FOLD_C)[i] : 0;
+                fold_map(f, FOLD_2)[i] = last & fold_map(f, FOLD_P)[i];
+                fold_map(f, FOLD_P)[i] = last;
                 fold_map(f, FOLD_C)[i] = 0;
         }
         if (!carry)
@@ -623,8 +640,12 @@ static int fold_open(sample_writer *w, unsigned level, uint64_t start_ns) {
         return period_entries(w, level, start_ns, fold_keep_written, f);
 }
 
-/* Folds the pids of accumulator `level` not seen in two minutes: all of
- * them (it is about to be written), or those whose only minute is over. */
+/* Folds the pids of accumulator `level` not seen in three minutes: all of
+ * them (it is about to be written), or (it is full) all but those seen in
+ * this minute and an earlier one, which may be seen in a third. A process
+ * that starts in the minute the accumulator fills is folded for the rest
+ * of the hour, whatever it lives: the price of an accumulator that does
+ * not fill again with the same minute's new pids. */
 static int fold_pass(sample_writer *w, unsigned level, bool all) {
         pid_fold *f = &w->fold;
         acc *a = &w->acc[level];
@@ -645,7 +666,7 @@ static int fold_pass(sample_writer *w, unsigned level, bool all) {
                 }
                 if (fold_multi(f, pid))
                         continue;
-                if (!all && !f->sealed && fold_test(f, FOLD_C, pid))
+                if (!all && !f->sealed && fold_test(f, FOLD_P, pid) && fold_test(f, FOLD_C, pid))
                         continue;
                 fold_set(f, FOLD_F, pid);
                 any = true;
@@ -659,7 +680,7 @@ static int fold_pass(sample_writer *w, unsigned level, bool all) {
                 block_entry e = a->v[i];
 
                 if (e.pid < SAMPLE_PID_LIMIT && fold_test(f, FOLD_F, e.pid))
-                        e.pid = e.tid = SAMPLE_PID_BRIEF;
+                        fold_out(&e);
                 r = samples_acc_add(a, &e);
                 if (r < 0)
                         return r;
@@ -711,7 +732,7 @@ static int fold_late(sample_writer *w, unsigned level, uint64_t start_ns, block_
                 qsort(l.v, l.n, sizeof *l.v, cmp_u32);
                 for (size_t i = 0; i < n; i++)
                         if (v[i].pid < SAMPLE_PID_LIMIT && !bsearch(&v[i].pid, l.v, l.n, sizeof *l.v, cmp_u32))
-                                v[i].pid = v[i].tid = SAMPLE_PID_BRIEF;
+                                fold_out(v + i);
         }
         free(l.v);
         return r;
@@ -1221,12 +1242,12 @@ static scan_block scan_block_of(sqlite3_stmt *st, unsigned level) {
         };
 }
 
-/* The periods of a level that folds brief processes in [from, to), for
- * the entries of one pid: an hour that holds the pid, or that folded
- * none, answers for it (its blocks without the pid are left out); any
- * other hour, and a marker, is read from the finer level. */
-static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
-        uint64_t width = sample_levels[level].width_ns;
+/* One read of the blocks of a period of a level that folds: whether the
+ * period is a marker, holds x->pid, or folded processes; with `call`,
+ * passes its blocks on (with a pid, those that hold it). */
+static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call, bool *held, bool *folded,
+                       bool *marker) {
+        sqlite3_stmt *st;
         int r, rc;
 
         if (!x->period) {
@@ -1237,47 +1258,59 @@ static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
                 if (r < 0)
                         return r;
         }
+        st = x->period;
+        sqlite3_bind_int64(st, 1, level);
+        sqlite3_bind_int64(st, 2, samples_clamp_i64(start_ns));
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                _cleanup_free_ block_entry *v = NULL;
+                const void *data = sqlite3_column_blob(st, 5);
+                size_t size = (size_t) sqlite3_column_bytes(st, 5), n;
+                scan_block b = scan_block_of(st, level);
+                bool has = false;
+
+                if (sample_block_is_marker(data, size)) {
+                        *marker = true;
+                        continue;
+                }
+                r = sample_block_decode(x->codec, data, size, &v, &n);
+                for (size_t i = 0; r >= 0 && i < n; i++) {
+                        if (x->pid >= 0 && v[i].pid == (uint64_t) x->pid)
+                                has = true;
+                        else if (v[i].pid == SAMPLE_PID_BRIEF)
+                                *folded = true;
+                }
+                *held = *held || has;
+                if (r >= 0 && call && (x->pid < 0 || has))
+                        r = x->cb(&b, v, n, x->userdata);
+                if (r < 0) {
+                        sqlite3_reset(st);
+                        return r;
+                }
+        }
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0 : store_step_errno(x->store, rc);
+}
+
+/* The periods of a level that folds brief processes in [from, to). For
+ * one pid, an hour that holds it, or that folded none, answers (its
+ * blocks without the pid are left out); for anything else, an hour that
+ * folded none. Other hours, and markers, are read from the finer level. */
+static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
+        uint64_t width = sample_levels[level].width_ns;
+        int r;
+
         for (uint64_t t = from / width * width; t < to; t += width) {
-                sqlite3_stmt *st = x->period;
                 bool held = false, folded = false, marker = false;
 
-                sqlite3_bind_int64(st, 1, level);
-                sqlite3_bind_int64(st, 2, samples_clamp_i64(t));
-                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                        _cleanup_free_ block_entry *v = NULL;
-                        const void *data = sqlite3_column_blob(st, 5);
-                        size_t size = (size_t) sqlite3_column_bytes(st, 5), n;
-                        scan_block b = scan_block_of(st, level);
-                        bool has = false;
-
-                        if (sample_block_is_marker(data, size)) {
-                                marker = true;
-                                continue;
-                        }
-                        r = sample_block_decode(x->codec, data, size, &v, &n);
-                        for (size_t i = 0; r >= 0 && i < n; i++) {
-                                if (v[i].pid == (uint64_t) x->pid)
-                                        has = true;
-                                else if (v[i].pid == SAMPLE_PID_BRIEF)
-                                        folded = true;
-                        }
-                        if (r >= 0 && has) {
-                                held = true;
-                                r = x->cb(&b, v, n, x->userdata);
-                        }
-                        if (r < 0) {
-                                sqlite3_reset(st);
-                                return r;
-                        }
-                }
-                sqlite3_reset(st);
-                if (rc != SQLITE_DONE)
-                        return store_step_errno(x->store, rc);
-                if (marker || (folded && !held)) {
+                /* Without a pid, the blocks are passed on once the hour
+                 * is known to have folded none: a second read. */
+                r = scan_period(x, level, t, x->pid >= 0, &held, &folded, &marker);
+                if (r >= 0 && x->pid < 0 && !folded && !marker)
+                        r = scan_period(x, level, t, true, &held, &folded, &marker);
+                if (r >= 0 && (marker || (folded && !held)))
                         r = scan_plan(x, sample_levels[level].finer, MAX(from, t), MIN(to, t + width));
-                        if (r < 0)
-                                return r;
-                }
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
@@ -1289,7 +1322,7 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
 
         if (from >= to)
                 return 0;
-        if (x->pid >= 0 && sample_levels[level].fold && !x->one_level)
+        if (sample_levels[level].fold && !x->one_level)
                 return scan_folded(x, level, from, to);
         if (!st) {
                 /* start_ns bounds the index range; a block starts at most

@@ -34,12 +34,13 @@ enum {
 
 uint64_t sample_level_width(unsigned level);
 
-/* Process hours (level 6) keep the pid of a process they saw in two
- * minutes or more; the entries of a process seen in one minute only
- * (most of a fork/exec-heavy machine's) have this pid instead, and a
- * report of such a process reads its minutes (store-samples.c, "Brief
- * processes"). Pids are below SAMPLE_PID_LIMIT (the kernel's
- * PID_MAX_LIMIT); those at or above it are never folded. */
+/* Process hours (level 6) keep the entries of a process they saw in
+ * three minutes or more; those of a process seen in fewer (most of a
+ * fork/exec-heavy machine's) are folded into an entry a CPU and kind of
+ * this pid, and a report of such a process, or of a unit, reads the
+ * minutes of that hour (store-samples.c, "brief processes"). Pids are
+ * below SAMPLE_PID_LIMIT (the kernel's PID_MAX_LIMIT); those at or above
+ * it are never folded. */
 #define SAMPLE_PID_BRIEF UINT32_MAX
 #define SAMPLE_PID_LIMIT (UINT32_C(1) << 22)
 
@@ -117,7 +118,7 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
  * (until_ns 0: no end). With pid >= 0, only the entries of that pid
  * count to the caller, and blocks of process hours without them may be
  * left out: such an hour that folded brief processes is read from its
- * minutes for a pid it does not hold. */
+ * minutes for a pid it does not hold, and without a pid. */
 typedef struct scan_block {
         unsigned level;
         int64_t boot_id;

@@ -458,10 +458,10 @@ TEST(process_levels_answer_a_pid_and_a_unit) {
 }
 
 /* The pids a level's blocks of [from, to) hold, as a bitmap of the first
- * 8,192, and the samples of folded entries. */
+ * 16,384, and the samples of folded entries. */
 typedef struct held_pids {
         uint64_t from, to;
-        uint64_t bits[128];
+        uint64_t bits[256];
         uint64_t folded;
 } held_pids;
 
@@ -473,7 +473,7 @@ static int collect_pids(const scan_block *b, const block_entry *v, size_t n, voi
         for (size_t i = 0; i < n; i++) {
                 if (v[i].pid == SAMPLE_PID_BRIEF)
                         h->folded += v[i].count;
-                else if (v[i].pid < 8192)
+                else if (v[i].pid < 16384)
                         h->bits[v[i].pid / 64] |= UINT64_C(1) << (v[i].pid % 64);
         }
         return 0;
@@ -483,12 +483,13 @@ static bool holds(const held_pids *h, uint32_t pid) {
         return h->bits[pid / 64] >> (pid % 64) & 1;
 }
 
-/* One second of pid on both CPUs at 8 functions of libc: 16 entries. */
-static void add_busy_second(store *s, uint64_t sec, uint32_t pid, const char *cgroup) {
+/* One second of pid on both CPUs at 8 functions of libc, from the 8 *
+ * `set` th: 16 entries. */
+static void add_busy_set(store *s, uint64_t sec, uint32_t pid, const char *cgroup, uint32_t set) {
         for (uint32_t k = 0; k < 16; k++) {
                 frame f = U_LIBC;
 
-                f.offset = 0x1000 + 0x100 * (k % 8);
+                f.offset = 0x1000 + 0x100 * (set * 8 + k % 8);
                 f.addr = 0x7f0000000000ULL + f.offset;
                 test_sample smp = {
                         .time_ns = S(sec) + k * 1000, .cpu = k / 8, .pid = pid, .tid = pid, .comm = "cc1",
@@ -498,7 +499,11 @@ static void add_busy_second(store *s, uint64_t sec, uint32_t pid, const char *cg
         }
 }
 
-/* Process hours keep the pids of processes seen in two minutes and fold
+static void add_busy_second(store *s, uint64_t sec, uint32_t pid, const char *cgroup) {
+        add_busy_set(s, sec, pid, cgroup, 0);
+}
+
+/* Process hours keep the pids of processes seen in three minutes and fold
  * the others; a report of any pid, or of a unit, is what the full levels
  * say. Through a process hour that fills up in its first minute, a
  * restart inside it, and samples that come after it was written. */
@@ -519,12 +524,14 @@ TEST(process_hours_fold_brief_processes) {
                 uint64_t m = sec >= hs ? (sec - hs) / 60 : UINT64_MAX;
 
                 ASSERT_OK(store_begin(s));
-                /* pid 500 runs from three minutes before the hour on,
-                 * pid 600 from its minute 30 to its end, pid 700 from the
-                 * next hour's second minute. */
-                add_busy_second(s, sec, 500, busy);
+                /* pid 500 runs from three minutes before the hour on, at
+                 * functions of its own every 2 s (the hour's accumulator
+                 * fills with them after about half an hour); pid 600 from
+                 * its minute 45 to its end, pid 700 from the next hour's
+                 * second minute (seen in its third one on). */
+                add_busy_set(s, sec, 500, busy, (uint32_t) (sec - hs + 180) / 2);
                 n += 16;
-                if (m != UINT64_MAX && ((m >= 30 && m < 60) || m >= 61)) {
+                if (m != UINT64_MAX && ((m >= 45 && m < 60) || m >= 61)) {
                         add_busy_second(s, sec, m < 60 ? 600 : 700, busy);
                         n += 16;
                 }
@@ -538,16 +545,16 @@ TEST(process_hours_fold_brief_processes) {
                 for (int i = 0; i < (first ? 40 : m < 60 ? 1 : 0); i++, n += 16)
                         add_busy_second(s, sec, first ? burst++ : brief++, build);
                 /* The next hour's brief processes come back once in its
-                 * minute 62: those it folded at its first write stay
-                 * folded, those after it are seen in two minutes. */
-                if (sec == hs + 3600 + 120) {
+                 * minutes 62 and 63: those it folded at its first write
+                 * stay folded, those after it are seen in three minutes. */
+                if (sec == hs + 3600 + 120 || sec == hs + 3600 + 180) {
                         for (uint32_t pid = 2200; pid < burst; pid++, n += 16)
                                 add_busy_second(s, sec, pid, build);
                 }
                 /* Brief in its hour's first minute, back in two later
                  * minutes: pid 1005 after the restart below, pid 2300
                  * in an hour without one. */
-                if (m == 20 || m == 21 || m == 62 || m == 63) {
+                if (m == 50 || m == 51 || m == 62 || m == 63) {
                         add_busy_second(s, sec, m < 60 ? 1005 : 2300, build);
                         n += 16;
                 }
@@ -558,9 +565,11 @@ TEST(process_hours_fold_brief_processes) {
                                  (long long) (h0 + 3600 * NSEC_PER_SEC));
                         next_written = sql_int(t.db, sql) > 0;
                 }
-                if (sec == hs + 600) {
+                if (sec == hs + 2400) {
                         /* A restart inside the hour, which has blocks. */
-                        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6"), 0);
+                        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND start_ns = %lld",
+                                 (long long) h0);
+                        ASSERT_GT(sql_int(t.db, sql), 0);
                         s = store_free(s);
                         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
                 }
@@ -574,15 +583,19 @@ TEST(process_hours_fold_brief_processes) {
         ASSERT_OK(store_commit(s));
         ASSERT_EQ(sql_int(t.db, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 0"), (int64_t) n);
 
-        /* The hour is stored, not a marker, with folded entries. It
-         * holds pid 500 (seen in the hour before, then written in the
-         * first minute), and no brief one: 1005 was folded before the
+        /* The hour and the next are stored, not markers (the three
+         * minutes before, pid 500 alone at functions it does not run
+         * again, are one), with folded entries. The hour holds pid 500
+         * (seen in the hour before, then written when its functions
+         * filled the accumulator), and no brief one: 1005 was folded before the
          * restart, 1100 is late. After the restart it kept only the pids
          * its blocks held, so 600 too was folded. The next hour holds 500
          * and 700; it folded 2300 when it first wrote its first minute,
          * and kept it folded when it came back (at its close, no pid is
          * left to fold: the writes fold nothing new). */
-        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND data = x'00'"), 0);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND start_ns >= %lld AND data = x'00'",
+                 (long long) h0);
+        ASSERT_EQ(sql_int(t.db, sql), 0);
         held_pids h = { .from = h0, .to = h0 + 3600 * NSEC_PER_SEC };
         ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_PROC_HOUR, collect_pids, &h));
         ASSERT_TRUE(holds(&h, 500));
@@ -619,6 +632,123 @@ TEST(process_hours_fold_brief_processes) {
                         ASSERT_GT(r->total_samples, 0);
                 query_result_free(r);
                 query_result_free(full);
+        }
+}
+
+/* One sample of pid at each of 16 functions of libc, from the 16 * leaves
+ * that `set` numbers. */
+static void add_leaves(store *s, uint64_t t, uint32_t pid, uint32_t set) {
+        for (uint32_t k = 0; k < 16; k++) {
+                frame f = U_LIBC;
+
+                f.offset = 0x1000 + 0x10 * (set * 16 + k);
+                f.addr = 0x7f0000000000ULL + f.offset;
+                test_sample smp = {
+                        .time_ns = t + k * 1000, .cpu = 0, .pid = pid, .tid = pid, .comm = "cc1",
+                        .cgroup = "/system.slice/build.service", .period = 1, .n_frames = 1, .frames = &f,
+                };
+                ASSERT_OK(test_add_sample(s, 1, &smp));
+        }
+}
+
+/* Brief processes fold into an entry a CPU, so an hour of them sums well
+ * even when its first minute alone fills an accumulator; an hour of kept
+ * processes that sum nothing is a marker, with the hour's totals. */
+TEST(process_hours_sum_by_folding) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t h0 = (T0 / (3600 * NSEC_PER_SEC) + 1) * 3600 * NSEC_PER_SEC;
+        char sql[160];
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* 1,100 processes of 16 functions each a minute. The first
+         * hour's first minute runs brief ones (pids 10000-11099) on 17,600
+         * functions (set i), more than an accumulator holds; its second
+         * and third minutes pids 12000-13099 on the 16 of set 0. Those go
+         * on in the next hour's first two minutes, on functions of their
+         * own each minute: kept from the start, they sum nothing. */
+        for (uint64_t hour = 0; hour < 2; hour++) {
+                for (uint64_t m = 0; m < 3 - hour; m++) {
+                        uint64_t start = h0 + hour * 3600 * NSEC_PER_SEC + m * 60 * NSEC_PER_SEC;
+
+                        for (uint32_t i = 0; i < 1100; i++) {
+                                uint64_t ts = start + (uint64_t) i * 50 * NSEC_PER_MSEC;
+
+                                ASSERT_OK(store_begin(s));
+                                add_leaves(s, ts, (hour == 0 && m == 0 ? 10000 : 12000) + i,
+                                           hour == 1 ? (uint32_t) ((m + 1) * 1100 + i) : m == 0 ? i : 0);
+                                ASSERT_OK(store_flush_samples(s, ts - NSEC_PER_SEC));
+                                ASSERT_OK(store_commit(s));
+                        }
+                }
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND start_ns = %lld AND data = x'00'",
+                 (long long) h0);
+        ASSERT_EQ(sql_int(t.db, sql), 0);
+        snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 6 AND start_ns = %lld",
+                 (long long) h0);
+        ASSERT_EQ(sql_int(t.db, sql), 3 * 1100 * 16);
+        /* Seen in two minutes of it, pids 12000-13099 are folded there. */
+        held_pids h = { .from = h0, .to = h0 + 3600 * NSEC_PER_SEC };
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_PROC_HOUR, collect_pids, &h));
+        ASSERT_TRUE(!holds(&h, 12000) && !holds(&h, 13099));
+        ASSERT_U64_EQ(h.folded, 3 * 1100 * 16);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND start_ns = %lld",
+                 (long long) (h0 + 3600 * NSEC_PER_SEC));
+        ASSERT_EQ(sql_int(t.db, sql), 1);
+        snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 6 AND start_ns = %lld AND data = x'00'",
+                 (long long) (h0 + 3600 * NSEC_PER_SEC));
+        ASSERT_EQ(sql_int(t.db, sql), 2 * 1100 * 16);
+        for (int64_t pid = 10000; pid < 13100; pid += 337) {
+                query_params q = { .pid = pid, .cpu = -1 };
+                query_result *r = run_query(s, &q, 0, 0);
+
+                q.want_stacks = true;
+                query_result *full = run_query(s, &q, 0, 0);
+                assert_same_rows(r, full);
+                query_result_free(r);
+                query_result_free(full);
+        }
+        query_params u = { .pid = -1, .cpu = -1, .unit = "build.service" };
+        query_result *r = run_query(s, &u, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, 5 * 1100 * 16);
+        query_result_free(r);
+}
+
+/* A process seen in two minutes of an hour may be one of a few seconds
+ * that crossed the start of a minute: folded. Three minutes keep it. */
+TEST(process_hours_keep_processes_of_three_minutes) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t hs = (T0 / (3600 * NSEC_PER_SEC) + 1) * 3600 - T0 / NSEC_PER_SEC;
+        /* Minutes 0-4, 1-2, 1-3: a sample every 10 s of each. */
+        const struct { uint32_t pid, first, last; } procs[] = { { 700, 0, 4 }, { 800, 1, 2 }, { 900, 1, 3 } };
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        for (uint64_t sec = hs; sec < hs + 300; sec += 10) {
+                ASSERT_OK(store_begin(s));
+                for (size_t i = 0; i < ELEMENTSOF(procs); i++)
+                        if ((sec - hs) / 60 >= procs[i].first && (sec - hs) / 60 <= procs[i].last)
+                                add_busy_second(s, sec, procs[i].pid, "/system.slice/x.service");
+                ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        held_pids h = { .from = S(hs), .to = S(hs + 3600) };
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_PROC_HOUR, collect_pids, &h));
+        ASSERT_TRUE(holds(&h, 700) && holds(&h, 900) && !holds(&h, 800));
+        ASSERT_U64_EQ(h.folded, 12 * 16);
+        for (size_t i = 0; i < ELEMENTSOF(procs); i++) {
+                query_params q = { .pid = procs[i].pid, .cpu = -1 };
+                query_result *r = run_query(s, &q, 0, 0);
+
+                ASSERT_U64_EQ(r->total_samples, (procs[i].last - procs[i].first + 1) * 6 * 16);
+                query_result_free(r);
         }
 }
 
