@@ -67,7 +67,7 @@ typedef struct acc {
 } acc;
 
 /* What the level that folds brief processes knows of the pids of its
- * open period: four bitmaps of SAMPLE_PID_LIMIT bits (FOLD_*), and the
+ * open period: five bitmaps of SAMPLE_PID_LIMIT bits (FOLD_*), and the
  * range of words that may have bits set. */
 typedef struct pid_fold {
         uint64_t *bits;

@@ -1286,6 +1286,11 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
                         sqlite3_reset(st);
                         return r;
                 }
+                if (!call && *folded) {
+                        /* Without a pid, that is all it needs to know. */
+                        rc = SQLITE_DONE;
+                        break;
+                }
         }
         sqlite3_reset(st);
         return rc == SQLITE_DONE ? 0 : store_step_errno(x->store, rc);
