@@ -77,6 +77,13 @@ typedef struct pid_fold {
         /* The period had blocks when it was opened (written before a
          * restart or a rollback): only the pids those hold stay. */
         bool sealed;
+        /* The pids the blocks of a written period hold, sorted, for the
+         * samples that come late to it (fold_late()): late blocks add
+         * none, so they are read once a period. */
+        uint32_t *late_pids;
+        size_t n_late_pids;
+        uint64_t late_start_ns;
+        bool late_valid;
 } pid_fold;
 
 enum {
@@ -117,6 +124,7 @@ typedef struct scan_ctx {
         sample_codec *codec;
         sqlite3_stmt *range[SAMPLE_LEVELS];
         sqlite3_stmt *period;   /* the blocks of one period (scan_folded()) */
+        sqlite3_stmt *periods;  /* the periods with blocks (scan_folded()) */
         sample_counters c;
         sample_scan_cb cb;
         void *userdata;

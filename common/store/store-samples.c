@@ -720,22 +720,39 @@ static int cmp_u32(const void *x, const void *y) {
 }
 
 /* Entries that come after their period of `level` was written: a pid its
- * blocks hold stays, any other is folded. */
+ * blocks hold stays, any other is folded. The pids are read once a period
+ * (the late blocks written keep only those). */
 static int fold_late(sample_writer *w, unsigned level, uint64_t start_ns, block_entry *v, size_t n) {
-        pid_list l = {};
-        int r;
+        pid_fold *f = &w->fold;
 
-        r = period_entries(w, level, start_ns, pid_list_add, &l);
-        if (r >= 0 && l.failed)
-                r = -ENOMEM;
-        if (r >= 0) {
-                qsort(l.v, l.n, sizeof *l.v, cmp_u32);
-                for (size_t i = 0; i < n; i++)
-                        if (v[i].pid < SAMPLE_PID_LIMIT && !bsearch(&v[i].pid, l.v, l.n, sizeof *l.v, cmp_u32))
-                                fold_out(v + i);
+        if (!f->late_valid || f->late_start_ns != start_ns) {
+                pid_list l = {};
+                size_t k = 0;
+                int r;
+
+                r = period_entries(w, level, start_ns, pid_list_add, &l);
+                if (r >= 0 && l.failed)
+                        r = -ENOMEM;
+                if (r < 0) {
+                        free(l.v);
+                        return r;
+                }
+                if (l.n > 0)
+                        qsort(l.v, l.n, sizeof *l.v, cmp_u32);
+                for (size_t i = 0; i < l.n; i++)
+                        if (k == 0 || l.v[i] != l.v[k - 1])
+                                l.v[k++] = l.v[i];
+                free(f->late_pids);
+                f->late_pids = l.v;
+                f->n_late_pids = k;
+                f->late_start_ns = start_ns;
+                f->late_valid = true;
         }
-        free(l.v);
-        return r;
+        for (size_t i = 0; i < n; i++)
+                if (v[i].pid < SAMPLE_PID_LIMIT &&
+                    (f->n_late_pids == 0 || !bsearch(&v[i].pid, f->late_pids, f->n_late_pids, sizeof(uint32_t), cmp_u32)))
+                        fold_out(v + i);
+        return 0;
 }
 
 /* An aggregate whose entries sum too little is left to the finer level,
@@ -873,12 +890,14 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                         return r;
         }
         if (!a->open) {
-                acc_open(a, level, start, boot_id);
+                /* Before the accumulator opens: it must not be open
+                 * without its bitmaps. */
                 if (sample_levels[level].fold) {
                         r = fold_open(w, level, start);
                         if (r < 0)
                                 return r;
                 }
+                acc_open(a, level, start, boot_id);
         }
         a->boot_id = boot_id;
 
@@ -1126,6 +1145,7 @@ int sample_writer_reload(sample_writer *w, int cause) {
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 acc_close(&w->acc[level]);
         w->fold.end_ns = 0;     /* what it knew of the open period is read back */
+        w->fold.late_valid = false;
 
         r = sample_meta_read(store_sqlite(w->store), &w->committed);
         if (r >= 0) {
@@ -1170,6 +1190,7 @@ sample_writer *sample_writer_free(sample_writer *w) {
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 samples_acc_free(&w->acc[level]);
         free(w->fold.bits);
+        free(w->fold.late_pids);
         free(w);
         return NULL;
 }
@@ -1302,9 +1323,25 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
  * folded none. Other hours, and markers, are read from the finer level. */
 static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         uint64_t width = sample_levels[level].width_ns;
-        int r;
+        sqlite3_stmt *st;
+        int r = 0, rc;
 
-        for (uint64_t t = from / width * width; t < to; t += width) {
+        /* The periods that have blocks: a window may be years of hours
+         * that have none. */
+        if (!x->periods) {
+                r = store_prepare(x->store,
+                                  "SELECT DISTINCT start_ns FROM sample_blocks "
+                                  "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 ORDER BY start_ns",
+                                  &x->periods);
+                if (r < 0)
+                        return r;
+        }
+        st = x->periods;
+        sqlite3_bind_int64(st, 1, level);
+        sqlite3_bind_int64(st, 2, samples_clamp_i64(from / width * width));
+        sqlite3_bind_int64(st, 3, samples_clamp_i64(to));
+        while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+                uint64_t t = u64(sqlite3_column_int64(st, 0));
                 bool held = false, folded = false, marker = false;
 
                 /* Without a pid, the blocks are passed on once the hour
@@ -1314,10 +1351,11 @@ static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
                         r = scan_period(x, level, t, true, &held, &folded, &marker);
                 if (r >= 0 && (marker || (folded && !held)))
                         r = scan_plan(x, sample_levels[level].finer, MAX(from, t), MIN(to, t + width));
-                if (r < 0)
-                        return r;
         }
-        return 0;
+        sqlite3_reset(st);
+        if (r < 0)
+                return r;
+        return rc == SQLITE_DONE ? 0 : store_step_errno(x->store, rc);
 }
 
 /* The blocks of `level` whose period overlaps [from, to). */
@@ -1426,6 +1464,7 @@ int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, in
         for (unsigned i = 0; i < SAMPLE_LEVELS; i++)
                 sqlite3_finalize(x.range[i]);
         sqlite3_finalize(x.period);
+        sqlite3_finalize(x.periods);
         sample_codec_free(x.codec);
         return r;
 }

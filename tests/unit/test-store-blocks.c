@@ -752,6 +752,47 @@ TEST(process_hours_keep_processes_of_three_minutes) {
         }
 }
 
+/* A sample of an hour with no block yet, after the next hour opened:
+ * late to a process hour that holds no pid, it is folded, and its report
+ * reads that hour's minutes. Over many late buckets the hour's pids are
+ * read once (a report of the review of e778a83: 600 late buckets took
+ * 10 s when each read all the blocks before it). */
+TEST(late_samples_of_a_process_hour) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t hs = (T0 / (3600 * NSEC_PER_SEC) + 1) * 3600 - T0 / NSEC_PER_SEC;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        add_busy_second(s, hs + 1, 42, "/system.slice/a.service");
+        add_busy_second(s, hs - 1, 43, "/system.slice/b.service");
+        ASSERT_OK(store_flush_samples(s, S(hs + 2)));
+        ASSERT_OK(store_commit(s));
+        /* 200 late buckets of pids 42 and 43 into the hour before, one a
+         * batch. */
+        for (uint64_t k = 0; k < 200; k++) {
+                ASSERT_OK(store_begin(s));
+                add_busy_second(s, hs - 3599 + k, k % 2 ? 42 : 43, "/system.slice/a.service");
+                ASSERT_OK(store_flush_samples(s, S(hs + 3)));
+                ASSERT_OK(store_commit(s));
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6"), 100);
+        const int64_t pids[] = { 42, 43 };
+        for (size_t i = 0; i < 2 * ELEMENTSOF(pids); i++) {
+                query_params q = { .since_ns = i < 2 ? S(hs - 3600) : 0, .pid = pids[i % 2], .cpu = -1 };
+                query_result *r = run_query(s, &q, 0, 0);
+
+                q.want_stacks = true;
+                query_result *full = run_query(s, &q, 0, 0);
+                assert_same_rows(r, full);
+                ASSERT_U64_EQ(r->total_samples, 101 * 16);
+                query_result_free(r);
+                query_result_free(full);
+        }
+}
+
 /* A schema-8 database has no process levels: migration makes them from
  * its minutes and hours, the answers stay, and the open periods go on. */
 TEST(migration_from_schema_8_builds_process_levels) {
