@@ -506,7 +506,6 @@ enum {
         _FOLD_MAX,
 };
 #define FOLD_WORDS (SAMPLE_PID_LIMIT / 64)
-#define MINUTE_NS (60 * NSEC_PER_SEC)
 
 static uint64_t *fold_map(const pid_fold *f, unsigned which) {
         return f->bits + (size_t) which * FOLD_WORDS;
@@ -902,8 +901,12 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         a->boot_id = boot_id;
 
         if (!a->delegated) {
-                if (sample_levels[level].fold)
-                        fold_minute(&w->fold, lower_start_ns / MINUTE_NS * MINUTE_NS);
+                if (sample_levels[level].fold) {
+                        /* Minutes are the periods of the level it is read down to. */
+                        uint64_t minute = sample_levels[sample_levels[level].finer].width_ns;
+
+                        fold_minute(&w->fold, lower_start_ns / minute * minute);
+                }
                 r = acc_add_level(a, level, v, n, sample_levels[level].fold ? &w->fold : NULL);
                 if (r < 0)
                         return r;
@@ -916,12 +919,11 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 a->gen_min = MIN(a->gen_min, gen_min);
 
         if (a->n >= ACC_MAX_ENTRIES && sample_levels[level].fold) {
-                /* Folding may leave room enough to go on. */
+                /* Folding may leave room to go on: it is written only if
+                 * it is still full. */
                 r = fold_pass(w, level, false);
                 if (r < 0)
                         return r;
-                if (a->n < ACC_MAX_ENTRIES / 4 * 3)
-                        return 0;
         }
         if (a->n >= ACC_MAX_ENTRIES)
                 return samples_acc_flush(w, level, false);
