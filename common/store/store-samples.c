@@ -59,7 +59,13 @@ const level_info sample_levels[SAMPLE_LEVELS] = {
         [SAMPLE_LEVEL_MINUTE]      = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, false, false, 1, 2 },
         [SAMPLE_LEVEL_HOUR]        = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_MINUTE, false, false, 1, 2 },
         [SAMPLE_LEVEL_LEAF_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10 },
-        [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, true, 9, 10 },
+        /* An hour of a churning machine's functions can have more entries
+         * than a minute: written at every ACC_MAX_ENTRIES, its blocks
+         * would sum little more than its minutes', and it would be a
+         * marker. As many entries as the other accumulators allocate when
+         * a bucket takes them past ACC_MAX_ENTRIES. */
+        [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, true, 9, 10,
+                                       false, false, 2 * ACC_MAX_ENTRIES },
         [SAMPLE_LEVEL_PROC_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10, true },
         [SAMPLE_LEVEL_PROC_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_MINUTE, true, true, 9, 10, true,
                                        true },
@@ -229,6 +235,7 @@ static void acc_drop_entries(acc *a) {
 void samples_acc_reset(acc *a) {
         a->gen_min = UINT64_MAX;
         acc_drop_entries(a);
+        a->outgrown = false;
         a->samples = 0;
         a->first_ns = a->last_ns = 0;
 }
@@ -763,7 +770,7 @@ static int maybe_delegate(sample_writer *w, unsigned level) {
         int r;
 
         if (level == 0 || a->delegated || a->written || a->n < DELEGATE_MIN_ENTRIES ||
-            a->n * sample_levels[level].keep_den <= a->finer_entries * sample_levels[level].keep_num)
+            (!a->outgrown && a->n * sample_levels[level].keep_den <= a->finer_entries * sample_levels[level].keep_num))
                 return 0;
         r = period_blocks(w, level, a->start_ns, &any, &marker);
         if (r < 0)
@@ -807,10 +814,21 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
                 read_instead = a->finer_entries;
         } else if (a->n > 0) {
                 read_instead = a->n;
-                r = write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns, a->samples,
-                                a->gen_min, a->v, a->n, &id);
-                if (r < 0)
-                        return r;
+                /* At most ACC_MAX_ENTRIES a block, each of a range of keys
+                 * (qsort: in place, and once a period). */
+                if (a->n > ACC_MAX_ENTRIES)
+                        qsort(a->v, a->n, sizeof *a->v, block_entry_cmp);
+                for (size_t at = 0; at < a->n; at += ACC_MAX_ENTRIES) {
+                        size_t m = MIN(a->n - at, (size_t) ACC_MAX_ENTRIES);
+                        uint64_t samples = 0;
+
+                        for (size_t i = 0; m < a->n && i < m; i++)
+                                samples += a->v[at + i].count;
+                        r = write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns,
+                                        m < a->n ? samples : a->samples, a->gen_min, a->v + at, m, &id);
+                        if (r < 0)
+                                return r;
+                }
                 a->written = true;
                 if (level == 0) {
                         if (w->c.samples == 0 || a->first_ns < w->c.first_ns)
@@ -900,6 +918,14 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         }
         a->boot_id = boot_id;
 
+        if (!a->delegated && sample_levels[level].acc_max && a->n + n > sample_levels[level].acc_max) {
+                /* The block might not fit: a period of that many entries
+                 * is left to the finer level. */
+                a->outgrown = true;
+                r = samples_acc_flush(w, level, false);
+                if (r < 0)
+                        return r;
+        }
         if (!a->delegated) {
                 if (sample_levels[level].fold) {
                         /* Minutes are the periods of the level it is read down to. */
@@ -918,14 +944,14 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         if (!a->delegated)
                 a->gen_min = MIN(a->gen_min, gen_min);
 
-        if (a->n >= ACC_MAX_ENTRIES && sample_levels[level].fold) {
+        if (a->n >= ACC_MAX_ENTRIES && !sample_levels[level].acc_max && sample_levels[level].fold) {
                 /* Folding may leave room to go on: it is written only if
                  * it is still full. */
                 r = fold_pass(w, level, false);
                 if (r < 0)
                         return r;
         }
-        if (a->n >= ACC_MAX_ENTRIES)
+        if (a->n >= ACC_MAX_ENTRIES && !sample_levels[level].acc_max)
                 return samples_acc_flush(w, level, false);
         return 0;
 }

@@ -718,6 +718,88 @@ TEST(process_hours_sum_by_folding) {
         query_result_free(r);
 }
 
+static int count_entries(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        uint64_t *c = userdata;
+
+        (void) b;
+        c[0] += n;
+        for (size_t i = 0; i < n; i++)
+                c[1] += v[i].count;
+        return 0;
+}
+
+/* A leaf hour holds more functions than an accumulator of a minute: an
+ * hour whose minutes run 8,000 functions each, 24,000 in all, is stored
+ * whole, in blocks of at most 16,384 entries, not left to its minutes.
+ * One of 44,000 outgrows its accumulator and is left to its minutes,
+ * though it would sum to 6/10 of them then. */
+TEST(leaf_hours_hold_more_functions_than_a_minute) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t h0 = (T0 / (3600 * NSEC_PER_SEC) + 1) * 3600 * NSEC_PER_SEC, h1 = h0 + 3600 * NSEC_PER_SEC;
+        uint64_t hour[2] = {}, minutes[2] = {};
+        char sql[240];
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* In the first hour minute m runs sets (m % 3) * 500 to that + 499
+         * twice each: three disjoint sets of 8,000 functions, 80,000
+         * minute entries over ten minutes. In the second, sets 0-249 and
+         * 250 of its own (1000 + m * 250 on): 4,000 more functions a
+         * minute, 32,000 after seven minutes, over 56,000 minute entries. */
+        for (uint64_t h = 0; h < 2; h++)
+                for (uint64_t m = 0; m < 10; m++)
+                        for (uint32_t i = 0; i < 1000; i++) {
+                                uint64_t ts = h0 + h * 3600 * NSEC_PER_SEC + m * 60 * NSEC_PER_SEC +
+                                              (uint64_t) i * 50 * NSEC_PER_MSEC;
+
+                                ASSERT_OK(store_begin(s));
+                                uint32_t j = i % 500;
+
+                                add_leaves(s, ts, 1000 + (uint32_t) m,
+                                           h == 0 ? (uint32_t) (m % 3) * 500 + j : j < 250 ? j : 1000 + (uint32_t) m * 250 + j - 250);
+                                ASSERT_OK(store_flush_samples(s, ts - NSEC_PER_SEC));
+                                ASSERT_OK(store_commit(s));
+                        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM sample_blocks WHERE level = 4 AND start_ns = %lld AND data = x'00'", (long long) h0);
+        ASSERT_EQ(sql_int(t.db, sql), 0);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 4 AND start_ns = %lld", (long long) h0);
+        ASSERT_EQ(sql_int(t.db, sql), 2);
+        snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 4 AND start_ns = %lld",
+                 (long long) h0);
+        ASSERT_EQ(sql_int(t.db, sql), 10 * 1000 * 16);
+        /* The second hour: one marker with its totals. */
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) * 1000000 + sum(data = x'00') * 100000 + sum(n_samples) FROM sample_blocks "
+                 "WHERE level = 4 AND start_ns = %lld", (long long) h1);
+        ASSERT_EQ(sql_int(t.db, sql), 1 * 1000000 + 1 * 100000 + 10 * 1000 * 16);
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_HOUR, count_entries, hour));
+        ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_entries, minutes));
+        ASSERT_U64_EQ(hour[0], 3 * 500 * 16);
+        ASSERT_U64_EQ(hour[1], 10 * 1000 * 16);
+        ASSERT_U64_EQ(minutes[0], 2 * 10 * 500 * 16);
+
+        /* The report of functions (leaf levels) is the full levels', for
+         * each hour and both. */
+        for (int k = 0; k < 3; k++) {
+                query_params q = {
+                        .pid = -1, .cpu = -1,
+                        .since_ns = k == 1 ? h1 : h0, .until_ns = k == 0 ? h1 : h1 + 3600 * NSEC_PER_SEC,
+                };
+                query_result *r = run_query(s, &q, 0, 0);
+
+                q.want_stacks = true;
+                query_result *full = run_query(s, &q, 0, 0);
+                ASSERT_EQ(r->n_rows, k == 0 ? 24000 : k == 1 ? 44000 : 56000);
+                assert_same_rows(r, full);
+                query_result_free(r);
+                query_result_free(full);
+        }
+}
+
 /* A process seen in two minutes of an hour may be one of a few seconds
  * that crossed the start of a minute: folded. Three minutes keep it. */
 TEST(process_hours_keep_processes_of_three_minutes) {
