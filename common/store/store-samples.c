@@ -256,14 +256,16 @@ static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id)
         a->boot_id = boot_id;
 }
 
-/* Adds e, whose entry_hash() is h. */
-static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h) {
+/* Adds e, whose entry_hash() is h. With a limit, 1 if e is a new key
+ * and the accumulator holds `limit` entries (e is not added). */
+static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit) {
+        bool full = limit > 0 && a->n >= limit;
         size_t mask, i;
         unsigned shift;
         uint32_t tag;
         int r;
 
-        if ((a->n + 1) * 2 > a->capacity) {
+        if (!full && (a->n + 1) * 2 > a->capacity) {
                 r = acc_reindex(a, MAX(a->capacity * 2, (size_t) 2048));
                 if (r < 0)
                         return r;
@@ -283,6 +285,8 @@ static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h) {
                         return 0;
                 }
         }
+        if (full)
+                return 1;
         if (a->n == a->alloc) {
                 size_t n = MAX(a->alloc * 2, (size_t) 1024);
                 block_entry *p = reallocarray(a->v, n, sizeof *p);
@@ -297,7 +301,7 @@ static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h) {
 }
 
 int samples_acc_add(acc *a, const block_entry *e) {
-        return acc_add_hashed(a, e, entry_hash(e));
+        return acc_add_hashed(a, e, entry_hash(e), 0);
 }
 
 /* Adds the level-`level` entries of v[0..n). A block's entries are known
@@ -308,18 +312,27 @@ int samples_acc_add(acc *a, const block_entry *e) {
 #define FEED_AHEAD 8
 static void fold_entry(pid_fold *f, block_entry *e);
 
-static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n, pid_fold *f) {
+/* With a limit (not with f: the entries ahead are folded already), 1 when
+ * the accumulator holds `limit` entries and v[*ret_done] is a new key. */
+static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n, pid_fold *f, size_t limit,
+                         size_t *ret_done) {
         block_entry e[FEED_AHEAD];
         uint64_t h[FEED_AHEAD];
         int r;
 
+        assert(limit == 0 || !f);
+        *ret_done = n;
         for (size_t i = 0; i < n + FEED_AHEAD; i++) {
                 size_t k = i % FEED_AHEAD;
 
                 if (i >= FEED_AHEAD) {
-                        r = acc_add_hashed(a, &e[k], h[k]);
+                        r = acc_add_hashed(a, &e[k], h[k], limit);
                         if (r < 0)
                                 return r;
+                        if (r > 0) {
+                                *ret_done = i - FEED_AHEAD;
+                                return 1;
+                        }
                 }
                 if (i < n) {
                         e[k] = samples_entry_for_level(v + i, level);
@@ -918,24 +931,31 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         }
         a->boot_id = boot_id;
 
-        if (!a->delegated && sample_levels[level].acc_max && a->n + n > sample_levels[level].acc_max) {
-                /* The block might not fit: a period of that many entries
-                 * is left to the finer level. */
-                a->outgrown = true;
-                r = samples_acc_flush(w, level, false);
-                if (r < 0)
-                        return r;
-        }
         if (!a->delegated) {
+                size_t done;
+
                 if (sample_levels[level].fold) {
                         /* Minutes are the periods of the level it is read down to. */
                         uint64_t minute = sample_levels[sample_levels[level].finer].width_ns;
 
                         fold_minute(&w->fold, lower_start_ns / minute * minute);
                 }
-                r = acc_add_level(a, level, v, n, sample_levels[level].fold ? &w->fold : NULL);
+                r = acc_add_level(a, level, v, n, sample_levels[level].fold ? &w->fold : NULL,
+                                  a->outgrown ? 0 : sample_levels[level].acc_max, &done);
                 if (r < 0)
                         return r;
+                if (r > 0) {
+                        /* A period of more entries than it holds is left to
+                         * the finer level; one written already goes on past
+                         * the limit and is written after this block (a
+                         * restart must not find part of it written). */
+                        a->outgrown = true;
+                        r = maybe_delegate(w, level);
+                        if (r >= 0 && !a->delegated)
+                                r = acc_add_level(a, level, v + done, n - done, NULL, 0, &done);
+                        if (r < 0)
+                                return r;
+                }
         }
         if (sample_levels[level].finer == SAMPLE_LEVEL_BUCKET)
                 a->finer_entries += n;
@@ -951,7 +971,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 if (r < 0)
                         return r;
         }
-        if (a->n >= ACC_MAX_ENTRIES && !sample_levels[level].acc_max)
+        if (sample_levels[level].acc_max ? a->outgrown && !a->delegated : a->n >= ACC_MAX_ENTRIES)
                 return samples_acc_flush(w, level, false);
         return 0;
 }

@@ -730,9 +730,10 @@ static int count_entries(const scan_block *b, const block_entry *v, size_t n, vo
 
 /* A leaf hour holds more functions than an accumulator of a minute: an
  * hour whose minutes run 8,000 functions each, 24,000 in all, is stored
- * whole, in blocks of at most 16,384 entries, not left to its minutes.
- * One of 44,000 outgrows its accumulator and is left to its minutes,
- * though it would sum to 6/10 of them then. */
+ * whole, in blocks of at most 16,384 entries, not left to its minutes,
+ * though a bucket of 16,384 processes comes on top (all in one function
+ * it has). One of 44,000 outgrows its accumulator and is left to its
+ * minutes, though it would sum to 6/10 of them then. */
 TEST(leaf_hours_hold_more_functions_than_a_minute) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
@@ -747,7 +748,7 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
          * minute entries over ten minutes. In the second, sets 0-249 and
          * 250 of its own (1000 + m * 250 on): 4,000 more functions a
          * minute, 32,000 after seven minutes, over 56,000 minute entries. */
-        for (uint64_t h = 0; h < 2; h++)
+        for (uint64_t h = 0; h < 2; h++) {
                 for (uint64_t m = 0; m < 10; m++)
                         for (uint32_t i = 0; i < 1000; i++) {
                                 uint64_t ts = h0 + h * 3600 * NSEC_PER_SEC + m * 60 * NSEC_PER_SEC +
@@ -761,8 +762,31 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
                                 ASSERT_OK(store_flush_samples(s, ts - NSEC_PER_SEC));
                                 ASSERT_OK(store_commit(s));
                         }
+                if (h > 0)
+                        continue;
+                /* Minute 10: one second of 16,384 processes at the first
+                 * function of set 0, a block of 16,384 entries. */
+                ASSERT_OK(store_begin(s));
+                for (uint32_t p = 0; p < 16384; p++) {
+                        frame f = U_LIBC;
+
+                        f.offset = 0x1000;
+                        f.addr = 0x7f0000000000ULL + f.offset;
+                        test_sample smp = {
+                                .time_ns = h0 + 600 * NSEC_PER_SEC + p * 1000, .cpu = 0, .pid = 20000 + p,
+                                .tid = 20000 + p, .comm = "cc1", .cgroup = "/system.slice/build.service", .period = 1,
+                                .n_frames = 1, .frames = &f,
+                        };
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
+                }
+                ASSERT_OK(store_commit(s));
+        }
         ASSERT_OK(store_flush_samples(s, UINT64_MAX));
 
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) * 100000 + sum(n_samples) FROM sample_blocks WHERE level = 0 AND start_ns = %lld",
+                 (long long) (h0 + 600 * NSEC_PER_SEC));
+        ASSERT_EQ(sql_int(t.db, sql), 1 * 100000 + 16384);
         snprintf(sql, sizeof sql,
                  "SELECT count(*) FROM sample_blocks WHERE level = 4 AND start_ns = %lld AND data = x'00'", (long long) h0);
         ASSERT_EQ(sql_int(t.db, sql), 0);
@@ -770,7 +794,7 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
         ASSERT_EQ(sql_int(t.db, sql), 2);
         snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = 4 AND start_ns = %lld",
                  (long long) h0);
-        ASSERT_EQ(sql_int(t.db, sql), 10 * 1000 * 16);
+        ASSERT_EQ(sql_int(t.db, sql), 10 * 1000 * 16 + 16384);
         /* The second hour: one marker with its totals. */
         snprintf(sql, sizeof sql,
                  "SELECT count(*) * 1000000 + sum(data = x'00') * 100000 + sum(n_samples) FROM sample_blocks "
@@ -779,8 +803,8 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
         ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_HOUR, count_entries, hour));
         ASSERT_OK(sample_scan_level(s, SAMPLE_LEVEL_LEAF_MINUTE, count_entries, minutes));
         ASSERT_U64_EQ(hour[0], 3 * 500 * 16);
-        ASSERT_U64_EQ(hour[1], 10 * 1000 * 16);
-        ASSERT_U64_EQ(minutes[0], 2 * 10 * 500 * 16);
+        ASSERT_U64_EQ(hour[1], 10 * 1000 * 16 + 16384);
+        ASSERT_U64_EQ(minutes[0], 2 * 10 * 500 * 16 + 1);
 
         /* The report of functions (leaf levels) is the full levels', for
          * each hour and both. */
