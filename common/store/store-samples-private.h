@@ -42,10 +42,10 @@ typedef struct level_info {
         bool proc;              /* a leaf level that keeps the pid and the cgroup */
         bool fold;              /* folds the pids of brief processes (store-samples.c) */
         /* 0: its accumulator is written when it holds ACC_MAX_ENTRIES
-         * or more, as it is. Else it holds at most acc_max entries, and
-         * a period that outgrows them is left to the finer level (unless
-         * written before); one of more than ACC_MAX_ENTRIES entries is
-         * written in several blocks. */
+         * or more, as it is. Else a period with a new entry when it holds
+         * acc_max is left to the finer level (one written already is
+         * written after that bucket, past the limit); one of more than
+         * ACC_MAX_ENTRIES entries is written in several blocks. */
         size_t acc_max;
 } level_info;
 
@@ -64,7 +64,6 @@ typedef struct acc {
         uint64_t finer_entries;
         bool written;           /* a block of the open period is written */
         bool delegated;         /* the open period is left to the finer level: a marker at its close */
-        bool outgrown;          /* flushed because a block would not fit level_info.acc_max */
         /* Open addressing over v's keys: position + 1, 0 empty; at most
          * half full. */
         uint32_t *slots;

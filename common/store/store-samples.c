@@ -235,7 +235,6 @@ static void acc_drop_entries(acc *a) {
 void samples_acc_reset(acc *a) {
         a->gen_min = UINT64_MAX;
         acc_drop_entries(a);
-        a->outgrown = false;
         a->samples = 0;
         a->first_ns = a->last_ns = 0;
 }
@@ -774,16 +773,16 @@ static int fold_late(sample_writer *w, unsigned level, uint64_t start_ns, block_
         return 0;
 }
 
-/* An aggregate whose entries sum too little is left to the finer level,
- * if none of its period is written yet (by this writer, or before a
- * restart). */
-static int maybe_delegate(sample_writer *w, unsigned level) {
+/* An aggregate whose entries sum too little, or that outgrew
+ * level_info.acc_max, is left to the finer level, if none of its period
+ * is written yet (by this writer, or before a restart). */
+static int maybe_delegate(sample_writer *w, unsigned level, bool outgrown) {
         acc *a = &w->acc[level];
         bool any = false, marker = false;
         int r;
 
         if (level == 0 || a->delegated || a->written || a->n < DELEGATE_MIN_ENTRIES ||
-            (!a->outgrown && a->n * sample_levels[level].keep_den <= a->finer_entries * sample_levels[level].keep_num))
+            (!outgrown && a->n * sample_levels[level].keep_den <= a->finer_entries * sample_levels[level].keep_num))
                 return 0;
         r = period_blocks(w, level, a->start_ns, &any, &marker);
         if (r < 0)
@@ -814,7 +813,7 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
                 if (r < 0)
                         return r;
         }
-        r = maybe_delegate(w, level);
+        r = maybe_delegate(w, level, false);
         if (r < 0)
                 return r;
         if (a->delegated) {
@@ -878,6 +877,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         uint64_t width = sample_levels[level].width_ns;
         uint64_t start = lower_start_ns / width * width;
         acc *a = &w->acc[level];
+        bool outgrown = false;  /* a new entry did not fit sample_levels[level].acc_max */
         int r;
 
         if (start + width <= w->c.complete[level] || (a->open && start < a->start_ns)) {
@@ -942,7 +942,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                         fold_minute(&w->fold, lower_start_ns / minute * minute);
                 }
                 r = acc_add_level(a, level, v, n, sample_levels[level].fold ? &w->fold : NULL,
-                                  a->outgrown ? 0 : sample_levels[level].acc_max, &done);
+                                  sample_levels[level].acc_max, &done);
                 if (r < 0)
                         return r;
                 if (r > 0) {
@@ -950,8 +950,8 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                          * the finer level; one written already goes on past
                          * the limit and is written after this block (a
                          * restart must not find part of it written). */
-                        a->outgrown = true;
-                        r = maybe_delegate(w, level);
+                        outgrown = true;
+                        r = maybe_delegate(w, level, true);
                         if (r >= 0 && !a->delegated)
                                 r = acc_add_level(a, level, v + done, n - done, NULL, 0, &done);
                         if (r < 0)
@@ -972,7 +972,7 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 if (r < 0)
                         return r;
         }
-        if (sample_levels[level].acc_max ? a->outgrown && !a->delegated : a->n >= ACC_MAX_ENTRIES)
+        if (sample_levels[level].acc_max ? outgrown && !a->delegated : a->n >= ACC_MAX_ENTRIES)
                 return samples_acc_flush(w, level, false);
         return 0;
 }
