@@ -1300,6 +1300,11 @@ int64_t samples_clamp_i64(uint64_t v) {
 
 static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);
 
+/* *st, prepared from sql at its first use in this scan. */
+static int scan_stmt(scan_ctx *x, sqlite3_stmt **st, const char *sql) {
+        return *st ? 0 : store_prepare(x->store, sql, st);
+}
+
 /* The block of a row (boot, start_ns, end_ns, first_ns, last_ns, ...). */
 static scan_block scan_block_of(sqlite3_stmt *st, unsigned level) {
         return (scan_block) {
@@ -1320,14 +1325,11 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
         sqlite3_stmt *st;
         int r, rc;
 
-        if (!x->period) {
-                r = store_prepare(x->store,
-                                  "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
-                                  "WHERE level = ?1 AND start_ns = ?2",
-                                  &x->period);
-                if (r < 0)
-                        return r;
-        }
+        r = scan_stmt(x, &x->period,
+                      "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
+                      "WHERE level = ?1 AND start_ns = ?2");
+        if (r < 0)
+                return r;
         st = x->period;
         sqlite3_bind_int64(st, 1, level);
         sqlite3_bind_int64(st, 2, samples_clamp_i64(start_ns));
@@ -1377,14 +1379,11 @@ static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
 
         /* The periods that have blocks: a window may be years of hours
          * that have none. */
-        if (!x->periods) {
-                r = store_prepare(x->store,
-                                  "SELECT DISTINCT start_ns FROM sample_blocks "
-                                  "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 ORDER BY start_ns",
-                                  &x->periods);
-                if (r < 0)
-                        return r;
-        }
+        r = scan_stmt(x, &x->periods,
+                      "SELECT DISTINCT start_ns FROM sample_blocks "
+                      "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 ORDER BY start_ns");
+        if (r < 0)
+                return r;
         st = x->periods;
         sqlite3_bind_int64(st, 1, level);
         sqlite3_bind_int64(st, 2, samples_clamp_i64(from / width * width));
@@ -1409,24 +1408,21 @@ static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
 
 /* The blocks of `level` whose period overlaps [from, to). */
 int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
-        sqlite3_stmt *st = x->range[level];
+        sqlite3_stmt *st;
         int r, rc;
 
         if (from >= to)
                 return 0;
         if (sample_levels[level].fold && !x->one_level)
                 return scan_folded(x, level, from, to);
-        if (!st) {
-                /* start_ns bounds the index range; a block starts at most
-                 * one period before `from` and still overlaps it. */
-                r = store_prepare(x->store,
-                                  "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
-                                  "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4",
-                                  &x->range[level]);
-                if (r < 0)
-                        return r;
-                st = x->range[level];
-        }
+        /* start_ns bounds the index range; a block starts at most one
+         * period before `from` and still overlaps it. */
+        r = scan_stmt(x, &x->range[level],
+                      "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
+                      "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4");
+        if (r < 0)
+                return r;
+        st = x->range[level];
         sqlite3_bind_int64(st, 1, level);
         sqlite3_bind_int64(st, 2, samples_clamp_i64(from > sample_levels[level].width_ns ? from - sample_levels[level].width_ns : 0));
         sqlite3_bind_int64(st, 3, samples_clamp_i64(to));
