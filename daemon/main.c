@@ -2,6 +2,7 @@
 /* perfsnapd's command line: options, --check-db, and running the daemon
  * object (daemon.c). */
 #include <getopt.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -63,6 +64,15 @@ int main(int argc, char **argv) {
         int c, r;
 
         log_open("perfsnapd");
+        /* Blocks of 1 MiB and more in mappings of their own, whatever
+         * was freed before: glibc raises this threshold to the size of a
+         * freed mapped block, and the aggregates, caches' tables and
+         * dictionaries that grow and are given back (megabytes each)
+         * would stay resident in the heap after they are freed. Not
+         * lower: the blocks of a few hundred KiB that the write path
+         * takes and frees every second would cost a mapping and its
+         * page faults each (bench/RESULTS.md). */
+        mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
         /* Private from the first file on (daemon_start() sets it again). */
         umask(0077);
 
