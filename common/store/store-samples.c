@@ -221,17 +221,10 @@ static int acc_reindex(acc *a, size_t capacity) {
         return 0;
 }
 
+/* Gives its arrays back; it stays usable, empty. */
 void samples_acc_free(acc *a) {
         free(a->slots);
         free(a->v);
-}
-
-/* Gives its arrays back: the period holds nothing more for it. An
- * aggregate of a minute or an hour grows to 32,768 entries (2.6 MB) on a
- * busy machine; a marker holds none, and a closed period's next one grows
- * again in a few steps. */
-static void acc_release(acc *a) {
-        samples_acc_free(a);
         a->slots = NULL;
         a->v = NULL;
         a->capacity = a->alloc = a->n = 0;
@@ -250,7 +243,12 @@ void samples_acc_reset(acc *a) {
         a->first_ns = a->last_ns = 0;
 }
 
-static void acc_close(acc *a) {
+static void acc_close(acc *a, unsigned level) {
+        /* A minute or an hour grows to 32,768 entries (2.6 MB) on a busy
+         * machine, and its next period grows again in a few steps;
+         * buckets close every second and stay small. */
+        if (level > SAMPLE_LEVEL_BUCKET)
+                samples_acc_free(a);
         samples_acc_reset(a);
         a->open = false;
         a->fed_max_id = 0;
@@ -803,7 +801,7 @@ static int maybe_delegate(sample_writer *w, unsigned level, bool outgrown) {
                 return 0;
         }
         a->delegated = true;
-        acc_release(a);
+        samples_acc_free(a);    /* a marker holds no entries */
         a->gen_min = UINT64_MAX;        /* a marker names no generation */
         return 0;
 }
@@ -873,12 +871,9 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
                 if (sample_levels[k].finer == level && w->acc[k].open)
                         w->acc[k].finer_entries += read_instead;
 
-        if (closing) {
-                acc_close(a);
-                /* Buckets close every second and stay small. */
-                if (level > 0)
-                        acc_release(a);
-        } else
+        if (closing)
+                acc_close(a, level);
+        else
                 samples_acc_reset(a);
         return 0;
 }
@@ -1206,7 +1201,7 @@ int sample_writer_reload(sample_writer *w, int cause) {
         if (keep_bucket)
                 SWAP(kept, w->acc[0]);
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
-                acc_close(&w->acc[level]);
+                acc_close(&w->acc[level], level);
         w->fold.end_ns = 0;     /* what it knew of the open period is read back */
         w->fold.late_valid = false;
 
