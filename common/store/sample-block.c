@@ -159,6 +159,19 @@ static inline int entry_cmp(const block_entry *x, const block_entry *y) {
         return 0;
 }
 
+struct sample_codec {
+        ZSTD_CCtx *cctx;
+        ZSTD_DCtx *dctx;
+        /* The encoders' memory, kept from one block to the next: a
+         * bucket of 16,384 entries sorts through 1.2 MB of entries (and
+         * its columns take up to 1.8 MB), which malloc() maps and unmaps
+         * at each block, so that every page of them faulted again. */
+        wbuf cols;
+        const block_entry **sort_p;
+        block_entry *sorted;
+        size_t sort_alloc;      /* entries sort_p and sorted have room for */
+};
+
 int block_entry_cmp(const void *a, const void *b) {
         return entry_cmp(a, b);
 }
@@ -168,16 +181,32 @@ int block_entry_cmp(const void *a, const void *b) {
  * qsort() took ~700 instructions an entry here, most of them calls
  * through its comparison pointer. Without memory for the pointers,
  * qsort() it is. */
-static void sort_entries(block_entry *v, size_t n) {
+static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
         enum { RUN = 16 };
-        _cleanup_free_ const block_entry **p = NULL;
-        _cleanup_free_ block_entry *sorted = NULL;
-        const block_entry **a, **b;
+        _cleanup_free_ const block_entry **own_p = NULL;
+        _cleanup_free_ block_entry *own_sorted = NULL;
+        const block_entry **a, **b, **p;
+        block_entry *sorted;
 
         if (n < 2)
                 return;
-        p = malloc(2 * n * sizeof *p);
-        sorted = malloc(n * sizeof *sorted);
+        if (codec && codec->sort_alloc < n) {
+                const block_entry **np = reallocarray(codec->sort_p, 2 * n, sizeof *np);
+
+                if (np)
+                        codec->sort_p = np;
+                block_entry *ns = np ? reallocarray(codec->sorted, n, sizeof *ns) : NULL;
+                if (ns)
+                        codec->sorted = ns;
+                codec->sort_alloc = np && ns ? n : 0;
+        }
+        if (codec && codec->sort_alloc >= n) {
+                p = codec->sort_p;
+                sorted = codec->sorted;
+        } else {
+                p = own_p = malloc(2 * n * sizeof *p);
+                sorted = own_sorted = malloc(n * sizeof *sorted);
+        }
         if (!p || !sorted) {
                 qsort(v, n, sizeof *v, block_entry_cmp);
                 return;
@@ -229,10 +258,20 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         }
 }
 
-struct sample_codec {
-        ZSTD_CCtx *cctx;
-        ZSTD_DCtx *dctx;
-};
+/* Columns to encode into: the codec's, emptied, or a buffer of the
+ * caller's (*ret_owned, to free) without a codec. */
+static int cols_begin(sample_codec *codec, size_t need, wbuf *local, wbuf **ret, uint8_t **ret_owned) {
+        wbuf *b = codec ? &codec->cols : local;
+        int r;
+
+        b->len = 0;
+        r = wbuf_reserve(b, need);
+        if (r < 0)
+                return r;
+        *ret = b;
+        *ret_owned = codec ? NULL : b->p;
+        return 0;
+}
 
 sample_codec *sample_codec_new(void) {
         sample_codec *c = calloc(1, sizeof *c);
@@ -250,6 +289,9 @@ sample_codec *sample_codec_free(sample_codec *c) {
         if (c) {
                 ZSTD_freeCCtx(c->cctx);
                 ZSTD_freeDCtx(c->dctx);
+                free(c->cols.p);
+                free(c->sort_p);
+                free(c->sorted);
                 free(c);
         }
         return NULL;
@@ -325,7 +367,7 @@ static int block_inflate(sample_codec *codec, const uint8_t *p, const uint8_t *e
 int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with_frames, uint8_t **ret,
                         size_t *ret_size) {
         _cleanup_free_ uint8_t *raw = NULL;
-        wbuf cols = {};
+        wbuf local = {}, *cols;
         uint64_t count = 0, period = 0, mean;
         bool kinds = false;
         int r;
@@ -340,29 +382,28 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
                 kinds = kinds || v[i].kind != SAMPLE_KIND_CPU;
         }
         mean = count > 0 ? period / count : 0;
-        sort_entries(v, n);
+        sort_entries(codec, v, n);
 
-        r = wbuf_reserve(&cols, n * N_COLUMNS * VARINT_MAX);
+        r = cols_begin(codec, n * N_COLUMNS * VARINT_MAX, &local, &cols, &raw);
         if (r < 0)
                 return r;
-        raw = cols.p;
         /* Blocks of CPU samples alone are format 3: the kind column
          * would be n zeros. */
         for (unsigned c = 0; c < (kinds ? N_COLUMNS : N_COLUMNS - 1); c++) {
                 block_entry prev = {};
 
                 if (c == FRAME_COLUMN && !with_frames) {
-                        memset(cols.p + cols.len, 0, n);
-                        cols.len += n;
+                        memset(cols->p + cols->len, 0, n);
+                        cols->len += n;
                         continue;
                 }
                 for (size_t i = 0; i < n; i++) {
-                        put_varint(&cols, column_value(c, v + i, &prev, mean));
+                        put_varint(cols, column_value(c, v + i, &prev, mean));
                         prev = v[i];
                 }
         }
 
-        return block_finish(codec, kinds ? SAMPLE_BLOCK_FORMAT : 3, n, mean, &cols, ret, ret_size);
+        return block_finish(codec, kinds ? SAMPLE_BLOCK_FORMAT : 3, n, mean, cols, ret, ret_size);
 }
 
 int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n) {
@@ -513,7 +554,7 @@ int dict_block_encode(sample_codec *codec, dict_kind kind, const int64_t *rows, 
         _cleanup_free_ uint8_t *raw = NULL;
         const struct dict_spec *sp;
         size_t w;
-        wbuf cols = {};
+        wbuf local = {}, *cols;
         int r;
 
         if (kind >= _DICT_KIND_MAX || n == 0 || n > DICT_BLOCK_MAX_ROWS)
@@ -524,24 +565,23 @@ int dict_block_encode(sample_codec *codec, dict_kind kind, const int64_t *rows, 
                 if (!dict_row_valid(kind, rows + i * w) || (i > 0 && rows[i * w] <= rows[(i - 1) * w]))
                         return -EINVAL;
 
-        r = wbuf_reserve(&cols, n * w * VARINT_MAX);
+        r = cols_begin(codec, n * w * VARINT_MAX, &local, &cols, &raw);
         if (r < 0)
                 return r;
-        raw = cols.p;
         for (size_t i = 0; i < n; i++)
-                put_varint(&cols, i == 0 ? 0 : (uint64_t) (rows[i * w] - rows[(i - 1) * w] - 1));
+                put_varint(cols, i == 0 ? 0 : (uint64_t) (rows[i * w] - rows[(i - 1) * w] - 1));
         for (unsigned c = 0; c < sp->columns; c++)
                 for (size_t i = 0; i < n; i++) {
                         const int64_t *row = rows + i * w;
 
                         if (sp->mode[c] == COL_PARENT)
-                                put_varint(&cols, (uint64_t) (row[0] - row[1 + c]));
+                                put_varint(cols, (uint64_t) (row[0] - row[1 + c]));
                         else    /* differences wrap, as the decoder's sums do */
-                                put_varint(&cols, zigzag((int64_t) ((uint64_t) row[1 + c] -
+                                put_varint(cols, zigzag((int64_t) ((uint64_t) row[1 + c] -
                                                                     (i == 0 ? 0 : (uint64_t) row[1 + c - w]))));
                 }
 
-        return block_finish(codec, sp->format, n, (uint64_t) rows[0], &cols, ret, ret_size);
+        return block_finish(codec, sp->format, n, (uint64_t) rows[0], cols, ret, ret_size);
 }
 
 int dict_block_decode(sample_codec *codec, dict_kind kind, const uint8_t *data, size_t size, int64_t **ret,
