@@ -25,6 +25,9 @@
 /* User frames by (file, offset): the hot ones of a busy machine fit; the
  * table (24 bytes a slot, at most half full) stays within 1.5 MiB. */
 #define UFILE_CACHE_MAX_ENTRIES (32 * 1024)
+/* Files' string ids by (file id, which): the files of a busy machine's
+ * samples. */
+#define UFILE_STRINGS_MAX_ENTRIES (4 * 1024)
 /* Kernel frames by (address, epoch): a kernel's hot code, within 3 MiB. */
 #define KFRAME_CACHE_MAX_ENTRIES (64 * 1024)
 /* JIT frames by (map version, address). */
@@ -65,6 +68,10 @@ struct symbolizer {
         /* (file id of the tasks table, file offset) -> interned frame id
          * of a user frame in a file */
         idcache *ufile_cache;
+        /* (file id, UFILE_PATH or UFILE_BUILD_ID) -> the string id of its
+         * path or build-id (0: none): a new offset of a file is a frame
+         * of known strings (store_intern_file_frame()) */
+        idcache *ufile_strings;
         /* a comm of up to 15 bytes, as two words -> its string id */
         idcache *comm_cache;
         /* (jitmaps_version() of the process's map, address) -> interned
@@ -100,6 +107,8 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         if (r >= 0)
                 r = idcache_new(UFILE_CACHE_MAX_ENTRIES, &s->ufile_cache);
         if (r >= 0)
+                r = idcache_new(UFILE_STRINGS_MAX_ENTRIES, &s->ufile_strings);
+        if (r >= 0)
                 r = idcache_new(COMM_CACHE_MAX_ENTRIES, &s->comm_cache);
         if (r >= 0)
                 r = idcache_new(JIT_CACHE_MAX_ENTRIES, &s->jit_cache);
@@ -120,6 +129,7 @@ symbolizer *symbolizer_free(symbolizer *s) {
                 return NULL;
         idcache_free(s->kframe_cache);
         idcache_free(s->ufile_cache);
+        idcache_free(s->ufile_strings);
         idcache_free(s->comm_cache);
         idcache_free(s->jit_cache);
         hashmap_free(s->ufile_seen);
@@ -168,6 +178,7 @@ size_t symbolizer_buffer_bytes(const symbolizer *s) {
 void symbolizer_forget_ids(symbolizer *s) {
         idcache_clear(s->kframe_cache);
         idcache_clear(s->ufile_cache);
+        idcache_clear(s->ufile_strings);
         idcache_clear(s->comm_cache);
         idcache_clear(s->jit_cache);
         pathcache_clear(s->path_cache);
@@ -244,6 +255,24 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
         return idcache_put(s->kframe_cache, ip, epoch, *ret);
 }
 
+enum { UFILE_PATH, UFILE_BUILD_ID };
+
+/* The string id of a file's path or build-id ("": 0). */
+static int ufile_string(symbolizer *s, uint64_t file_id, unsigned which, const char *str, int64_t *ret) {
+        int r;
+
+        if (which == UFILE_BUILD_ID && !str[0]) {
+                *ret = 0;
+                return 0;
+        }
+        if (idcache_get(s->ufile_strings, file_id, which, ret))
+                return 0;
+        r = store_intern_string(s->store, str, ret);
+        if (r < 0)
+                return r;
+        return idcache_put(s->ufile_strings, file_id, which, *ret);
+}
+
 /* 1 (and no frame) for a return address that cannot be one: outside
  * every executable mapping of a process whose mappings are known. */
 static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_address, int64_t *ret) {
@@ -302,7 +331,12 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         /* Two numbers instead of the frame's path and build-id. */
         if (idcache_get(s->ufile_cache, m.file_id, f.offset, ret))
                 return 0;
-        r = store_intern_frame(s->store, &f, ret);
+        int64_t path_id, build_id_id;
+        r = ufile_string(s, m.file_id, UFILE_PATH, m.path, &path_id);
+        if (r >= 0)
+                r = ufile_string(s, m.file_id, UFILE_BUILD_ID, m.build_id, &build_id_id);
+        if (r >= 0)
+                r = store_intern_file_frame(s->store, f.offset, path_id, build_id_id, ret);
         if (r < 0)
                 return r;
         if (s->file_cb && f.build_id) {

@@ -211,6 +211,36 @@ int store_intern_frame(store *s, const frame *f, int64_t *ret_id) {
         return 0;
 }
 
+static int intern_file_frame_locked(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id,
+                                    int64_t *ret_id) {
+        int64_t values[] = { FRAME_USER, i64(offset), 0, i64(offset), module_id, build_id_id };
+        int r;
+
+        r = dict_intern(s->frames, sample_writer_frame_generation(s->samples, NULL), values, ret_id);
+        if (r > 0)
+                s->frame_gen_bytes += FRAME_ROW_BYTES;
+        return MIN(r, 0);
+}
+
+int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id, int64_t *ret_id) {
+        bool owned;
+        int64_t id = 0;
+        int r;
+
+        if (!s || !ret_id || module_id <= 0 || build_id_id < 0)
+                return -EINVAL;
+
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = store_write_end(s, owned, intern_file_frame_locked(s, offset, module_id, build_id_id, &id));
+        if (r < 0)
+                return r;
+
+        *ret_id = id;
+        return 0;
+}
+
 static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id) {
         int64_t values[] = { parent_id, frame_id };
         int r;

@@ -60,6 +60,12 @@ int store_rollback(store *s);
  * so a repeated value costs a hash lookup, not a query. */
 int store_intern_string(store *s, const char *str, int64_t *ret_id);
 int store_intern_frame(store *s, const frame *f, int64_t *ret_id);
+/* The user frame at `offset` of a file whose path and build-id are the
+ * strings module_id and build_id_id (store_intern_string(); 0: no
+ * build-id): the frame store_intern_frame() makes of { FRAME_USER, addr
+ * and offset `offset`, module, build_id }, without hashing its strings
+ * again. For the symbolizer, which knows a file's string ids. */
+int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id, int64_t *ret_id);
 /* A stack is a node of a prefix tree: (parent stack, frame). parent 0 is
  * the root; frames are added outermost caller first. */
 int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id);

@@ -167,6 +167,57 @@ TEST(interning_is_idempotent_across_reopen) {
         ASSERT_LT(v[1], 0);
 }
 
+/* The symbolizer interns a new offset of a mapped file by its strings'
+ * ids: the frame must be the one its strings make. */
+TEST(file_frames_are_the_frames_of_their_strings) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const char *path = "/usr/lib/x86_64-linux-gnu/libz.so.1.2.13";
+        const frame with_bid = { FRAME_USER, 0x2a40, NULL, 0x2a40, path, "5f0c1e" };
+        const frame without = { FRAME_USER, 0x2a40, NULL, 0x2a40, path, NULL };
+        const frame later = { FRAME_USER, 0x9000, NULL, 0x9000, path, "5f0c1e" };
+        int64_t p, b, f1, f2, f3, id;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_intern_frame(s, &with_bid, &f1));
+        ASSERT_OK(store_intern_frame(s, &without, &f2));
+        ASSERT_NE(f1, f2);
+        ASSERT_OK(store_intern_string(s, path, &p));
+        ASSERT_OK(store_intern_string(s, "5f0c1e", &b));
+
+        ASSERT_OK(store_intern_file_frame(s, 0x2a40, p, b, &id));
+        ASSERT_EQ(id, f1);
+        ASSERT_OK(store_intern_file_frame(s, 0x2a40, p, 0, &id));
+        ASSERT_EQ(id, f2);
+        /* A new one first by its strings' ids, then by its strings. */
+        ASSERT_OK(store_intern_file_frame(s, 0x9000, p, b, &f3));
+        ASSERT_NE(f3, f1);
+        ASSERT_OK(store_intern_frame(s, &later, &id));
+        ASSERT_EQ(id, f3);
+
+        ASSERT_ERROR(store_intern_file_frame(s, 0x9000, 0, b, &id), EINVAL);
+        ASSERT_ERROR(store_intern_file_frame(s, 0x9000, p, -1, &id), EINVAL);
+
+        /* Written as one frame each, found again after a reopen. */
+        s = store_free(s);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_intern_file_frame(s, 0x9000, p, b, &id));
+        ASSERT_EQ(id, f3);
+        ASSERT_OK(store_intern_frame(s, &with_bid, &id));
+        ASSERT_EQ(id, f1);
+        ASSERT_EQ(sql_int(t.db, "SELECT coalesce(sum(n), 0) FROM frame_blocks"), 3);
+
+        int64_t v[6];
+        ASSERT_TRUE(frame_in_file(t.db, f3, v));
+        ASSERT_EQ(v[0], FRAME_USER);
+        ASSERT_EQ(v[1], 0x9000);
+        ASSERT_EQ(v[2], 0);
+        ASSERT_EQ(v[3], 0x9000);
+        ASSERT_EQ(v[4], p);
+        ASSERT_EQ(v[5], b);
+}
+
 TEST(rollback_forgets_cached_ids) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;

@@ -237,6 +237,30 @@ TEST(comm_ids_do_not_outlive_a_rollback) {
         teardown(&f);
 }
 
+/* Likewise the string ids of a mapped file, by which a new offset of it
+ * is interned: after the rollback "other" and "strings" take the ids its
+ * path and build-id had, and a new frame must not be named by them. */
+TEST(file_string_ids_do_not_outlive_a_rollback) {
+        const uint64_t first[] = { CTX_U, APP_A + 0x10 };
+        const uint64_t later[] = { CTX_U, APP_A + 0x30 };
+        const char *const want[] = { "app+0x30" };
+        fixture f = {};
+        int64_t path, bid, id;
+
+        setup(&f);
+        ASSERT_GT(stack_of(&f, 100, first, ELEMENTSOF(first)), 0);
+        ASSERT_OK(store_rollback(f.store));
+        ASSERT_OK(store_begin(f.store));
+        ASSERT_OK(store_intern_string(f.store, "other", &path));
+        ASSERT_OK(store_intern_string(f.store, "strings", &bid));
+        assert_stored_frames(&f, stack_of(&f, 100, later, ELEMENTSOF(later)), want, ELEMENTSOF(want));
+        ASSERT_OK(store_begin(f.store));
+        ASSERT_OK(store_intern_string(f.store, "/usr/bin/app", &id));
+        ASSERT_NE(id, path);
+        ASSERT_NE(id, bid);
+        teardown(&f);
+}
+
 static void put_text(const fixture *f, const char *rel, const char *mode, const char *text) {
         char path[256];
         FILE *fp;
