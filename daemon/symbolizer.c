@@ -167,7 +167,7 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 
 size_t symbolizer_cache_bytes(const symbolizer *s) {
         return idcache_memory_bytes(s->kframe_cache) + idcache_memory_bytes(s->ufile_cache) +
-               idcache_memory_bytes(s->comm_cache) + idcache_memory_bytes(s->jit_cache) +
+               idcache_memory_bytes(s->ufile_strings) + idcache_memory_bytes(s->comm_cache) + idcache_memory_bytes(s->jit_cache) +
                hashmap_memory_bytes(s->ufile_seen) + pathcache_memory_bytes(s->path_cache);
 }
 

@@ -172,6 +172,15 @@ struct sample_codec {
         size_t sort_alloc;      /* entries sort_p and sorted have room for */
 };
 
+/* Blocks of more entries than the writer's accumulators hold (a bucket
+ * block of an older version, fed again) are encoded in memory of their
+ * own: the codec keeps at most this much for the daemon's life. */
+#define CODEC_KEEP_MAX_ENTRIES (16u * 1024)
+
+size_t sample_codec_memory_bytes(const sample_codec *c) {
+        return c ? c->cols.alloc + c->sort_alloc * (2 * sizeof *c->sort_p + sizeof *c->sorted) : 0;
+}
+
 int block_entry_cmp(const void *a, const void *b) {
         return entry_cmp(a, b);
 }
@@ -190,6 +199,8 @@ static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
 
         if (n < 2)
                 return;
+        if (n > CODEC_KEEP_MAX_ENTRIES)
+                codec = NULL;
         if (codec && codec->sort_alloc < n) {
                 const block_entry **np = reallocarray(codec->sort_p, 2 * n, sizeof *np);
 
@@ -258,11 +269,16 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         }
 }
 
-/* Columns to encode into: the codec's, emptied, or a buffer of the
- * caller's (*ret_owned, to free) without a codec. */
-static int cols_begin(sample_codec *codec, size_t need, wbuf *local, wbuf **ret, uint8_t **ret_owned) {
-        wbuf *b = codec ? &codec->cols : local;
+/* Columns of n entries (need bytes) to encode into: the codec's,
+ * emptied, or a buffer of the caller's (*ret_owned, to free) without a
+ * codec or for more than CODEC_KEEP_MAX_ENTRIES. */
+static int cols_begin(sample_codec *codec, size_t n, size_t need, wbuf *local, wbuf **ret, uint8_t **ret_owned) {
+        wbuf *b;
         int r;
+
+        if (n > CODEC_KEEP_MAX_ENTRIES)
+                codec = NULL;
+        b = codec ? &codec->cols : local;
 
         b->len = 0;
         r = wbuf_reserve(b, need);
@@ -384,7 +400,7 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
         mean = count > 0 ? period / count : 0;
         sort_entries(codec, v, n);
 
-        r = cols_begin(codec, n * N_COLUMNS * VARINT_MAX, &local, &cols, &raw);
+        r = cols_begin(codec, n, n * N_COLUMNS * VARINT_MAX, &local, &cols, &raw);
         if (r < 0)
                 return r;
         /* Blocks of CPU samples alone are format 3: the kind column
@@ -565,7 +581,7 @@ int dict_block_encode(sample_codec *codec, dict_kind kind, const int64_t *rows, 
                 if (!dict_row_valid(kind, rows + i * w) || (i > 0 && rows[i * w] <= rows[(i - 1) * w]))
                         return -EINVAL;
 
-        r = cols_begin(codec, n * w * VARINT_MAX, &local, &cols, &raw);
+        r = cols_begin(codec, n, n * w * VARINT_MAX, &local, &cols, &raw);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++)

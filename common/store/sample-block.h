@@ -66,6 +66,9 @@ typedef struct block_entry {
 typedef struct sample_codec sample_codec;
 sample_codec *sample_codec_new(void);
 sample_codec *sample_codec_free(sample_codec *c);
+/* What the codec keeps between blocks for the encoders (columns, the
+ * sort's memory; zstd's contexts not counted). */
+size_t sample_codec_memory_bytes(const sample_codec *c);
 
 /* A block of this one byte stands for a period of an aggregate level
  * that is not stored: readers take the period from the finer level. */

@@ -507,7 +507,9 @@ size_t dict_rows(const dict *d) {
 }
 
 size_t dict_memory_bytes(const dict *d) {
-        return d ? sizeof *d + d->alloc_rows * d->width * sizeof(int64_t) + d->capacity * sizeof(uint32_t) : 0;
+        return d ? sizeof *d + d->alloc_rows * d->width * sizeof(int64_t) + d->capacity * sizeof(uint32_t) +
+                           sample_codec_memory_bytes(d->codec)
+                 : 0;
 }
 
 uint64_t dict_bad_blocks(const dict *d) {

@@ -1276,7 +1276,7 @@ size_t sample_writer_memory_bytes(const sample_writer *w) {
                 n += w->acc[level].capacity * sizeof(uint32_t) + w->acc[level].alloc * sizeof(block_entry);
         if (w->fold.bits)
                 n += (size_t) _FOLD_MAX * FOLD_WORDS * sizeof(uint64_t);
-        return n;
+        return n + sample_codec_memory_bytes(w->codec);
 }
 
 /* Samples the still-open level-0 period holds that [from, until) covers,

@@ -125,6 +125,32 @@ TEST(round_trip_random_blocks) {
                 free(got);
                 free(data);
         }
+        ASSERT_GT(sample_codec_memory_bytes(codec), 0);
+        sample_codec_free(codec);
+}
+
+/* Blocks of up to 16,384 entries (what the writer's accumulators hold)
+ * are encoded in the codec's memory, larger ones in their own: a codec
+ * keeps no more than that for its life. */
+TEST(codec_keeps_memory_for_blocks_it_writes) {
+        sample_codec *codec = sample_codec_new();
+        size_t n = 20000, size = 0, kept;
+        block_entry *v = calloc(n, sizeof *v);
+        uint8_t *data = NULL;
+
+        ASSERT_TRUE(codec && v);
+        random_entries(v, n);
+        ASSERT_OK(sample_block_encode(codec, v, n, true, &data, &size));
+        ASSERT_EQ(sample_codec_memory_bytes(codec), 0);
+        free(data);
+        ASSERT_OK(sample_block_encode(codec, v, 16384, true, &data, &size));
+        kept = sample_codec_memory_bytes(codec);
+        ASSERT_GE(kept, 16384 * (2 * sizeof(void *) + sizeof(block_entry)));
+        free(data);
+        ASSERT_OK(sample_block_encode(codec, v, 100, true, &data, &size));
+        ASSERT_EQ(sample_codec_memory_bytes(codec), kept);
+        free(data);
+        free(v);
         sample_codec_free(codec);
 }
 

@@ -261,6 +261,98 @@ TEST(file_string_ids_do_not_outlive_a_rollback) {
         teardown(&f);
 }
 
+/* The frame the symbolizer interns for a new offset of a mapped
+ * file (by its strings' ids) is the frame store_intern_frame() makes of
+ * { FRAME_USER, offset, NULL, offset, path, build-id or NULL }: one id
+ * for the same code whichever path interned it first, with a build-id
+ * and without, and after a generation of stacks alone. */
+static int64_t leaf_of(fixture *f, uint32_t pid, uint64_t ip, uint64_t time) {
+        const uint64_t chain[] = { CTX_U, ip };
+        perf_sample ps = { .pid = pid, .tid = pid, .time = time, .period = 1, .nr = 2, .ips = chain };
+        int64_t stack = -1, leaf = -1;
+
+        ASSERT_OK(symbolizer_stack(f->sym, &ps, &stack, &leaf));
+        ASSERT_GT(leaf, 0);
+        return leaf;
+}
+
+static void assert_file_frame(fixture *f, uint32_t pid, uint64_t ip, uint64_t off, const char *path,
+                              const char *bid, uint64_t time) {
+        const frame fr = { FRAME_USER, off, NULL, off, path, bid };
+        int64_t by_sym, by_store;
+
+        by_sym = leaf_of(f, pid, ip, time);
+        ASSERT_OK(store_intern_frame(f->store, &fr, &by_store));
+        ASSERT_EQ(by_sym, by_store);
+}
+
+static void assert_file_frame_store_first(fixture *f, uint32_t pid, uint64_t ip, uint64_t off, const char *path,
+                                          const char *bid, uint64_t time) {
+        const frame fr = { FRAME_USER, off, NULL, off, path, bid };
+        int64_t by_store;
+
+        ASSERT_OK(store_intern_frame(f->store, &fr, &by_store));
+        ASSERT_EQ(leaf_of(f, pid, ip, time), by_store);
+}
+
+#define LIB_A 0x7f1000000000ULL         /* /usr/lib/libnobid.so (no build-id) in pid 100, pgoff 0x2000 */
+
+TEST(user_file_frames_are_the_stores_frames) {
+        fixture f = {};
+        int64_t stack;
+
+        setup(&f);
+        ASSERT_OK(tasks_mmap(f.tasks, 100, LIB_A, 0x10000, 0x2000, "/usr/lib/libnobid.so", NULL));
+
+        /* Symbolizer first (strings not yet cached), then again at new
+         * offsets (strings cached by file id). */
+        assert_file_frame(&f, 100, APP_A + 0x40, 0x40, "/usr/bin/app", "abcd", 1000);
+        assert_file_frame(&f, 100, APP_A + 0x44, 0x44, "/usr/bin/app", "abcd", 1000);
+        assert_file_frame(&f, 100, LIB_A + 0x50, 0x2050, "/usr/lib/libnobid.so", NULL, 1000);
+        assert_file_frame(&f, 100, LIB_A + 0x54, 0x2054, "/usr/lib/libnobid.so", NULL, 1000);
+        /* The store first. */
+        assert_file_frame_store_first(&f, 100, APP_A + 0x48, 0x48, "/usr/bin/app", "abcd", 1000);
+        assert_file_frame_store_first(&f, 100, LIB_A + 0x58, 0x2058, "/usr/lib/libnobid.so", NULL, 1000);
+
+        /* A new generation of stacks alone (an hour of samples): the
+         * frames' generation goes on, and a new offset is still one frame. */
+        stack = stack_of(&f, 100, (const uint64_t[]) { CTX_U, APP_A + 0x40 }, 2);
+        uint64_t gen0 = store_generation(f.store);
+        ASSERT_OK(store_insert_sample(f.store, &(stored_sample) { .time_ns = T0, .pid = 100, .tid = 100,
+                                      .stack_id = stack, .period = 1, .boot_id = f.boot }));
+        ASSERT_OK(store_insert_sample(f.store, &(stored_sample) { .time_ns = T0 + 2 * 3600 * NSEC_PER_SEC,
+                                      .pid = 100, .tid = 100, .stack_id = stack, .period = 1, .boot_id = f.boot }));
+        ASSERT_OK(store_commit(f.store));
+        ASSERT_OK(store_begin(f.store));
+        ASSERT_NE(store_generation(f.store), gen0);
+        assert_file_frame(&f, 100, APP_A + 0x60, 0x60, "/usr/bin/app", "abcd", 2000);
+        assert_file_frame(&f, 100, LIB_A + 0x60, 0x2060, "/usr/lib/libnobid.so", NULL, 2000);
+        assert_file_frame_store_first(&f, 100, APP_A + 0x64, 0x64, "/usr/bin/app", "abcd", 2000);
+        /* and the old ones are the same frames as before the generation */
+        assert_file_frame(&f, 100, APP_A + 0x40, 0x40, "/usr/bin/app", "abcd", 2000);
+        teardown(&f);
+}
+
+/* A user frame interned by its strings' ids counts toward the
+ * frame generation's size as store_intern_frame()'s do (FRAME_ROW_BYTES,
+ * 10 bytes): ten new frames (and ten stack nodes, 40 bytes) at a limit of
+ * 100 bytes end the generation at the next sample. */
+TEST(user_file_frames_count_toward_the_generation) {
+        fixture f = {};
+        int64_t stack = 0;
+        uint64_t gen0;
+
+        setup(&f);
+        store_set_dictionary_limit(f.store, 100);
+        gen0 = store_generation(f.store);
+        for (unsigned i = 0; i < 10; i++)
+                stack = stack_of(&f, 100, (const uint64_t[]) { CTX_U, APP_A + 0x100 + 4 * i }, 2);
+        ASSERT_OK(store_insert_sample(f.store, &(stored_sample) { .time_ns = T0, .pid = 100, .tid = 100,
+                                      .stack_id = stack, .period = 1, .boot_id = f.boot }));
+        ASSERT_NE(store_generation(f.store), gen0);
+        teardown(&f);
+}
+
 static void put_text(const fixture *f, const char *rel, const char *mode, const char *text) {
         char path[256];
         FILE *fp;
