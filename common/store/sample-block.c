@@ -163,13 +163,12 @@ struct sample_codec {
         ZSTD_CCtx *cctx;
         ZSTD_DCtx *dctx;
         /* The encoders' memory, kept from one block to the next: a
-         * bucket of 16,384 entries sorts through 1.2 MB of entries (and
-         * its columns take up to 1.8 MB), which malloc() maps and unmaps
-         * at each block, so that every page of them faulted again. */
+         * bucket of 16,384 entries takes up to 1.8 MB of columns (and
+         * the sort 256 KiB of pointers), which malloc() would map and
+         * unmap at each block, so that every page of them faulted again. */
         wbuf cols;
         const block_entry **sort_p;
-        block_entry *sorted;
-        size_t sort_alloc;      /* entries sort_p and sorted have room for */
+        size_t sort_alloc;      /* entries sort_p has room for (two pointers each) */
 };
 
 /* Blocks of more entries than the writer's accumulators hold (a bucket
@@ -178,7 +177,7 @@ struct sample_codec {
 #define CODEC_KEEP_MAX_ENTRIES (16u * 1024)
 
 size_t sample_codec_memory_bytes(const sample_codec *c) {
-        return c ? c->cols.alloc + c->sort_alloc * (2 * sizeof *c->sort_p + sizeof *c->sorted) : 0;
+        return c ? c->cols.alloc + c->sort_alloc * 2 * sizeof *c->sort_p : 0;
 }
 
 int block_entry_cmp(const void *a, const void *b) {
@@ -186,16 +185,14 @@ int block_entry_cmp(const void *a, const void *b) {
 }
 
 /* Sorts v by block_entry_cmp(), stably: a merge sort of pointers with
- * the comparison inlined, then one pass that moves the 72-byte entries.
- * qsort() took ~700 instructions an entry here, most of them calls
- * through its comparison pointer. Without memory for the pointers,
- * qsort() it is. */
+ * the comparison inlined, then the 72-byte entries moved into place
+ * along the cycles of the permutation (no copy of the block). qsort()
+ * took ~700 instructions an entry here, most of them calls through its
+ * comparison pointer. Without memory for the pointers, qsort() it is. */
 static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
         enum { RUN = 16 };
         _cleanup_free_ const block_entry **own_p = NULL;
-        _cleanup_free_ block_entry *own_sorted = NULL;
         const block_entry **a, **b, **p;
-        block_entry *sorted;
 
         if (n < 2)
                 return;
@@ -204,21 +201,16 @@ static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
         if (codec && codec->sort_alloc < n) {
                 const block_entry **np = reallocarray(codec->sort_p, 2 * n, sizeof *np);
 
-                if (np)
+                if (np) {
                         codec->sort_p = np;
-                block_entry *ns = np ? reallocarray(codec->sorted, n, sizeof *ns) : NULL;
-                if (ns)
-                        codec->sorted = ns;
-                codec->sort_alloc = np && ns ? n : 0;
+                        codec->sort_alloc = n;
+                }
         }
-        if (codec && codec->sort_alloc >= n) {
+        if (codec && codec->sort_alloc >= n)
                 p = codec->sort_p;
-                sorted = codec->sorted;
-        } else {
+        else
                 p = own_p = malloc(2 * n * sizeof *p);
-                sorted = own_sorted = malloc(n * sizeof *sorted);
-        }
-        if (!p || !sorted) {
+        if (!p) {
                 qsort(v, n, sizeof *v, block_entry_cmp);
                 return;
         }
@@ -246,9 +238,31 @@ static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
                 }
                 SWAP(a, b);
         }
-        for (size_t i = 0; i < n; i++)
-                sorted[i] = *a[i];
-        memcpy(v, sorted, n * sizeof *v);
+        /* Position i takes the entry a[i] points to. Each cycle of that
+         * permutation is walked once: its first entry waits aside while
+         * every other moves into the place that takes it; a place done
+         * is marked NULL. */
+        for (size_t i = 0; i < n; i++) {
+                if (!a[i])
+                        continue;
+                if ((size_t) (a[i] - v) == i) {
+                        a[i] = NULL;
+                        continue;
+                }
+                block_entry first = v[i];
+
+                for (size_t j = i;;) {
+                        size_t from = (size_t) (a[j] - v);
+
+                        a[j] = NULL;
+                        if (from == i) {
+                                v[j] = first;
+                                break;
+                        }
+                        v[j] = v[from];
+                        j = from;
+                }
+        }
 }
 
 /* Column c of entry i, given entry i - 1 (prev) and the mean period. */
@@ -307,7 +321,6 @@ sample_codec *sample_codec_free(sample_codec *c) {
                 ZSTD_freeDCtx(c->dctx);
                 free(c->cols.p);
                 free(c->sort_p);
-                free(c->sorted);
                 free(c);
         }
         return NULL;
