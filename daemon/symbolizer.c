@@ -167,8 +167,9 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 
 size_t symbolizer_cache_bytes(const symbolizer *s) {
         return idcache_memory_bytes(s->kframe_cache) + idcache_memory_bytes(s->ufile_cache) +
-               idcache_memory_bytes(s->ufile_strings) + idcache_memory_bytes(s->comm_cache) + idcache_memory_bytes(s->jit_cache) +
-               hashmap_memory_bytes(s->ufile_seen) + pathcache_memory_bytes(s->path_cache);
+               idcache_memory_bytes(s->ufile_strings) + idcache_memory_bytes(s->comm_cache) +
+               idcache_memory_bytes(s->jit_cache) + hashmap_memory_bytes(s->ufile_seen) +
+               pathcache_memory_bytes(s->path_cache);
 }
 
 size_t symbolizer_buffer_bytes(const symbolizer *s) {
@@ -322,7 +323,6 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
                         s->stats.user_frames_unknown++;
                 return store_intern_frame(s->store, &f, ret);
         }
-        f.addr = f.offset;
         if (f.build_id)
                 s->stats.user_frames_build_id++;
         else

@@ -176,6 +176,12 @@ struct sample_codec {
  * own: the codec keeps at most this much for the daemon's life. */
 #define CODEC_KEEP_MAX_ENTRIES (16u * 1024)
 
+/* The codec whose memory a block of n entries is encoded in: NULL past
+ * that bound. */
+static sample_codec *codec_keeping(sample_codec *c, size_t n) {
+        return n <= CODEC_KEEP_MAX_ENTRIES ? c : NULL;
+}
+
 size_t sample_codec_memory_bytes(const sample_codec *c) {
         return c ? c->cols.alloc + c->sort_alloc * 2 * sizeof *c->sort_p : 0;
 }
@@ -196,8 +202,7 @@ static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
 
         if (n < 2)
                 return;
-        if (n > CODEC_KEEP_MAX_ENTRIES)
-                codec = NULL;
+        codec = codec_keeping(codec, n);
         if (codec && codec->sort_alloc < n) {
                 const block_entry **np = reallocarray(codec->sort_p, 2 * n, sizeof *np);
 
@@ -290,8 +295,7 @@ static int cols_begin(sample_codec *codec, size_t n, size_t need, wbuf *local, w
         wbuf *b;
         int r;
 
-        if (n > CODEC_KEEP_MAX_ENTRIES)
-                codec = NULL;
+        codec = codec_keeping(codec, n);
         b = codec ? &codec->cols : local;
 
         b->len = 0;

@@ -151,6 +151,17 @@ static int frame_key(store *s, const frame *f, size_t *ret_len) {
         return 0;
 }
 
+/* The frame row values (kind, addr, symbol, offset, module, build_id:
+ * ids of strings) in the frame generation, which it adds to. */
+static int intern_frame_row_locked(store *s, const int64_t *values, int64_t *ret_id) {
+        int r;
+
+        r = dict_intern(s->frames, sample_writer_frame_generation(s->samples, NULL), values, ret_id);
+        if (r > 0)
+                s->frame_gen_bytes += FRAME_ROW_BYTES;
+        return MIN(r, 0);
+}
+
 static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
         int64_t symbol_id, module_id, build_id_id, id = 0;
         size_t key_len;
@@ -176,11 +187,9 @@ static int intern_frame_locked(store *s, const frame *f, int64_t *ret_id) {
                 return r;
 
         int64_t values[] = { (int64_t) f->kind, i64(f->addr), symbol_id, i64(f->offset), module_id, build_id_id };
-        r = dict_intern(s->frames, sample_writer_frame_generation(s->samples, NULL), values, &id);
+        r = intern_frame_row_locked(s, values, &id);
         if (r < 0)
                 return r;
-        if (r > 0)
-                s->frame_gen_bytes += FRAME_ROW_BYTES;
 
         /* frame_key() output is still in keybuf: the string interning
          * above does not touch it. */
@@ -211,18 +220,8 @@ int store_intern_frame(store *s, const frame *f, int64_t *ret_id) {
         return 0;
 }
 
-static int intern_file_frame_locked(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id,
-                                    int64_t *ret_id) {
-        int64_t values[] = { FRAME_USER, i64(offset), 0, i64(offset), module_id, build_id_id };
-        int r;
-
-        r = dict_intern(s->frames, sample_writer_frame_generation(s->samples, NULL), values, ret_id);
-        if (r > 0)
-                s->frame_gen_bytes += FRAME_ROW_BYTES;
-        return MIN(r, 0);
-}
-
 int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id, int64_t *ret_id) {
+        int64_t values[] = { FRAME_USER, i64(offset), 0, i64(offset), module_id, build_id_id };
         bool owned;
         int64_t id = 0;
         int r;
@@ -233,7 +232,7 @@ int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_
         r = store_write_begin(s, &owned);
         if (r < 0)
                 return r;
-        r = store_write_end(s, owned, intern_file_frame_locked(s, offset, module_id, build_id_id, &id));
+        r = store_write_end(s, owned, intern_frame_row_locked(s, values, &id));
         if (r < 0)
                 return r;
 

@@ -276,23 +276,20 @@ static int64_t leaf_of(fixture *f, uint32_t pid, uint64_t ip, uint64_t time) {
         return leaf;
 }
 
+/* The leaf frame of ip in pid is the store's frame of { FRAME_USER, off,
+ * NULL, off, path, bid }, interned by the symbolizer first or, with
+ * store_first, by store_intern_frame() first. */
 static void assert_file_frame(fixture *f, uint32_t pid, uint64_t ip, uint64_t off, const char *path,
-                              const char *bid, uint64_t time) {
+                              const char *bid, uint64_t time, bool store_first) {
         const frame fr = { FRAME_USER, off, NULL, off, path, bid };
-        int64_t by_sym, by_store;
+        int64_t by_sym = 0, by_store;
 
-        by_sym = leaf_of(f, pid, ip, time);
+        if (!store_first)
+                by_sym = leaf_of(f, pid, ip, time);
         ASSERT_OK(store_intern_frame(f->store, &fr, &by_store));
+        if (store_first)
+                by_sym = leaf_of(f, pid, ip, time);
         ASSERT_EQ(by_sym, by_store);
-}
-
-static void assert_file_frame_store_first(fixture *f, uint32_t pid, uint64_t ip, uint64_t off, const char *path,
-                                          const char *bid, uint64_t time) {
-        const frame fr = { FRAME_USER, off, NULL, off, path, bid };
-        int64_t by_store;
-
-        ASSERT_OK(store_intern_frame(f->store, &fr, &by_store));
-        ASSERT_EQ(leaf_of(f, pid, ip, time), by_store);
 }
 
 #define LIB_A 0x7f1000000000ULL         /* /usr/lib/libnobid.so (no build-id) in pid 100, pgoff 0x2000 */
@@ -306,13 +303,13 @@ TEST(user_file_frames_are_the_stores_frames) {
 
         /* Symbolizer first (strings not yet cached), then again at new
          * offsets (strings cached by file id). */
-        assert_file_frame(&f, 100, APP_A + 0x40, 0x40, "/usr/bin/app", "abcd", 1000);
-        assert_file_frame(&f, 100, APP_A + 0x44, 0x44, "/usr/bin/app", "abcd", 1000);
-        assert_file_frame(&f, 100, LIB_A + 0x50, 0x2050, "/usr/lib/libnobid.so", NULL, 1000);
-        assert_file_frame(&f, 100, LIB_A + 0x54, 0x2054, "/usr/lib/libnobid.so", NULL, 1000);
+        assert_file_frame(&f, 100, APP_A + 0x40, 0x40, "/usr/bin/app", "abcd", 1000, false);
+        assert_file_frame(&f, 100, APP_A + 0x44, 0x44, "/usr/bin/app", "abcd", 1000, false);
+        assert_file_frame(&f, 100, LIB_A + 0x50, 0x2050, "/usr/lib/libnobid.so", NULL, 1000, false);
+        assert_file_frame(&f, 100, LIB_A + 0x54, 0x2054, "/usr/lib/libnobid.so", NULL, 1000, false);
         /* The store first. */
-        assert_file_frame_store_first(&f, 100, APP_A + 0x48, 0x48, "/usr/bin/app", "abcd", 1000);
-        assert_file_frame_store_first(&f, 100, LIB_A + 0x58, 0x2058, "/usr/lib/libnobid.so", NULL, 1000);
+        assert_file_frame(&f, 100, APP_A + 0x48, 0x48, "/usr/bin/app", "abcd", 1000, true);
+        assert_file_frame(&f, 100, LIB_A + 0x58, 0x2058, "/usr/lib/libnobid.so", NULL, 1000, true);
 
         /* A new generation of stacks alone (an hour of samples): the
          * frames' generation goes on, and a new offset is still one frame. */
@@ -325,11 +322,11 @@ TEST(user_file_frames_are_the_stores_frames) {
         ASSERT_OK(store_commit(f.store));
         ASSERT_OK(store_begin(f.store));
         ASSERT_NE(store_generation(f.store), gen0);
-        assert_file_frame(&f, 100, APP_A + 0x60, 0x60, "/usr/bin/app", "abcd", 2000);
-        assert_file_frame(&f, 100, LIB_A + 0x60, 0x2060, "/usr/lib/libnobid.so", NULL, 2000);
-        assert_file_frame_store_first(&f, 100, APP_A + 0x64, 0x64, "/usr/bin/app", "abcd", 2000);
+        assert_file_frame(&f, 100, APP_A + 0x60, 0x60, "/usr/bin/app", "abcd", 2000, false);
+        assert_file_frame(&f, 100, LIB_A + 0x60, 0x2060, "/usr/lib/libnobid.so", NULL, 2000, false);
+        assert_file_frame(&f, 100, APP_A + 0x64, 0x64, "/usr/bin/app", "abcd", 2000, true);
         /* and the old ones are the same frames as before the generation */
-        assert_file_frame(&f, 100, APP_A + 0x40, 0x40, "/usr/bin/app", "abcd", 2000);
+        assert_file_frame(&f, 100, APP_A + 0x40, 0x40, "/usr/bin/app", "abcd", 2000, false);
         teardown(&f);
 }
 
