@@ -282,7 +282,8 @@ static bool query_selected(const char *what) {
 }
 
 /* FNV-1a over the answer: totals, every row (comm, module, symbol,
- * cgroup, samples) and every stack (comm, frames, samples), in order, so
+ * cgroup, samples), every stack (comm, frames, samples) and every cgroup
+ * total (cgroup, samples, kernel, top row), in order, so
  * that two builds' answers can be compared (BENCH_HASH=1). */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
         const uint8_t *b = p;
@@ -314,6 +315,13 @@ static uint64_t answer_hash(const query_result *res) {
                         h = fnv_str(h, st->frames[k]);
                 h = fnv(h, &st->samples, sizeof st->samples);
         }
+        for (size_t i = 0; i < res->n_cgroup_totals; i++) {
+                const query_cgroup_total *t = res->cgroup_totals + i;
+
+                h = fnv_str(fnv_str(fnv_str(h, t->cgroup), t->top.module), t->top.symbol);
+                h = fnv(fnv(fnv(h, &t->samples, sizeof t->samples), &t->kernel, sizeof t->kernel), &t->top.samples,
+                        sizeof t->top.samples);
+        }
         return h;
 }
 
@@ -339,7 +347,7 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
         q.comm = comm;
         q.pid = pid;
         q.cpu = cpu;
-        q.top = by_cgroup ? 0 : 25;   /* perfsnapctl units: all rows (the daemon's cap) */
+        q.top = by_cgroup ? 1 : 25;   /* perfsnapctl units: the cgroups' totals, not the rows */
         q.want_stacks = stacks;
         q.unit = unit;
         q.by_cgroup = by_cgroup;

@@ -29,7 +29,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free)
 typedef struct unit_row {
         char name[CGROUP_UNIT_MAX];     /* the unit, else the cgroup's path, "[unknown]" */
         uint64_t samples, kernel;
-        const query_row *top;           /* its most sampled row */
+        const query_row *top;           /* the most sampled function of its cgroups */
 } unit_row;
 
 static int unit_row_cmp(const void *x, const void *y) {
@@ -60,9 +60,10 @@ static void help_units(void) {
                "      --socket PATH    connect to PATH instead of the default socket\n"
                "  -h, --help           show this help\n"
                "\n"
-               "The units are made from the daemon's rows (function, command and cgroup),\n"
-               "at most query_max_rows of them; samples of the rows beyond show as\n"
-               "\"[rows beyond query_max_rows]\".\n"
+               "The daemon counts each cgroup's samples over all of its functions; a\n"
+               "unit's top symbol is the most sampled function of its cgroups. At most\n"
+               "query_max_rows cgroups are told apart; the samples of those beyond show\n"
+               "as \"[cgroups beyond query_max_rows]\".\n"
                "\n"
                "Example: which services burned the CPU in the last hour\n"
                "  perfsnapctl units --since 1h\n",
@@ -101,7 +102,7 @@ static int print_units(const query_params *q, uint64_t now_ns, const query_resul
                 json_object_object_add(doc, "total", json_object_new_uint64(r->total_samples));
                 json_object_object_add(doc, "since_ns", json_object_new_uint64(q->since_ns));
                 json_object_object_add(doc, "until_ns", json_object_new_uint64(q->until_ns ?: now_ns));
-                json_object_object_add(doc, "beyond_rows", json_object_new_uint64(beyond));
+                json_object_object_add(doc, "beyond_cgroups", json_object_new_uint64(beyond));
                 for (size_t i = 0; i < n; i++) {
                         struct json_object *o = json_object_new_object();
 
@@ -149,7 +150,7 @@ static int print_units(const query_params *q, uint64_t now_ns, const query_resul
                 fputc('\n', stdout);
         }
         if (beyond > 0)
-                printf("%9.2f%%  %7.2f  %9" PRIu64 "                  [rows beyond query_max_rows]\n",
+                printf("%9.2f%%  %7.2f  %9" PRIu64 "                  [cgroups beyond query_max_rows]\n",
                        100.0 * (double) beyond / (double) MAX(r->total_samples, (uint64_t) 1),
                        (double) beyond * per_sample, beyond);
         return finish_output();
@@ -171,7 +172,7 @@ int cmd_units(int argc, char **argv) {
         query_params q = QUERY_PARAMS_INIT;
         size_t n = 0, alloc = 0;
         uint32_t top = DEFAULT_UNITS_TOP;
-        uint64_t now_ns, in_rows = 0;
+        uint64_t now_ns, in_totals = 0;
         bool json = false;
         int c, r;
 
@@ -213,24 +214,24 @@ int cmd_units(int argc, char **argv) {
         if (r != 0)
                 return r;
 
-        /* Every row the daemon gives (its cap), told apart by cgroup, not
-         * by command: the top function of a unit is over all of its
-         * commands. */
+        /* Rows told apart by cgroup, not by command: the top function of
+         * a unit is over all of its commands. The daemon's cgroup totals
+         * count every row; the rows themselves are not needed. */
         q.by_cgroup = true;
         q.no_comm = true;
-        q.top = 0;
+        q.top = 1;
         r = query_fetch(&q, &res);
         if (r != 0)
                 return r;
 
         if (hashmap_new(&idx) < 0)
                 return print_error("out of memory");
-        for (size_t i = 0; i < res->n_rows; i++) {
-                const query_row *row = &res->rows[i];
+        for (size_t i = 0; i < res->n_cgroup_totals; i++) {
+                const query_cgroup_total *cg = &res->cgroup_totals[i];
                 char name[CGROUP_UNIT_MAX];
                 int64_t at;
 
-                unit_name_of(row->cgroup, name, sizeof name);
+                unit_name_of(cg->cgroup, name, sizeof name);
                 if (hashmap_get(idx, name, strlen(name), &at) < 0) {
                         if (array_reserve_one((void **) &units, &alloc, n, sizeof(unit_row)) < 0 ||
                             hashmap_put(idx, name, strlen(name), (int64_t) n) < 0)
@@ -239,14 +240,14 @@ int cmd_units(int argc, char **argv) {
                         snprintf(units[n].name, sizeof units[n].name, "%s", name);
                         at = (int64_t) n++;
                 }
-                units[at].samples += row->samples;
-                units[at].kernel += row->kernel ? row->samples : 0;
-                if (!units[at].top || row->samples > units[at].top->samples)
-                        units[at].top = row;
-                in_rows += row->samples;
+                units[at].samples += cg->samples;
+                units[at].kernel += cg->kernel;
+                if (!units[at].top || cg->top.samples > units[at].top->samples)
+                        units[at].top = &cg->top;
+                in_totals += cg->samples;
         }
         qsort(units, n, sizeof(unit_row), unit_row_cmp);
         if (top > 0 && n > top)
                 n = top;
-        return print_units(&q, now_ns, res, units, n, res->total_samples - MIN(in_rows, res->total_samples), json);
+        return print_units(&q, now_ns, res, units, n, res->total_samples - MIN(in_totals, res->total_samples), json);
 }

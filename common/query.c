@@ -61,6 +61,11 @@ query_result *query_result_free(query_result *r) {
                 free(r->cgroups[i]);
         free(r->cgroups);
         free(r->entries);
+        for (size_t i = 0; i < r->n_cgroup_totals; i++) {
+                free(r->cgroup_totals[i].cgroup);
+                query_rows_free(&r->cgroup_totals[i].top, 1);
+        }
+        free(r->cgroup_totals);
         free(r);
         return NULL;
 }

@@ -170,6 +170,15 @@ typedef struct query_module {
         bool kernel;
 } query_module;
 
+/* A cgroup's samples over all rows of the answer (not only those shown):
+ * those whose leaf is a kernel frame, and its row of most samples
+ * (perfsnapctl units: a unit's totals, whatever the row cap). */
+typedef struct query_cgroup_total {
+        char *cgroup;           /* its cgroup v2 path; "" if not known */
+        uint64_t samples, kernel;
+        query_row top;          /* comm, module, symbol, kernel, samples; no cgroup */
+} query_cgroup_total;
+
 typedef struct query_result {
         uint64_t total_samples; /* all samples matching the filter, not only the rows shown */
         uint64_t first_ns, last_ns; /* time of first and last matching sample, 0 if none */
@@ -213,6 +222,10 @@ typedef struct query_result {
         size_t n_cgroups;
         query_entry *entries;
         size_t n_entries;
+        /* With by_cgroup and no stacks: the window's cgroups, most
+         * samples first, at most the server's row cap of them. */
+        struct query_cgroup_total *cgroup_totals;
+        size_t n_cgroup_totals;
         uint32_t passes;        /* reads of the window the grouping took (store_query(); not on the wire) */
 } query_result;
 

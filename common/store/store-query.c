@@ -552,6 +552,8 @@ static int row_cmp_names(const query_row *a, const query_row *b) {
                 d = strcmp(a->module, b->module);
         if (d == 0)
                 d = strcmp(a->symbol, b->symbol);
+        if (d == 0 && a->cgroup && b->cgroup)
+                d = strcmp(a->cgroup, b->cgroup);
         return d;
 }
 
@@ -663,7 +665,8 @@ static int query_lost(store *s, const query_params *q, query_result *res) {
  * with more distinct groups is counted in parts: 4, 16, 64... passes over
  * its blocks, each keeping the groups whose hash (or, for stacks, whose
  * range of stack ids) falls in its part, so the table never grows past
- * its bound however long the window. */
+ * its bound however long the window. A query of rows only names a full
+ * table's groups into its rows instead (group_put()), in one pass. */
 #define QUERY_GROUP_MIN_SLOTS 16u
 #define QUERY_SPLIT_MAX_PARTS 64u
 #define QUERY_GROUP_FIRST_SLOTS 1024u
@@ -767,6 +770,13 @@ typedef struct group_acc {
         uint64_t last_boot_end;
         struct snap_acc *snaps; /* raw: counted in the first part's pass */
         struct class_acc *cls;  /* stacks by name: where a full table goes */
+        /* Rows only (no stacks): where a full table goes, named
+         * (rows_add()), so that the window is read once. */
+        struct row_set *rows;
+        /* The cgroup filters' answer for the last cgroup looked up:
+         * entries of a process come together. */
+        int64_t last_cgroup;
+        bool last_cgroup_in, last_cgroup_known;
 } group_acc;
 
 /* raw: samples per snapshot link, and of them those whose leaf is in a
@@ -936,14 +946,21 @@ static int group_add(group_table *t, const group *x, uint64_t h) {
 }
 
 static int class_flush(struct class_acc *a);
+static int rows_add(query_ctx *c, struct row_set *rs, const group *groups, size_t n_groups);
 
 /* group_add() into the window's table; with stacks by name, a full table
- * is moved to the classes first. */
+ * is moved to the classes first, and for rows only, to the rows: a group
+ * counted in two goes is two additions to its row. */
 static int group_put(group_acc *g, const group *x, uint64_t h) {
         int r = group_add(g->t, x, h);
 
-        if (r == -E2BIG && g->cls) {
-                r = class_flush(g->cls);
+        if (r == -E2BIG && (g->cls || g->rows)) {
+                if (g->cls)
+                        r = class_flush(g->cls);
+                else {
+                        r = rows_add(g->c, g->rows, g->t->slots, group_table_pack(g->t));
+                        group_table_clear(g->t);
+                }
                 if (r >= 0)
                         r = group_add(g->t, x, h);
         }
@@ -980,12 +997,14 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 if (w == 0)
                         continue;
                 if (q->unit || q->cgroup || q->container) {
-                        bool in;
-
-                        r = ctx_cgroup_matches(g->c, e->cgroup_id, &in);
-                        if (r < 0)
-                                return r;
-                        if (!in)
+                        if (!g->last_cgroup_known || e->cgroup_id != g->last_cgroup) {
+                                r = ctx_cgroup_matches(g->c, e->cgroup_id, &g->last_cgroup_in);
+                                if (r < 0)
+                                        return r;
+                                g->last_cgroup = e->cgroup_id;
+                                g->last_cgroup_known = true;
+                        }
+                        if (!g->last_cgroup_in)
                                 continue;
                 }
                 matched += w;
@@ -1168,7 +1187,6 @@ static int row_set_add(row_set *rs, const row_key *k, uint64_t samples) {
         return 0;
 }
 
-/* Whether a frame counts for the query (query_params.frames). */
 /* Whether a cgroup (a string id; 0: not known) passes the query's unit,
  * cgroup and container filters. */
 static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret) {
@@ -1192,6 +1210,7 @@ static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret) {
         return hashmap_put_u64(c->cgroup_match, u64(cgroup_id), *ret);
 }
 
+/* Whether a frame counts for the query (query_params.frames). */
 static int ctx_frame_counts(query_ctx *c, int64_t frame_id, bool *ret) {
         size_t fi;
         int r;
@@ -1360,10 +1379,66 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
         return 0;
 }
 
+/* Most samples first; ties in the order of their keys (ids), so that
+ * the first row of a cgroup is the same however the rows were counted. */
 static int row_acc_cmp(const void *x, const void *y) {
         const row_acc *a = x, *b = y;
 
-        return a->samples != b->samples ? (a->samples > b->samples ? -1 : 1) : 0;
+        if (a->samples != b->samples)
+                return a->samples > b->samples ? -1 : 1;
+        return memcmp(&a->key, &b->key, sizeof a->key);
+}
+
+/* The names of the row of a, with its cgroup's path if with_cgroup; a
+ * row half made holds what it has (query_rows_free()). */
+static int row_make(query_ctx *c, const row_acc *a, bool with_cgroup, query_row *row) {
+        const row_key *k = &a->key;
+        const char *module, *symbol;
+        int r;
+
+        r = ctx_comm(c, k->comm_id, &row->comm);
+        if (r < 0)
+                return r;
+        if (with_cgroup) {
+                r = ctx_cgroup(c, k->cgroup_id, &row->cgroup);
+                if (r < 0)
+                        return r;
+        }
+        r = ctx_string(c, k->module_id, &module);
+        if (r < 0)
+                return r;
+        r = ctx_string(c, k->symbol_id, &symbol);
+        if (r < 0)
+                return r;
+
+        row->module = strdup(module ?: "[unknown]");
+        if (symbol && c->q->offsets) {
+                if (asprintf(&row->symbol, "%s+0x%" PRIx64, symbol, k->addr) < 0)
+                        row->symbol = NULL;
+        } else if (symbol)
+                row->symbol = strdup(symbol);
+        else if (k->kind == 0)
+                row->symbol = strdup("[unknown]");      /* a sample without frames */
+        else if (k->kind == FRAME_USER && module_is_file(module)) {
+                /* libc.so.6+0x2a1b4: the offset in the file, named
+                 * by it, so another tool can name it later. */
+                if (asprintf(&row->symbol, "%s+0x%" PRIx64, file_base(module), k->addr) < 0)
+                        row->symbol = NULL;
+        } else if (asprintf(&row->symbol, "0x%" PRIx64, k->addr) < 0)
+                row->symbol = NULL;
+        if (k->inline_id != 0) {
+                const char *chain;
+
+                r = ctx_string(c, k->inline_id, &chain);
+                if (r < 0)
+                        return r;
+                row->inlined = strdup(chain);
+                if (!row->inlined)
+                        return -ENOMEM;
+        }
+        row->kernel = k->kind == FRAME_KERNEL;
+        row->samples = a->samples;
+        return row->module && row->symbol ? 0 : -ENOMEM;
 }
 
 /* The rows with names, most samples first: names are made only for the
@@ -1409,59 +1484,10 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
                 return -ENOMEM;
 
         for (size_t i = 0; i < n; i++) {
-                const row_key *k = &rs->slots[i].key;
-                query_row *row = rows + n_rows;
-                const char *module, *symbol;
-
-                r = ctx_comm(c, k->comm_id, &row->comm);
-                n_rows++;
+                /* Counted first: a row half made is freed with the others. */
+                r = row_make(c, &rs->slots[i], c->q->by_cgroup, rows + n_rows++);
                 if (r < 0)
                         goto fail;
-                if (c->q->by_cgroup) {
-                        r = ctx_cgroup(c, k->cgroup_id, &row->cgroup);
-                        if (r < 0)
-                                goto fail;
-                }
-                r = ctx_string(c, k->module_id, &module);
-                if (r < 0)
-                        goto fail;
-                r = ctx_string(c, k->symbol_id, &symbol);
-                if (r < 0)
-                        goto fail;
-
-                row->module = strdup(module ?: "[unknown]");
-                if (symbol && c->q->offsets) {
-                        if (asprintf(&row->symbol, "%s+0x%" PRIx64, symbol, k->addr) < 0)
-                                row->symbol = NULL;
-                } else if (symbol)
-                        row->symbol = strdup(symbol);
-                else if (k->kind == 0)
-                        row->symbol = strdup("[unknown]");      /* a sample without frames */
-                else if (k->kind == FRAME_USER && module_is_file(module)) {
-                        /* libc.so.6+0x2a1b4: the offset in the file, named
-                         * by it, so another tool can name it later. */
-                        if (asprintf(&row->symbol, "%s+0x%" PRIx64, file_base(module), k->addr) < 0)
-                                row->symbol = NULL;
-                } else if (asprintf(&row->symbol, "0x%" PRIx64, k->addr) < 0)
-                        row->symbol = NULL;
-                if (k->inline_id != 0) {
-                        const char *chain;
-
-                        r = ctx_string(c, k->inline_id, &chain);
-                        if (r < 0)
-                                goto fail;
-                        row->inlined = strdup(chain);
-                        if (!row->inlined) {
-                                r = -ENOMEM;
-                                goto fail;
-                        }
-                }
-                row->kernel = k->kind == FRAME_KERNEL;
-                row->samples = rs->slots[i].samples;
-                if (!row->module || !row->symbol) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
         }
 
         qsort(rows, n_rows, sizeof(query_row), row_cmp_by_samples);
@@ -1477,6 +1503,70 @@ static int rows_finish(query_ctx *c, row_set *rs, size_t limit, query_result *re
 fail:
         query_rows_free(rows, n_rows);
         return r;
+}
+
+/* A cgroup's samples, kernel samples and first row (an index in a row_set). */
+typedef struct cgroup_acc {
+        int64_t id;
+        uint64_t samples, kernel;
+        size_t top;
+} cgroup_acc;
+
+static int cgroup_total_cmp(const void *x, const void *y) {
+        const cgroup_acc *a = x, *b = y;
+
+        if (a->samples != b->samples)
+                return a->samples > b->samples ? -1 : 1;
+        return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* by_cgroup without stacks: each cgroup's samples over all the rows
+ * (rows_finish() left them in rs, most samples first), its kernel ones,
+ * and its first row; at most limit cgroups (0: all), most samples first. */
+static int cgroup_totals_finish(query_ctx *c, const row_set *rs, size_t limit, query_result *res) {
+        _cleanup_(hashmap_freep) hashmap *idx = NULL;
+        _cleanup_free_ cgroup_acc *v = NULL;
+        query_cgroup_total *out;
+        size_t n = 0, alloc = 0;
+        int r;
+
+        if (hashmap_new(&idx) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < rs->n; i++) {
+                const row_acc *a = rs->slots + i;
+                int64_t at;
+
+                if (hashmap_get_u64(idx, u64(a->key.cgroup_id), &at) < 0) {
+                        if (array_reserve_one((void **) &v, &alloc, n, sizeof *v) < 0 ||
+                            hashmap_put_u64(idx, u64(a->key.cgroup_id), (int64_t) n) < 0)
+                                return -ENOMEM;
+                        v[n] = (cgroup_acc) { .id = a->key.cgroup_id, .top = i };
+                        at = (int64_t) n++;
+                }
+                v[at].samples += a->samples;
+                if (a->key.kind == FRAME_KERNEL)
+                        v[at].kernel += a->samples;
+        }
+        if (n == 0)
+                return 0;
+        qsort(v, n, sizeof *v, cgroup_total_cmp);
+        if (limit > 0 && n > limit)
+                n = limit;
+        out = calloc(n, sizeof *out);
+        if (!out)
+                return -ENOMEM;
+        res->cgroup_totals = out;
+        for (size_t i = 0; i < n; i++) {
+                res->n_cgroup_totals = i + 1;
+                out[i].samples = v[i].samples;
+                out[i].kernel = v[i].kernel;
+                r = ctx_cgroup(c, v[i].id, &out[i].cgroup);
+                if (r >= 0)
+                        r = row_make(c, rs->slots + v[i].top, false, &out[i].top);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* Stacks that differ only in where in its function the leaf was (the
@@ -2662,7 +2752,8 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                            .by_range = by_range, .lo = range.lo,
                                            .span = range.hi - range.lo + 1,
                                            .timeline = timeline, .slot_ns = slot_ns,
-                                           .snaps = sa.idx ? &sa : NULL, .cls = by_class ? &ca : NULL };
+                                           .snaps = sa.idx ? &sa : NULL, .cls = by_class ? &ca : NULL,
+                                           .rows = q->want_stacks || q->shapes ? NULL : rs };
                         ca.parts = parts;
                         ca.part = part;
                         ca.stage = CLASS_EXACT;
@@ -2873,6 +2964,8 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
                 row_limit = max_rows;
 
         r = rows_finish(&c, &rs, row_limit, res);
+        if (r >= 0 && q->by_cgroup && !q->want_stacks)
+                r = cgroup_totals_finish(&c, &rs, max_rows, res);
         if (r < 0)
                 return r;
 

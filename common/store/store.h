@@ -188,8 +188,11 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
  * frame) groups in a table of at most store_set_query_group_slots() slots
  * of 48 bytes (default STORE_QUERY_GROUP_SLOTS_DEFAULT, 24 MiB); a window
  * with more groups than fit is read in 4, 16, 64... passes, each counting
- * a part of them (raw, shapes or inlined stacks of (comm, stack) alone:
- * by ranges of stack ids, after one more pass that finds them). Stacks by
+ * a part of them; a query without stacks instead names a full table's
+ * groups into its rows and reads on (the rows are not bounded by the
+ * table: as many as the window's distinct rows). Raw, shapes or inlined
+ * stacks of (comm, stack) alone are cut in parts by ranges of stack ids,
+ * after one more pass that finds them. Stacks by
  * name (see above) move the groups, whenever the table is full, to a
  * table of their names' classes of the same bound, and only the classes
  * take parts; with max_stacks, a first read that outgrows it keeps the

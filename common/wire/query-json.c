@@ -317,6 +317,18 @@ static struct json_object *row_to_json(const query_row *row) {
         return TAKE_PTR(o);
 }
 
+static struct json_object *cgroup_total_to_json(const query_cgroup_total *t) {
+        _cleanup_(json_object_putp) struct json_object *o = json_object_new_object();
+
+        if (!o ||
+            add(o, "cgroup", json_object_new_string(t->cgroup ?: "")) < 0 ||
+            add(o, "samples", json_object_new_uint64(t->samples)) < 0 ||
+            add(o, "kernel", json_object_new_uint64(t->kernel)) < 0 ||
+            add(o, "top", row_to_json(&t->top)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
 /* A packed stack's indices: "3 17 22" (one JSON value per stack, not one
  * per frame). */
 static void add_ids(proto_buf *b, const uint32_t *v, size_t n) {
@@ -549,7 +561,8 @@ static struct json_object *result_header_to_json(const query_result *r) {
         if (add(o, "rows", json_object_new_array()) < 0 ||
             (r->n_stacks > 0 && add(o, "stacks", json_object_new_array()) < 0) ||
             (r->n_shapes > 0 && add(o, "shapes", json_object_new_array()) < 0) ||
-            (r->n_entries > 0 && add(o, "entries", json_object_new_array()) < 0))
+            (r->n_entries > 0 && add(o, "entries", json_object_new_array()) < 0) ||
+            (r->n_cgroup_totals > 0 && add(o, "cgroup_totals", json_object_new_array()) < 0))
                 return NULL;
         return TAKE_PTR(o);
 }
@@ -571,6 +584,9 @@ struct json_object *query_result_to_json(const query_result *r) {
                         return NULL;
         for (size_t i = 0; i < entry_strings(r); i++)
                 if (append(json_object_object_get(o, "entries"), entries_to_json(r, i)) < 0)
+                        return NULL;
+        for (size_t i = 0; i < r->n_cgroup_totals; i++)
+                if (append(json_object_object_get(o, "cgroup_totals"), cgroup_total_to_json(&r->cgroup_totals[i])) < 0)
                         return NULL;
         return TAKE_PTR(o);
 }
@@ -620,6 +636,21 @@ static int row_from_json(struct json_object *o, query_row *row) {
                 return -EBADMSG;
         row->kernel = json_object_get_boolean(k);
         return 0;
+}
+
+static int cgroup_total_from_json(struct json_object *o, query_cgroup_total *t) {
+        struct json_object *top;
+        int r;
+
+        if (!json_object_is_type(o, json_type_object))
+                return -EBADMSG;
+        if ((r = dup_string(o, "cgroup", &t->cgroup)) < 0 ||
+            (r = get_u64(o, "samples", true, UINT64_MAX, &t->samples)) < 0 ||
+            (r = get_u64(o, "kernel", true, t->samples, &t->kernel)) < 0)
+                return r;
+        if (!json_object_object_get_ex(o, "top", &top) || !top)
+                return -EBADMSG;
+        return row_from_json(top, &t->top);
 }
 
 /* An optional integer member from -1 (absent) to max. */
@@ -1117,6 +1148,23 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
             (k = packed_from_json(obj, "entries", ENTRIES_PER_STRING, entry_append, r)) < 0)
                 return k;
 
+        if (json_object_object_get_ex(obj, "cgroup_totals", &stacks) && stacks) {
+                if (!json_object_is_type(stacks, json_type_array))
+                        return -EBADMSG;
+                n = json_object_array_length(stacks);
+                if (n > 0) {
+                        r->cgroup_totals = calloc(n, sizeof(query_cgroup_total));
+                        if (!r->cgroup_totals)
+                                return -ENOMEM;
+                }
+                for (size_t i = 0; i < n; i++) {
+                        r->n_cgroup_totals = i + 1;
+                        k = cgroup_total_from_json(json_object_array_get_idx(stacks, i), &r->cgroup_totals[i]);
+                        if (k < 0)
+                                return k;
+                }
+        }
+
         *ret = TAKE_PTR(r);
         return 0;
 }
@@ -1150,6 +1198,18 @@ static void render_row(proto_buf *b, const query_row *row) {
                 proto_buf_add_str(b, ",\"cgroup\":");
                 proto_buf_add_json_string(b, row->cgroup);
         }
+        proto_buf_add_str(b, "}");
+}
+
+static void render_cgroup_total(proto_buf *b, const query_cgroup_total *t) {
+        proto_buf_add_str(b, "{\"cgroup\":");
+        proto_buf_add_json_string(b, t->cgroup ?: "");
+        proto_buf_add_str(b, ",\"samples\":");
+        proto_buf_add_u64(b, t->samples);
+        proto_buf_add_str(b, ",\"kernel\":");
+        proto_buf_add_u64(b, t->kernel);
+        proto_buf_add_str(b, ",\"top\":");
+        render_row(b, &t->top);
         proto_buf_add_str(b, "}");
 }
 
@@ -1290,9 +1350,9 @@ static void render_header(proto_buf *b, const query_result *r, bool first) {
 #define REPLY_START_CONTINUES "{\"continues\":true,\"parameters\":"
 
 /* The arrays of items a reply has, in this order; the header opens rows. */
-enum { ITEM_ROWS, ITEM_STACKS, ITEM_SHAPES, ITEM_ENTRIES, N_ITEM_KINDS };
+enum { ITEM_ROWS, ITEM_STACKS, ITEM_SHAPES, ITEM_ENTRIES, ITEM_CGROUP_TOTALS, N_ITEM_KINDS };
 static const char *const array_start[N_ITEM_KINDS] = {
-        "", "],\"stacks\":[", "],\"shapes\":[", "],\"entries\":[",
+        "", "],\"stacks\":[", "],\"shapes\":[", "],\"entries\":[", "],\"cgroup_totals\":[",
 };
 
 /* One message being filled: the parameters object in body. */
@@ -1346,7 +1406,8 @@ static char *chunk_finish(chunk *c, bool continues) {
 int query_result_format_replies(const query_result *r, size_t max_bytes, char ***ret_messages, size_t *ret_n) {
         _cleanup_(strv_freep) char **messages = NULL;
         _cleanup_free_ char *item_data = NULL, *body_data = NULL;
-        const size_t counts[N_ITEM_KINDS] = { r->n_rows, r->n_stacks, shape_strings(r), entry_strings(r) };
+        const size_t counts[N_ITEM_KINDS] = { r->n_rows, r->n_stacks, shape_strings(r), entry_strings(r),
+                                              r->n_cgroup_totals };
         size_t n_items = 0, n_messages = 0, base;
         proto_buf item = {};
         chunk c = {};
@@ -1387,6 +1448,9 @@ int query_result_format_replies(const query_result *r, size_t max_bytes, char **
                                 break;
                         case ITEM_SHAPES:
                                 add_shapes(&item, r, i);
+                                break;
+                        case ITEM_CGROUP_TOTALS:
+                                render_cgroup_total(&item, &r->cgroup_totals[i]);
                                 break;
                         default:
                                 add_entries(&item, r, i);
@@ -1470,5 +1534,7 @@ int query_result_json_merge(struct json_object *into, struct json_object *more) 
                 r = merge_array(into, more, "shapes");
         if (r >= 0)
                 r = merge_array(into, more, "entries");
+        if (r >= 0)
+                r = merge_array(into, more, "cgroup_totals");
         return r;
 }

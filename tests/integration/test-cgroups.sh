@@ -112,7 +112,7 @@ assert odd and odd["samples"] == int(sys.argv[5]), (odd, sys.argv[5])
 assert 0 <= burn["kernel_samples"] <= burn["samples"] and burn["top_samples"] <= burn["samples"], burn
 cpu_s = int(sys.argv[6]) / 999         # the CPU time its cgroup used
 assert 0.5 * cpu_s < burn["cpus"] * (d["until_ns"] - d["since_ns"]) / 1e9 < 1.5 * cpu_s, (burn, cpu_s)
-assert sum(u["samples"] for u in d["units"]) + d["beyond_rows"] == d["total"], d["total"]
+assert sum(u["samples"] for u in d["units"]) + d["beyond_cgroups"] == d["total"], d["total"]
 s = [u["samples"] for u in d["units"]]
 assert s == sorted(s, reverse=True)
 print("units:", sys.argv[2], burn["samples"], "samples,", round(burn["cpus"], 2), "CPUs, top", burn["top_symbol"])

@@ -301,6 +301,22 @@ static query_result *make_result(size_t n) {
                                 .samples = i == 0 ? UINT64_MAX / 2 : i,
                         };
         }
+        /* perfsnapctl units: n cgroups' totals, each with its top row. */
+        if (n > 2) {
+                r->cgroup_totals = calloc(n, sizeof(query_cgroup_total));
+                ASSERT_TRUE(r->cgroup_totals);
+                for (size_t i = 0; i < n; i++) {
+                        query_cgroup_total *t = &r->cgroup_totals[i];
+
+                        r->n_cgroup_totals++;
+                        t->cgroup = xstrdup(i == 0 ? "" : i % 2 ? "/system.slice/x.service" : "/we ird\"/\\");
+                        t->samples = i == 1 ? UINT64_MAX : 100000 - i;
+                        t->kernel = i % 3 == 0 ? t->samples : i;
+                        t->top = (query_row) { .comm = xstrdup("[unknown]"), .module = xstrdup("[kernel.kallsyms]"),
+                                               .symbol = xstrdup(i % 2 ? "do_idle" : "memcpy"), .kernel = i % 2,
+                                               .samples = t->samples / 2 };
+                }
+        }
         /* Packed stacks: names once, frames as indices. */
         if (n % 2 == 1 && n > 4)
                 ASSERT_OK(query_result_pack(r));
@@ -384,6 +400,19 @@ static void assert_result_equal(const query_result *a, const query_result *b) {
                 ASSERT_EQ(x->slot, y->slot);
                 ASSERT_EQ(x->cgroup, y->cgroup);
                 ASSERT_U64_EQ(x->samples, y->samples);
+        }
+        ASSERT_EQ(a->n_cgroup_totals, b->n_cgroup_totals);
+        for (size_t i = 0; i < a->n_cgroup_totals; i++) {
+                const query_cgroup_total *x = &a->cgroup_totals[i], *y = &b->cgroup_totals[i];
+
+                ASSERT_STREQ(x->cgroup, y->cgroup);
+                ASSERT_U64_EQ(x->samples, y->samples);
+                ASSERT_U64_EQ(x->kernel, y->kernel);
+                ASSERT_STREQ(x->top.comm, y->top.comm);
+                ASSERT_STREQ(x->top.module, y->top.module);
+                ASSERT_STREQ(x->top.symbol, y->top.symbol);
+                ASSERT_EQ(x->top.kernel, y->top.kernel);
+                ASSERT_U64_EQ(x->top.samples, y->top.samples);
         }
         ASSERT_EQ(a->n_timeline, b->n_timeline);
         for (size_t i = 0; i < a->n_timeline; i++)

@@ -114,7 +114,8 @@ static inline void assert_same_rows(const query_result *a, const query_result *b
 
         for (size_t i = 0; same && i < a->n_rows; i++)
                 same = a->rows[i].samples == b->rows[i].samples && streq(a->rows[i].comm, b->rows[i].comm) &&
-                       streq(a->rows[i].symbol, b->rows[i].symbol) && streq(a->rows[i].module, b->rows[i].module);
+                       streq(a->rows[i].symbol, b->rows[i].symbol) && streq(a->rows[i].module, b->rows[i].module) &&
+                       streq(a->rows[i].cgroup ?: "-", b->rows[i].cgroup ?: "-");
         for (size_t i = 0; !same && (i < a->n_rows || i < b->n_rows); i++)
                 fprintf(stderr, "row %zu: %s %s %llu | %s %s %llu\n", i, i < a->n_rows ? a->rows[i].comm : "-",
                         i < a->n_rows ? a->rows[i].symbol : "-", i < a->n_rows ? (unsigned long long) a->rows[i].samples : 0,
@@ -122,8 +123,10 @@ static inline void assert_same_rows(const query_result *a, const query_result *b
                         i < b->n_rows ? (unsigned long long) b->rows[i].samples : 0);
         ASSERT_U64_EQ(a->total_samples, b->total_samples);
         ASSERT_EQ(a->n_rows, b->n_rows);
-        for (size_t i = 0; i < a->n_rows; i++)
+        for (size_t i = 0; i < a->n_rows; i++) {
                 assert_row(b, i, a->rows[i].comm, a->rows[i].module, a->rows[i].symbol, a->rows[i].samples);
+                ASSERT_STREQ(b->rows[i].cgroup ?: "-", a->rows[i].cgroup ?: "-");
+        }
 }
 
 /* The same stacks, in the same order, with the same samples and frames. */
