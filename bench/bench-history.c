@@ -352,6 +352,7 @@ static void time_query_ex(const char *db, const char *what, uint64_t since_ns, c
         q.unit = unit;
         q.by_cgroup = by_cgroup;
         q.no_comm = by_cgroup;          /* as perfsnapctl units asks */
+        q.cgroup_totals = by_cgroup;
         if (cold)
                 drop_caches();
         rss0 = status_kb("VmRSS");

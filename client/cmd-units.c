@@ -219,6 +219,7 @@ int cmd_units(int argc, char **argv) {
          * count every row; the rows themselves are not needed. */
         q.by_cgroup = true;
         q.no_comm = true;
+        q.cgroup_totals = true;
         q.top = 1;
         r = query_fetch(&q, &res);
         if (r != 0)

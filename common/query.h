@@ -80,6 +80,9 @@ typedef struct query_params {
          * (perfsnapctl units: a row per function and cgroup, not per
          * command too, a fraction of the rows over a day of churn). */
         bool no_comm;
+        /* With by_cgroup and no stacks: also each cgroup's totals over all
+         * rows (query_result.cgroup_totals; perfsnapctl units). */
+        bool cgroup_totals;
         /* What is counted: CPU samples (SAMPLE_KIND_CPU), or off-CPU
          * waits (SAMPLE_KIND_OFFCPU), whose "samples" are then nanoseconds
          * of waiting: rows, stacks, totals and timelines weigh time. */
@@ -222,8 +225,8 @@ typedef struct query_result {
         size_t n_cgroups;
         query_entry *entries;
         size_t n_entries;
-        /* With by_cgroup and no stacks: the window's cgroups, most
-         * samples first, at most the server's row cap of them. */
+        /* With cgroup_totals: the window's cgroups, most samples first, at
+         * most the server's row cap of them. */
         struct query_cgroup_total *cgroup_totals;
         size_t n_cgroup_totals;
         uint32_t passes;        /* reads of the window the grouping took (store_query(); not on the wire) */

@@ -1379,7 +1379,7 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
         return 0;
 }
 
-/* Most samples first; ties in the order of their keys (ids), so that
+/* Most samples first; ties in the order of their keys' bytes, so that
  * the first row of a cgroup is the same however the rows were counted. */
 static int row_acc_cmp(const void *x, const void *y) {
         const row_acc *a = x, *b = y;
@@ -1520,7 +1520,7 @@ static int cgroup_total_cmp(const void *x, const void *y) {
         return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* by_cgroup without stacks: each cgroup's samples over all the rows
+/* cgroup_totals (by_cgroup, no stacks): each cgroup's samples over all the rows
  * (rows_finish() left them in rs, most samples first), its kernel ones,
  * and its first row; at most limit cgroups (0: all), most samples first. */
 static int cgroup_totals_finish(query_ctx *c, const row_set *rs, size_t limit, query_result *res) {
@@ -2964,7 +2964,7 @@ static int query_locked(store *s, const query_params *q, uint32_t max_rows, uint
                 row_limit = max_rows;
 
         r = rows_finish(&c, &rs, row_limit, res);
-        if (r >= 0 && q->by_cgroup && !q->want_stacks)
+        if (r >= 0 && q->cgroup_totals && q->by_cgroup && !q->want_stacks)
                 r = cgroup_totals_finish(&c, &rs, max_rows, res);
         if (r < 0)
                 return r;

@@ -57,7 +57,7 @@ static bool *bool_flag(query_params *q, const char *key) {
                 { "by_pid", &q->by_pid }, { "by_cpu", &q->by_cpu }, { "by_tid", &q->by_tid },
                 { "modules", &q->want_modules }, { "packed", &q->packed }, { "offsets", &q->offsets },
                 { "raw", &q->raw }, { "shapes", &q->shapes }, { "by_cgroup", &q->by_cgroup },
-                { "no_comm", &q->no_comm },
+                { "no_comm", &q->no_comm }, { "cgroup_totals", &q->cgroup_totals },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(flags); i++)
@@ -226,6 +226,10 @@ int query_params_from_json(struct json_object *params, query_params *ret, const 
                 error = "shapes: needs raw and stacks";
                 goto fail;
         }
+        if (q.cgroup_totals && (!q.by_cgroup || q.want_stacks)) {
+                error = "cgroup_totals: needs by_cgroup and no stacks";
+                goto fail;
+        }
         if (q.by_tid && q.timeline > 128) {
                 error = "by_tid: needs a timeline of at most 128 slots";
                 goto fail;
@@ -274,7 +278,8 @@ struct json_object *query_params_to_json(const query_params *q) {
             (q->cgroup && add(o, "cgroup", json_object_new_string(q->cgroup)) < 0) ||
             (q->container && add(o, "container", json_object_new_string(q->container)) < 0) ||
             (q->by_cgroup && add(o, "by_cgroup", json_object_new_boolean(1)) < 0) ||
-            (q->no_comm && add(o, "no_comm", json_object_new_boolean(1)) < 0))
+            (q->no_comm && add(o, "no_comm", json_object_new_boolean(1)) < 0) ||
+            (q->cgroup_totals && add(o, "cgroup_totals", json_object_new_boolean(1)) < 0))
                 return NULL;
         if (q->inlined && add(o, "inline", json_object_new_boolean(1)) < 0)
                 return NULL;

@@ -81,6 +81,8 @@ TEST(params_rejected) {
                 { "{\"shapes\":1}",                            "shapes: " },
                 { "{\"shapes\":true,\"stacks\":true}",         "shapes: " },
                 { "{\"shapes\":true,\"raw\":true}",            "shapes: " },
+                { "{\"cgroup_totals\":true}",                  "cgroup_totals: " },
+                { "{\"cgroup_totals\":true,\"by_cgroup\":true,\"stacks\":true}", "cgroup_totals: " },
                 { "{\"unit\":\"\"}",                           "unit: " },
                 { "{\"container\":\"ABC\"}",                   "container: " },
                 { "{\"cgroup\":5}",                            "cgroup: " },
@@ -140,6 +142,7 @@ TEST(params_round_trip) {
                 { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_KERNEL },
                 { .pid = -1, .cpu = -1, .frames = QUERY_FRAMES_USER, .want_stacks = true, .dso = "libc.so.6" },
                 { .pid = -1, .cpu = -1, .want_stacks = true, .raw = true, .shapes = true, .by_tid = true },
+                { .pid = -1, .cpu = -1, .by_cgroup = true, .no_comm = true, .cgroup_totals = true, .top = 1 },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -166,6 +169,9 @@ TEST(params_round_trip) {
                 ASSERT_EQ(q.raw, cases[i].raw);
                 ASSERT_EQ(q.shapes, cases[i].shapes);
                 ASSERT_EQ(q.by_tid, cases[i].by_tid);
+                ASSERT_EQ(q.by_cgroup, cases[i].by_cgroup);
+                ASSERT_EQ(q.no_comm, cases[i].no_comm);
+                ASSERT_EQ(q.cgroup_totals, cases[i].cgroup_totals);
                 ASSERT_EQ(q.frames, cases[i].frames);
                 if (cases[i].dso)
                         ASSERT_STREQ(q.dso, cases[i].dso);
