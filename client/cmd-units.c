@@ -149,10 +149,13 @@ static int print_units(const query_params *q, uint64_t now_ns, const query_resul
                 }
                 fputc('\n', stdout);
         }
+        /* With --dso, the cgroups count only the samples whose function is
+         * in it. */
         if (beyond > 0)
-                printf("%9.2f%%  %7.2f  %9" PRIu64 "                  [cgroups beyond query_max_rows]\n",
+                printf("%9.2f%%  %7.2f  %9" PRIu64 "                  %s\n",
                        100.0 * (double) beyond / (double) MAX(r->total_samples, (uint64_t) 1),
-                       (double) beyond * per_sample, beyond);
+                       (double) beyond * per_sample, beyond,
+                       q->dso ? "[outside --dso, or cgroups beyond query_max_rows]" : "[cgroups beyond query_max_rows]");
         return finish_output();
 }
 
