@@ -773,10 +773,12 @@ typedef struct group_acc {
         /* Rows only (no stacks): where a full table goes, named
          * (rows_add()), so that the window is read once. */
         struct row_set *rows;
-        /* The cgroup filters' answer for the last cgroup looked up:
-         * entries of a process come together. */
-        int64_t last_cgroup;
-        bool last_cgroup_in, last_cgroup_known;
+        /* The cgroup filters' answers, direct-mapped by cgroup id: the
+         * cgroups of a window are few, its entries many. */
+        struct cgroup_seen {
+                int64_t id_plus_1;      /* 0: empty */
+                bool in;
+        } cgroup_seen[256];
 } group_acc;
 
 /* raw: samples per snapshot link, and of them those whose leaf is in a
@@ -997,14 +999,15 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 if (w == 0)
                         continue;
                 if (q->unit || q->cgroup || q->container) {
-                        if (!g->last_cgroup_known || e->cgroup_id != g->last_cgroup) {
-                                r = ctx_cgroup_matches(g->c, e->cgroup_id, &g->last_cgroup_in);
+                        struct cgroup_seen *seen = &g->cgroup_seen[(uint64_t) e->cgroup_id % ELEMENTSOF(g->cgroup_seen)];
+
+                        if (seen->id_plus_1 != e->cgroup_id + 1) {
+                                r = ctx_cgroup_matches(g->c, e->cgroup_id, &seen->in);
                                 if (r < 0)
                                         return r;
-                                g->last_cgroup = e->cgroup_id;
-                                g->last_cgroup_known = true;
+                                seen->id_plus_1 = e->cgroup_id + 1;
                         }
-                        if (!g->last_cgroup_in)
+                        if (!seen->in)
                                 continue;
                 }
                 matched += w;

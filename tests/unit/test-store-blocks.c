@@ -398,6 +398,47 @@ static void write_processes(store *s, uint64_t *ret_n) {
         *ret_n = n;
 }
 
+/* A unit filter over more cgroups than the query's cache of their
+ * answers holds (256, by id): each sample counts by its own cgroup. */
+TEST(unit_filter_over_many_cgroups) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame f[] = { K_MEMCPY_10, K_ENTRY };
+        enum { N = 600 };
+        uint64_t want = 0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (uint32_t i = 0; i < N; i++) {
+                char cg[64];
+
+                snprintf(cg, sizeof cg, "/system.slice/s%u.service", i);
+                /* s1, s10..s19, s100..s199 match s1*.service: 111 of them,
+                 * each with i % 3 + 1 samples. */
+                for (uint32_t k = 0; k <= i % 3; k++) {
+                        test_sample smp = {
+                                .time_ns = S(i / 10) + k, .cpu = k % 2, .pid = 1000 + i, .tid = 1000 + i,
+                                .comm = "worker", .cgroup = cg, .period = 1, .n_frames = 2, .frames = f,
+                        };
+                        ASSERT_OK(test_add_sample(s, 1, &smp));
+                }
+                if (cg[15] == '1')
+                        want += i % 3 + 1;
+        }
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_commit(s));
+
+        query_params q = { .pid = -1, .cpu = -1, .unit = "s1*.service" };
+        query_result *r = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, want);
+        query_result_free(r);
+        q.unit = "*";
+        r = run_query(s, &q, 0, 0);
+        ASSERT_U64_EQ(r->total_samples, (uint64_t) N + N / 3 * 3);     /* 1, 2, 3 samples in turn */
+        query_result_free(r);
+}
+
 /* Reports of a pid and of units read the process levels: with the
  * buckets and the full minutes and hours of a whole hour gone, they still
  * count it, as a report of stacks (which needs those) no longer does. */
