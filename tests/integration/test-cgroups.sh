@@ -26,18 +26,25 @@ start_daemon
 SRC=$(status_field cgroup_source)
 [ "$SRC" = perf ] || skip "the kernel gives no PERF_SAMPLE_CGROUP (cgroup_source '$SRC'): the VM tier covers /proc"
 
+usage_us() { awk '$1 == "usage_usec" { print $2 }' "$1/cpu.stat"; }
 T0=$(date +%s)
 sh -c 'while :; do :; done' & B=$!
 echo "$B" > "$CG/cgroup.procs" || fail "cannot move $B into $CG"
 sh -c 'while :; do :; done' & O=$!
-ODD="$ODD" sh -c 'echo $$ > "$ODD/cgroup.procs" && exec timeout 1 sh -c "while :; do :; done"' & Q=$!
-sleep 3
-# What the burners ran, for the samples they should have: the machine
-# may be busy with other work (CI runs tests side by side).
+ODD="$ODD" sh -c 'echo $$ > "$ODD/cgroup.procs" && exec sh -c "while :; do :; done"' & Q=$!
+# The burners run 3 s, and on until each has CPU time enough to tell
+# (0.5, 0.5 and 0.15 s; at most 60 s): the machine may be busy with
+# other work (CI runs tests side by side).
+for i in $(seq 600); do
+        O_TICKS=$(awk '{ print $14 + $15 }' "/proc/$O/stat")
+        [ "$i" -gt 30 ] && [ "$(usage_us "$CG")" -ge 500000 ] && [ "$(usage_us "$ODD")" -ge 150000 ] &&
+                [ $(( O_TICKS * 1000 / $(getconf CLK_TCK) )) -ge 500 ] && break
+        sleep 0.1
+done
+# What the burners ran, for the samples they should have.
 O_TICKS=$(awk '{ print $14 + $15 }' "/proc/$O/stat")
-kill "$B" "$O"
+kill "$B" "$O" "$Q"
 wait "$B" "$O" "$Q" 2>/dev/null
-usage_us() { awk '$1 == "usage_usec" { print $2 }' "$1/cpu.stat"; }
 B_EXP=$(( $(usage_us "$CG") * 999 / 1000000 ))
 O_EXP=$(( O_TICKS * 999 / $(getconf CLK_TCK) ))
 ODD_EXP=$(( $(usage_us "$ODD") * 999 / 1000000 ))
