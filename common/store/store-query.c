@@ -101,6 +101,12 @@ typedef struct query_ctx {
         const char *dso;        /* query_params.dso */
         hashmap *dso_match;     /* module string id -> 1 if it is dso, 0 if not */
         hashmap *cgroup_match;  /* cgroup string id -> 1 if it passes the unit, cgroup and container filters */
+        /* In front of it, direct-mapped by id: a window's cgroups are few,
+         * its entries many. */
+        struct cgroup_seen {
+                int64_t id_plus_1;      /* 0: empty */
+                bool in;
+        } cgroup_seen[256];
         sqlite3_stmt *string_st;
         dict_reader *nodes, *frame_rows;
 
@@ -746,7 +752,20 @@ static void group_table_clear(group_table *t) {
         t->n = 0;
 }
 
-static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret);
+static int cgroup_matches_lookup(query_ctx *c, int64_t cgroup_id, bool *ret);
+
+/* Whether a cgroup (a string id; 0: not known) passes the query's unit,
+ * cgroup and container filters: from the direct-mapped answers, which
+ * every entry of a window with such a filter asks, else looked up. */
+static inline int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret) {
+        const struct cgroup_seen *seen = &c->cgroup_seen[(uint64_t) cgroup_id % ELEMENTSOF(c->cgroup_seen)];
+
+        if (seen->id_plus_1 == cgroup_id + 1) {
+                *ret = seen->in;
+                return 0;
+        }
+        return cgroup_matches_lookup(c, cgroup_id, ret);
+}
 
 /* One pass over the blocks of the window: totals, distinct CPUs and the
  * groups of part `part` of `parts`, filtered in C. */
@@ -773,12 +792,6 @@ typedef struct group_acc {
         /* Rows only (no stacks): where a full table goes, named
          * (rows_add()), so that the window is read once. */
         struct row_set *rows;
-        /* The cgroup filters' answers, direct-mapped by cgroup id: the
-         * cgroups of a window are few, its entries many. */
-        struct cgroup_seen {
-                int64_t id_plus_1;      /* 0: empty */
-                bool in;
-        } cgroup_seen[256];
 } group_acc;
 
 /* raw: samples per snapshot link, and of them those whose leaf is in a
@@ -999,15 +1012,12 @@ static int group_block(const scan_block *b, const block_entry *v, size_t n, void
                 if (w == 0)
                         continue;
                 if (q->unit || q->cgroup || q->container) {
-                        struct cgroup_seen *seen = &g->cgroup_seen[(uint64_t) e->cgroup_id % ELEMENTSOF(g->cgroup_seen)];
+                        bool in;
 
-                        if (seen->id_plus_1 != e->cgroup_id + 1) {
-                                r = ctx_cgroup_matches(g->c, e->cgroup_id, &seen->in);
-                                if (r < 0)
-                                        return r;
-                                seen->id_plus_1 = e->cgroup_id + 1;
-                        }
-                        if (!seen->in)
+                        r = ctx_cgroup_matches(g->c, e->cgroup_id, &in);
+                        if (r < 0)
+                                return r;
+                        if (!in)
                                 continue;
                 }
                 matched += w;
@@ -1190,15 +1200,17 @@ static int row_set_add(row_set *rs, const row_key *k, uint64_t samples) {
         return 0;
 }
 
-/* Whether a cgroup (a string id; 0: not known) passes the query's unit,
- * cgroup and container filters. */
-static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret) {
+/* ctx_cgroup_matches() for a cgroup not in its direct-mapped answers:
+ * from the memo of all, or worked out; either way put in its slot. */
+static int cgroup_matches_lookup(query_ctx *c, int64_t cgroup_id, bool *ret) {
+        struct cgroup_seen *seen = &c->cgroup_seen[(uint64_t) cgroup_id % ELEMENTSOF(c->cgroup_seen)];
         const query_params *q = c->q;
         const char *path = NULL;
         int64_t v;
         int r;
 
         if (hashmap_get_u64(c->cgroup_match, u64(cgroup_id), &v) >= 0) {
+                *seen = (struct cgroup_seen) { cgroup_id + 1, v };
                 *ret = v;
                 return 0;
         }
@@ -1210,6 +1222,7 @@ static int ctx_cgroup_matches(query_ctx *c, int64_t cgroup_id, bool *ret) {
         *ret = path && (!q->cgroup || cgroup_path_under(path, q->cgroup)) &&
                (!q->unit || cgroup_unit_matches(path, q->unit)) &&
                (!q->container || cgroup_container_matches(path, q->container));
+        *seen = (struct cgroup_seen) { cgroup_id + 1, *ret };
         return hashmap_put_u64(c->cgroup_match, u64(cgroup_id), *ret);
 }
 

@@ -1078,7 +1078,7 @@ static int timeline_from_json(struct json_object *obj, query_result *r) {
 
 int query_result_from_json(struct json_object *obj, query_result **ret) {
         _cleanup_(query_result_freep) query_result *r = NULL;
-        struct json_object *rows, *stacks;
+        struct json_object *rows, *stacks, *totals;
         uint64_t cpus;
         size_t n;
         int k;
@@ -1153,10 +1153,10 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
             (k = packed_from_json(obj, "entries", ENTRIES_PER_STRING, entry_append, r)) < 0)
                 return k;
 
-        if (json_object_object_get_ex(obj, "cgroup_totals", &stacks) && stacks) {
-                if (!json_object_is_type(stacks, json_type_array))
+        if (json_object_object_get_ex(obj, "cgroup_totals", &totals) && totals) {
+                if (!json_object_is_type(totals, json_type_array))
                         return -EBADMSG;
-                n = json_object_array_length(stacks);
+                n = json_object_array_length(totals);
                 if (n > 0) {
                         r->cgroup_totals = calloc(n, sizeof(query_cgroup_total));
                         if (!r->cgroup_totals)
@@ -1164,7 +1164,7 @@ int query_result_from_json(struct json_object *obj, query_result **ret) {
                 }
                 for (size_t i = 0; i < n; i++) {
                         r->n_cgroup_totals = i + 1;
-                        k = cgroup_total_from_json(json_object_array_get_idx(stacks, i), &r->cgroup_totals[i]);
+                        k = cgroup_total_from_json(json_object_array_get_idx(totals, i), &r->cgroup_totals[i]);
                         if (k < 0)
                                 return k;
                 }
