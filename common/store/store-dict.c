@@ -534,6 +534,7 @@ struct dict_reader {
         size_t n_blocks, alloc_blocks;
         size_t bytes, max_bytes;
         uint64_t clock;
+        size_t last;            /* the block of the last id found (a hint: checked) */
 };
 
 int dict_reader_new(sqlite3 *db, dict_kind kind, size_t max_bytes, dict_reader **ret) {
@@ -655,13 +656,18 @@ int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values) {
         size_t at, i;
         int k;
 
-        i = reader_find(r, id, &at);
+        /* Ids are mostly asked for in runs within a block. */
+        if (r->last < r->n_blocks && r->blocks[r->last].first <= id && id <= r->blocks[r->last].last)
+                i = r->last;
+        else
+                i = reader_find(r, id, &at);
         if (i == r->n_blocks) {
                 k = reader_load(r, id, &i);
                 if (k < 0)
                         return k;
         }
         r->blocks[i].used = ++r->clock;
+        r->last = i;
         b = r->blocks + i;
         i = rows_find(b->v, b->n, r->width, id);
         if (i == b->n)

@@ -1310,7 +1310,7 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
         for (size_t i = 0; i < n_groups; i++)
                 if (groups[i].frame_id == 0 && group_stack(groups + i) != 0)
                         order[m++] = (order_item) { group_stack(groups + i), i };
-        qsort(order, m, sizeof *order, order_cmp);
+        sort_by_id(order, m);
         {
                 _cleanup_free_ int64_t *leaf = calloc(MAX(n_groups, (size_t) 1), sizeof *leaf);
 
@@ -1326,7 +1326,7 @@ static int rows_add(query_ctx *c, row_set *rs, const group *groups, size_t n_gro
                 for (size_t i = 0; i < n_groups; i++)
                         order[i] = (order_item) { leaf[i], i };
         }
-        qsort(order, n_groups, sizeof *order, order_cmp);
+        sort_by_id(order, n_groups);
 
         row_key key = {};
         for (size_t k = 0; k < n_groups; k++) {
@@ -2231,8 +2231,8 @@ typedef struct class_acc {
         /* ctx_frame_hash()'s answers by frame id, direct-mapped. */
         struct frame_hash {
                 int64_t id;     /* 0: empty */
-                uint64_t h1, h2;
-                bool counts, in_dso;
+                uint64_t h1;
+                uint64_t h2;    /* low bits: FRAME_HASH_COUNTS, FRAME_HASH_IN_DSO */
         } *fcache;
         /* When the classes of a capped query outgrow their table in its
          * first pass: CLASS_EXACT, then CLASS_SUMMARY (class_shrink():
@@ -2268,10 +2268,13 @@ static uint64_t name_hash(const char *s, uint64_t seed) {
         return group_hash(h, w);
 }
 
-/* A frame as stacks by name see it: its name's hash, whether it counts
- * for the query (frame kinds) and whether it is in the query's dso (the
- * frame, its folded name and the dso's answer are the context's, made
- * once). */
+/* A frame as stacks by name see it: its name's hash (h2's two low bits
+ * replaced by the flags), whether it counts for the query (frame kinds)
+ * and whether it is in the query's dso (the frame, its folded name and
+ * the dso's answer are the context's, made once). */
+#define FRAME_HASH_COUNTS UINT64_C(2)
+#define FRAME_HASH_IN_DSO UINT64_C(1)
+
 static int ctx_frame_hash(query_ctx *c, int64_t frame_id, struct frame_hash *ret) {
         bool counts, in_dso;
         const char *name;
@@ -2287,7 +2290,12 @@ static int ctx_frame_hash(query_ctx *c, int64_t frame_id, struct frame_hash *ret
                 r = ctx_folded(c, fi, &name);
         if (r < 0)
                 return r;
-        *ret = (struct frame_hash) { frame_id, name_hash(name, CLASS_SEED1), name_hash(name, CLASS_SEED2), counts, in_dso };
+        *ret = (struct frame_hash) {
+                frame_id,
+                name_hash(name, CLASS_SEED1),
+                (name_hash(name, CLASS_SEED2) & ~UINT64_C(3)) | (counts ? FRAME_HASH_COUNTS : 0) |
+                        (in_dso ? FRAME_HASH_IN_DSO : 0),
+        };
         return 0;
 }
 
@@ -2331,7 +2339,10 @@ static int memo_reserve(class_acc *a, size_t k) {
         return a->memo_n + k <= a->memo_cap / 4 * 3 ? 0 : -E2BIG;
 }
 
-#define CLASS_FRAME_CACHE 65536u
+/* Frames by id, direct-mapped (24 bytes each: 6 MiB): a frame
+ * generation holds up to 130,048 frames (store-dict.c), with consecutive
+ * ids, so the frames of a stretch of a window seldom share a slot. */
+#define CLASS_FRAME_CACHE 262144u
 
 /* A chain's hash (h1, h2) and the next frame's: the frame's name if it
  * counts. h2's low bit says whether a frame of the query's dso counts on
@@ -2350,10 +2361,11 @@ static int class_step(class_acc *a, int64_t frame_id, uint64_t *h1, uint64_t *h2
                 if (e)
                         *e = x;
         }
-        if (!x.counts)
+        if (!(x.h2 & FRAME_HASH_COUNTS))
                 return 0;
         *h1 = group_hash(*h1 ^ 0x9e3779b97f4a7c15ULL, x.h1);
-        *h2 = (group_hash((*h2 & ~UINT64_C(1)) ^ 0xc2b2ae3d27d4eb4fULL, x.h2) & ~UINT64_C(1)) | (*h2 & 1) | x.in_dso;
+        *h2 = (group_hash((*h2 & ~UINT64_C(1)) ^ 0xc2b2ae3d27d4eb4fULL, x.h2 & ~UINT64_C(3)) & ~UINT64_C(1)) |
+              (*h2 & 1) | (x.h2 & FRAME_HASH_IN_DSO);
         return 0;
 }
 

@@ -1541,6 +1541,50 @@ TEST(stacks_by_name_with_a_dso) {
         ASSERT_STREQ(r->stacks[0].frames[1], "f");
 }
 
+/* Stacks of one kind of frame: stacks that differ only in the frames of
+ * the other kind are one class, counted as one against max_stacks. */
+TEST(stacks_by_name_of_one_kind_of_frame) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const frame k_read = { FRAME_KERNEL, 0xffffffff81234560, "ksys_read", 0x10, MODULE_KERNEL, NULL };
+        const frame k_entry = { FRAME_KERNEL, 0xffffffff81000040, "entry_SYSCALL_64", 0x40, MODULE_KERNEL, NULL };
+        const frame u_read = { FRAME_USER, 0x601010, "read", 0x1010, "/usr/lib/libc.so.6", NULL };
+        const frame u_fread = { FRAME_USER, 0x602020, "fread", 0x2020, "/usr/lib/libc.so.6", NULL };
+        const frame u_main = { FRAME_USER, 0x401000, "main", 0x1000, "/usr/bin/app", NULL };
+        /* Leaf first: the same kernel part under two user parts. */
+        const frame a[] = { k_read, k_entry, u_read, u_main }, b[] = { k_read, k_entry, u_fread, u_main };
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_OK(store_begin(s));
+        for (int i = 0; i < 10; i++) {
+                add(s, S(i), 0, 300, "app", a, 4);
+                if (i % 2)
+                        add(s, S(i) + 1000, 0, 300, "app", b, 4);
+        }
+        ASSERT_OK(store_commit(s));
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+
+        query_params q = QUERY_PARAMS_INIT;
+        q.want_stacks = true;
+        q.frames = QUERY_FRAMES_KERNEL;
+        _cleanup_result_ query_result *k = run_query(s, &q, 0, 1);
+        ASSERT_EQ(k->n_stacks, 1);
+        ASSERT_U64_EQ(k->stacks[0].samples, 15);
+        ASSERT_EQ(k->stacks[0].n_frames, 2);
+        ASSERT_STREQ(k->stacks[0].frames[0], "entry_SYSCALL_64");
+        ASSERT_STREQ(k->stacks[0].frames[1], "ksys_read");
+
+        q.frames = QUERY_FRAMES_USER;
+        _cleanup_result_ query_result *u = run_query(s, &q, 0, 0);
+        ASSERT_EQ(u->n_stacks, 2);
+        ASSERT_U64_EQ(u->stacks[0].samples, 10);
+        ASSERT_U64_EQ(u->stacks[1].samples, 5);
+        ASSERT_EQ(u->stacks[1].n_frames, 2);
+        ASSERT_STREQ(u->stacks[1].frames[0], "main");
+        ASSERT_STREQ(u->stacks[1].frames[1], "fread");
+}
+
 /* Classes that outgrow their table in a capped query: the frequent ones
  * kept (class_shrink()) and counted again exactly, when that proves the
  * answer (2 passes); else parts. Both answer as one pass does. */
