@@ -440,6 +440,107 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
 }
 
 int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n) {
+        return sample_block_decode_some(codec, data, size, SAMPLE_NEED_ALL, ret, ret_n);
+}
+
+/* Entry by entry, with a cursor and a running sum for each column, each
+ * entry written once: 5-12 % faster than column by column
+ * (bench/RESULTS.md). A cursor reads only its own column: each varint
+ * ends at a byte that skip_varints() counted. Inlined for each `need`
+ * sample_block_decode_some() names, so that the columns left out cost no
+ * test an entry. */
+static inline __attribute__((always_inline)) int decode_entries(const uint8_t **cur, const uint8_t *qend, size_t n,
+                                                                uint64_t mean, unsigned columns, unsigned need,
+                                                                block_entry *v) {
+        uint32_t cpu = 0;
+        uint64_t pid = 0, comm = 0, snap = 0, stack = 0, frame = 0, cg = 0, kind = 0, x;
+        bool leafless = false;  /* an entry has no leaf frame */
+#define NEXT_WITH(get, c)                                       \
+        do {                                                    \
+                if (!get(&cur[c], qend, &x))                    \
+                        return -EBADMSG;                        \
+        } while (0)
+#define NEXT(c) NEXT_WITH(get_varint, c)
+#define NEXT_ANY(c) NEXT_WITH(get_varint_any, c)
+        for (size_t i = 0; i < n; i++) {
+                uint32_t this_pid;
+                uint64_t count;
+                block_entry *e = v + i;
+
+                NEXT(0);
+                if (x > UINT32_MAX - cpu)
+                        return -EBADMSG;
+                cpu += (uint32_t) x;
+                NEXT(1);
+                pid += (uint64_t) unzigzag(x);
+                this_pid = (uint32_t) pid;
+                pid = this_pid;
+                e->cpu = cpu;
+                e->pid = this_pid;
+                e->tid = 0;
+                if (need & SAMPLE_NEED_TID) {
+                        NEXT(2);
+                        e->tid = (uint32_t) ((uint64_t) this_pid + (uint64_t) unzigzag(x));
+                }
+                NEXT(3);
+                comm += (uint64_t) unzigzag(x);
+                e->comm_id = (int64_t) comm;
+                e->snapshot_id = 0;
+                if (need & SAMPLE_NEED_SNAPSHOT) {
+                        NEXT(4);
+                        snap += (uint64_t) unzigzag(x);
+                        e->snapshot_id = (int64_t) snap;
+                }
+                e->stack_id = 0;
+                if (need & SAMPLE_NEED_STACK) {
+                        NEXT_ANY(5);
+                        stack += (uint64_t) unzigzag(x);
+                        e->stack_id = (int64_t) stack;
+                }
+                NEXT(6);
+                if (x == UINT64_MAX)
+                        return -EBADMSG;
+                count = x + 1;
+                e->count = count;
+                e->period = 0;
+                if (need & SAMPLE_NEED_PERIOD) {
+                        NEXT_ANY(7);
+                        e->period = count * mean + (uint64_t) unzigzag(x);
+                }
+                if (columns > FRAME_COLUMN) {
+                        NEXT_ANY(FRAME_COLUMN);
+                        frame += (uint64_t) unzigzag(x);
+                }
+                e->frame_id = (int64_t) frame;
+                leafless = leafless || frame == 0;
+                if (columns > FRAME_COLUMN + 1) {
+                        NEXT(FRAME_COLUMN + 1);
+                        cg += (uint64_t) unzigzag(x);
+                }
+                e->cgroup_id = (int64_t) cg;
+                if (columns > FRAME_COLUMN + 2) {
+                        NEXT(FRAME_COLUMN + 2);
+                        kind += (uint64_t) unzigzag(x);         /* wraps, as the encoder's differences */
+                        if (kind >= _SAMPLE_KIND_MAX)
+                                return -EBADMSG;
+                }
+                e->kind = (uint32_t) kind;
+        }
+        if (!(need & SAMPLE_NEED_STACK) && leafless)
+                /* Their leaf frames are found from their stacks. */
+                for (size_t i = 0; i < n; i++) {
+                        NEXT_ANY(5);
+                        stack += (uint64_t) unzigzag(x);
+                        v[i].stack_id = (int64_t) stack;
+                }
+#undef NEXT_ANY
+#undef NEXT
+#undef NEXT_WITH
+        return 0;
+}
+
+int sample_block_decode_some(sample_codec *codec, const uint8_t *data, size_t size, unsigned need, block_entry **ret,
+                             size_t *ret_n) {
         _cleanup_free_ uint8_t *raw = NULL;
         _cleanup_free_ block_entry *v = NULL;
         const uint8_t *p, *end = data + size;
@@ -481,73 +582,14 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
         if (!v)
                 return -ENOMEM;
 
-        /* Entry by entry, with a cursor and a running sum for each
-         * column, each entry written once: 5-12 % faster than column by
-         * column (bench/RESULTS.md). A cursor reads only its own column:
-         * each varint ends at a byte that skip_varints() counted. */
-        uint32_t cpu = 0;
-        uint64_t pid = 0, comm = 0, snap = 0, stack = 0, frame = 0, cg = 0, kind = 0, x;
-#define NEXT_WITH(get, c)                                       \
-        do {                                                    \
-                if (!get(&cur[c], qend, &x))                    \
-                        return -EBADMSG;                        \
-        } while (0)
-#define NEXT(c) NEXT_WITH(get_varint, c)
-#define NEXT_ANY(c) NEXT_WITH(get_varint_any, c)
-        for (size_t i = 0; i < n; i++) {
-                uint32_t this_pid;
-                uint64_t count;
-                block_entry *e = v + i;
-
-                NEXT(0);
-                if (x > UINT32_MAX - cpu)
-                        return -EBADMSG;
-                cpu += (uint32_t) x;
-                NEXT(1);
-                pid += (uint64_t) unzigzag(x);
-                this_pid = (uint32_t) pid;
-                pid = this_pid;
-                NEXT(2);
-                e->cpu = cpu;
-                e->pid = this_pid;
-                e->tid = (uint32_t) ((uint64_t) this_pid + (uint64_t) unzigzag(x));
-                NEXT(3);
-                comm += (uint64_t) unzigzag(x);
-                e->comm_id = (int64_t) comm;
-                NEXT(4);
-                snap += (uint64_t) unzigzag(x);
-                e->snapshot_id = (int64_t) snap;
-                NEXT_ANY(5);
-                stack += (uint64_t) unzigzag(x);
-                e->stack_id = (int64_t) stack;
-                NEXT(6);
-                if (x == UINT64_MAX)
-                        return -EBADMSG;
-                count = x + 1;
-                e->count = count;
-                NEXT_ANY(7);
-                e->period = count * mean + (uint64_t) unzigzag(x);
-                if (columns > FRAME_COLUMN) {
-                        NEXT_ANY(FRAME_COLUMN);
-                        frame += (uint64_t) unzigzag(x);
-                }
-                e->frame_id = (int64_t) frame;
-                if (columns > FRAME_COLUMN + 1) {
-                        NEXT(FRAME_COLUMN + 1);
-                        cg += (uint64_t) unzigzag(x);
-                }
-                e->cgroup_id = (int64_t) cg;
-                if (columns > FRAME_COLUMN + 2) {
-                        NEXT(FRAME_COLUMN + 2);
-                        kind += (uint64_t) unzigzag(x);         /* wraps, as the encoder's differences */
-                        if (kind >= _SAMPLE_KIND_MAX)
-                                return -EBADMSG;
-                }
-                e->kind = (uint32_t) kind;
-        }
-#undef NEXT_ANY
-#undef NEXT
-#undef NEXT_WITH
+        if (need == SAMPLE_NEED_ALL)
+                r = decode_entries(cur, qend, n, mean, columns, SAMPLE_NEED_ALL, v);
+        else if (need == 0)
+                r = decode_entries(cur, qend, n, mean, columns, 0, v);
+        else
+                r = decode_entries(cur, qend, n, mean, columns, need, v);
+        if (r < 0)
+                return r;
 
         *ret = TAKE_PTR(v);
         *ret_n = n;

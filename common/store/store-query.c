@@ -987,6 +987,23 @@ static int group_put(group_acc *g, const group *x, uint64_t h) {
  * the caches, and adding is mostly waiting for them). */
 #define GROUP_AHEAD 8
 
+/* The columns of the window's entries group_block() reads. */
+static unsigned group_needs(const group_acc *g) {
+        const query_params *q = g->q;
+        unsigned need = 0;
+
+        if (q->want_stacks && q->by_tid)
+                need |= SAMPLE_NEED_TID;
+        if (g->snaps)
+                need |= SAMPLE_NEED_SNAPSHOT;
+        /* Without stacks, an entry that has a leaf frame groups by it. */
+        if (q->want_stacks || q->frames != QUERY_FRAMES_ALL)
+                need |= SAMPLE_NEED_STACK;
+        if (q->kind == SAMPLE_KIND_OFFCPU)
+                need |= SAMPLE_NEED_PERIOD;
+        return need;
+}
+
 static int group_block(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
         group_acc *g = userdata;
         const query_params *q = g->q;
@@ -2673,7 +2690,7 @@ static int class_count_candidates(class_acc *a, store *s, const query_params *q,
                         ct->slots[i].samples = 1;       /* 1 more than counted */
         a->stage = CLASS_CANDIDATES;
         group_table_clear(a->t);
-        r = sample_scan(s, q->since_ns, q->until_ns, top_level, q->pid, group_block, g);
+        r = sample_scan_some(s, q->since_ns, q->until_ns, top_level, q->pid, group_needs(g), group_block, g);
         if (r >= 0)
                 r = class_flush(a);
         *g = *first;
@@ -2799,7 +2816,7 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                                 memset(timeline, 0, q->timeline * sizeof(uint64_t));
                         group_table_clear(&t);
                         passes++;
-                        r = sample_scan(s, q->since_ns, q->until_ns, top_level, q->pid, group_block, g);
+                        r = sample_scan_some(s, q->since_ns, q->until_ns, top_level, q->pid, group_needs(g), group_block, g);
                         if (r >= 0 && by_class)
                                 r = class_flush(&ca);
                         if (r >= 0 && by_class && ca.stage == CLASS_SUMMARY) {

@@ -136,6 +136,7 @@ typedef struct scan_ctx {
         void *userdata;
         bool one_level;         /* markers are skipped, not followed */
         int64_t pid;            /* -1, or the only pid the caller counts */
+        unsigned need;          /* SAMPLE_NEED_* */
 } scan_ctx;
 
 /* Helpers of store-samples.c for store-samples-upkeep.c (see there). */

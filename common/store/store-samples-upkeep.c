@@ -696,7 +696,7 @@ int sample_writer_flush_partial(sample_writer *w) {
 }
 
 int sample_scan_level(store *s, unsigned level, sample_scan_cb cb, void *userdata) {
-        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .one_level = true };
+        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .one_level = true, .need = SAMPLE_NEED_ALL };
         int r;
 
         if (level >= SAMPLE_LEVELS)

@@ -1353,7 +1353,7 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
                         *marker = true;
                         continue;
                 }
-                r = sample_block_decode(x->codec, data, size, &v, &n);
+                r = sample_block_decode_some(x->codec, data, size, x->need, &v, &n);
                 for (size_t i = 0; r >= 0 && i < n; i++) {
                         if (x->pid >= 0 && v[i].pid == (uint64_t) x->pid)
                                 has = true;
@@ -1449,7 +1449,7 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
                          * (its own statement; this one stays where it is). */
                         r = x->one_level ? 0 : scan_plan(x, sample_levels[level].finer, MAX(from, b.start_ns), MIN(to, b.end_ns));
                 else {
-                        r = sample_block_decode(x->codec, data, size, &v, &n);
+                        r = sample_block_decode_some(x->codec, data, size, x->need, &v, &n);
                         if (r >= 0)
                                 r = x->cb(&b, v, n, x->userdata);
                 }
@@ -1500,7 +1500,14 @@ static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
 
 int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, int64_t pid, sample_scan_cb cb,
                 void *userdata) {
-        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .codec = sample_codec_new(), .pid = pid };
+        return sample_scan_some(s, since_ns, until_ns, top, pid, SAMPLE_NEED_ALL, cb, userdata);
+}
+
+int sample_scan_some(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, int64_t pid, unsigned need,
+                     sample_scan_cb cb, void *userdata) {
+        scan_ctx x = {
+                .store = s, .cb = cb, .userdata = userdata, .codec = sample_codec_new(), .pid = pid, .need = need,
+        };
         int r;
 
         if (!x.codec)

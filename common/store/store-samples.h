@@ -128,6 +128,10 @@ typedef int (*sample_scan_cb)(const scan_block *b, const block_entry *v, size_t 
 
 int sample_scan(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, int64_t pid, sample_scan_cb cb,
                 void *userdata);
+/* The same, the entries' columns in `need` only (SAMPLE_NEED_*,
+ * sample-block.h); the others read 0. */
+int sample_scan_some(store *s, uint64_t since_ns, uint64_t until_ns, unsigned top, int64_t pid, unsigned need,
+                     sample_scan_cb cb, void *userdata);
 
 int store_migrate_4_to_5(sqlite3 *db);
 int store_migrate_5_to_6(sqlite3 *db);

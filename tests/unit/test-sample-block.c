@@ -234,8 +234,72 @@ TEST(block_without_frames) {
                 ASSERT_U64_EQ(got[i].period, w[i].period);
         }
         free(got);
+        /* A reader that groups by leaf frame gets the stacks to find them. */
+        ASSERT_OK(sample_block_decode_some(NULL, without, without_size, 0, &got, &n));
+        ASSERT_EQ(n, (size_t) N);
+        for (size_t i = 0; i < N; i++) {
+                ASSERT_EQ(got[i].stack_id, w[i].stack_id);
+                ASSERT_U64_EQ(got[i].period, 0);
+        }
+        free(got);
         free(with);
         free(without);
+}
+
+/* sample_block_decode_some(): the columns asked for as the whole
+ * decode has them, the others 0; stacks anyway for a block with an
+ * entry without a leaf frame. */
+TEST(columns_left_out_read_zero) {
+        for (int round = 0; round < 60; round++) {
+                size_t n = 1 + rnd() % 500, m = 0, k = 0;
+                block_entry *v = calloc(n, sizeof *v), *all = NULL;
+                uint8_t *data = NULL;
+                size_t size = 0;
+                bool leafless = false;
+
+                ASSERT_TRUE(v != NULL);
+                random_entries(v, n);
+                /* Half the blocks have a leaf frame in every entry. */
+                for (size_t i = 0; i < n; i++) {
+                        if (round % 2 && v[i].frame_id == 0)
+                                v[i].frame_id = 1;
+                        leafless = leafless || v[i].frame_id == 0;
+                }
+                ASSERT_OK(sample_block_encode(NULL, v, n, true, &data, &size));
+                ASSERT_OK(sample_block_decode(NULL, data, size, &all, &m));
+                for (unsigned need = 0; need <= SAMPLE_NEED_ALL; need++) {
+                        block_entry *got = NULL;
+
+                        ASSERT_OK(sample_block_decode_some(NULL, data, size, need, &got, &k));
+                        ASSERT_EQ(k, m);
+                        for (size_t i = 0; i < k; i++) {
+                                block_entry want = all[i];
+
+                                if (!(need & SAMPLE_NEED_TID))
+                                        want.tid = 0;
+                                if (!(need & SAMPLE_NEED_SNAPSHOT))
+                                        want.snapshot_id = 0;
+                                if (!(need & SAMPLE_NEED_STACK) && !leafless)
+                                        want.stack_id = 0;
+                                if (!(need & SAMPLE_NEED_PERIOD))
+                                        want.period = 0;
+                                if (memcmp(&want, got + i, sizeof want) != 0) {
+                                        fprintf(stderr, "round %d need %#x entry %zu: tid %u/%u snapshot %lld/%lld "
+                                                "stack %lld/%lld period %llu/%llu frame %lld/%lld\n", round, need, i,
+                                                want.tid, got[i].tid, (long long) want.snapshot_id,
+                                                (long long) got[i].snapshot_id, (long long) want.stack_id,
+                                                (long long) got[i].stack_id, (unsigned long long) want.period,
+                                                (unsigned long long) got[i].period, (long long) want.frame_id,
+                                                (long long) got[i].frame_id);
+                                        ASSERT_TRUE(false);
+                                }
+                        }
+                        free(got);
+                }
+                free(all);
+                free(data);
+                free(v);
+        }
 }
 
 /* Off-CPU entries make a format-4 block that keeps each entry's kind;
