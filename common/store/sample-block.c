@@ -98,7 +98,7 @@ static inline bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *r
 /* get_varint() without its branch on one-byte values, for the columns
  * whose values are of any length (stack ids, periods, leaf frames), where
  * that branch is mispredicted. */
-static inline bool get_varint_any(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+static inline __attribute__((always_inline)) bool get_varint_any(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
         unsigned len;
 
         if (end - *p >= 8 && (len = varint_word(*p, ret)) > 0) {
