@@ -471,10 +471,13 @@ static inline __attribute__((always_inline)) int decode_entries(const uint8_t **
                 if (x > UINT32_MAX - cpu)
                         return -EBADMSG;
                 cpu += (uint32_t) x;
-                NEXT(1);
-                pid += (uint64_t) unzigzag(x);
-                this_pid = (uint32_t) pid;
-                pid = this_pid;
+                this_pid = 0;
+                if (need & (SAMPLE_NEED_PID | SAMPLE_NEED_TID)) {
+                        NEXT(1);
+                        pid += (uint64_t) unzigzag(x);
+                        this_pid = (uint32_t) pid;
+                        pid = this_pid;
+                }
                 e->cpu = cpu;
                 e->pid = this_pid;
                 e->tid = 0;
@@ -586,6 +589,8 @@ int sample_block_decode_some(sample_codec *codec, const uint8_t *data, size_t si
                 r = decode_entries(cur, qend, n, mean, columns, SAMPLE_NEED_ALL, v);
         else if (need == 0)
                 r = decode_entries(cur, qend, n, mean, columns, 0, v);
+        else if (need == SAMPLE_NEED_PID)
+                r = decode_entries(cur, qend, n, mean, columns, SAMPLE_NEED_PID, v);
         else
                 r = decode_entries(cur, qend, n, mean, columns, need, v);
         if (r < 0)

@@ -90,10 +90,12 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
  * NULL. */
 int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n);
 
-/* The columns a reader needs besides cpu, pid, comm, count, leaf frame,
+/* The columns a reader needs besides cpu, comm, count, leaf frame,
  * cgroup and kind, which are always decoded; the others read 0. Each
  * column is a stream of its own, so one left out is not read at all
  * (the block is still checked whole). */
+#define SAMPLE_NEED_PID (1u << 4)
+/* The thread (its pid decoded too). */
 #define SAMPLE_NEED_TID (1u << 0)
 #define SAMPLE_NEED_SNAPSHOT (1u << 1)
 /* Without it, the stacks of a block are decoded only if an entry of it
@@ -101,7 +103,8 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
  * frames). */
 #define SAMPLE_NEED_STACK (1u << 2)
 #define SAMPLE_NEED_PERIOD (1u << 3)
-#define SAMPLE_NEED_ALL (SAMPLE_NEED_TID | SAMPLE_NEED_SNAPSHOT | SAMPLE_NEED_STACK | SAMPLE_NEED_PERIOD)
+#define SAMPLE_NEED_ALL \
+        (SAMPLE_NEED_PID | SAMPLE_NEED_TID | SAMPLE_NEED_SNAPSHOT | SAMPLE_NEED_STACK | SAMPLE_NEED_PERIOD)
 
 /* sample_block_decode() of the columns in `need` (SAMPLE_NEED_*). */
 int sample_block_decode_some(sample_codec *codec, const uint8_t *data, size_t size, unsigned need, block_entry **ret,

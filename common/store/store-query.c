@@ -992,6 +992,8 @@ static unsigned group_needs(const group_acc *g) {
         const query_params *q = g->q;
         unsigned need = 0;
 
+        if (q->pid >= 0 || (q->want_stacks && q->by_pid))
+                need |= SAMPLE_NEED_PID;
         if (q->want_stacks && q->by_tid)
                 need |= SAMPLE_NEED_TID;
         if (g->snaps)

@@ -1353,7 +1353,8 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
                         *marker = true;
                         continue;
                 }
-                r = sample_block_decode_some(x->codec, data, size, x->need, &v, &n);
+                /* The pids: what the period holds. */
+                r = sample_block_decode_some(x->codec, data, size, x->need | SAMPLE_NEED_PID, &v, &n);
                 for (size_t i = 0; r >= 0 && i < n; i++) {
                         if (x->pid >= 0 && v[i].pid == (uint64_t) x->pid)
                                 has = true;

@@ -275,6 +275,8 @@ TEST(columns_left_out_read_zero) {
                         for (size_t i = 0; i < k; i++) {
                                 block_entry want = all[i];
 
+                                if (!(need & (SAMPLE_NEED_PID | SAMPLE_NEED_TID)))
+                                        want.pid = 0;
                                 if (!(need & SAMPLE_NEED_TID))
                                         want.tid = 0;
                                 if (!(need & SAMPLE_NEED_SNAPSHOT))
@@ -284,9 +286,9 @@ TEST(columns_left_out_read_zero) {
                                 if (!(need & SAMPLE_NEED_PERIOD))
                                         want.period = 0;
                                 if (memcmp(&want, got + i, sizeof want) != 0) {
-                                        fprintf(stderr, "round %d need %#x entry %zu: tid %u/%u snapshot %lld/%lld "
-                                                "stack %lld/%lld period %llu/%llu frame %lld/%lld\n", round, need, i,
-                                                want.tid, got[i].tid, (long long) want.snapshot_id,
+                                        fprintf(stderr, "round %d need %#x entry %zu: pid %u/%u tid %u/%u "
+                                                "snapshot %lld/%lld stack %lld/%lld period %llu/%llu frame %lld/%lld\n",
+                                                round, need, i, want.pid, got[i].pid, want.tid, got[i].tid, (long long) want.snapshot_id,
                                                 (long long) got[i].snapshot_id, (long long) want.stack_id,
                                                 (long long) got[i].stack_id, (unsigned long long) want.period,
                                                 (unsigned long long) got[i].period, (long long) want.frame_id,
