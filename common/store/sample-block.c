@@ -515,7 +515,9 @@ static inline __attribute__((always_inline)) int decode_entries(const uint8_t **
                         frame += (uint64_t) unzigzag(x);
                 }
                 e->frame_id = (int64_t) frame;
-                leafless = leafless || frame == 0;
+                /* A folded process has no stack either (fold_out()). */
+                leafless = leafless ||
+                           (frame == 0 && (!(need & (SAMPLE_NEED_PID | SAMPLE_NEED_TID)) || this_pid != SAMPLE_PID_BRIEF));
                 if (columns > FRAME_COLUMN + 1) {
                         NEXT(FRAME_COLUMN + 1);
                         cg += (uint64_t) unzigzag(x);

@@ -90,6 +90,14 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
  * NULL. */
 int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, block_entry **ret, size_t *ret_n);
 
+/* Process hours (level 6) keep the entries of a process they saw in
+ * three minutes or more; those of a process seen in fewer (most of a
+ * fork/exec-heavy machine's) are folded into an entry a CPU and kind of
+ * this pid, without comm, cgroup, stack or leaf frame, and a report of
+ * such a process, or of a unit, reads the minutes of that hour
+ * (store-samples.c, "brief processes"). */
+#define SAMPLE_PID_BRIEF UINT32_MAX
+
 /* The columns a reader needs besides cpu, comm, count, leaf frame,
  * cgroup and kind, which are always decoded; the others read 0. Each
  * column is a stream of its own, so one left out is not read at all
@@ -100,7 +108,7 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
 #define SAMPLE_NEED_SNAPSHOT (1u << 1)
 /* Without it, the stacks of a block are decoded only if an entry of it
  * has no leaf frame (a block written without them, or a sample without
- * frames). */
+ * frames) and is not of SAMPLE_PID_BRIEF (with its pid decoded). */
 #define SAMPLE_NEED_STACK (1u << 2)
 #define SAMPLE_NEED_PERIOD (1u << 3)
 #define SAMPLE_NEED_ALL \

@@ -34,14 +34,9 @@ enum {
 
 uint64_t sample_level_width(unsigned level);
 
-/* Process hours (level 6) keep the entries of a process they saw in
- * three minutes or more; those of a process seen in fewer (most of a
- * fork/exec-heavy machine's) are folded into an entry a CPU and kind of
- * this pid, and a report of such a process, or of a unit, reads the
- * minutes of that hour (store-samples.c, "brief processes"). Pids are
- * below SAMPLE_PID_LIMIT (the kernel's PID_MAX_LIMIT); those at or above
- * it are never folded. */
-#define SAMPLE_PID_BRIEF UINT32_MAX
+/* SAMPLE_PID_BRIEF (sample-block.h): the pid of folded processes. Pids
+ * are below SAMPLE_PID_LIMIT (the kernel's PID_MAX_LIMIT); those at or
+ * above it are never folded. */
 #define SAMPLE_PID_LIMIT (UINT32_C(1) << 22)
 
 /* sample_meta: the totals status reads, and the aggregation state. */
