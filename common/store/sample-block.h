@@ -102,15 +102,15 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
  * cgroup and kind, which are always decoded; the others read 0. Each
  * column is a stream of its own, so one left out is not read at all
  * (the block is still checked whole). */
-#define SAMPLE_NEED_PID (1u << 4)
+#define SAMPLE_NEED_PID (1u << 0)
 /* The thread (its pid decoded too). */
-#define SAMPLE_NEED_TID (1u << 0)
-#define SAMPLE_NEED_SNAPSHOT (1u << 1)
+#define SAMPLE_NEED_TID (1u << 1)
+#define SAMPLE_NEED_SNAPSHOT (1u << 2)
 /* Without it, the stacks of a block are decoded only if an entry of it
  * has no leaf frame (a block written without them, or a sample without
  * frames) and is not of SAMPLE_PID_BRIEF (with its pid decoded). */
-#define SAMPLE_NEED_STACK (1u << 2)
-#define SAMPLE_NEED_PERIOD (1u << 3)
+#define SAMPLE_NEED_STACK (1u << 3)
+#define SAMPLE_NEED_PERIOD (1u << 4)
 #define SAMPLE_NEED_ALL \
         (SAMPLE_NEED_PID | SAMPLE_NEED_TID | SAMPLE_NEED_SNAPSHOT | SAMPLE_NEED_STACK | SAMPLE_NEED_PERIOD)
 
