@@ -22,6 +22,12 @@
  * and the resident memory it took (peak above what the process held
  * before, and what it kept after).
  *
+ * bench-history --build DB: opens DB for writing (migrating it, as the
+ * daemon does) and builds the hours by cgroup it lacks, a step after
+ * another (store_build_step(), which the daemon runs each second); prints
+ * the calls (of 20 ms of steps, as the daemon's), their CPU time and the
+ * longest.
+ *
  * bench-history --queries DB: only the queries, over a database written
  * before, ending at its newest sample. With BENCH_QUERY=NAME[|NAME...] in
  * the environment, only the queries of those names (as printed, e.g.
@@ -454,12 +460,40 @@ int main(int argc, char **argv) {
 
         if (argc < 3) {
                 fprintf(stderr, "usage: bench-history DB SAMPLES [CPUS] [HZ]\n"
-                                "       bench-history --queries DB\n");
+                                "       bench-history --queries DB\n"
+                                "       bench-history --build DB\n");
                 return 2;
         }
         if (geteuid() != 0) {
                 fprintf(stderr, "needs root (kernel addresses in /proc/kallsyms, dropping the page cache)\n");
                 return 77;
+        }
+        if (streq(argv[1], "--build")) {
+                uint64_t steps = 0;
+                double c, w, longest = 0;
+                bool more = true;
+
+                c0 = cpu_seconds();
+                w0 = wall_seconds();
+                r = store_open(argv[2], STORE_READWRITE, &st);
+                c1 = cpu_seconds();
+                printf("open (and migrate): %.2f s CPU\n", c1 - c0);
+                while (r >= 0 && more) {
+                        c = cpu_seconds();
+                        r = store_build_step(st, 20 * NSEC_PER_MSEC, &more);
+                        longest = MAX(longest, cpu_seconds() - c);
+                        steps++;
+                }
+                if (r < 0) {
+                        fprintf(stderr, "%s: %s\n", argv[2], strerror(-r));
+                        return 1;
+                }
+                c = cpu_seconds();
+                w = wall_seconds();
+                store_free(st);
+                printf("built: %" PRIu64 " steps, %.2f s CPU (%.2f s wall), longest step %.1f ms CPU\n", steps,
+                       c - c1, w - w0, longest * 1e3);
+                return 0;
         }
         if (streq(argv[1], "--queries")) {
                 store_stats stats;
@@ -585,9 +619,15 @@ int main(int argc, char **argv) {
                         t_next_drain += DRAIN_NS;
                 }
                 if (t >= t_next_commit) {
+                        bool more;
+
                         if (ingest_commit(in) < 0)
                                 return 1;
                         (void) store_checkpoint(st);
+                        /* The daemon's housekeeping: the hours by cgroup,
+                         * 20 ms of steps a second. */
+                        if (store_build_step(st, 20 * NSEC_PER_MSEC, &more) < 0)
+                                return 1;
                         t_next_commit += NSEC_PER_SEC;
                 }
         }

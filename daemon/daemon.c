@@ -290,6 +290,20 @@ static void cap_step(daemon_ctx *d, uint64_t now) {
                          (unsigned long long) d->db_max_bytes, (unsigned long long) res.samples);
 }
 
+/* Builds the hours by cgroup: steps of one transaction while they have
+ * taken less than this (catching up after a migration or a long stop
+ * takes a second at a time). */
+#define BUILD_BUDGET_NS (20 * NSEC_PER_MSEC)
+
+static void build_step(daemon_ctx *d) {
+        bool more;
+        int r;
+
+        r = store_build_step(d->store, BUILD_BUDGET_NS, &more);
+        if (r < 0)
+                log_warning_errno(r, "Failed to build the hours by cgroup: %m");
+}
+
 /* Runs in its own transactions: the ingest batch is committed first. Not
  * while batches are held for a full disk (store_held()): the deletions
  * would be held too, their pages pinned in memory, and counted before
@@ -303,6 +317,7 @@ static void on_housekeeping_timer(evutil_socket_t fd, short what, void *userdata
                 return;
         expire_step(d, now);
         cap_step(d, now);
+        build_step(d);
 }
 
 /* database_max_size = auto: from the size of the database's file system. */

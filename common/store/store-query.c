@@ -2729,13 +2729,16 @@ static int query_groups(store *s, query_ctx *c, const query_params *q, int64_t c
                 return -ENOMEM;
 
         /* A profile of functions for any pid reads the leaf levels; of
-         * one pid or of cgroups, the process levels; whole stacks, and
+         * one pid, the process levels; of cgroups, the hours by cgroup
+         * and the process levels; whole stacks, and
          * kernel-only or user-only frames (found from the stacks), need
          * the full ones; a timeline, blocks no wider than its slots. */
         if (q->want_stacks || q->frames != QUERY_FRAMES_ALL)
                 top_level = SAMPLE_LEVEL_HOUR;
-        else if (q->pid >= 0 || q->unit || q->cgroup || q->container || q->by_cgroup)
+        else if (q->pid >= 0)
                 top_level = SAMPLE_LEVEL_PROC_HOUR;
+        else if (q->unit || q->cgroup || q->container || q->by_cgroup)
+                top_level = SAMPLE_LEVEL_CGROUP_HOUR;
         else
                 top_level = SAMPLE_LEVEL_LEAF_HOUR;
         if (q->raw) {

@@ -15,6 +15,14 @@
 #include "store/store-private.h"
 #include "store/store-samples.h"
 
+/* A block holds at most this many entries; a bigger period is written as
+ * several blocks. Bounds the accumulators' memory (72 to 80 bytes an entry
+ * with its index). */
+#define ACC_MAX_ENTRIES (16 * 1024)
+
+/* Below this many entries a period is stored whatever it sums. */
+#define DELEGATE_MIN_ENTRIES 256
+
 /* Dictionary blocks (frame rows and stack nodes, up to 16,384 each)
  * deleted per step of the cap or of retention. */
 #define CAP_CHUNK_DICT_BLOCKS 64
@@ -47,6 +55,12 @@ typedef struct level_info {
          * written after that bucket, past the limit); one of more than
          * ACC_MAX_ENTRIES entries is written in several blocks. */
         size_t acc_max;
+        /* Made from the written blocks of the finer levels once a period
+         * is over, a part of its keys at a time (store-samples-build.c),
+         * not fed as its source's blocks are written: only a block late
+         * to a period built or being built is copied up (feed()). */
+        bool built;
+        bool no_pid;            /* a process level without the pid: (cpu, comm, cgroup, leaf frame) */
 } level_info;
 
 extern const level_info sample_levels[SAMPLE_LEVELS];
@@ -103,6 +117,24 @@ enum {
         _WSTMT_MAX,
 };
 
+/* The period of a built level being built (store-samples-build.c): its
+ * minutes spilled in parts, a step each, then its parts summed, a block's
+ * worth a step. */
+typedef struct period_build {
+        bool active;
+        uint64_t start_ns;
+        unsigned minute;        /* the next minute to spill */
+        unsigned part;          /* the next part to sum */
+        size_t part_max;        /* the entries a block of parts holds (more: written in pieces) */
+        int64_t max_id;         /* blocks written after the build began are copied up as late ones */
+        uint64_t finer_entries; /* what a reader of the finer levels reads instead */
+        uint64_t entries;       /* written to the level */
+        uint64_t first_ns, last_ns, samples;    /* of the buckets it reads */
+        int64_t boot_id;        /* of the latest of them */
+        uint64_t gen_min;
+        acc acc;
+} period_build;
+
 struct sample_writer {
         store *store;
         sample_codec *codec;
@@ -116,13 +148,14 @@ struct sample_writer {
          * level-0 samples written to blocks. A rollback loses only these. */
         uint64_t tx_added, tx_written;
         uint64_t bad_blocks;            /* blocks that failed to decode when read back */
+        period_build build;
         int dropped_error;              /* why, the last time */
         uint64_t dropped_since_ns;      /* CLOCK_REALTIME of the first drop */
 };
 
 /* The sample_meta keys of the counters, in the order of
  * samples_meta_field(). */
-#define SAMPLES_META_KEYS 20
+#define SAMPLES_META_KEYS 21
 extern const char *const samples_meta_keys[SAMPLES_META_KEYS];
 
 typedef struct scan_ctx {
@@ -136,6 +169,10 @@ typedef struct scan_ctx {
         void *userdata;
         bool one_level;         /* markers are skipped, not followed */
         int64_t pid;            /* -1, or the only pid the caller counts */
+        int64_t max_id;         /* blocks of higher ids are left out (INT64_MAX: none) */
+        /* If set, blocks that cannot be decoded are counted here and left
+         * out; else they fail the scan. */
+        uint64_t *bad;
         unsigned need;          /* SAMPLE_NEED_* */
 } scan_ctx;
 
@@ -151,3 +188,20 @@ int samples_acc_add(acc *a, const block_entry *e);
 int samples_resolve_leaf_frames(sqlite3 *db, dict_reader **reader, block_entry *v, size_t n);
 int64_t samples_clamp_i64(uint64_t v);
 int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);
+/* [from, to) from whole periods of `level` where they are complete, the
+ * rest from the levels below; x->c must be set. */
+int samples_scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);
+void samples_scan_done(scan_ctx *x);
+uint64_t samples_entry_hash(const block_entry *e);
+/* samples_acc_add() of an entry whose samples_entry_hash() is h; with a
+ * limit, 1 if it is a new key and the accumulator holds `limit` entries
+ * (it is not added). */
+int samples_acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit);
+int samples_write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint64_t end_ns, int64_t boot_id,
+                        uint64_t first_ns, uint64_t last_ns, uint64_t samples, uint64_t gen_min, block_entry *v,
+                        size_t n, int64_t *ret_id);
+int samples_write_marker(sample_writer *w, unsigned level, const acc *a);
+/* sql prepared, its first two parameters (those it has) bound to a and b. */
+int samples_prepare2(store *s, const char *sql, int64_t a, int64_t b, sqlite3_stmt **ret);
+/* Forgets a period being built: it starts again (store-samples-build.c). */
+void samples_build_reset(sample_writer *w);

@@ -18,9 +18,6 @@
 #include "store/store-samples-private.h"
 #include "store/store-samples.h"
 
-/* A block holds at most this many entries; a bigger period is written as
- * several blocks. Bounds the accumulators' memory (72 to 80 bytes an entry
- * with its index). */
 /* ---- schema, conversion, expiry ---- */
 
 int store_migrate_4_to_5(sqlite3 *db) {
@@ -269,6 +266,20 @@ int store_migrate_9_to_10(sqlite3 *db) {
         return 0;
 }
 
+/* Schema 11: hours by cgroup (level 7), built from the written process
+ * minutes through sample_spill (store-samples-build.c). Nothing to
+ * convert: without complete7 the builder starts at the oldest hour there
+ * is and catches up a step at a time; readers read the levels below up to
+ * where it is. The new version keeps a writer of schema 10, which would
+ * not build them, away from the files the new writer makes. */
+int store_migrate_10_to_11(sqlite3 *db) {
+        int rc = sqlite3_exec(db,
+                "CREATE TABLE sample_spill(id INTEGER PRIMARY KEY, part INTEGER NOT NULL, data BLOB NOT NULL);"
+                "CREATE INDEX sample_spill_part ON sample_spill(part);",
+                NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         sqlite3 *db = store_sqlite(w->store);
@@ -313,18 +324,26 @@ int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {
         return 1;
 }
 
+int samples_prepare2(store *s, const char *sql, int64_t a, int64_t b, sqlite3_stmt **ret) {
+        int r = store_prepare(s, sql, ret);
+
+        if (r < 0)
+                return r;
+        if (sqlite3_bind_parameter_count(*ret) >= 1)
+                sqlite3_bind_int64(*ret, 1, a);
+        if (sqlite3_bind_parameter_count(*ret) >= 2)
+                sqlite3_bind_int64(*ret, 2, b);
+        return 0;
+}
+
 /* Runs a one-row integer query with up to two integer parameters. */
 static int query_u64(store *s, const char *sql, int64_t a, int64_t b, uint64_t *ret) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         int r, rc;
 
-        r = store_prepare(s, sql, &st);
+        r = samples_prepare2(s, sql, a, b, &st);
         if (r < 0)
                 return r;
-        if (sqlite3_bind_parameter_count(st) >= 1)
-                sqlite3_bind_int64(st, 1, a);
-        if (sqlite3_bind_parameter_count(st) >= 2)
-                sqlite3_bind_int64(st, 2, b);
         rc = sqlite3_step(st);
         if (rc == SQLITE_DONE) {
                 *ret = 0;
@@ -549,14 +568,14 @@ static int oldest_generation(sample_writer *w, bool leaf, uint64_t *ret) {
         int r;
 
         static_assert(SAMPLE_LEVEL_LEAF_MINUTE == 3 && SAMPLE_LEVEL_LEAF_HOUR == 4 && SAMPLE_LEVEL_PROC_MINUTE == 5 &&
-                              SAMPLE_LEVEL_PROC_HOUR == 6 && SAMPLE_LEVELS == 7,
+                              SAMPLE_LEVEL_PROC_HOUR == 6 && SAMPLE_LEVEL_CGROUP_HOUR == 7 && SAMPLE_LEVELS == 8,
                       "the levels keyed by leaf frame in the SQL below");
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 if (w->acc[level].open && (leaf || !sample_levels[level].leaf))
                         g = MIN(g, w->acc[level].gen_min);
         r = query_u64(w->store,
                       leaf ? "SELECT coalesce(min(gen_min), -1) FROM sample_blocks"
-                           : "SELECT coalesce(min(gen_min), -1) FROM sample_blocks WHERE level NOT IN (3, 4, 5, 6)",
+                           : "SELECT coalesce(min(gen_min), -1) FROM sample_blocks WHERE level NOT IN (3, 4, 5, 6, 7)",
                       0, 0, &b);
         if (r < 0)
                 return r;
@@ -696,7 +715,8 @@ int sample_writer_flush_partial(sample_writer *w) {
 }
 
 int sample_scan_level(store *s, unsigned level, sample_scan_cb cb, void *userdata) {
-        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .one_level = true, .need = SAMPLE_NEED_ALL };
+        scan_ctx x = { .store = s, .cb = cb, .userdata = userdata, .one_level = true, .need = SAMPLE_NEED_ALL,
+                       .max_id = INT64_MAX };
         int r;
 
         if (level >= SAMPLE_LEVELS)

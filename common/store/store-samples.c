@@ -14,7 +14,9 @@
  * pid) and the snapshot link; levels 3 and 4 (the leaf levels) keep only
  * cpu, comm and the leaf frame, so that a process that lives a second
  * adds nothing to them if another ran the same function; levels 5 and 6
- * (the process levels) keep those, the pid and the cgroup. Each level
+ * (the process levels) keep those, the pid and the cgroup; level 7 (the
+ * hours by cgroup) those but the pid, built from the written process
+ * minutes by store-samples-build.c once an hour is over. Each level
  * k > 0 is made from the buckets (sample_levels[k].source) and read down
  * to a finer level where it lacks a period (sample_levels[k].finer: the
  * hours to their minutes, the minutes to the buckets). An accumulator per
@@ -46,10 +48,6 @@
 #include "store/store-samples-private.h"
 #include "store/store-samples.h"
 
-/* A block holds at most this many entries; a bigger period is written as
- * several blocks. Bounds the accumulators' memory (72 to 80 bytes an entry
- * with its index). */
-#define ACC_MAX_ENTRIES (16 * 1024)
 
 /* Decoded stack blocks kept while refeeding the leaf levels. */
 #define REFEED_DICT_BYTES (4u << 20)
@@ -69,10 +67,16 @@ const level_info sample_levels[SAMPLE_LEVELS] = {
         [SAMPLE_LEVEL_PROC_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10, true },
         [SAMPLE_LEVEL_PROC_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_MINUTE, true, true, 9, 10, true,
                                        true },
+        /* Where the process hours fold brief processes (every hour of a
+         * machine that starts many), a report of a unit read every
+         * process minute. An hour keyed by cgroup has more entries than an
+         * accumulator may hold there: it is built from the written
+         * minutes a part of its keys at a time. Late buckets are copied
+         * up from the buckets (the source). */
+        [SAMPLE_LEVEL_CGROUP_HOUR] = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_HOUR, true, true, 9, 10, true,
+                                       false, 0, true, true },
 };
 
-/* Below this many entries a period is stored whatever it sums. */
-#define DELEGATE_MIN_ENTRIES 256
 
 static const char *const wstmt_sql[_WSTMT_MAX] = {
         [WSTMT_INSERT_BLOCK] = "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, "
@@ -122,7 +126,7 @@ static int set_meta(sample_writer *w, const char *key, uint64_t value) {
 const char *const samples_meta_keys[SAMPLES_META_KEYS] = {
         "samples", "first_ns", "last_ns", "complete1", "complete2", "fed1", "fed2", "gen", "gen_start_ns", "trimmed_ns",
         "complete3", "complete4", "fed3", "fed4", "frame_gen", "frame_gen_start_ns",
-        "complete5", "complete6", "fed5", "fed6",
+        "complete5", "complete6", "fed5", "fed6", "complete7",
 };
 
 uint64_t *samples_meta_field(sample_counters *c, size_t i) {
@@ -132,9 +136,11 @@ uint64_t *samples_meta_field(sample_counters *c, size_t i) {
                 &c->complete[3], &c->complete[4], (uint64_t *) &c->fed[3], (uint64_t *) &c->fed[4],
                 &c->frame_gen, &c->frame_gen_start_ns,
                 &c->complete[5], &c->complete[6], (uint64_t *) &c->fed[5], (uint64_t *) &c->fed[6],
+                &c->complete[7],
         };
         _Static_assert(ELEMENTSOF(f) == ELEMENTSOF(samples_meta_keys), "a field per key");
-        _Static_assert(SAMPLE_LEVELS == 7, "a complete<k> and fed<k> key per level");
+        /* A built level is fed by no block: it has no fed<k>. */
+        _Static_assert(SAMPLE_LEVELS == 8, "a complete<k> and fed<k> key per level");
         return f[i];
 }
 
@@ -177,7 +183,7 @@ static int write_meta(sample_writer *w) {
 
 /* ---- accumulators ---- */
 
-static uint64_t entry_hash(const block_entry *e) {
+uint64_t samples_entry_hash(const block_entry *e) {
         uint64_t w[BLOCK_ENTRY_KEY_SIZE / 8], h = 0x9e3779b97f4a7c15ULL;
 
         memcpy(w, e, sizeof w);
@@ -196,7 +202,7 @@ static bool same_key(const block_entry *a, const block_entry *b) {
 
 static void acc_index_insert(acc *a, size_t pos) {
         unsigned shift = slot_shift(a->capacity);
-        uint64_t h = entry_hash(a->v + pos);
+        uint64_t h = samples_entry_hash(a->v + pos);
         size_t mask = a->capacity - 1, i = h & mask;
 
         while (a->slots[i] != 0)
@@ -264,7 +270,7 @@ static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id)
         a->boot_id = boot_id;
 }
 
-/* Adds e, whose entry_hash() is h. With a limit, 1 if e is a new key
+/* Adds e, whose samples_entry_hash() is h. With a limit, 1 if e is a new key
  * and the accumulator holds `limit` entries (e is not added). */
 static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit) {
         bool full = limit > 0 && a->n >= limit;
@@ -309,7 +315,11 @@ static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit
 }
 
 int samples_acc_add(acc *a, const block_entry *e) {
-        return acc_add_hashed(a, e, entry_hash(e), 0);
+        return acc_add_hashed(a, e, samples_entry_hash(e), 0);
+}
+
+int samples_acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit) {
+        return acc_add_hashed(a, e, h, limit);
 }
 
 /* Adds the level-`level` entries of v[0..n). A block's entries are known
@@ -346,7 +356,7 @@ static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n,
                         e[k] = samples_entry_for_level(v + i, level);
                         if (f)
                                 fold_entry(f, &e[k]);
-                        h[k] = entry_hash(&e[k]);
+                        h[k] = samples_entry_hash(&e[k]);
                         if (a->capacity > 0)
                                 __builtin_prefetch(&a->slots[h[k] & (a->capacity - 1)]);
                 }
@@ -389,6 +399,8 @@ block_entry samples_entry_for_level(const block_entry *e, unsigned level) {
                         x.pid = x.tid = 0;
                         x.cgroup_id = 0;
                 }
+                if (sample_levels[level].no_pid)
+                        x.pid = x.tid = 0;
                 /* Entries read from format-1 blocks know only their stack. */
                 if (x.frame_id != 0)
                         x.stack_id = 0;
@@ -415,7 +427,7 @@ static int feed_up(sample_writer *w, unsigned level, int64_t id, const block_ent
 
 /* ---- writing blocks ---- */
 
-static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint64_t end_ns, int64_t boot_id,
+int samples_write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint64_t end_ns, int64_t boot_id,
                        uint64_t first_ns, uint64_t last_ns, uint64_t samples, uint64_t gen_min, block_entry *v,
                        size_t n, int64_t *ret_id) {
         _cleanup_free_ uint8_t *data = NULL;
@@ -450,7 +462,7 @@ static int write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint
 }
 
 /* The marker of a delegated period: its totals, no entries. */
-static int write_marker(sample_writer *w, unsigned level, const acc *a) {
+int samples_write_marker(sample_writer *w, unsigned level, const acc *a) {
         sqlite3_stmt *st;
         int r;
 
@@ -828,7 +840,7 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
         if (a->delegated) {
                 if (!closing)
                         return 0;       /* the period's totals go on to its close */
-                r = write_marker(w, level, a);
+                r = samples_write_marker(w, level, a);
                 if (r < 0)
                         return r;
                 w->c.fed[level] = MAX(w->c.fed[level], a->fed_max_id);
@@ -846,7 +858,7 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
 
                         for (size_t i = 0; m < a->n && i < m; i++)
                                 samples += a->v[at + i].count;
-                        r = write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns,
+                        r = samples_write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns,
                                         m < a->n ? samples : a->samples, a->gen_min, a->v + at, m, &id);
                         if (r < 0)
                                 return r;
@@ -887,9 +899,12 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         uint64_t start = lower_start_ns / width * width;
         acc *a = &w->acc[level];
         bool outgrown = false;  /* a new entry did not fit sample_levels[level].acc_max */
+        bool building = sample_levels[level].built && w->build.active && w->build.start_ns == start;
         int r;
 
-        if (start + width <= w->c.complete[level] || (a->open && start < a->start_ns)) {
+        if (sample_levels[level].built && !building && start + width > w->c.complete[level])
+                return 0;       /* the builder reads it when the period is over */
+        if (start + width <= w->c.complete[level] || (a->open && start < a->start_ns) || building) {
                 /* Late: the period's block is written already, or it is
                  * older than the open one (it had no samples until now).
                  * Add a block beside it, unless the period is left to the
@@ -913,12 +928,15 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                                 if (r < 0)
                                         return r;
                         }
-                        r = write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min,
+                        r = samples_write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min,
                                         copy, n, &id);
                         if (r < 0)
                                 return r;
                 }
-                w->c.complete[level] = MAX(w->c.complete[level], start + width);
+                /* A period being built is complete when the builder is
+                 * done with it. */
+                if (!building)
+                        w->c.complete[level] = MAX(w->c.complete[level], start + width);
                 return 0;
         }
 
@@ -1203,6 +1221,7 @@ int sample_writer_reload(sample_writer *w, int cause) {
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 acc_close(&w->acc[level], level);
         w->fold.end_ns = 0;     /* what it knew of the open period is read back */
+        samples_build_reset(w);
         w->fold.late_valid = false;
 
         r = sample_meta_read(store_sqlite(w->store), &w->committed);
@@ -1211,7 +1230,8 @@ int sample_writer_reload(sample_writer *w, int cause) {
                 /* Every level is made from the buckets: its open period
                  * from the buckets after the last it holds. */
                 for (unsigned level = SAMPLE_LEVELS - 1; r >= 0 && level > 0; level--)
-                        r = refeed(w, level);
+                        if (!sample_levels[level].built)
+                                r = refeed(w, level);
         }
         if (keep_bucket) {
                 /* Its table and index back in place of the empty ones. */
@@ -1247,6 +1267,7 @@ sample_writer *sample_writer_free(sample_writer *w) {
         sample_codec_free(w->codec);
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 samples_acc_free(&w->acc[level]);
+        samples_acc_free(&w->build.acc);
         free(w->fold.bits);
         free(w->fold.late_pids);
         free(w);
@@ -1274,6 +1295,7 @@ size_t sample_writer_memory_bytes(const sample_writer *w) {
 
         for (unsigned level = 0; level < SAMPLE_LEVELS; level++)
                 n += w->acc[level].capacity * sizeof(uint32_t) + w->acc[level].alloc * sizeof(block_entry);
+        n += w->build.acc.capacity * sizeof(uint32_t) + w->build.acc.alloc * sizeof(block_entry);
         if (w->fold.bits)
                 n += (size_t) _FOLD_MAX * FOLD_WORDS * sizeof(uint64_t);
         return n + sample_codec_memory_bytes(w->codec);
@@ -1308,6 +1330,20 @@ int64_t samples_clamp_i64(uint64_t v) {
 }
 
 static int scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to);
+
+int samples_scan_plan(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
+        return scan_plan(x, level, from, to);
+}
+
+void samples_scan_done(scan_ctx *x) {
+        for (unsigned i = 0; i < SAMPLE_LEVELS; i++) {
+                sqlite3_finalize(x->range[i]);
+                x->range[i] = NULL;
+        }
+        sqlite3_finalize(x->period);
+        sqlite3_finalize(x->periods);
+        x->period = x->periods = NULL;
+}
 
 /* *st, prepared from sql at its first use in this scan. */
 static int scan_stmt(scan_ctx *x, sqlite3_stmt **st, const char *sql) {
@@ -1429,7 +1465,7 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
          * period before `from` and still overlaps it. */
         r = scan_stmt(x, &x->range[level],
                       "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
-                      "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4");
+                      "WHERE level = ?1 AND start_ns >= ?2 AND start_ns < ?3 AND end_ns > ?4 AND id <= ?5");
         if (r < 0)
                 return r;
         st = x->range[level];
@@ -1437,6 +1473,7 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
         sqlite3_bind_int64(st, 2, samples_clamp_i64(from > sample_levels[level].width_ns ? from - sample_levels[level].width_ns : 0));
         sqlite3_bind_int64(st, 3, samples_clamp_i64(to));
         sqlite3_bind_int64(st, 4, samples_clamp_i64(from));
+        sqlite3_bind_int64(st, 5, x->max_id);
 
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
                 _cleanup_free_ block_entry *v = NULL;
@@ -1453,6 +1490,10 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
                         r = sample_block_decode_some(x->codec, data, size, x->need, &v, &n);
                         if (r >= 0)
                                 r = x->cb(&b, v, n, x->userdata);
+                        else if ((r == -EBADMSG || r == -EPROTONOSUPPORT) && x->bad) {
+                                (*x->bad)++;
+                                r = 0;
+                        }
                 }
                 if (r < 0) {
                         sqlite3_reset(st);
@@ -1508,6 +1549,7 @@ int sample_scan_some(store *s, uint64_t since_ns, uint64_t until_ns, unsigned to
                      sample_scan_cb cb, void *userdata) {
         scan_ctx x = {
                 .store = s, .cb = cb, .userdata = userdata, .codec = sample_codec_new(), .pid = pid, .need = need,
+                .max_id = INT64_MAX,
         };
         int r;
 
@@ -1523,10 +1565,7 @@ int sample_scan_some(store *s, uint64_t since_ns, uint64_t until_ns, unsigned to
         if (r >= 0)
                 r = scan_plan(&x, MIN(top, (unsigned) SAMPLE_LEVELS - 1), since_ns,
                               until_ns == 0 ? UINT64_MAX : until_ns);
-        for (unsigned i = 0; i < SAMPLE_LEVELS; i++)
-                sqlite3_finalize(x.range[i]);
-        sqlite3_finalize(x.period);
-        sqlite3_finalize(x.periods);
+        samples_scan_done(&x);
         sample_codec_free(x.codec);
         return r;
 }

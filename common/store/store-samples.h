@@ -20,7 +20,9 @@
  * and 4: minutes and hours of (cpu, comm, leaf frame) only, for the
  * profile most queries ask for. Levels 5 and 6: minutes and hours of
  * (cpu, pid, comm, cgroup, leaf frame), for the profiles of a process or
- * a unit. */
+ * a unit. Level 7: hours of (cpu, comm, cgroup, leaf frame), for the
+ * profiles of units and cgroups, built from the written process minutes
+ * once an hour is over (sample_writer_build_step()). */
 enum {
         SAMPLE_LEVEL_BUCKET,
         SAMPLE_LEVEL_MINUTE,
@@ -29,6 +31,7 @@ enum {
         SAMPLE_LEVEL_LEAF_HOUR,
         SAMPLE_LEVEL_PROC_MINUTE,
         SAMPLE_LEVEL_PROC_HOUR,
+        SAMPLE_LEVEL_CGROUP_HOUR,
         SAMPLE_LEVELS,
 };
 
@@ -91,6 +94,10 @@ uint64_t sample_writer_frame_generation(const sample_writer *w, uint64_t *ret_st
  * sample block or open period uses; *ret_blocks: how many. */
 int sample_writer_collect(sample_writer *w, size_t max_blocks, uint64_t *ret_blocks);
 
+/* Builds a part of the next hour of the levels made from written blocks
+ * (level 7), if one is over; *ret_more: another step has work. */
+int sample_writer_build_step(sample_writer *w, bool *ret_more);
+
 uint64_t sample_writer_pending(const sample_writer *w);
 /* Samples in blocks written since the last commit. */
 uint64_t sample_writer_uncommitted(const sample_writer *w);
@@ -108,7 +115,8 @@ uint64_t sample_writer_link_snapshot(sample_writer *w, int64_t boot_id, int64_t 
  * the finer levels it is read from where it lacks a period (hours, their
  * minutes, the buckets; SAMPLE_LEVEL_HOUR: every attribute but the
  * thread; SAMPLE_LEVEL_LEAF_HOUR: cpu, comm and leaf frame only;
- * SAMPLE_LEVEL_PROC_HOUR: those, the pid and the cgroup; 0: the
+ * SAMPLE_LEVEL_PROC_HOUR: those, the pid and the cgroup;
+ * SAMPLE_LEVEL_CGROUP_HOUR: those but the pid (not with pid >= 0); 0: the
  * buckets). A block counts if its period overlaps [since_ns, until_ns)
  * (until_ns 0: no end). With pid >= 0, only the entries of that pid
  * count to the caller, and blocks of process hours without them may be
@@ -133,6 +141,7 @@ int store_migrate_5_to_6(sqlite3 *db);
 int store_migrate_7_to_8(sqlite3 *db);
 int store_migrate_8_to_9(sqlite3 *db);
 int store_migrate_9_to_10(sqlite3 *db);
+int store_migrate_10_to_11(sqlite3 *db);
 /* Moves the rows of a schema-4 samples table into blocks; 1 if there was one. */
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted);
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "hashmap.h"
 #include "macro.h"
@@ -542,6 +543,40 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret) {
                 .rows = res.rows,
                 .newest_removed_ns = res.newest_removed_ns,
         };
+        return 0;
+}
+
+static uint64_t monotonic_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
+}
+
+static int build_steps(store *s, uint64_t budget_ns, bool *ret_more) {
+        uint64_t start = monotonic_ns();
+        int r;
+
+        do
+                r = sample_writer_build_step(s->samples, ret_more);
+        while (r >= 0 && *ret_more && monotonic_ns() - start < budget_ns);
+        return r;
+}
+
+int store_build_step(store *s, uint64_t budget_ns, bool *ret_more) {
+        bool owned, more = false;
+        int r;
+
+        if (!s || !ret_more)
+                return -EINVAL;
+        *ret_more = false;
+        r = store_write_begin(s, &owned);
+        if (r < 0)
+                return r;
+        r = store_write_end(s, owned, build_steps(s, budget_ns, &more));
+        if (r < 0)
+                return r;
+        *ret_more = more;
         return 0;
 }
 

@@ -502,6 +502,7 @@ static const migration_fn migrations[] = {
         store_migrate_7_to_8,   /* store-samples-upkeep.c */
         store_migrate_8_to_9,   /* store-samples-upkeep.c */
         store_migrate_9_to_10,  /* store-samples-upkeep.c */
+        store_migrate_10_to_11, /* store-samples-upkeep.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");

@@ -38,7 +38,7 @@ typedef enum store_mode {
         STORE_READONLY,         /* fails with -ENOENT if there is no database */
 } store_mode;
 
-#define STORE_SCHEMA_VERSION 10
+#define STORE_SCHEMA_VERSION 11
 
 int store_open(const char *path, store_mode mode, store **ret);
 store *store_free(store *s);    /* commits an open transaction first */
@@ -158,6 +158,13 @@ typedef struct store_cap_result {
         uint64_t newest_removed_ns;     /* the newest sample deleted, 0 if none */
 } store_cap_result;
 int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
+
+/* Builds the aggregates made from written blocks (the hours by cgroup)
+ * of the hours that are over, a step at a time (a minute of one, or a
+ * block of it), in a transaction of its own (unless in a batch): steps
+ * while they have taken less than budget_ns (0: one step); *ret_more:
+ * call again. A step holds up to 16,384 entries. */
+int store_build_step(store *s, uint64_t budget_ns, bool *ret_more);
 
 /* Readers.
  *

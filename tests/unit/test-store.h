@@ -93,6 +93,20 @@ static inline void add(store *s, uint64_t t, uint32_t cpu, uint32_t pid, const c
         ASSERT_OK(test_add_sample(s, 1, &smp));
 }
 
+/* What the daemon's housekeeping does each second: builds the hours
+ * by cgroup that are over (store_build_step()), here until none is left,
+ * a step a transaction; returns the steps it took. */
+static inline unsigned build_all(store *s) {
+        unsigned steps = 0;
+        bool more = true;
+
+        while (more) {
+                ASSERT_OK(store_build_step(s, 0, &more));
+                steps++;
+        }
+        return steps;
+}
+
 static inline query_result *run_query(store *s, const query_params *q, uint32_t max_rows, uint32_t max_stacks) {
         query_result *r = NULL;
         ASSERT_OK(store_query(s, q, max_rows, max_stacks, &r));
