@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,16 +19,18 @@
 #include "daemon.h"
 #include "macro.h"
 #include "store/store.h"
+#include "store-write.h"
 #include "pusher.h"
 #include "test.h"
 #include "timeparse.h"
 
 static void *stop_later(void *userdata) {
-        /* Sampling for a second, with something to sample. */
-        uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+        /* Sampling for a second (or userdata's nanoseconds), with
+         * something to sample. */
+        uint64_t t0 = clock_ns(CLOCK_MONOTONIC), ns = userdata ? *(const uint64_t *) userdata : NSEC_PER_SEC;
         volatile uint64_t x = 0;
 
-        while (clock_ns(CLOCK_MONOTONIC) - t0 < NSEC_PER_SEC)
+        while (clock_ns(CLOCK_MONOTONIC) - t0 < ns)
                 x += 1;
         (void) x;
         kill(getpid(), SIGTERM);
@@ -81,6 +84,81 @@ TEST(start_sample_and_stop_on_sigterm) {
         ASSERT_TRUE(h.events[0].kernel_release != NULL);
         history_done(&h);
         store_free(st);
+
+        config_done(&c);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        ASSERT_EQ(system(cmd), 0);
+}
+
+static int64_t sql_count(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        int64_t v = -1;
+
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return v;
+}
+
+/* A file whose hours by cgroup are not built, as a migration from schema
+ * 10 or a stop leaves it: the running daemon builds them by itself, from
+ * its housekeeping timer. */
+TEST(daemon_builds_hours_by_cgroup) {
+        static const uint64_t H = 3600 * NSEC_PER_SEC, run_ns = 2500 * NSEC_PER_MSEC;
+        const frame f = { FRAME_USER, 0x7f0000021234ULL, NULL, 0x1234, "/usr/lib/x86_64-linux-gnu/libc.so.6", NULL };
+        char dir[] = "/tmp/test-daemon.XXXXXX", path[96], sql[160], cmd[128];
+        uint64_t h0 = (clock_ns(CLOCK_REALTIME) / H - 3) * H, n = 0;
+        daemon_ctx *d = NULL;
+        store *st = NULL;
+        pthread_t th;
+        config c;
+
+        if (geteuid() != 0)
+                TEST_SKIP("perf events system-wide need root\n");
+        ASSERT_TRUE(mkdtemp(dir));
+        config_init(&c);
+        free(c.database);
+        ASSERT_TRUE(asprintf(&c.database, "%s/state/perfsnapd.db", dir) > 0);
+        free(c.socket);
+        ASSERT_TRUE(asprintf(&c.socket, "%s/run/perfsnapd.sock", dir) > 0);
+        free(c.cache_dir);
+        c.cache_dir = strdup("");
+        c.frequency_hz = 99;
+        snprintf(path, sizeof path, "%s/state", dir);
+        ASSERT_OK(mkdir(path, 0700));
+
+        /* Two hours three hours ago: brief processes of a service. */
+        ASSERT_OK(store_open(c.database, STORE_READWRITE, &st));
+        ASSERT_OK(store_begin(st));
+        for (uint64_t t = h0; t < h0 + 2 * H; t += 10 * NSEC_PER_SEC, n++) {
+                test_sample smp = {
+                        .time_ns = t, .cpu = (uint32_t) (n % 2), .pid = 1000 + (uint32_t) n, .tid = 1000 + (uint32_t) n,
+                        .comm = "cc1", .cgroup = "/system.slice/build.service", .period = 1, .n_frames = 1, .frames = &f,
+                };
+                ASSERT_OK(test_add_sample(st, 1, &smp));
+        }
+        ASSERT_OK(store_commit(st));
+        ASSERT_OK(store_flush_samples(st, UINT64_MAX));
+        st = store_free(st);
+        ASSERT_EQ(sql_count(c.database, "SELECT count(*) FROM sample_blocks WHERE level = 7"), 0);
+
+        ASSERT_OK(daemon_new(&c, NULL, &d));
+        ASSERT_OK(daemon_start(d));
+        ASSERT_EQ(pthread_create(&th, NULL, stop_later, (void *) &run_ns), 0);
+        ASSERT_OK(daemon_run(d));
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+        daemon_free(d);
+
+        snprintf(sql, sizeof sql, "SELECT coalesce(sum(n_samples), 0) FROM sample_blocks WHERE level = 7 AND start_ns >= %lld "
+                 "AND start_ns < %lld", (long long) h0, (long long) (h0 + 2 * H));
+        fprintf(stderr, "%llu samples over two hours, %lld in their hours by cgroup\n", (unsigned long long) n,
+                (long long) sql_count(c.database, sql));
+        ASSERT_EQ(sql_count(c.database, sql), (int64_t) n);
+        ASSERT_GE(sql_count(c.database, "SELECT value FROM sample_meta WHERE key = 'complete7'"), (int64_t) (h0 + 2 * H));
+        ASSERT_EQ(sql_count(c.database, "SELECT count(*) FROM sample_spill"), 0);
 
         config_done(&c);
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
