@@ -48,7 +48,6 @@
 #include "store/store-samples-private.h"
 #include "store/store-samples.h"
 
-
 /* Decoded stack blocks kept while refeeding the leaf levels. */
 #define REFEED_DICT_BYTES (4u << 20)
 
@@ -76,7 +75,6 @@ const level_info sample_levels[SAMPLE_LEVELS] = {
         [SAMPLE_LEVEL_CGROUP_HOUR] = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_HOUR, true, true, 9, 10, true,
                                        false, 0, true, true },
 };
-
 
 static const char *const wstmt_sql[_WSTMT_MAX] = {
         [WSTMT_INSERT_BLOCK] = "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, "
