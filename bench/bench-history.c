@@ -469,7 +469,7 @@ int main(int argc, char **argv) {
                 return 77;
         }
         if (streq(argv[1], "--build")) {
-                uint64_t steps = 0;
+                uint64_t calls = 0;
                 double c, w, longest = 0;
                 bool more = true;
 
@@ -482,7 +482,7 @@ int main(int argc, char **argv) {
                         c = cpu_seconds();
                         r = store_build_step(st, 20 * NSEC_PER_MSEC, &more);
                         longest = MAX(longest, cpu_seconds() - c);
-                        steps++;
+                        calls++;
                 }
                 if (r < 0) {
                         fprintf(stderr, "%s: %s\n", argv[2], strerror(-r));
@@ -491,7 +491,7 @@ int main(int argc, char **argv) {
                 c = cpu_seconds();
                 w = wall_seconds();
                 store_free(st);
-                printf("built: %" PRIu64 " steps, %.2f s CPU (%.2f s wall), longest step %.1f ms CPU\n", steps,
+                printf("built: %" PRIu64 " calls, %.2f s CPU (%.2f s wall), longest call %.1f ms CPU\n", calls,
                        c - c1, w - w0, longest * 1e3);
                 return 0;
         }

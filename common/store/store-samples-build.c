@@ -218,15 +218,15 @@ static int spill(sample_writer *w) {
                 }
 
         for (unsigned p = 0; p < SPILL_PARTS; p++) {
-                _cleanup_finalize_ sqlite3_stmt *st = NULL;
                 _cleanup_free_ uint8_t *data = NULL;
+                sqlite3_stmt *st;
                 size_t size;
 
                 if (at[p + 1] == at[p])
                         continue;
                 r = sample_block_encode(w->codec, v + at[p], at[p + 1] - at[p], true, &data, &size);
                 if (r >= 0)
-                        r = store_prepare(w->store, "INSERT INTO sample_spill(part, data) VALUES (?1, ?2)", &st);
+                        r = samples_wstmt(w, WSTMT_INSERT_SPILL, &st);
                 if (r < 0)
                         return r;
                 sqlite3_bind_int64(st, 1, p);

@@ -114,6 +114,7 @@ enum {
         WSTMT_PAGE_COUNT,
         WSTMT_FREELIST_COUNT,
         WSTMT_PAGE_SIZE,
+        WSTMT_INSERT_SPILL,
         _WSTMT_MAX,
 };
 

@@ -90,6 +90,8 @@ static const char *const wstmt_sql[_WSTMT_MAX] = {
         [WSTMT_PAGE_COUNT]     = "PRAGMA page_count",
         [WSTMT_FREELIST_COUNT] = "PRAGMA freelist_count",
         [WSTMT_PAGE_SIZE]      = "PRAGMA page_size",
+        /* A part of an hour being built (store-samples-build.c). */
+        [WSTMT_INSERT_SPILL]   = "INSERT INTO sample_spill(part, data) VALUES (?1, ?2)",
 };
 
 uint64_t sample_level_width(unsigned level) {
@@ -270,7 +272,7 @@ static void acc_open(acc *a, unsigned level, uint64_t start_ns, int64_t boot_id)
 
 /* Adds e, whose samples_entry_hash() is h. With a limit, 1 if e is a new key
  * and the accumulator holds `limit` entries (e is not added). */
-static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit) {
+int samples_acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit) {
         bool full = limit > 0 && a->n >= limit;
         size_t mask, i;
         unsigned shift;
@@ -313,12 +315,9 @@ static int acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit
 }
 
 int samples_acc_add(acc *a, const block_entry *e) {
-        return acc_add_hashed(a, e, samples_entry_hash(e), 0);
+        return samples_acc_add_hashed(a, e, samples_entry_hash(e), 0);
 }
 
-int samples_acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit) {
-        return acc_add_hashed(a, e, h, limit);
-}
 
 /* Adds the level-`level` entries of v[0..n). A block's entries are known
  * ahead, so the table's slot of an entry a few ahead is fetched from
@@ -342,7 +341,7 @@ static int acc_add_level(acc *a, unsigned level, const block_entry *v, size_t n,
                 size_t k = i % FEED_AHEAD;
 
                 if (i >= FEED_AHEAD) {
-                        r = acc_add_hashed(a, &e[k], h[k], limit);
+                        r = samples_acc_add_hashed(a, &e[k], h[k], limit);
                         if (r < 0)
                                 return r;
                         if (r > 0) {

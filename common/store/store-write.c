@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "hashmap.h"
 #include "macro.h"
 #include "store/store-dict.h"
 #include "store/store-private.h"
+#include "timeparse.h"
 #include "store/store-samples.h"
 #include "store/store.h"
 
@@ -546,20 +546,13 @@ int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret) {
         return 0;
 }
 
-static uint64_t monotonic_ns(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * NSEC_PER_SEC + (uint64_t) ts.tv_nsec;
-}
-
 static int build_steps(store *s, uint64_t budget_ns, bool *ret_more) {
-        uint64_t start = monotonic_ns();
+        uint64_t start = clock_ns(CLOCK_MONOTONIC);
         int r;
 
         do
                 r = sample_writer_build_step(s->samples, ret_more);
-        while (r >= 0 && *ret_more && monotonic_ns() - start < budget_ns);
+        while (r >= 0 && *ret_more && clock_ns(CLOCK_MONOTONIC) - start < budget_ns);
         return r;
 }
 

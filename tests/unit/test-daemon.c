@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,8 +18,8 @@
 #include "daemon.h"
 #include "macro.h"
 #include "store/store.h"
-#include "store-write.h"
 #include "pusher.h"
+#include "test-store.h"
 #include "test.h"
 #include "timeparse.h"
 
@@ -37,6 +36,20 @@ static void *stop_later(void *userdata) {
         return NULL;
 }
 
+/* A daemon of its own in a new directory at dir (a mkdtemp() template):
+ * database, socket, no cache, 99 Hz. */
+static void config_in(config *c, char *dir) {
+        ASSERT_TRUE(mkdtemp(dir));
+        config_init(c);
+        free(c->database);
+        ASSERT_TRUE(asprintf(&c->database, "%s/state/perfsnapd.db", dir) > 0);
+        free(c->socket);
+        ASSERT_TRUE(asprintf(&c->socket, "%s/run/perfsnapd.sock", dir) > 0);
+        free(c->cache_dir);
+        c->cache_dir = strdup("");
+        c->frequency_hz = 99;
+}
+
 TEST(start_sample_and_stop_on_sigterm) {
         char dir[] = "/tmp/test-daemon.XXXXXX", cmd[128];
         daemon_ctx *d = NULL;
@@ -49,15 +62,7 @@ TEST(start_sample_and_stop_on_sigterm) {
 
         if (geteuid() != 0)
                 TEST_SKIP("perf events system-wide need root\n");
-        ASSERT_TRUE(mkdtemp(dir));
-        config_init(&c);
-        free(c.database);
-        ASSERT_TRUE(asprintf(&c.database, "%s/state/perfsnapd.db", dir) > 0);
-        free(c.socket);
-        ASSERT_TRUE(asprintf(&c.socket, "%s/run/perfsnapd.sock", dir) > 0);
-        free(c.cache_dir);
-        c.cache_dir = strdup("");
-        c.frequency_hz = 99;
+        config_in(&c, dir);
 
         /* Whatever the caller's umask. */
         umask(0);
@@ -90,25 +95,11 @@ TEST(start_sample_and_stop_on_sigterm) {
         ASSERT_EQ(system(cmd), 0);
 }
 
-static int64_t sql_count(const char *path, const char *sql) {
-        sqlite3 *db = NULL;
-        sqlite3_stmt *st = NULL;
-        int64_t v = -1;
-
-        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-            sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-                v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        sqlite3_close(db);
-        return v;
-}
-
 /* A file whose hours by cgroup are not built, as a migration from schema
  * 10 or a stop leaves it: the running daemon builds them by itself, from
  * its housekeeping timer. */
 TEST(daemon_builds_hours_by_cgroup) {
         static const uint64_t H = 3600 * NSEC_PER_SEC, run_ns = 2500 * NSEC_PER_MSEC;
-        const frame f = { FRAME_USER, 0x7f0000021234ULL, NULL, 0x1234, "/usr/lib/x86_64-linux-gnu/libc.so.6", NULL };
         char dir[] = "/tmp/test-daemon.XXXXXX", path[96], sql[160], cmd[128];
         uint64_t h0 = (clock_ns(CLOCK_REALTIME) / H - 3) * H, n = 0;
         daemon_ctx *d = NULL;
@@ -118,15 +109,7 @@ TEST(daemon_builds_hours_by_cgroup) {
 
         if (geteuid() != 0)
                 TEST_SKIP("perf events system-wide need root\n");
-        ASSERT_TRUE(mkdtemp(dir));
-        config_init(&c);
-        free(c.database);
-        ASSERT_TRUE(asprintf(&c.database, "%s/state/perfsnapd.db", dir) > 0);
-        free(c.socket);
-        ASSERT_TRUE(asprintf(&c.socket, "%s/run/perfsnapd.sock", dir) > 0);
-        free(c.cache_dir);
-        c.cache_dir = strdup("");
-        c.frequency_hz = 99;
+        config_in(&c, dir);
         snprintf(path, sizeof path, "%s/state", dir);
         ASSERT_OK(mkdir(path, 0700));
 
@@ -136,14 +119,14 @@ TEST(daemon_builds_hours_by_cgroup) {
         for (uint64_t t = h0; t < h0 + 2 * H; t += 10 * NSEC_PER_SEC, n++) {
                 test_sample smp = {
                         .time_ns = t, .cpu = (uint32_t) (n % 2), .pid = 1000 + (uint32_t) n, .tid = 1000 + (uint32_t) n,
-                        .comm = "cc1", .cgroup = "/system.slice/build.service", .period = 1, .n_frames = 1, .frames = &f,
+                        .comm = "cc1", .cgroup = "/system.slice/build.service", .period = 1, .n_frames = 1, .frames = &U_LIBC,
                 };
                 ASSERT_OK(test_add_sample(st, 1, &smp));
         }
         ASSERT_OK(store_commit(st));
         ASSERT_OK(store_flush_samples(st, UINT64_MAX));
         st = store_free(st);
-        ASSERT_EQ(sql_count(c.database, "SELECT count(*) FROM sample_blocks WHERE level = 7"), 0);
+        ASSERT_EQ(sql_int(c.database, "SELECT count(*) FROM sample_blocks WHERE level = 7"), 0);
 
         ASSERT_OK(daemon_new(&c, NULL, &d));
         ASSERT_OK(daemon_start(d));
@@ -155,10 +138,10 @@ TEST(daemon_builds_hours_by_cgroup) {
         snprintf(sql, sizeof sql, "SELECT coalesce(sum(n_samples), 0) FROM sample_blocks WHERE level = 7 AND start_ns >= %lld "
                  "AND start_ns < %lld", (long long) h0, (long long) (h0 + 2 * H));
         fprintf(stderr, "%llu samples over two hours, %lld in their hours by cgroup\n", (unsigned long long) n,
-                (long long) sql_count(c.database, sql));
-        ASSERT_EQ(sql_count(c.database, sql), (int64_t) n);
-        ASSERT_GE(sql_count(c.database, "SELECT value FROM sample_meta WHERE key = 'complete7'"), (int64_t) (h0 + 2 * H));
-        ASSERT_EQ(sql_count(c.database, "SELECT count(*) FROM sample_spill"), 0);
+                (long long) sql_int(c.database, sql));
+        ASSERT_EQ(sql_int(c.database, sql), (int64_t) n);
+        ASSERT_GE(sql_int(c.database, "SELECT value FROM sample_meta WHERE key = 'complete7'"), (int64_t) (h0 + 2 * H));
+        ASSERT_EQ(sql_int(c.database, "SELECT count(*) FROM sample_spill"), 0);
 
         config_done(&c);
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
