@@ -651,7 +651,7 @@ static int reader_load(dict_reader *r, int64_t id, size_t *ret_idx) {
         return 0;
 }
 
-int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values) {
+int dict_reader_rows(dict_reader *r, int64_t id, const int64_t **ret_rows, size_t *ret_n) {
         const loaded_block *b;
         size_t at, i;
         int k;
@@ -672,7 +672,20 @@ int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values) {
         i = rows_find(b->v, b->n, r->width, id);
         if (i == b->n)
                 return -EBADMSG;
-        memcpy(ret_values, b->v + i * r->width + 1, (r->width - 1) * sizeof *ret_values);
+        *ret_rows = b->v + i * r->width;
+        *ret_n = b->n - i;
+        return 0;
+}
+
+int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values) {
+        const int64_t *row;
+        size_t n;
+        int k;
+
+        k = dict_reader_rows(r, id, &row, &n);
+        if (k < 0)
+                return k;
+        memcpy(ret_values, row + 1, (r->width - 1) * sizeof *ret_values);
         return 0;
 }
 

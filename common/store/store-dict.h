@@ -70,6 +70,10 @@ dict_reader *dict_reader_free(dict_reader *r);
 /* Copies the dict_columns() values of row id; -EBADMSG when no block holds
  * it, or its block is damaged. */
 int dict_reader_get(dict_reader *r, int64_t id, int64_t *ret_values);
+/* The row of id (its id first, then its values) and the *ret_n - 1 rows
+ * after it in its block, in id order, valid until the reader's next call;
+ * -EBADMSG as for dict_reader_get(). */
+int dict_reader_rows(dict_reader *r, int64_t id, const int64_t **ret_rows, size_t *ret_n);
 
 /* Schema 6 -> 7: the stacks and frames tables into blocks. */
 int store_migrate_6_to_7(sqlite3 *db);

@@ -2453,6 +2453,9 @@ static int class_of(class_acc *a, int64_t stack_id, uint64_t *ret1, uint64_t *re
  * class_dense(), a ring by id. */
 #define CLASS_RING (1u << 19)
 
+/* How many rows ahead class_dense() fetches the slots of. */
+#define CLASS_AHEAD 8
+
 /* The class hashes of the groups by_id[0..n) (sorted by stack id) into
  * out[0..n), from one sweep over every node id from the least to the
  * greatest of theirs: a node's hash is its parent's and its frame's, and
@@ -2488,40 +2491,79 @@ static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct d
                 if (!a->dense)
                         return 0;       /* walked instead */
         }
-        for (int64_t id = lo; id <= hi; id++) {
-                struct dense_hash *d = a->dense + (uint64_t) id % CLASS_RING;
-                uint64_t h1, h2;
-                node_info nd;
+        /* Block by block: the rows of a block are read in place, and the
+         * frame and parent slots of the rows a few ahead are fetched
+         * while the current one is hashed (the frame cache and the ring
+         * are larger than the CPU's caches). */
+        const size_t w = 1 + dict_columns(DICT_STACKS);
 
-                *d = (struct dense_hash) {};
-                if ((id - lo) % 65536 == 65535) {
-                        r = check_deadline(q);
-                        if (r < 0)
-                                return r;
-                }
-                while (k < n && by_id[k].key < id)
-                        k++;
-                r = ctx_node(c, id, &nd);
-                if (r >= 0 && nd.parent == 0)
-                        class_root(c, &h1, &h2);
-                else if (r >= 0 && nd.parent >= lo && id - nd.parent < (int64_t) CLASS_RING) {
-                        const struct dense_hash *p = a->dense + (uint64_t) nd.parent % CLASS_RING;
+        for (int64_t id = lo; id <= hi;) {
+                const int64_t *rows;
+                size_t m;
 
-                        if (p->h2 == 0)
-                                continue;
-                        h1 = p->h1;
-                        h2 = p->h2;
-                } else if (r >= 0)
-                        r = class_of(a, nd.parent, &h1, &h2);
-                if (r >= 0)
-                        r = class_step(a, nd.frame, &h1, &h2);
-                if (r == -ENOMEM || r == -ETIME)
+                r = dict_reader_rows(c->nodes, id, &rows, &m);
+                if (r == -ENOMEM)
                         return r;
-                if (r < 0)
-                        continue;       /* not hashed: a group naming it walks */
-                *d = (struct dense_hash) { h1, h2 };
-                for (; k < n && by_id[k].key == id; k++)
-                        out[k] = *d;
+                if (r < 0) {
+                        /* Not hashed: a group naming it walks. */
+                        a->dense[(uint64_t) id % CLASS_RING] = (struct dense_hash) {};
+                        id++;
+                        continue;
+                }
+                for (size_t j = 0; j < m && id <= hi; j++) {
+                        const int64_t *row = rows + j * w, cur = row[0], parent = row[1], frame_id = row[2];
+                        uint64_t h1, h2;
+
+                        if (j + CLASS_AHEAD < m) {
+                                const int64_t *ahead = rows + (j + CLASS_AHEAD) * w;
+
+                                __builtin_prefetch(a->dense + (uint64_t) ahead[1] % CLASS_RING);
+                                if (a->fcache)
+                                        __builtin_prefetch(a->fcache + (uint64_t) ahead[2] % CLASS_FRAME_CACHE);
+                        }
+                        /* Ids a block skips are not nodes. */
+                        for (; id < cur && id <= hi; id++)
+                                a->dense[(uint64_t) id % CLASS_RING] = (struct dense_hash) {};
+                        if (cur > hi)
+                                break;
+                        id = cur + 1;
+
+                        struct dense_hash *d = a->dense + (uint64_t) cur % CLASS_RING;
+
+                        *d = (struct dense_hash) {};
+                        if ((cur - lo) % 65536 == 65535) {
+                                r = check_deadline(q);
+                                if (r < 0)
+                                        return r;
+                        }
+                        while (k < n && by_id[k].key < cur)
+                                k++;
+                        r = 0;
+                        if (parent == 0)
+                                class_root(c, &h1, &h2);
+                        else if (parent >= lo && cur - parent < (int64_t) CLASS_RING) {
+                                const struct dense_hash *p = a->dense + (uint64_t) parent % CLASS_RING;
+
+                                if (p->h2 == 0)
+                                        continue;
+                                h1 = p->h1;
+                                h2 = p->h2;
+                        } else {
+                                /* The walk may load blocks in the place of
+                                 * this one: its rows are found again. */
+                                r = class_of(a, parent, &h1, &h2);
+                                m = 0;
+                        }
+                        if (r >= 0)
+                                r = class_step(a, frame_id, &h1, &h2);
+                        if (r == -ENOMEM || r == -ETIME)
+                                return r;
+                        if (r < 0)
+                                continue;       /* not hashed: a group naming it walks */
+                        *d = (struct dense_hash) { h1, h2 };
+                        for (; k < n && by_id[k].key == cur; k++)
+                                out[k] = *d;
+                }
         }
         return 0;
 }
@@ -2595,6 +2637,18 @@ static int class_flush(class_acc *a) {
                         r = check_deadline(a->c->q);
                         if (r < 0)
                                 return r;
+                }
+                /* The slots of the groups a few ahead, and of their
+                 * classes, are fetched while this one is moved. */
+                if (k + 2 * CLASS_AHEAD < n)
+                        __builtin_prefetch(t->slots + by_id[k + 2 * CLASS_AHEAD].i);
+                if (k + CLASS_AHEAD < n && hashes[k + CLASS_AHEAD].h2 != 0) {
+                        const group *ga = t->slots + by_id[k + CLASS_AHEAD].i;
+
+                        __builtin_prefetch(a->ct->slots +
+                                           (group_hash_of(ga->comm_id, ga->cgroup_id, hashes[k + CLASS_AHEAD].h1,
+                                                          hashes[k + CLASS_AHEAD].h2) &
+                                            (a->ct->capacity - 1)));
                 }
                 if (hashes[k].h2 != 0) {
                         h1 = hashes[k].h1;
