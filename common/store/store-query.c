@@ -2456,6 +2456,11 @@ static int class_of(class_acc *a, int64_t stack_id, uint64_t *ret1, uint64_t *re
 /* How many rows ahead class_dense() fetches the slots of. */
 #define CLASS_AHEAD 8
 
+/* The query's deadline, checked every 65,536 node ids swept. */
+static int sweep_tick(const query_params *q, uint64_t *swept) {
+        return ++*swept % 65536 == 0 ? check_deadline(q) : 0;
+}
+
 /* The class hashes of the groups by_id[0..n) (sorted by stack id) into
  * out[0..n), from one sweep over every node id from the least to the
  * greatest of theirs: a node's hash is its parent's and its frame's, and
@@ -2496,6 +2501,7 @@ static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct d
          * while the current one is hashed (the frame cache and the ring
          * are larger than the CPU's caches). */
         const size_t w = 1 + dict_columns(DICT_STACKS);
+        uint64_t swept = 0;
 
         for (int64_t id = lo; id <= hi;) {
                 const int64_t *rows;
@@ -2508,6 +2514,9 @@ static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct d
                         /* Not hashed: a group naming it walks. */
                         a->dense[(uint64_t) id % CLASS_RING] = (struct dense_hash) {};
                         id++;
+                        r = sweep_tick(q, &swept);
+                        if (r < 0)
+                                return r;
                         continue;
                 }
                 for (size_t j = 0; j < m && id <= hi; j++) {
@@ -2531,11 +2540,9 @@ static int class_dense(class_acc *a, const order_item *by_id, size_t n, struct d
                         struct dense_hash *d = a->dense + (uint64_t) cur % CLASS_RING;
 
                         *d = (struct dense_hash) {};
-                        if ((cur - lo) % 65536 == 65535) {
-                                r = check_deadline(q);
-                                if (r < 0)
-                                        return r;
-                        }
+                        r = sweep_tick(q, &swept);
+                        if (r < 0)
+                                return r;
                         while (k < n && by_id[k].key < cur)
                                 k++;
                         r = 0;

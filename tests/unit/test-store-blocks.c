@@ -1424,6 +1424,38 @@ TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
         }
         int64_t v[2];
         ASSERT_ERROR(dict_reader_get(rd, max_before + 2, v), EBADMSG);
+
+        /* Rows in place: the row asked for, then the rest of its block in
+         * id order, each as dict_reader_get() reads it; the count ends at
+         * the block's last row. */
+        for (int64_t want = 1; want <= max_before; want += DICT_BLOCK_ROWS / 3) {
+                const int64_t *rows;
+                char sql[160];
+                size_t n;
+
+                ASSERT_OK(dict_reader_rows(rd, want, &rows, &n));
+                ASSERT_EQ(rows[0], want);
+                snprintf(sql, sizeof sql,
+                         "SELECT last_id - %lld + 1 FROM stack_blocks WHERE first_id <= %lld AND last_id >= %lld",
+                         (long long) want, (long long) want, (long long) want);
+                ASSERT_EQ((int64_t) n, sql_int(t.db, sql));
+                /* Copied first: the reads below may drop the block. */
+                _cleanup_free_ int64_t *copy = malloc(n * 3 * sizeof(int64_t));
+                ASSERT_TRUE(copy);
+                memcpy(copy, rows, n * 3 * sizeof(int64_t));
+                for (size_t i = 0; i < n; i++) {
+                        ASSERT_EQ(copy[i * 3], want + (int64_t) i);
+                        ASSERT_OK(dict_reader_get(rd, copy[i * 3], v));
+                        ASSERT_EQ(v[0], copy[i * 3 + 1]);
+                        ASSERT_EQ(v[1], copy[i * 3 + 2]);
+                }
+        }
+        {
+                const int64_t *rows;
+                size_t n;
+
+                ASSERT_ERROR(dict_reader_rows(rd, max_before + 2, &rows, &n), EBADMSG);
+        }
         dict_reader_free(rd);
         sqlite3_close(db);
         free(ids);
