@@ -318,7 +318,6 @@ int samples_acc_add(acc *a, const block_entry *e) {
         return samples_acc_add_hashed(a, e, samples_entry_hash(e), 0);
 }
 
-
 /* Adds the level-`level` entries of v[0..n). A block's entries are known
  * ahead, so the table's slot of an entry a few ahead is fetched from
  * memory while this one is added, and the entry that slot points to a few

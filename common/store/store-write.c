@@ -18,9 +18,9 @@
 #include "macro.h"
 #include "store/store-dict.h"
 #include "store/store-private.h"
-#include "timeparse.h"
 #include "store/store-samples.h"
 #include "store/store.h"
+#include "timeparse.h"
 
 /* What a stack node and a frame cost on disk in their blocks, roughly
  * (bench/RESULTS.md): for the size of a generation. */
