@@ -628,10 +628,13 @@ static int configure_writer(sqlite3 *db) {
                         /* Truncate the WAL after checkpoints that found it
                          * larger than this, so a burst does not leave a huge file. */
                         "PRAGMA journal_size_limit = 67108864;"
-                        /* 4 MiB page cache: the writer appends blocks and
+                        /* 2 MiB page cache: the writer appends blocks and
                          * looks up strings on a miss of its cache; the
-                         * dictionaries have indexes of their own in memory. */
-                        "PRAGMA cache_size = -4096;"
+                         * dictionaries have indexes of their own in memory.
+                         * At 4 MiB, mostly pages it wrote, the peak at an
+                         * hour's close was 3.1 MiB higher and the CPU the
+                         * same (bench/RESULTS.md). */
+                        "PRAGMA cache_size = -2048;"
                         "PRAGMA temp_store = MEMORY;");
 }
 
