@@ -1428,6 +1428,7 @@ TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
         /* Rows in place: the row asked for, then the rest of its block in
          * id order, each as dict_reader_get() reads it; the count ends at
          * the block's last row. */
+        const size_t w = 1 + dict_columns(DICT_STACKS);     /* a row: the id, then its columns */
         for (int64_t want = 1; want <= max_before; want += DICT_BLOCK_ROWS / 3) {
                 const int64_t *rows;
                 char sql[160];
@@ -1440,14 +1441,14 @@ TEST(stack_dictionary_blocks_across_rollback_and_reopen) {
                          (long long) want, (long long) want, (long long) want);
                 ASSERT_EQ((int64_t) n, sql_int(t.db, sql));
                 /* Copied first: the reads below may drop the block. */
-                _cleanup_free_ int64_t *copy = malloc(n * 3 * sizeof(int64_t));
+                _cleanup_free_ int64_t *copy = malloc(n * w * sizeof(int64_t));
                 ASSERT_TRUE(copy);
-                memcpy(copy, rows, n * 3 * sizeof(int64_t));
+                memcpy(copy, rows, n * w * sizeof(int64_t));
                 for (size_t i = 0; i < n; i++) {
-                        ASSERT_EQ(copy[i * 3], want + (int64_t) i);
-                        ASSERT_OK(dict_reader_get(rd, copy[i * 3], v));
-                        ASSERT_EQ(v[0], copy[i * 3 + 1]);
-                        ASSERT_EQ(v[1], copy[i * 3 + 2]);
+                        ASSERT_EQ(copy[i * w], want + (int64_t) i);
+                        ASSERT_OK(dict_reader_get(rd, copy[i * w], v));
+                        ASSERT_EQ(v[0], copy[i * w + 1]);
+                        ASSERT_EQ(v[1], copy[i * w + 2]);
                 }
         }
         {
