@@ -194,13 +194,21 @@ int block_entry_cmp(const void *a, const void *b) {
  * the comparison inlined, then the 72-byte entries moved into place
  * along the cycles of the permutation (no copy of the block). qsort()
  * took ~700 instructions an entry here, most of them calls through its
- * comparison pointer. Without memory for the pointers, qsort() it is. */
-static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
+ * comparison pointer, and glibc's takes as much memory for 72-byte
+ * entries (it sorts 2n pointers too). Without memory for the pointers,
+ * qsort() it is. */
+void sample_block_sort(sample_codec *codec, block_entry *v, size_t n) {
         enum { RUN = 16 };
         _cleanup_free_ const block_entry **own_p = NULL;
         const block_entry **a, **b, **p;
+        size_t sorted = 1;
 
-        if (n < 2)
+        /* A block cut from a sorted accumulator is in order already: a
+         * pass of n comparisons instead of the sort's n log n. Another
+         * is found out of order within a few entries. */
+        while (sorted < n && entry_cmp(v + sorted - 1, v + sorted) <= 0)
+                sorted++;
+        if (sorted >= n)
                 return;
         codec = codec_keeping(codec, n);
         if (codec && codec->sort_alloc < n) {
@@ -271,7 +279,7 @@ static void sort_entries(sample_codec *codec, block_entry *v, size_t n) {
 }
 
 /* Column c of entry i, given entry i - 1 (prev) and the mean period. */
-static uint64_t column_value(unsigned c, const block_entry *e, const block_entry *prev, uint64_t mean) {
+static inline __attribute__((always_inline)) uint64_t column_value(unsigned c, const block_entry *e, const block_entry *prev, uint64_t mean) {
         switch (c) {
         case 0: return e->cpu - prev->cpu;
         case 1: return zigzag((int64_t) e->pid - (int64_t) prev->pid);
@@ -286,6 +294,16 @@ static uint64_t column_value(unsigned c, const block_entry *e, const block_entry
         case FRAME_COLUMN + 1: return zigzag((int64_t) ((uint64_t) e->cgroup_id - (uint64_t) prev->cgroup_id));
         default: return zigzag((int64_t) e->kind - (int64_t) prev->kind);
         }
+}
+
+/* Column c of v[0..n): the first entry's values against zeros, each
+ * next one's against the one before it. */
+static inline __attribute__((always_inline)) void put_column(wbuf *cols, unsigned c, const block_entry *v, size_t n,
+                                                             uint64_t mean) {
+        static const block_entry none;
+
+        for (size_t i = 0; i < n; i++)
+                put_varint(cols, column_value(c, v + i, i > 0 ? v + i - 1 : &none, mean));
 }
 
 /* Columns of n entries (need bytes) to encode into: the codec's,
@@ -415,7 +433,7 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
                 kinds = kinds || v[i].kind != SAMPLE_KIND_CPU;
         }
         mean = count > 0 ? period / count : 0;
-        sort_entries(codec, v, n);
+        sample_block_sort(codec, v, n);
 
         r = cols_begin(codec, n, n * N_COLUMNS * VARINT_MAX, &local, &cols, &raw);
         if (r < 0)
@@ -423,16 +441,19 @@ int sample_block_encode(sample_codec *codec, block_entry *v, size_t n, bool with
         /* Blocks of CPU samples alone are format 3: the kind column
          * would be n zeros. */
         for (unsigned c = 0; c < (kinds ? N_COLUMNS : N_COLUMNS - 1); c++) {
-                block_entry prev = {};
-
                 if (c == FRAME_COLUMN && !with_frames) {
                         memset(cols->p + cols->len, 0, n);
                         cols->len += n;
                         continue;
                 }
-                for (size_t i = 0; i < n; i++) {
-                        put_varint(cols, column_value(c, v + i, &prev, mean));
-                        prev = v[i];
+                /* A loop of its own for each column, c a constant in it. */
+                _Static_assert(N_COLUMNS == 11, "a case per column");
+                switch (c) {
+#define COLUMN(k) case k: put_column(cols, k, v, n, mean); break
+                COLUMN(0); COLUMN(1); COLUMN(2); COLUMN(3); COLUMN(4); COLUMN(5);
+                COLUMN(6); COLUMN(7); COLUMN(8); COLUMN(9);
+#undef COLUMN
+                default: put_column(cols, N_COLUMNS - 1, v, n, mean); break;
                 }
         }
 

@@ -844,10 +844,9 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
         } else if (a->n > 0) {
                 read_instead = a->n;
                 /* At most ACC_MAX_ENTRIES a block, each of a range of keys
-                 * (qsort: in place, where the encoder's sort would take
-                 * memory for as many pointers and entries again). */
+                 * (the encoder finds each part in order). */
                 if (a->n > ACC_MAX_ENTRIES)
-                        qsort(a->v, a->n, sizeof *a->v, block_entry_cmp);
+                        sample_block_sort(w->codec, a->v, a->n);
                 for (size_t at = 0; at < a->n; at += ACC_MAX_ENTRIES) {
                         size_t m = MIN(a->n - at, (size_t) ACC_MAX_ENTRIES);
                         uint64_t samples = 0;

@@ -173,6 +173,8 @@ TEST(codec_keeps_memory_for_blocks_it_writes) {
         ASSERT_OK(sample_block_encode(codec, v, n, true, &data, &size));
         ASSERT_EQ(sample_codec_memory_bytes(codec), 0);
         free(data);
+        /* Out of order again (a block in order is not sorted). */
+        random_entries(v, n);
         ASSERT_OK(sample_block_encode(codec, v, 16384, true, &data, &size));
         kept = sample_codec_memory_bytes(codec);
         ASSERT_GE(kept, 16384 * (2 * sizeof(void *) + 11 * 10));
@@ -181,6 +183,56 @@ TEST(codec_keeps_memory_for_blocks_it_writes) {
         ASSERT_EQ(sample_codec_memory_bytes(codec), kept);
         free(data);
         free(v);
+        sample_codec_free(codec);
+}
+
+/* sample_block_sort() gives the stable order (equal keys in input
+ * order) for blocks out of order, in order, in reverse and past the
+ * codec's 16,384 entries; a block in order costs the codec nothing. */
+TEST(sort_is_stable_in_every_case) {
+        sample_codec *codec = sample_codec_new();
+        size_t sizes[] = { 0, 1, 2, 15, 16, 17, 1000, 16384, 20000 };
+
+        ASSERT_TRUE(codec);
+        for (size_t k = 0; k < ELEMENTSOF(sizes); k++)
+                for (unsigned shape = 0; shape < 3; shape++) {
+                        size_t n = sizes[k];
+                        block_entry *v = calloc(MAX(n, (size_t) 1), sizeof *v);
+                        placed *want = calloc(MAX(n, (size_t) 1), sizeof *want);
+
+                        ASSERT_TRUE(v && want);
+                        random_entries(v, n);
+                        /* Counts tell equal keys apart. */
+                        for (size_t i = 0; i < n; i++)
+                                v[i].count = i + 1;
+                        if (shape > 0) {
+                                qsort(v, n, sizeof *v, block_entry_cmp);
+                                for (size_t i = 0; shape == 2 && i < n / 2; i++)
+                                        SWAP(v[i], v[n - 1 - i]);
+                        }
+                        for (size_t i = 0; i < n; i++)
+                                want[i] = (placed) { v[i], i };
+                        qsort(want, n, sizeof *want, placed_cmp);
+                        sample_block_sort(n % 2 ? codec : NULL, v, n);
+                        for (size_t i = 0; i < n; i++)
+                                if (memcmp(v + i, &want[i].e, sizeof *v) != 0) {
+                                        fprintf(stderr, "n %zu shape %u: entry %zu has count %llu, want %llu\n", n,
+                                                shape, i, (unsigned long long) v[i].count,
+                                                (unsigned long long) want[i].e.count);
+                                        ASSERT_TRUE(false);
+                                }
+                        free(v);
+                        free(want);
+                }
+        sample_codec_free(codec);
+
+        codec = sample_codec_new();
+        block_entry v[100];
+        ASSERT_TRUE(codec);
+        random_entries(v, ELEMENTSOF(v));
+        qsort(v, ELEMENTSOF(v), sizeof *v, block_entry_cmp);
+        sample_block_sort(codec, v, ELEMENTSOF(v));
+        ASSERT_EQ(sample_codec_memory_bytes(codec), 0);
         sample_codec_free(codec);
 }
 
