@@ -279,7 +279,8 @@ void sample_block_sort(sample_codec *codec, block_entry *v, size_t n) {
 }
 
 /* Column c of entry i, given entry i - 1 (prev) and the mean period. */
-static inline __attribute__((always_inline)) uint64_t column_value(unsigned c, const block_entry *e, const block_entry *prev, uint64_t mean) {
+static inline __attribute__((always_inline)) uint64_t column_value(unsigned c, const block_entry *e,
+                                                                    const block_entry *prev, uint64_t mean) {
         switch (c) {
         case 0: return e->cpu - prev->cpu;
         case 1: return zigzag((int64_t) e->pid - (int64_t) prev->pid);

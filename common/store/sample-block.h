@@ -120,9 +120,9 @@ int sample_block_decode_some(sample_codec *codec, const uint8_t *data, size_t si
 
 int block_entry_cmp(const void *a, const void *b);
 
-/* Sorts v by block_entry_cmp() in place, as sample_block_encode() does;
- * takes 2n pointers of memory for the call past the codec's own (up to
- * 16,384 entries). codec may be NULL. */
+/* Sorts v by block_entry_cmp() in place, as sample_block_encode() does:
+ * in memory the codec keeps for up to 16,384 entries, past that in 2n
+ * pointers of its own for the call. codec may be NULL. */
 void sample_block_sort(sample_codec *codec, block_entry *v, size_t n);
 
 /* A block of dictionary rows, as stored in one row of stack_blocks or
