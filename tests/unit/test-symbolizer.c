@@ -167,6 +167,33 @@ TEST(same_code_in_two_processes_is_one_stack) {
         teardown(&f);
 }
 
+/* A chain of one frame is the stack dictionary's node (no parent, that
+ * frame), looked up there and not in the stack cache: the same in two
+ * processes, and another for another offset. */
+TEST(a_one_frame_stack_is_its_dictionary_node) {
+        const uint64_t a[] = { CTX_U, APP_A + 0x10 };
+        const uint64_t b[] = { CTX_U, APP_B + 0x10 };
+        const uint64_t other[] = { CTX_U, APP_B + 0x14 };
+        fixture f = {};
+        int64_t sa, node;
+
+        setup(&f);
+        for (int pass = 0; pass < 2; pass++) {
+                perf_sample ps = { .pid = 100, .tid = 100, .time = 1000, .period = 1, .nr = ELEMENTSOF(a), .ips = a };
+                int64_t stack = -1, leaf = -1;
+
+                ASSERT_OK(symbolizer_stack(f.sym, &ps, &stack, &leaf));
+                ASSERT_GT(leaf, 0);
+                ASSERT_OK(store_intern_stack(f.store, 0, leaf, &node));
+                ASSERT_EQ(stack, node);
+        }
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->stack_cache_hits, 0);
+        sa = stack_of(&f, 100, a, ELEMENTSOF(a));
+        ASSERT_EQ(stack_of(&f, 200, b, ELEMENTSOF(b)), sa);
+        ASSERT_NE(stack_of(&f, 200, other, ELEMENTSOF(other)), sa);
+        teardown(&f);
+}
+
 TEST(a_repeated_chain_is_one_stack_lookup_until_the_maps_change) {
         const uint64_t a[] = { CTX_K, KADDR, CTX_U, APP_A + 0x10 };
         fixture f = {};
