@@ -23,6 +23,13 @@
 /* Below this many entries a period is stored whatever it sums. */
 #define DELEGATE_MIN_ENTRIES 256
 
+/* After a period that summed too little, the next one of a level made
+ * from the buckets is tested for it from this many entries on, at each
+ * bucket fed, instead of once at ACC_MAX_ENTRIES: on a churning machine
+ * a minute by stack or by process is fed a second's buckets, not a
+ * quarter of its minute, before it is left to the buckets. */
+#define EARLY_DELEGATE_ENTRIES 2048
+
 /* Dictionary blocks (frame rows and stack nodes, up to 16,384 each)
  * deleted per step of the cap or of retention. */
 #define CAP_CHUNK_DICT_BLOCKS 64
@@ -78,6 +85,10 @@ typedef struct acc {
         uint64_t finer_entries;
         bool written;           /* a block of the open period is written */
         bool delegated;         /* the open period is left to the finer level: a marker at its close */
+        /* The last period closed was left to the finer level for summing
+         * too little (kept across periods): the load churns, and the open
+         * one is tested from EARLY_DELEGATE_ENTRIES on. */
+        bool churned;
         /* Open addressing over v's keys: position + 1, 0 empty; at most
          * half full. */
         uint32_t *slots;

@@ -809,6 +809,7 @@ static int maybe_delegate(sample_writer *w, unsigned level, bool outgrown) {
                 return 0;
         }
         a->delegated = true;
+        a->churned = !outgrown;
         samples_acc_free(a);    /* a marker holds no entries */
         a->gen_min = UINT64_MAX;        /* a marker names no generation */
         return 0;
@@ -843,6 +844,8 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
                 read_instead = a->finer_entries;
         } else if (a->n > 0) {
                 read_instead = a->n;
+                if (closing)
+                        a->churned = false;
                 /* At most ACC_MAX_ENTRIES a block, each of a range of keys
                  * (the encoder finds each part in order). */
                 if (a->n > ACC_MAX_ENTRIES)
@@ -987,6 +990,15 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         if (!a->delegated)
                 a->gen_min = MIN(a->gen_min, gen_min);
 
+        /* Of the levels made from the buckets, whose fed entries count
+         * what a reader would read instead all along (a level that folds
+         * tests what is left after folding). */
+        if (a->churned && !a->delegated && !a->written && a->n >= EARLY_DELEGATE_ENTRIES &&
+            sample_levels[level].finer == SAMPLE_LEVEL_BUCKET && !sample_levels[level].fold) {
+                r = maybe_delegate(w, level, false);
+                if (r < 0 || a->delegated)
+                        return r;
+        }
         if (a->n >= ACC_MAX_ENTRIES && !sample_levels[level].acc_max && sample_levels[level].fold) {
                 /* Folding may leave room to go on: it is written only if
                  * it is still full. */
