@@ -24,7 +24,7 @@ typedef struct symbolizer_stats {
         uint64_t kernel_frames, user_frames, unresolved_kernel_frames, module_frames;
         uint64_t module_data_frames;    /* kernel frames in a module's data section (see layout_hit.data) */
         uint64_t invalid_user_frames;   /* user entries at kernel addresses, and those after them: dropped */
-        uint64_t stack_cache_hits;      /* samples whose resolved frames were a stack seen before */
+        uint64_t stack_cache_hits;      /* samples of two frames or more whose resolved frames were a stack seen before */
         uint64_t jit_frames;            /* user frames named from a JIT map (perf/jitmaps.h) */
         /* How the other user frames can be shown, counted as jit_frames
          * (for each sample): in a file with a build-id

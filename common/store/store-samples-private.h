@@ -23,11 +23,12 @@
 /* Below this many entries a period is stored whatever it sums. */
 #define DELEGATE_MIN_ENTRIES 256
 
-/* After a period that summed too little, the next one of a level made
- * from the buckets is tested for it from this many entries on, at each
- * bucket fed, instead of once at ACC_MAX_ENTRIES: on a churning machine
- * a minute by stack or by process is fed a second's buckets, not a
- * quarter of its minute, before it is left to the buckets. */
+/* After a period that summed too little when it was tested in full (at
+ * ACC_MAX_ENTRIES or at its close), the next one of a level made from the
+ * buckets is tested from this many entries on, at each bucket fed: on a
+ * churning machine a minute by stack or by process is fed a second or
+ * two of buckets, not ten, before it is left to the buckets. A period
+ * left to them so early leaves the next one to the full test. */
 #define EARLY_DELEGATE_ENTRIES 2048
 
 /* Dictionary blocks (frame rows and stack nodes, up to 16,384 each)
@@ -86,8 +87,9 @@ typedef struct acc {
         bool written;           /* a block of the open period is written */
         bool delegated;         /* the open period is left to the finer level: a marker at its close */
         /* The last period closed was left to the finer level for summing
-         * too little (kept across periods): the load churns, and the open
-         * one is tested from EARLY_DELEGATE_ENTRIES on. */
+         * too little, found by the full test (kept across periods): the
+         * load churns, and the open one is tested from
+         * EARLY_DELEGATE_ENTRIES on. */
         bool churned;
         /* Open addressing over v's keys: position + 1, 0 empty; at most
          * half full. */

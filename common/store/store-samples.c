@@ -996,8 +996,16 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
         if (a->churned && !a->delegated && !a->written && a->n >= EARLY_DELEGATE_ENTRIES &&
             sample_levels[level].finer == SAMPLE_LEVEL_BUCKET && !sample_levels[level].fold) {
                 r = maybe_delegate(w, level, false);
-                if (r < 0 || a->delegated)
+                if (r < 0)
                         return r;
+                if (a->delegated) {
+                        /* A guess from a few buckets, which a busy load
+                         * of keys that come back makes too: the next
+                         * period is tested in full, or one such guess
+                         * would make every minute after it a marker. */
+                        a->churned = false;
+                        return 0;
+                }
         }
         if (a->n >= ACC_MAX_ENTRIES && !sample_levels[level].acc_max && sample_levels[level].fold) {
                 /* Folding may leave room to go on: it is written only if

@@ -1075,70 +1075,82 @@ TEST(process_hours_keep_processes_of_three_minutes) {
         }
 }
 
-/* One sample of each of n processes (pids from *next_pid on), or of n
- * processes that come back every second (pids 100 on). */
-static void add_minute_second(store *s, uint64_t sec, uint32_t n, uint32_t *next_pid) {
+/* A second of n samples of `kind` (see the test below), each of its own
+ * process: new ones from *next_pid on ('C', 'B' bursts), the same 200
+ * every second ('S', 'B' after its burst: pids 100-299), or 1,500 a
+ * second of 5,000 that come back ('W': pids 20000-24999). Returns n. */
+static uint32_t add_minute_second(store *s, uint64_t sec, char kind, bool burst, uint32_t *next_pid) {
+        uint32_t n = kind == 'C' ? 300 : kind == 'W' ? 1500 : burst ? 1000 : 200;
+
         for (uint32_t k = 0; k < n; k++) {
                 test_sample smp = {
-                        .time_ns = S(sec) + k * 1000, .cpu = k % 2, .pid = next_pid ? (*next_pid)++ : 100 + k,
-                        .comm = "cc1", .period = 1, .n_frames = 1, .frames = &U_LIBC,
+                        .time_ns = S(sec) + k * 1000, .cpu = k % 2, .comm = "cc1", .period = 1, .n_frames = 1,
+                        .frames = &U_LIBC,
                 };
 
+                smp.pid = kind == 'W' ? 20000 + (uint32_t) ((sec * 1500 + k) % 5000) : burst ? (*next_pid)++ : 100 + k;
                 smp.tid = smp.pid;
                 ASSERT_OK(test_add_sample(s, 1, &smp));
         }
+        return n;
 }
 
 /* A minute that sums too little (as many entries as its buckets) is a
- * marker. After one, the next minute of the levels by stack and by
- * process is tested from EARLY_DELEGATE_ENTRIES entries on: a minute that
- * starts with five seconds of new processes is a marker then, though its
- * other 55 seconds, of 200 processes again and again, would have made it
- * sum well; the same minute after a minute kept is kept. The answers are
- * the buckets' in every case. */
+ * marker. After one found so in full, the next minute of the levels made
+ * from the buckets is tested from EARLY_DELEGATE_ENTRIES entries on:
+ * 'B', five seconds of new processes then 55 of 200 again and again, is
+ * a marker then, though it would have summed well; 'S' (steady) is kept,
+ * and 'B' after it too. 'W', a busy load of keys that come back, looks
+ * like churn in its first seconds: after a churning minute it is a
+ * marker, but the next is tested in full and kept. The answers are the
+ * buckets' in every case. */
 TEST(a_minute_after_a_churning_one_is_left_to_the_buckets_early) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
         const uint64_t m0 = (T0 / (60 * NSEC_PER_SEC) + 1) * 60 - T0 / NSEC_PER_SEC;
-        const char *kinds = "CBSB";     /* churn, burst then steady, steady, burst then steady */
-        uint32_t pid = 10000;
-        uint64_t n = 0;
+        const char *kinds = "CBSBCWW", *markers = "MM..MM.";
+        const unsigned minutes = (unsigned) strlen(kinds);
+        uint64_t n = 0, of_100[8] = {};
+        uint32_t pid = 100000;
         char sql[160];
 
         tmpdir_make(&t);
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
-        for (uint64_t sec = m0; sec < m0 + 240; sec++) {
-                char kind = kinds[(sec - m0) / 60];
+        for (uint64_t sec = m0; sec < m0 + 60 * minutes; sec++) {
+                unsigned m = (unsigned) ((sec - m0) / 60);
+                char kind = kinds[m];
                 bool burst = kind == 'C' || (kind == 'B' && (sec - m0) % 60 < 5);
 
                 ASSERT_OK(store_begin(s));
-                add_minute_second(s, sec, burst ? (kind == 'C' ? 300 : 1000) : 200, burst ? &pid : NULL);
-                n += burst ? (kind == 'C' ? 300 : 1000) : 200;
+                n += add_minute_second(s, sec, kind, burst, &pid);
+                of_100[m] += !burst && kind != 'W';
                 ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
                 ASSERT_OK(store_commit(s));
         }
         ASSERT_OK(store_flush_samples(s, UINT64_MAX));
 
         for (unsigned level = SAMPLE_LEVEL_MINUTE; level <= SAMPLE_LEVEL_PROC_MINUTE; level += 4)
-                for (unsigned m = 0; m < 4; m++) {
+                for (unsigned m = 0; m < minutes; m++) {
+                        bool want = markers[m] == 'M';
+
                         snprintf(sql, sizeof sql,
                                  "SELECT count(*) FROM sample_blocks WHERE level = %u AND start_ns = %llu AND data = x'00'",
                                  level, (unsigned long long) S(m0 + 60 * m));
-                        /* Markers: the churning minute and the burst after it. */
-                        if (sql_int(t.db, sql) != (m < 2)) {
-                                fprintf(stderr, "level %u, minute %u: %s\n", level, m, m < 2 ? "not a marker" : "a marker");
-                                ASSERT_EQ(sql_int(t.db, sql), (int64_t) (m < 2));
+                        if (sql_int(t.db, sql) != want) {
+                                fprintf(stderr, "level %u, minute %u (%c): %s\n", level, m, kinds[m],
+                                        want ? "not a marker" : "a marker");
+                                ASSERT_EQ(sql_int(t.db, sql), (int64_t) want);
                         }
                 }
         for (int level = 0; level <= SAMPLE_LEVEL_PROC_MINUTE; level++) {
                 snprintf(sql, sizeof sql, "SELECT sum(n_samples) FROM sample_blocks WHERE level = %d", level);
                 ASSERT_EQ(sql_int(t.db, sql), (int64_t) n);
         }
-        for (unsigned m = 0; m < 4; m++) {
+        for (unsigned m = 0; m < minutes; m++) {
                 query_params q = { .since_ns = S(m0 + 60 * m), .until_ns = S(m0 + 60 * (m + 1)), .cpu = -1, .pid = 100 };
                 query_result *r = run_query(s, &q, 0, 0);
 
-                ASSERT_U64_EQ(r->total_samples, kinds[m] == 'C' ? 0 : kinds[m] == 'S' ? 60 : 55);
+                ASSERT_U64_EQ(r->total_samples, of_100[m]);
                 query_result_free(r);
         }
 }
