@@ -420,18 +420,16 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
 
         /* The same frames in another process (same binaries, other
          * addresses) make the same stack: one lookup instead of one per
-         * node. Else stacks are interned outermost caller first. */
+         * node. Else stacks are interned outermost caller first. A chain
+         * of one frame (a user sample whose caller chain was cut: most
+         * of them where programs keep no frame pointers) is one lookup in
+         * the stack dictionary, as in the cache, and is left out of the
+         * cache it would crowd. */
+        bool cached = n > 1;
+
         if (n == 0)
                 stack = 0;      /* no frames: no stack */
-        else if (n == 1) {
-                /* One frame (a user sample whose caller chain was cut:
-                 * most of them where programs keep no frame pointers) is
-                 * one lookup in the stack dictionary, as in the cache, and
-                 * left out of the cache it would crowd. */
-                r = store_intern_stack(s->store, 0, s->frame_ids[0], &stack);
-                if (r < 0)
-                        return r;
-        } else if (pathcache_get(s->path_cache, s->frame_ids, n, &stack))
+        else if (cached && pathcache_get(s->path_cache, s->frame_ids, n, &stack))
                 s->stats.stack_cache_hits++;
         else {
                 stack = 0;
@@ -442,7 +440,8 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                 }
                 /* A cache: a chain it cannot hold is interned again
                  * next time. */
-                (void) pathcache_put(s->path_cache, s->frame_ids, n, stack);
+                if (cached)
+                        (void) pathcache_put(s->path_cache, s->frame_ids, n, stack);
         }
 
         *ret_stack = stack;
