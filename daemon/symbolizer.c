@@ -30,6 +30,11 @@
 #define UFILE_STRINGS_MAX_ENTRIES (4 * 1024)
 /* Kernel frames by (address, epoch): a kernel's hot code, within 3 MiB. */
 #define KFRAME_CACHE_MAX_ENTRIES (64 * 1024)
+/* Kernel symbols' string ids by the symbol: the functions whose new
+ * addresses a busy machine's samples hit. */
+#define KSYM_STRINGS_MAX_ENTRIES (8 * 1024)
+/* Modules' string ids: the modules loaded, and the kernel. */
+#define KMOD_STRINGS_MAX_ENTRIES 1024
 /* JIT frames by (map version, address). */
 #define JIT_CACHE_MAX_ENTRIES (32 * 1024)
 /* Comms: far fewer than this are running at once. */
@@ -66,12 +71,26 @@ struct symbolizer {
          * one layout generation */
         idcache *kframe_cache;
         /* (file id of the tasks table, file offset) -> interned frame id
-         * of a user frame in a file */
+         * of a user frame in a file, and the id of the stack of that one
+         * frame (0: not interned yet): most chains of programs built
+         * without frame pointers are their sampled IP alone */
         idcache *ufile_cache;
+        /* The key and stack id of the last user frame found through
+         * ufile_cache in this chain */
+        bool ufile_last;
+        uint64_t ufile_last_file, ufile_last_offset;
+        int64_t ufile_last_stack;
         /* (file id, UFILE_PATH or UFILE_BUILD_ID) -> the string id of its
          * path or build-id (0: none): a new offset of a file is a frame
          * of known strings (store_intern_file_frame()) */
         idcache *ufile_strings;
+        /* (symbol name pointer of the layout, 0) -> string id of the
+         * name, and (module name pointer, module instance pointer) ->
+         * string id of "[name]" and, aux, of its build-id (0: none): a new
+         * address in a known function is a frame of known strings.
+         * Pointers into the layout are valid for one generation. */
+        idcache *ksym_strings;
+        idcache *kmod_strings;
         /* a comm of up to 15 bytes, as two words -> its string id */
         idcache *comm_cache;
         /* (jitmaps_version() of the process's map, address) -> interned
@@ -105,9 +124,13 @@ int symbolizer_new(store *st, layout *l, tasks *t, symbolizer **ret) {
         s->tasks = t;
         r = idcache_new(KFRAME_CACHE_MAX_ENTRIES, &s->kframe_cache);
         if (r >= 0)
-                r = idcache_new(UFILE_CACHE_MAX_ENTRIES, &s->ufile_cache);
+                r = idcache_new_aux(UFILE_CACHE_MAX_ENTRIES, &s->ufile_cache);
         if (r >= 0)
                 r = idcache_new(UFILE_STRINGS_MAX_ENTRIES, &s->ufile_strings);
+        if (r >= 0)
+                r = idcache_new(KSYM_STRINGS_MAX_ENTRIES, &s->ksym_strings);
+        if (r >= 0)
+                r = idcache_new_aux(KMOD_STRINGS_MAX_ENTRIES, &s->kmod_strings);
         if (r >= 0)
                 r = idcache_new(COMM_CACHE_MAX_ENTRIES, &s->comm_cache);
         if (r >= 0)
@@ -130,6 +153,8 @@ symbolizer *symbolizer_free(symbolizer *s) {
         idcache_free(s->kframe_cache);
         idcache_free(s->ufile_cache);
         idcache_free(s->ufile_strings);
+        idcache_free(s->ksym_strings);
+        idcache_free(s->kmod_strings);
         idcache_free(s->comm_cache);
         idcache_free(s->jit_cache);
         hashmap_free(s->ufile_seen);
@@ -141,6 +166,7 @@ symbolizer *symbolizer_free(symbolizer *s) {
 
 void symbolizer_set_kernel_build_id(symbolizer *s, const char *build_id) {
         snprintf(s->kernel_build_id, sizeof s->kernel_build_id, "%s", build_id ?: "");
+        idcache_clear(s->kmod_strings);
 }
 
 void symbolizer_set_miss_handler(symbolizer *s, symbolizer_miss_handler cb, void *userdata) {
@@ -167,7 +193,8 @@ const symbolizer_stats *symbolizer_get_stats(const symbolizer *s) {
 
 size_t symbolizer_cache_bytes(const symbolizer *s) {
         return idcache_memory_bytes(s->kframe_cache) + idcache_memory_bytes(s->ufile_cache) +
-               idcache_memory_bytes(s->ufile_strings) + idcache_memory_bytes(s->comm_cache) +
+               idcache_memory_bytes(s->ufile_strings) + idcache_memory_bytes(s->ksym_strings) +
+               idcache_memory_bytes(s->kmod_strings) + idcache_memory_bytes(s->comm_cache) +
                idcache_memory_bytes(s->jit_cache) + hashmap_memory_bytes(s->ufile_seen) +
                pathcache_memory_bytes(s->path_cache);
 }
@@ -180,6 +207,8 @@ void symbolizer_forget_ids(symbolizer *s) {
         idcache_clear(s->kframe_cache);
         idcache_clear(s->ufile_cache);
         idcache_clear(s->ufile_strings);
+        idcache_clear(s->ksym_strings);
+        idcache_clear(s->kmod_strings);
         idcache_clear(s->comm_cache);
         idcache_clear(s->jit_cache);
         pathcache_clear(s->path_cache);
@@ -191,6 +220,8 @@ static bool check_layout(symbolizer *s) {
         if (layout_generation(s->layout) == s->layout_gen)
                 return false;
         idcache_clear(s->kframe_cache);
+        idcache_clear(s->ksym_strings);
+        idcache_clear(s->kmod_strings);
         pathcache_clear(s->path_cache);
         s->layout_gen = layout_generation(s->layout);
         return true;
@@ -205,6 +236,61 @@ static void check_store(symbolizer *s) {
         symbolizer_forget_ids(s);
         s->store_gen = store_generation(s->store);
         s->store_epoch = store_epoch(s->store);
+}
+
+/* The string id of a kernel symbol's name, of its module's "[name]" and
+ * of the module's build-id (0: none), by the layout's pointers. */
+static int kernel_frame_strings(symbolizer *s, const layout_hit *hit, int64_t *ret_symbol, int64_t *ret_module,
+                                int64_t *ret_build_id) {
+        uint64_t name_key = (uintptr_t) hit->module_name, mod_key = (uintptr_t) hit->module;
+        int r;
+
+        *ret_symbol = 0;
+        if (hit->symbol && !idcache_get(s->ksym_strings, (uintptr_t) hit->symbol, 0, ret_symbol)) {
+                r = store_intern_string(s->store, hit->symbol, ret_symbol);
+                if (r < 0)
+                        return r;
+                (void) idcache_put(s->ksym_strings, (uintptr_t) hit->symbol, 0, *ret_symbol);
+        }
+        if (idcache_get_aux(s->kmod_strings, name_key, mod_key, ret_module, ret_build_id))
+                return 0;
+
+        char module[MODULE_NAME_MAX + 2];
+        const char *build_id = NULL;
+
+        if (hit->module_name) {
+                snprintf(module, sizeof module, "[%s]", hit->module_name);
+                if (hit->module && hit->module->build_id[0])
+                        build_id = hit->module->build_id;
+        } else {
+                snprintf(module, sizeof module, "%s", MODULE_KERNEL);
+                build_id = s->kernel_build_id[0] ? s->kernel_build_id : NULL;
+        }
+        r = store_intern_string(s->store, module, ret_module);
+        if (r >= 0 && build_id)
+                r = store_intern_string(s->store, build_id, ret_build_id);
+        else
+                *ret_build_id = 0;
+        if (r < 0)
+                return r;
+        if (idcache_put(s->kmod_strings, name_key, mod_key, *ret_module) >= 0)
+                (void) idcache_set_aux(s->kmod_strings, name_key, mod_key, *ret_build_id);
+        return 0;
+}
+
+/* The frame of a function's address: what store_intern_frame() makes of
+ * its strings, by their ids. */
+static int kernel_frame_by_ids(symbolizer *s, uint64_t ip, const layout_hit *hit, int64_t *ret) {
+        int64_t symbol_id, module_id, build_id_id;
+        int r;
+
+        if (hit->module_name && hit->module)
+                s->stats.module_frames++;
+        r = kernel_frame_strings(s, hit, &symbol_id, &module_id, &build_id_id);
+        if (r < 0)
+                return r;
+        return store_intern_kernel_frame(s->store, ip, symbol_id, hit->symbol ? ip - hit->symbol_addr : 0, module_id,
+                                         build_id_id, ret);
 }
 
 static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *ret) {
@@ -226,6 +312,12 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
                         epoch = s->epoch;
                 }
                 r = layout_resolve(s->layout, ip, time, &hit);
+        }
+        if (r >= 0 && !hit.data) {
+                r = kernel_frame_by_ids(s, ip, &hit, ret);
+                if (r < 0)
+                        return r;
+                return idcache_put(s->kframe_cache, ip, epoch, *ret);
         }
         if (r >= 0) {
                 f.symbol = hit.symbol;
@@ -328,8 +420,12 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         else
                 s->stats.user_frames_no_build_id++;
 
+        s->ufile_last = true;
+        s->ufile_last_file = m.file_id;
+        s->ufile_last_offset = f.offset;
+        s->ufile_last_stack = 0;
         /* Two numbers instead of the frame's path and build-id. */
-        if (idcache_get(s->ufile_cache, m.file_id, f.offset, ret))
+        if (idcache_get_aux(s->ufile_cache, m.file_id, f.offset, ret, &s->ufile_last_stack))
                 return 0;
         int64_t path_id, build_id_id;
         r = ufile_string(s, m.file_id, UFILE_PATH, m.path, &path_id);
@@ -362,6 +458,7 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
         check_layout(s);
         check_store(s);
         s->epoch = layout_epoch(s->layout, ps->time);
+        s->ufile_last = false;
 
         if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0)
                 return -ENOMEM;
@@ -426,11 +523,17 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
          * the stack dictionary, as in the cache, and is left out of the
          * cache it would crowd. */
         bool cached = n > 1;
+        /* The one frame is a user frame of a file: its stack id, if
+         * known, is beside its own in ufile_cache. (Any frame found there
+         * added one to n.) */
+        bool one_ufile = n == 1 && s->ufile_last;
 
         if (n == 0)
                 stack = 0;      /* no frames: no stack */
         else if (cached && pathcache_get(s->path_cache, s->frame_ids, n, &stack))
                 s->stats.stack_cache_hits++;
+        else if (one_ufile && s->ufile_last_stack > 0)
+                stack = s->ufile_last_stack;
         else {
                 stack = 0;
                 for (size_t i = n; i > 0; i--) {
@@ -442,6 +545,8 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                  * next time. */
                 if (cached)
                         (void) pathcache_put(s->path_cache, s->frame_ids, n, stack);
+                else if (one_ufile)
+                        (void) idcache_set_aux(s->ufile_cache, s->ufile_last_file, s->ufile_last_offset, stack);
         }
 
         *ret_stack = stack;

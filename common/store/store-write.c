@@ -221,14 +221,11 @@ int store_intern_frame(store *s, const frame *f, int64_t *ret_id) {
         return 0;
 }
 
-int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id, int64_t *ret_id) {
-        int64_t values[] = { FRAME_USER, i64(offset), 0, i64(offset), module_id, build_id_id };
+/* A frame of known string ids. */
+static int intern_frame_values(store *s, const int64_t *values, int64_t *ret_id) {
         bool owned;
         int64_t id = 0;
         int r;
-
-        if (!s || !ret_id || module_id <= 0 || build_id_id < 0)
-                return -EINVAL;
 
         r = store_write_begin(s, &owned);
         if (r < 0)
@@ -239,6 +236,21 @@ int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_
 
         *ret_id = id;
         return 0;
+}
+
+int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id, int64_t *ret_id) {
+        if (!s || !ret_id || module_id <= 0 || build_id_id < 0)
+                return -EINVAL;
+        return intern_frame_values(s, (int64_t[]) { FRAME_USER, i64(offset), 0, i64(offset), module_id, build_id_id },
+                                   ret_id);
+}
+
+int store_intern_kernel_frame(store *s, uint64_t addr, int64_t symbol_id, uint64_t offset, int64_t module_id,
+                              int64_t build_id_id, int64_t *ret_id) {
+        if (!s || !ret_id || symbol_id < 0 || module_id < 0 || build_id_id < 0)
+                return -EINVAL;
+        return intern_frame_values(s, (int64_t[]) { FRAME_KERNEL, i64(addr), symbol_id, i64(offset), module_id,
+                                                    build_id_id }, ret_id);
 }
 
 static int intern_stack_locked(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id) {

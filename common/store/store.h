@@ -66,6 +66,11 @@ int store_intern_frame(store *s, const frame *f, int64_t *ret_id);
  * and offset `offset`, module, build_id }, without hashing its strings
  * again. For the symbolizer, which knows a file's string ids. */
 int store_intern_file_frame(store *s, uint64_t offset, int64_t module_id, int64_t build_id_id, int64_t *ret_id);
+/* The kernel frame at addr, `offset` into the symbol symbol_id (0: none),
+ * of the module module_id, with the build-id build_id_id (0: none), all
+ * string ids: the frame store_intern_frame() makes of those strings. */
+int store_intern_kernel_frame(store *s, uint64_t addr, int64_t symbol_id, uint64_t offset, int64_t module_id,
+                              int64_t build_id_id, int64_t *ret_id);
 /* A stack is a node of a prefix tree: (parent stack, frame). parent 0 is
  * the root; frames are added outermost caller first. */
 int store_intern_stack(store *s, int64_t parent_id, int64_t frame_id, int64_t *ret_id);

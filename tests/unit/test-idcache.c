@@ -98,3 +98,55 @@ TEST(bad_arguments) {
         ASSERT_TRUE(!idcache_get(NULL, 1, 1, &(int64_t) { 0 }));
         ASSERT_TRUE(idcache_free(NULL) == NULL);
 }
+
+/* A second value a slot: 0 until set, set only for a cached key, reset
+ * by a put of the key, kept through growth, gone with a clear; refused
+ * by a cache made without it. */
+TEST(second_values) {
+        _cleanup_idcache_ idcache *c = NULL, *plain = NULL;
+        int64_t id = 0, aux = -1;
+
+        ASSERT_OK(idcache_new_aux(1000, &c));
+        ASSERT_ERROR(idcache_set_aux(c, 1, 2, 5), ENOENT);
+        ASSERT_OK(idcache_put(c, 1, 2, 10));
+        ASSERT_TRUE(idcache_get_aux(c, 1, 2, &id, &aux));
+        ASSERT_EQ(id, 10);
+        ASSERT_EQ(aux, 0);
+        ASSERT_OK(idcache_set_aux(c, 1, 2, 99));
+        ASSERT_ERROR(idcache_set_aux(c, 2, 1, 5), ENOENT);
+        ASSERT_TRUE(idcache_get_aux(c, 1, 2, &id, &aux));
+        ASSERT_EQ(aux, 99);
+        ASSERT_TRUE(idcache_get(c, 1, 2, &id));
+        ASSERT_EQ(id, 10);
+
+        /* Through growth (64 slots at first), every key keeps both. */
+        for (uint64_t i = 100; i < 600; i++) {
+                ASSERT_OK(idcache_put(c, i, 7, (int64_t) i));
+                ASSERT_OK(idcache_set_aux(c, i, 7, (int64_t) (i * 3)));
+        }
+        for (uint64_t i = 100; i < 600; i++) {
+                ASSERT_TRUE(idcache_get_aux(c, i, 7, &id, &aux));
+                ASSERT_EQ(id, (int64_t) i);
+                ASSERT_EQ(aux, (int64_t) (i * 3));
+        }
+        ASSERT_TRUE(idcache_get_aux(c, 1, 2, &id, &aux));
+        ASSERT_EQ(aux, 99);
+        /* 32 bytes a slot, at most half full. */
+        ASSERT_LE(idcache_memory_bytes(c), 2048 * 32 + 64);
+
+        /* A new id for the key: its second value was the old id's. */
+        ASSERT_OK(idcache_put(c, 1, 2, 11));
+        ASSERT_TRUE(idcache_get_aux(c, 1, 2, &id, &aux));
+        ASSERT_EQ(id, 11);
+        ASSERT_EQ(aux, 0);
+
+        idcache_clear(c);
+        ASSERT_TRUE(!idcache_get_aux(c, 100, 7, &id, &aux));
+        ASSERT_ERROR(idcache_set_aux(c, 100, 7, 1), ENOENT);
+
+        ASSERT_OK(idcache_new(10, &plain));
+        ASSERT_OK(idcache_put(plain, 1, 2, 10));
+        ASSERT_ERROR(idcache_set_aux(plain, 1, 2, 5), EINVAL);
+        ASSERT_TRUE(idcache_get_aux(plain, 1, 2, &id, &aux));
+        ASSERT_EQ(aux, 0);
+}

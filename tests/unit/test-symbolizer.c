@@ -81,6 +81,22 @@ static int64_t stack_of(fixture *f, uint32_t pid, const uint64_t *ips, size_t n)
         return stack;
 }
 
+static int64_t leaf_of(fixture *f, uint32_t pid, uint64_t ip, uint64_t time);
+
+/* Two samples of `stack` two hours apart: the store starts a generation of
+ * stacks (an hour of samples ends one), committed. */
+static void next_stack_generation(fixture *f, int64_t stack) {
+        uint64_t gen0 = store_generation(f->store);
+
+        ASSERT_OK(store_insert_sample(f->store, &(stored_sample) { .time_ns = T0, .pid = 100, .tid = 100,
+                                      .stack_id = stack, .period = 1, .boot_id = f->boot }));
+        ASSERT_OK(store_insert_sample(f->store, &(stored_sample) { .time_ns = T0 + 2 * 3600 * NSEC_PER_SEC,
+                                      .pid = 100, .tid = 100, .stack_id = stack, .period = 1, .boot_id = f->boot }));
+        ASSERT_OK(store_commit(f->store));
+        ASSERT_OK(store_begin(f->store));
+        ASSERT_NE(store_generation(f->store), gen0);
+}
+
 /* The folded frames of the one stack the store holds samples of. */
 static void assert_stored_frames(fixture *f, int64_t stack, const char *const *want, size_t n) {
         query_params q = QUERY_PARAMS_INIT;
@@ -191,6 +207,40 @@ TEST(a_one_frame_stack_is_its_dictionary_node) {
         sa = stack_of(&f, 100, a, ELEMENTSOF(a));
         ASSERT_EQ(stack_of(&f, 200, b, ELEMENTSOF(b)), sa);
         ASSERT_NE(stack_of(&f, 200, other, ELEMENTSOF(other)), sa);
+        teardown(&f);
+}
+
+/* The stack of a chain of one user frame is kept beside the frame in the
+ * symbolizer's cache of file frames: it must not outlive the generation
+ * of stacks, nor a rolled-back batch, that made it. */
+TEST(a_one_frame_stacks_id_does_not_outlive_its_generation) {
+        const uint64_t a[] = { CTX_U, APP_A + 0x10 };
+        fixture f = {};
+        int64_t s1, s2, leaf, node, taken, s3;
+
+        setup(&f);
+        s1 = stack_of(&f, 100, a, ELEMENTSOF(a));
+        ASSERT_EQ(stack_of(&f, 100, a, ELEMENTSOF(a)), s1);
+        next_stack_generation(&f, s1);
+
+        /* The new generation's node of the frame, not the old one. */
+        s2 = stack_of(&f, 100, a, ELEMENTSOF(a));
+        leaf = leaf_of(&f, 100, APP_A + 0x10, 1000);
+        ASSERT_OK(store_intern_stack(f.store, 0, leaf, &node));
+        ASSERT_EQ(s2, node);
+        ASSERT_NE(s2, s1);
+        ASSERT_OK(store_commit(f.store));
+
+        /* A node interned in a batch rolled back: its id goes to
+         * another node, and the frame's stack is interned again. */
+        ASSERT_OK(store_begin(f.store));
+        s3 = stack_of(&f, 100, (const uint64_t[]) { CTX_U, APP_A + 0x20 }, 2);
+        ASSERT_EQ(stack_of(&f, 100, (const uint64_t[]) { CTX_U, APP_A + 0x20 }, 2), s3);
+        ASSERT_OK(store_rollback(f.store));
+        ASSERT_OK(store_begin(f.store));
+        ASSERT_OK(store_intern_stack(f.store, s2, leaf, &taken));
+        ASSERT_EQ(taken, s3);           /* the id is reused */
+        ASSERT_NE(stack_of(&f, 100, (const uint64_t[]) { CTX_U, APP_A + 0x20 }, 2), taken);
         teardown(&f);
 }
 
@@ -341,14 +391,7 @@ TEST(user_file_frames_are_the_stores_frames) {
         /* A new generation of stacks alone (an hour of samples): the
          * frames' generation goes on, and a new offset is still one frame. */
         stack = stack_of(&f, 100, (const uint64_t[]) { CTX_U, APP_A + 0x40 }, 2);
-        uint64_t gen0 = store_generation(f.store);
-        ASSERT_OK(store_insert_sample(f.store, &(stored_sample) { .time_ns = T0, .pid = 100, .tid = 100,
-                                      .stack_id = stack, .period = 1, .boot_id = f.boot }));
-        ASSERT_OK(store_insert_sample(f.store, &(stored_sample) { .time_ns = T0 + 2 * 3600 * NSEC_PER_SEC,
-                                      .pid = 100, .tid = 100, .stack_id = stack, .period = 1, .boot_id = f.boot }));
-        ASSERT_OK(store_commit(f.store));
-        ASSERT_OK(store_begin(f.store));
-        ASSERT_NE(store_generation(f.store), gen0);
+        next_stack_generation(&f, stack);
         assert_file_frame(&f, 100, APP_A + 0x60, 0x60, "/usr/bin/app", "abcd", 2000, false);
         assert_file_frame(&f, 100, LIB_A + 0x60, 0x2060, "/usr/lib/libnobid.so", NULL, 2000, false);
         assert_file_frame(&f, 100, APP_A + 0x64, 0x64, "/usr/bin/app", "abcd", 2000, true);
@@ -374,6 +417,91 @@ TEST(user_file_frames_count_toward_the_generation) {
         ASSERT_OK(store_insert_sample(f.store, &(stored_sample) { .time_ns = T0, .pid = 100, .tid = 100,
                                       .stack_id = stack, .period = 1, .boot_id = f.boot }));
         ASSERT_NE(store_generation(f.store), gen0);
+        teardown(&f);
+}
+
+/* A kernel frame missing from the symbolizer's cache of addresses is
+ * interned by the string ids of its symbol, module and build-id, which
+ * it keeps by the layout's pointers: the same frame store_intern_frame()
+ * makes of those strings, for a module's function and the kernel's, in
+ * either order, without a kernel build-id, and after a layout change
+ * that puts another module where the first was. */
+static int64_t kernel_leaf_of(fixture *f, uint64_t ip, uint64_t time) {
+        const uint64_t chain[] = { CTX_K, ip };
+        perf_sample ps = { .pid = 100, .tid = 100, .time = time, .period = 1, .nr = 2, .ips = chain };
+        int64_t stack = -1, leaf = -1;
+
+        ASSERT_OK(symbolizer_stack(f->sym, &ps, &stack, &leaf));
+        ASSERT_GT(leaf, 0);
+        return leaf;
+}
+
+static void assert_kernel_frame(fixture *f, uint64_t ip, uint64_t time, const frame *fr, bool store_first) {
+        int64_t by_sym = 0, by_store;
+
+        if (!store_first)
+                by_sym = kernel_leaf_of(f, ip, time);
+        ASSERT_OK(store_intern_frame(f->store, fr, &by_store));
+        if (store_first)
+                by_sym = kernel_leaf_of(f, ip, time);
+        ASSERT_EQ(by_sym, by_store);
+}
+
+#define MOD_BASE 0xffffffffc0800000ULL
+
+static layout_module *module_at(const char *name, const char *build_id, const char *syms) {
+        layout_module *m = layout_module_new(name);
+        module_section *sec = calloc(1, sizeof *sec);
+        kallsyms *k = NULL;
+
+        ASSERT_TRUE(m && sec);
+        snprintf(m->build_id, sizeof m->build_id, "%s", build_id);
+        m->loaded_how = LAYOUT_SOURCE_UEVENT;
+        m->base = MOD_BASE;
+        m->size = 0x2000;
+        *sec = (module_section) { .name = strdup(".text"), .addr = MOD_BASE, .len = 0x1000,
+                                  .len_source = SECTION_LEN_ELF, .exec = true };
+        m->sections = sec;
+        m->n_sections = 1;
+        ASSERT_OK(kallsyms_parse(syms, strlen(syms), &k));
+        m->syms = k;
+        return m;
+}
+
+TEST(kernel_frames_are_the_stores_frames) {
+        fixture f = {};
+        layout_module *m;
+
+        setup(&f);
+        assert_kernel_frame(&f, KADDR, 1000,
+                            &(frame) { FRAME_KERNEL, KADDR, "do_one_initcall", 0x10, MODULE_KERNEL, "kbid" }, false);
+        assert_kernel_frame(&f, KADDR + 4, 1000,
+                            &(frame) { FRAME_KERNEL, KADDR + 4, "do_one_initcall", 0x14, MODULE_KERNEL, "kbid" }, false);
+        assert_kernel_frame(&f, KADDR + 8, 1000,
+                            &(frame) { FRAME_KERNEL, KADDR + 8, "do_one_initcall", 0x18, MODULE_KERNEL, "kbid" }, true);
+
+        ASSERT_OK(layout_add_module(f.layout, module_at("mymod", "b1d0", "ffffffffc0800000 t mod_fn\t[mymod]\n"
+                                                                         "ffffffffc0800100 t mod_other\t[mymod]\n"),
+                                    10, &m));
+        assert_kernel_frame(&f, MOD_BASE + 0x10, 1000,
+                            &(frame) { FRAME_KERNEL, MOD_BASE + 0x10, "mod_fn", 0x10, "[mymod]", "b1d0" }, false);
+        assert_kernel_frame(&f, MOD_BASE + 0x108, 1000,
+                            &(frame) { FRAME_KERNEL, MOD_BASE + 0x108, "mod_other", 0x8, "[mymod]", "b1d0" }, true);
+        assert_kernel_frame(&f, MOD_BASE + 0x14, 1000,
+                            &(frame) { FRAME_KERNEL, MOD_BASE + 0x14, "mod_fn", 0x14, "[mymod]", "b1d0" }, false);
+
+        /* mymod goes, another module of another build comes at its place:
+         * the new names, not the cached ones. */
+        ASSERT_OK(layout_remove_module(f.layout, "mymod", 2000, LAYOUT_SOURCE_UEVENT, NULL));
+        ASSERT_OK(layout_add_module(f.layout, module_at("theirs", "", "ffffffffc0800000 t their_fn\t[theirs]\n"),
+                                    3000, &m));
+        assert_kernel_frame(&f, MOD_BASE + 0x18, 4000,
+                            &(frame) { FRAME_KERNEL, MOD_BASE + 0x18, "their_fn", 0x18, "[theirs]", NULL }, false);
+
+        /* No kernel build-id known. */
+        symbolizer_set_kernel_build_id(f.sym, "");
+        assert_kernel_frame(&f, KADDR + 12, 4000,
+                            &(frame) { FRAME_KERNEL, KADDR + 12, "do_one_initcall", 0x1c, MODULE_KERNEL, NULL }, false);
         teardown(&f);
 }
 
