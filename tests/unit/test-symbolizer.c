@@ -423,9 +423,9 @@ TEST(user_file_frames_count_toward_the_generation) {
 /* A kernel frame missing from the symbolizer's cache of addresses is
  * interned by the string ids of its symbol, module and build-id, which
  * it keeps by the layout's pointers: the same frame store_intern_frame()
- * makes of those strings, for a module's function and the kernel's, in
- * either order, without a kernel build-id, and after a layout change
- * that puts another module where the first was. */
+ * makes of those strings, for a module's function, the kernel's and a
+ * BPF program's, in either order, without a kernel build-id, and after a
+ * layout change that puts another module where the first was. */
 static int64_t kernel_leaf_of(fixture *f, uint64_t ip, uint64_t time) {
         const uint64_t chain[] = { CTX_K, ip };
         perf_sample ps = { .pid = 100, .tid = 100, .time = time, .period = 1, .nr = 2, .ips = chain };
@@ -497,6 +497,16 @@ TEST(kernel_frames_are_the_stores_frames) {
                                     3000, &m));
         assert_kernel_frame(&f, MOD_BASE + 0x18, 4000,
                             &(frame) { FRAME_KERNEL, MOD_BASE + 0x18, "their_fn", 0x18, "[theirs]", NULL }, false);
+
+        /* A BPF program: module "[bpf]", no build-id. */
+        ASSERT_OK(layout_add_ksym(f.layout, 0xffffffffa0001000ULL, 0x100, LAYOUT_KSYM_BPF, "bpf_prog_0123_my_prog",
+                                  4000, LAYOUT_SOURCE_PERF, NULL));
+        assert_kernel_frame(&f, 0xffffffffa0001020ULL, 5000,
+                            &(frame) { FRAME_KERNEL, 0xffffffffa0001020ULL, "bpf_prog_0123_my_prog", 0x20, "[bpf]",
+                                       NULL }, false);
+        assert_kernel_frame(&f, 0xffffffffa0001024ULL, 5000,
+                            &(frame) { FRAME_KERNEL, 0xffffffffa0001024ULL, "bpf_prog_0123_my_prog", 0x24, "[bpf]",
+                                       NULL }, true);
 
         /* No kernel build-id known. */
         symbolizer_set_kernel_build_id(f.sym, "");
