@@ -239,14 +239,23 @@ static void check_store(symbolizer *s) {
 }
 
 /* The string id of a kernel symbol's name, of its module's "[name]" and
- * of the module's build-id (0: none), by the layout's pointers. */
-static int kernel_frame_strings(symbolizer *s, const layout_hit *hit, int64_t *ret_symbol, int64_t *ret_module,
-                                int64_t *ret_build_id) {
+ * of the module's build-id (0: none), by the layout's pointers. A hit in
+ * a data section is named by its place, "[brd] .orc_unwind+0x2f0"; those
+ * names are not cached. */
+static int kernel_frame_strings(symbolizer *s, uint64_t ip, const layout_hit *hit, int64_t *ret_symbol,
+                                int64_t *ret_module, int64_t *ret_build_id) {
         uint64_t name_key = (uintptr_t) hit->module_name, mod_key = (uintptr_t) hit->module;
         int r;
 
         *ret_symbol = 0;
-        if (hit->symbol && !idcache_get(s->ksym_strings, (uintptr_t) hit->symbol, 0, ret_symbol)) {
+        if (hit->data) {
+                char data[256];
+
+                snprintf(data, sizeof data, "%s+0x%" PRIx64, hit->symbol, ip - hit->symbol_addr);
+                r = store_intern_string(s->store, data, ret_symbol);
+                if (r < 0)
+                        return r;
+        } else if (hit->symbol && !idcache_get(s->ksym_strings, (uintptr_t) hit->symbol, 0, ret_symbol)) {
                 r = store_intern_string(s->store, hit->symbol, ret_symbol);
                 if (r < 0)
                         return r;
@@ -278,15 +287,17 @@ static int kernel_frame_strings(symbolizer *s, const layout_hit *hit, int64_t *r
         return 0;
 }
 
-/* The frame of a function's address: what store_intern_frame() makes of
- * its strings, by their ids. */
+/* The frame of a resolved kernel address: what store_intern_frame()
+ * makes of its strings, by their ids. */
 static int kernel_frame_by_ids(symbolizer *s, uint64_t ip, const layout_hit *hit, int64_t *ret) {
         int64_t symbol_id, module_id, build_id_id;
         int r;
 
         if (hit->module_name && hit->module)
                 s->stats.module_frames++;
-        r = kernel_frame_strings(s, hit, &symbol_id, &module_id, &build_id_id);
+        if (hit->data)
+                s->stats.module_data_frames++;
+        r = kernel_frame_strings(s, ip, hit, &symbol_id, &module_id, &build_id_id);
         if (r < 0)
                 return r;
         return store_intern_kernel_frame(s->store, ip, symbol_id, hit->symbol ? ip - hit->symbol_addr : 0, module_id,
@@ -294,8 +305,6 @@ static int kernel_frame_by_ids(symbolizer *s, uint64_t ip, const layout_hit *hit
 }
 
 static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *ret) {
-        char module[MODULE_NAME_MAX + 2], data[256];
-        frame f = { .kind = FRAME_KERNEL, .addr = ip };
         uint64_t epoch = s->epoch;
         layout_hit hit;
         int r;
@@ -313,36 +322,13 @@ static int kernel_frame_id(symbolizer *s, uint64_t ip, uint64_t time, int64_t *r
                 }
                 r = layout_resolve(s->layout, ip, time, &hit);
         }
-        if (r >= 0 && !hit.data) {
+        if (r >= 0)
                 r = kernel_frame_by_ids(s, ip, &hit, ret);
-                if (r < 0)
-                        return r;
-                return idcache_put(s->kframe_cache, ip, epoch, *ret);
-        }
-        if (r >= 0) {
-                f.symbol = hit.symbol;
-                f.offset = hit.symbol ? ip - hit.symbol_addr : 0;
-                if (hit.data) {
-                        /* No function is there: name the place, "[brd] .orc_unwind+0x2f0". */
-                        snprintf(data, sizeof data, "%s+0x%" PRIx64, hit.symbol, f.offset);
-                        f.symbol = data;
-                        s->stats.module_data_frames++;
-                }
-                if (hit.module_name) {
-                        snprintf(module, sizeof module, "[%s]", hit.module_name);
-                        f.module = module;
-                        if (hit.module) {
-                                f.build_id = hit.module->build_id[0] ? hit.module->build_id : NULL;
-                                s->stats.module_frames++;
-                        }
-                } else {
-                        f.module = MODULE_KERNEL;
-                        f.build_id = s->kernel_build_id[0] ? s->kernel_build_id : NULL;
-                }
-        } else
+        else {
+                /* Nothing in the layout: the bare address, no strings. */
                 s->stats.unresolved_kernel_frames++;
-
-        r = store_intern_frame(s->store, &f, ret);
+                r = store_intern_kernel_frame(s->store, ip, 0, 0, 0, 0, ret);
+        }
         if (r < 0)
                 return r;
         return idcache_put(s->kframe_cache, ip, epoch, *ret);

@@ -451,7 +451,7 @@ static void assert_kernel_frame(fixture *f, uint64_t ip, uint64_t time, const fr
 
 static layout_module *module_at(const char *name, const char *build_id, const char *syms) {
         layout_module *m = layout_module_new(name);
-        module_section *sec = calloc(1, sizeof *sec);
+        module_section *sec = calloc(2, sizeof *sec);
         kallsyms *k = NULL;
 
         ASSERT_TRUE(m && sec);
@@ -459,10 +459,12 @@ static layout_module *module_at(const char *name, const char *build_id, const ch
         m->loaded_how = LAYOUT_SOURCE_UEVENT;
         m->base = MOD_BASE;
         m->size = 0x2000;
-        *sec = (module_section) { .name = strdup(".text"), .addr = MOD_BASE, .len = 0x1000,
-                                  .len_source = SECTION_LEN_ELF, .exec = true };
+        sec[0] = (module_section) { .name = strdup(".text"), .addr = MOD_BASE, .len = 0x1000,
+                                    .len_source = SECTION_LEN_ELF, .exec = true };
+        sec[1] = (module_section) { .name = strdup(".orc_unwind"), .addr = MOD_BASE + 0x1000, .len = 0x800,
+                                    .len_source = SECTION_LEN_ELF };
         m->sections = sec;
-        m->n_sections = 1;
+        m->n_sections = 2;
         ASSERT_OK(kallsyms_parse(syms, strlen(syms), &k));
         m->syms = k;
         return m;
@@ -489,6 +491,20 @@ TEST(kernel_frames_are_the_stores_frames) {
                             &(frame) { FRAME_KERNEL, MOD_BASE + 0x108, "mod_other", 0x8, "[mymod]", "b1d0" }, true);
         assert_kernel_frame(&f, MOD_BASE + 0x14, 1000,
                             &(frame) { FRAME_KERNEL, MOD_BASE + 0x14, "mod_fn", 0x14, "[mymod]", "b1d0" }, false);
+
+        /* In a data section: named by the place, each address its own name. */
+        assert_kernel_frame(&f, MOD_BASE + 0x12f0, 1000,
+                            &(frame) { FRAME_KERNEL, MOD_BASE + 0x12f0, ".orc_unwind+0x2f0", 0x2f0, "[mymod]", "b1d0" },
+                            false);
+        assert_kernel_frame(&f, MOD_BASE + 0x1300, 1000,
+                            &(frame) { FRAME_KERNEL, MOD_BASE + 0x1300, ".orc_unwind+0x300", 0x300, "[mymod]", "b1d0" },
+                            true);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->module_data_frames, 2);
+
+        /* Nowhere: the bare address. */
+        assert_kernel_frame(&f, 0xffffffffc0001000ULL, 1000,
+                            &(frame) { FRAME_KERNEL, 0xffffffffc0001000ULL, NULL, 0, NULL, NULL }, false);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->unresolved_kernel_frames, 1);
 
         /* mymod goes, another module of another build comes at its place:
          * the new names, not the cached ones. */
