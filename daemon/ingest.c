@@ -693,6 +693,31 @@ static int pending_cmp(const void *a, const void *b) {
  * O(n log n) calls through a comparison pointer. Ties keep arrival
  * order (the left run first), which is what the sort by (time, seq)
  * gives. Without memory for the merge, the whole is sorted. */
+/* Sorts pend[start, end), in order up to `first`, by (time, seq) if it is
+ * nearly in order: an insertion sort, each record moved back past the
+ * few that came before it. false once the moves pass a few a record (a
+ * run not nearly in order): the run is then some order of its records,
+ * which the caller's qsort() by (time, seq), a total order, sorts. */
+static bool sort_nearly_sorted(pending *pend, size_t start, size_t first, size_t end) {
+        size_t budget = 4 * (end - start), moved = 0;
+
+        for (size_t i = first; i < end; i++) {
+                pending p = pend[i];
+                size_t j = i;
+
+                while (j > start && pending_cmp(&p, &pend[j - 1]) < 0)
+                        j--;
+                if (j == i)
+                        continue;
+                moved += i - j;
+                if (moved > budget)
+                        return false;
+                memmove(pend + j + 1, pend + j, (i - j) * sizeof *pend);
+                pend[j] = p;
+        }
+        return true;
+}
+
 static void merge_runs(ingest *in, size_t n_runs) {
         size_t n = in->n_pend;
 
@@ -701,7 +726,8 @@ static void merge_runs(ingest *in, size_t n_runs) {
 
                 for (size_t i = start + 1; i < end; i++)
                         if (in->pend[i].time < in->pend[i - 1].time) {
-                                qsort(in->pend + start, end - start, sizeof *in->pend, pending_cmp);
+                                if (!sort_nearly_sorted(in->pend, start, i, end))
+                                        qsort(in->pend + start, end - start, sizeof *in->pend, pending_cmp);
                                 break;
                         }
         }

@@ -172,6 +172,45 @@ TEST(a_run_out_of_time_order_is_sorted) {
         teardown(&f);
 }
 
+/* A record far behind its place: moved back past every record it came
+ * after, not only the one before it. */
+TEST(a_record_goes_back_as_far_as_its_time) {
+        fixture f = {};
+
+        setup(&f);
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "x", 10, 0, true));
+        put_sample(&f, 0, 20);
+        put_sample(&f, 0, 30);
+        put_sample(&f, 0, 40);
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "y", 15, 0, false));
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 3);
+        ASSERT_EQ(samples_of(&f, "y"), 3);
+        ASSERT_EQ(samples_of(&f, "x"), 0);
+        teardown(&f);
+}
+
+/* A run far from time order (each record before all the ones ahead of
+ * it): past the insertion sort's few moves a record, sorted whole. */
+TEST(a_run_in_reverse_time_order_is_sorted) {
+        fixture f = {};
+
+        setup(&f);
+        for (uint64_t t = 120; t >= 10; t -= 10)
+                put_sample(&f, 0, t);
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "one", 5, 0, true));
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "two", 65, 0, false));
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 12);
+        ASSERT_EQ(samples_of(&f, "one"), 6);
+        ASSERT_EQ(samples_of(&f, "two"), 6);
+        teardown(&f);
+}
+
 TEST(records_at_the_horizon_wait_for_the_next_drain) {
         fixture f = {};
 
