@@ -97,6 +97,9 @@ typedef struct acc {
         size_t capacity;        /* 0 or a power of two */
         block_entry *v;
         size_t n, alloc;
+        /* Entries the last period closed held: the table of the next
+         * starts that large (acc_close()). */
+        size_t closed_n;
 } acc;
 
 /* What the level that folds brief processes knows of the pids of its

@@ -858,6 +858,40 @@ static void add_leaves(store *s, uint64_t t, uint32_t pid, uint32_t set) {
         }
 }
 
+/* A minute's accumulator starts as large as the last minute's ended (not
+ * from its smallest size, re-hashing its entries at every doubling). */
+TEST(a_period_starts_as_large_as_the_last_ended) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t m0 = (T0 / (60 * NSEC_PER_SEC) + 1) * 60 * NSEC_PER_SEC;
+        const acc *a;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* 5,120 functions, each twice: the minute sums well and is kept. */
+        for (uint32_t i = 0; i < 640; i++) {
+                uint64_t ts = m0 + (uint64_t) i * 50 * NSEC_PER_MSEC;
+
+                ASSERT_OK(store_begin(s));
+                add_leaves(s, ts, 1000, i % 320);
+                ASSERT_OK(store_flush_samples(s, ts - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        a = &s->samples->acc[SAMPLE_LEVEL_LEAF_MINUTE];
+        ASSERT_TRUE(a->open && !a->delegated);
+        ASSERT_U64_EQ(a->n, 5120);
+
+        /* A second of the next minute closes it and opens the next. */
+        ASSERT_OK(store_begin(s));
+        add_leaves(s, m0 + 60 * NSEC_PER_SEC, 1000, 0);
+        ASSERT_OK(store_flush_samples(s, m0 + 62 * NSEC_PER_SEC));
+        ASSERT_OK(store_commit(s));
+        ASSERT_TRUE(a->open && a->start_ns == m0 + 60 * NSEC_PER_SEC);
+        ASSERT_U64_EQ(a->closed_n, 5120);
+        ASSERT_U64_EQ(a->n, 16);
+        ASSERT_U64_EQ(a->capacity, 16384);
+}
+
 /* Brief processes fold into an entry a CPU, so an hour of them sums well
  * even when its first minute alone fills an accumulator; an hour of kept
  * processes that sum nothing is a marker, with the hour's totals. */
