@@ -33,16 +33,23 @@ static uint64_t align4(uint64_t v) {
         return (v + 3) & ~UINT64_C(3);
 }
 
+/* The two digits of each byte: a load and a store a byte, where the
+ * digits one at a time were two of each and the shifts (every MMAP2
+ * record of a fork/exec-heavy machine is converted). */
+#define HEX_DIGIT(n) ((char) ((n) < 10 ? '0' + (n) : 'a' + (n) - 10))
+#define HEX_PAIR(b) { HEX_DIGIT((b) >> 4), HEX_DIGIT((b) & 15) }
+#define HEX_PAIRS4(b) HEX_PAIR(b), HEX_PAIR((b) + 1), HEX_PAIR((b) + 2), HEX_PAIR((b) + 3)
+#define HEX_PAIRS16(b) HEX_PAIRS4(b), HEX_PAIRS4((b) + 4), HEX_PAIRS4((b) + 8), HEX_PAIRS4((b) + 12)
+#define HEX_PAIRS64(b) HEX_PAIRS16(b), HEX_PAIRS16((b) + 16), HEX_PAIRS16((b) + 32), HEX_PAIRS16((b) + 48)
+static const char hex_pairs[256][2] = { HEX_PAIRS64(0), HEX_PAIRS64(64), HEX_PAIRS64(128), HEX_PAIRS64(192) };
+
 void build_id_to_hex(const uint8_t *id, size_t size, char ret_hex[static BUILD_ID_HEX_MAX]) {
-        static const char digits[] = "0123456789abcdef";
         size_t i;
 
         if (size > BUILD_ID_MAX_BYTES)
                 size = BUILD_ID_MAX_BYTES;
-        for (i = 0; i < size; i++) {
-                ret_hex[2 * i] = digits[id[i] >> 4];
-                ret_hex[2 * i + 1] = digits[id[i] & 0xf];
-        }
+        for (i = 0; i < size; i++)
+                memcpy(ret_hex + 2 * i, hex_pairs[id[i]], 2);
         ret_hex[2 * i] = 0;
 }
 

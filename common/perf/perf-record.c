@@ -74,16 +74,10 @@ size_t perf_sample_id_size(uint64_t sample_type) {
         /* struct sample_id (perf_event.h): { pid, tid } && TID, time && TIME,
          * id && ID, stream_id && STREAM_ID, { cpu, res } && CPU,
          * id && IDENTIFIER — each one u64 slot. */
-        static const uint64_t bits[] = {
-                PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_ID,
-                PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER,
-        };
-        size_t n = 0;
+        const uint64_t bits = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID |
+                              PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER;
 
-        for (size_t i = 0; i < ELEMENTSOF(bits); i++)
-                if (sample_type & bits[i])
-                        n += sizeof(uint64_t);
-        return n;
+        return sizeof(uint64_t) * (size_t) __builtin_popcountll(sample_type & bits);
 }
 
 /* The sample_id trailer sits at the very end of a non-sample record (after

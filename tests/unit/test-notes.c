@@ -162,6 +162,19 @@ TEST(build_id_to_hex_clamps) {
         ASSERT_STREQ(hex, "");
 }
 
+/* Every byte value, against printf's digits. */
+TEST(build_id_to_hex_of_every_byte) {
+        char hex[BUILD_ID_HEX_MAX], want[3];
+        uint8_t id[1];
+
+        for (unsigned b = 0; b < 256; b++) {
+                id[0] = (uint8_t) b;
+                build_id_to_hex(id, 1, hex);
+                snprintf(want, sizeof want, "%02x", b);
+                ASSERT_STREQ(hex, want);
+        }
+}
+
 TEST(kernel_build_id_missing_root) {
         char hex[BUILD_ID_HEX_MAX];
 
