@@ -96,18 +96,22 @@ struct symbolizer {
         /* (jitmaps_version() of the process's map, address) -> interned
          * frame id of a JIT frame its map names */
         idcache *jit_cache;
-        /* The resolved frame ids of a chain -> stack id: a chain seen
-         * before, in this process or another (other addresses, same
-         * code), is one lookup instead of one per stack node. There is no
-         * cache by raw addresses: on a machine that starts processes all
-         * the time, a chain's raw addresses (pid, ASLR, the leaf's exact
-         * instruction) rarely repeat (8.6 % of samples on bench/workload.sh
-         * mixed), and probing and filling such a cache cost more than it
-         * saved (bench/RESULTS.md). */
+        /* A chain -> its stack id: a chain seen before, in this process
+         * or another (other addresses, same code), is one lookup instead
+         * of one per stack node. User frames are in the key by their
+         * resolved ids; kernel frames by their addresses and the layout
+         * epoch (see chain_key()), for a kernel frame is its address in
+         * an epoch: a hit resolves none of them. There is no cache by raw
+         * user addresses: on a machine that starts processes all the
+         * time, they (pid, ASLR) rarely repeat (8.6 % of samples' chains
+         * on bench/workload.sh mixed), and probing and filling such a
+         * cache cost more than it saved (bench/RESULTS.md). */
         pathcache *path_cache;
 
-        int64_t *frame_ids;     /* scratch, callchain_depth + slack */
-        size_t frame_ids_alloc;
+        /* scratch, callchain_depth + slack: the chain's frame ids (0: a
+         * kernel frame not resolved yet) and its path_cache key */
+        int64_t *frame_ids, *chain_key;
+        size_t frame_ids_alloc, chain_key_alloc;
 
         symbolizer_stats stats;
 };
@@ -160,6 +164,7 @@ symbolizer *symbolizer_free(symbolizer *s) {
         hashmap_free(s->ufile_seen);
         pathcache_free(s->path_cache);
         free(s->frame_ids);
+        free(s->chain_key);
         free(s);
         return NULL;
 }
@@ -200,7 +205,7 @@ size_t symbolizer_cache_bytes(const symbolizer *s) {
 }
 
 size_t symbolizer_buffer_bytes(const symbolizer *s) {
-        return s->frame_ids_alloc * sizeof *s->frame_ids;
+        return (s->frame_ids_alloc + s->chain_key_alloc) * sizeof *s->frame_ids;
 }
 
 void symbolizer_forget_ids(symbolizer *s) {
@@ -434,10 +439,33 @@ static int user_frame_id(symbolizer *s, uint32_t pid, uint64_t ip, bool return_a
         return idcache_put(s->ufile_cache, m.file_id, f.offset, *ret);
 }
 
+/* The path_cache key of a chain of n entries, k of them kernel addresses
+ * (in the upper half: negative as int64_t): two markers, then the
+ * entries, addresses for those and frame ids (positive) for the others.
+ * The markers are negative and small, so no chain of frame ids alone is
+ * such a key, and an entry's sign says what it is. */
+#define CHAIN_KEY_MARKERS 2
+static void chain_key_mark(symbolizer *s, size_t k) {
+        s->chain_key[0] = -1 - (int64_t) (s->epoch & INT32_MAX);
+        s->chain_key[1] = -1 - (int64_t) k;
+}
+
+/* Resolves the kernel entries the chain's loop left at 0. */
+static int resolve_kernel_entries(symbolizer *s, const perf_sample *ps, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (s->frame_ids[i] == 0) {
+                        int r = kernel_frame_id(s, (uint64_t) s->chain_key[CHAIN_KEY_MARKERS + i], ps->time,
+                                                &s->frame_ids[i]);
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
 int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, int64_t *ret_leaf_frame) {
         /* Entries are attributed to the context of the last marker seen. */
         uint64_t context = ps->user ? PERF_CONTEXT_USER : PERF_CONTEXT_KERNEL;
-        size_t n = 0, need = ps->nr + 1;
+        size_t n = 0, k = 0, need = ps->nr + 1;
         int64_t stack = 0;
         int r;
 
@@ -446,7 +474,8 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
         s->epoch = layout_epoch(s->layout, ps->time);
         s->ufile_last = false;
 
-        if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0)
+        if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0 ||
+            GREEDY_REALLOC(s->chain_key, s->chain_key_alloc, need + CHAIN_KEY_MARKERS) < 0)
                 return -ENOMEM;
 
         if (ps->nr == 0) {
@@ -457,6 +486,7 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                 n++;
         }
 
+        int64_t *key = s->chain_key + CHAIN_KEY_MARKERS;
         unsigned user_entries = 0;
         for (uint64_t i = 0; i < ps->nr; i++) {
                 uint64_t ip;
@@ -476,7 +506,20 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                  * entries after it come from the same bogus frame. */
                 if (context == PERF_CONTEXT_USER && ip >= USER_ADDR_END)
                         context = CONTEXT_INVALID_USER;
+                if (context == PERF_CONTEXT_KERNEL && (int64_t) ip < 0) {
+                        /* Resolved after the loop, unless the chain is
+                         * cached. */
+                        s->frame_ids[n] = 0;
+                        key[n] = (int64_t) ip;
+                        k++;
+                        s->stats.kernel_frames++;
+                        n++;
+                        continue;
+                }
                 if (context == PERF_CONTEXT_KERNEL) {
+                        /* No kernel address (a record made up): in the
+                         * key by its frame id, as the key's negative
+                         * entries are kernel addresses alone. */
                         r = kernel_frame_id(s, ip, ps->time, &s->frame_ids[n]);
                         s->stats.kernel_frames++;
                 } else if (context == PERF_CONTEXT_USER) {
@@ -498,6 +541,7 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                 }
                 if (r < 0)
                         return r;
+                key[n] = s->frame_ids[n];
                 n++;
         }
 
@@ -513,14 +557,29 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
          * known, is beside its own in ufile_cache. (Any frame found there
          * added one to n.) */
         bool one_ufile = n == 1 && s->ufile_last;
+        /* The key: with kernel entries, by their addresses (markers
+         * first); else the frame ids. */
+        const int64_t *path = k > 0 ? s->chain_key : s->frame_ids;
+        size_t path_len = k > 0 ? n + CHAIN_KEY_MARKERS : n;
 
+        if (k > 0)
+                chain_key_mark(s, k);
         if (n == 0)
                 stack = 0;      /* no frames: no stack */
-        else if (cached && pathcache_get(s->path_cache, s->frame_ids, n, &stack))
+        else if (cached && pathcache_get(s->path_cache, path, path_len, &stack)) {
                 s->stats.stack_cache_hits++;
-        else if (one_ufile && s->ufile_last_stack > 0)
+                /* The leaf, if a kernel frame: one lookup, not one a frame. */
+                if (ret_leaf_frame && s->frame_ids[0] == 0) {
+                        r = kernel_frame_id(s, (uint64_t) key[0], ps->time, &s->frame_ids[0]);
+                        if (r < 0)
+                                return r;
+                }
+        } else if (one_ufile && s->ufile_last_stack > 0)
                 stack = s->ufile_last_stack;
         else {
+                r = resolve_kernel_entries(s, ps, n);
+                if (r < 0)
+                        return r;
                 stack = 0;
                 for (size_t i = n; i > 0; i--) {
                         r = store_intern_stack(s->store, stack, s->frame_ids[i - 1], &stack);
@@ -528,9 +587,12 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                                 return r;
                 }
                 /* A cache: a chain it cannot hold is interned again
-                 * next time. */
+                 * next time. Resolving may have moved to another
+                 * layout epoch (a miss read the layout again). */
+                if (k > 0)
+                        chain_key_mark(s, k);
                 if (cached)
-                        (void) pathcache_put(s->path_cache, s->frame_ids, n, stack);
+                        (void) pathcache_put(s->path_cache, path, path_len, stack);
                 else if (one_ufile)
                         (void) idcache_set_aux(s->ufile_cache, s->ufile_last_file, s->ufile_last_offset, stack);
         }

@@ -531,6 +531,48 @@ TEST(kernel_frames_are_the_stores_frames) {
         teardown(&f);
 }
 
+static int64_t stack_at(fixture *f, const uint64_t *ips, size_t n, uint64_t time, int64_t *ret_leaf) {
+        perf_sample ps = { .pid = 100, .tid = 100, .time = time, .period = 1, .nr = n, .ips = ips };
+        int64_t stack = -1;
+
+        ASSERT_OK(symbolizer_stack(f->sym, &ps, &stack, ret_leaf));
+        ASSERT_GT(stack, 0);
+        return stack;
+}
+
+/* The path cache keys a chain's kernel frames by their addresses and the
+ * layout epoch: one chain at two times, the module at its address
+ * replaced in between, is two stacks, each of its own module's frames,
+ * found in the cache the second time, its leaf frame too. */
+TEST(a_cached_chain_is_of_its_layout_epoch) {
+        const uint64_t chain[] = { CTX_K, MOD_BASE + 0x10, KADDR, CTX_U, APP_A + 0x10, APP_A + 0x2345 };
+        const frame mine_leaf = { FRAME_KERNEL, MOD_BASE + 0x10, "mod_fn", 0x10, "[mymod]", "b1d0" };
+        const frame theirs_leaf = { FRAME_KERNEL, MOD_BASE + 0x10, "their_fn", 0x10, "[theirs]", NULL };
+        int64_t mine[2], theirs[2], leaf, want;
+        fixture f = {};
+        layout_module *m;
+
+        setup(&f);
+        ASSERT_OK(layout_add_module(f.layout, module_at("mymod", "b1d0", "ffffffffc0800000 t mod_fn\t[mymod]\n"), 10,
+                                    &m));
+        ASSERT_OK(layout_remove_module(f.layout, "mymod", 2000, LAYOUT_SOURCE_UEVENT, NULL));
+        ASSERT_OK(layout_add_module(f.layout, module_at("theirs", "", "ffffffffc0800000 t their_fn\t[theirs]\n"),
+                                    3000, &m));
+        for (int pass = 0; pass < 2; pass++) {
+                mine[pass] = stack_at(&f, chain, ELEMENTSOF(chain), 1000, &leaf);
+                ASSERT_OK(store_intern_frame(f.store, &mine_leaf, &want));
+                ASSERT_EQ(leaf, want);
+                theirs[pass] = stack_at(&f, chain, ELEMENTSOF(chain), 4000, &leaf);
+                ASSERT_OK(store_intern_frame(f.store, &theirs_leaf, &want));
+                ASSERT_EQ(leaf, want);
+        }
+        ASSERT_NE(mine[0], theirs[0]);
+        ASSERT_EQ(mine[1], mine[0]);
+        ASSERT_EQ(theirs[1], theirs[0]);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->stack_cache_hits, 2);
+        teardown(&f);
+}
+
 static void put_text(const fixture *f, const char *rel, const char *mode, const char *text) {
         char path[256];
         FILE *fp;
