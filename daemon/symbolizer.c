@@ -473,6 +473,7 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
         check_store(s);
         s->epoch = layout_epoch(s->layout, ps->time);
         s->ufile_last = false;
+        uint64_t layout_gen = s->layout_gen;
 
         if (GREEDY_REALLOC(s->frame_ids, s->frame_ids_alloc, need) < 0 ||
             GREEDY_REALLOC(s->chain_key, s->chain_key_alloc, need + CHAIN_KEY_MARKERS) < 0)
@@ -562,19 +563,27 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
         const int64_t *path = k > 0 ? s->chain_key : s->frame_ids;
         size_t path_len = k > 0 ? n + CHAIN_KEY_MARKERS : n;
 
+        bool hit = false;
+
         if (k > 0)
                 chain_key_mark(s, k);
-        if (n == 0)
-                stack = 0;      /* no frames: no stack */
-        else if (cached && pathcache_get(s->path_cache, path, path_len, &stack)) {
-                s->stats.stack_cache_hits++;
-                /* The leaf, if a kernel frame: one lookup, not one a frame. */
+        if (cached && pathcache_get(s->path_cache, path, path_len, &stack)) {
+                hit = true;
+                /* The leaf, if a kernel frame: one lookup, not one a frame.
+                 * If that read the layout again (a miss), the stack found
+                 * may be of the generation before: interned anew. */
                 if (ret_leaf_frame && s->frame_ids[0] == 0) {
                         r = kernel_frame_id(s, (uint64_t) key[0], ps->time, &s->frame_ids[0]);
                         if (r < 0)
                                 return r;
+                        hit = s->layout_gen == layout_gen;
                 }
-        } else if (one_ufile && s->ufile_last_stack > 0)
+        }
+        if (n == 0)
+                stack = 0;      /* no frames: no stack */
+        else if (hit)
+                s->stats.stack_cache_hits++;
+        else if (one_ufile && s->ufile_last_stack > 0)
                 stack = s->ufile_last_stack;
         else {
                 r = resolve_kernel_entries(s, ps, n);
@@ -586,12 +595,12 @@ int symbolizer_stack(symbolizer *s, const perf_sample *ps, int64_t *ret_stack, i
                         if (r < 0)
                                 return r;
                 }
-                /* A cache: a chain it cannot hold is interned again
-                 * next time. Resolving may have moved to another
-                 * layout epoch (a miss read the layout again). */
-                if (k > 0)
-                        chain_key_mark(s, k);
-                if (cached)
+                /* A cache: a chain it cannot hold is interned again next
+                 * time. A chain whose frames were resolved partly before
+                 * the layout was read again (a miss) may hold frames of
+                 * two generations: not cached under the new one's epoch,
+                 * where its addresses name other frames. */
+                if (cached && s->layout_gen == layout_gen)
                         (void) pathcache_put(s->path_cache, path, path_len, stack);
                 else if (one_ufile)
                         (void) idcache_set_aux(s->ufile_cache, s->ufile_last_file, s->ufile_last_offset, stack);

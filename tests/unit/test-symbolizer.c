@@ -573,6 +573,55 @@ TEST(a_cached_chain_is_of_its_layout_epoch) {
         teardown(&f);
 }
 
+typedef struct late_module {
+        fixture *f;
+        unsigned calls;
+} late_module;
+
+/* The miss handler that finds mymod loaded at its second run. */
+static void load_on_second_miss(void *userdata) {
+        late_module *l = userdata;
+        layout_module *m;
+
+        if (++l->calls == 2)
+                ASSERT_OK(layout_add_module(l->f->layout,
+                                            module_at("mymod", "b1d0", "ffffffffc0800000 t mod_fn\t[mymod]\n"
+                                                                       "ffffffffc0800100 t mod_other\t[mymod]\n"),
+                                            10, &m));
+}
+
+/* A chain whose frames were resolved partly before the layout was read
+ * again (its leaf cached as a bare address, its caller found in the
+ * module the miss brought) is not cached under the new epoch: the next
+ * sample of it is of the module's two frames. */
+TEST(a_chain_of_two_layout_generations_is_not_cached) {
+        const uint64_t leaf[] = { CTX_K, MOD_BASE + 0x10 };
+        const uint64_t chain[] = { CTX_K, MOD_BASE + 0x10, MOD_BASE + 0x108 };
+        const frame fn = { FRAME_KERNEL, MOD_BASE + 0x10, "mod_fn", 0x10, "[mymod]", "b1d0" };
+        const frame caller = { FRAME_KERNEL, MOD_BASE + 0x108, "mod_other", 0x8, "[mymod]", "b1d0" };
+        int64_t mixed, again, fn_id, caller_id, want;
+        fixture f = {};
+        late_module l = { .f = &f };
+
+        setup(&f);
+        symbolizer_set_miss_handler(f.sym, load_on_second_miss, &l);
+        (void) stack_at(&f, leaf, ELEMENTSOF(leaf), 1000, NULL);
+        ASSERT_EQ(symbolizer_get_stats(f.sym)->unresolved_kernel_frames, 1);
+        symbolizer_new_pass(f.sym);
+        mixed = stack_at(&f, chain, ELEMENTSOF(chain), 1000, NULL);
+        ASSERT_EQ(l.calls, 2);
+        symbolizer_new_pass(f.sym);
+        again = stack_at(&f, chain, ELEMENTSOF(chain), 1000, NULL);
+
+        ASSERT_OK(store_intern_frame(f.store, &fn, &fn_id));
+        ASSERT_OK(store_intern_frame(f.store, &caller, &caller_id));
+        ASSERT_OK(store_intern_stack(f.store, 0, caller_id, &want));
+        ASSERT_OK(store_intern_stack(f.store, want, fn_id, &want));
+        ASSERT_NE(mixed, want);
+        ASSERT_EQ(again, want);
+        teardown(&f);
+}
+
 static void put_text(const fixture *f, const char *rel, const char *mode, const char *text) {
         char path[256];
         FILE *fp;
