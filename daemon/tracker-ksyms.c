@@ -201,7 +201,116 @@ typedef struct dyn_line {
         const char *name;
         layout_ksym_type type;
         bool seen;
+        char *own;              /* name, when the line owns it (a rescan's) */
 } dyn_line;
+
+static dyn_line *dyn_lines_free(dyn_line *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i].own);
+        free(v);
+        return NULL;
+}
+
+/* What a rescan keeps of kallsyms as it streams by: every line's address
+ * (for the lengths) and the dynamic lines. */
+typedef struct dyn_scan {
+        uint64_t *addrs;
+        size_t n_addrs, addrs_alloc;
+        dyn_line *v;
+        size_t n, alloc;
+        bool nonzero;
+} dyn_scan;
+
+static int scan_line(const kallsyms_line *l, void *userdata) {
+        dyn_scan *d = userdata;
+        layout_ksym_type type;
+        char module[64];
+
+        if (GREEDY_REALLOC(d->addrs, d->addrs_alloc, d->n_addrs + 1) < 0)
+                return -ENOMEM;
+        d->addrs[d->n_addrs++] = l->addr;
+        d->nonzero = d->nonzero || l->addr != 0;
+        if (!l->module || l->module_len >= sizeof module)
+                return 0;
+        memcpy(module, l->module, l->module_len);
+        module[l->module_len] = 0;
+        if (layout_ksym_type_from_kallsyms(module, &type) < 0)
+                return 0;
+        if (GREEDY_REALLOC(d->v, d->alloc, d->n + 1) < 0)
+                return -ENOMEM;
+        d->v[d->n] = (dyn_line) { .addr = l->addr, .type = type, .own = strndup(l->name, l->name_len) };
+        if (!d->v[d->n].own)
+                return -ENOMEM;
+        d->v[d->n].name = d->v[d->n].own;
+        d->n++;
+        return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+static int cmp_dyn_line(const void *a, const void *b) {
+        const dyn_line *x = a, *y = b;
+
+        /* By address; lines at one address by name (find_line() looks
+         * at each of them). */
+        if (x->addr != y->addr)
+                return x->addr < y->addr ? -1 : 1;
+        return strcmp(x->name, y->name);
+}
+
+/* The dynamic lines of ROOT/proc/kallsyms with their lengths as
+ * collect_dynamic() gives them from a table (up to the next higher
+ * address of any line, at most KSYM_GUESS_MAX_BYTES), read as a stream:
+ * a rescan holds those lines and the addresses (8 bytes a line), not the
+ * file and a second table of the kernel's symbols (kallsyms_load(), ~15
+ * MB at once for 122,000 symbols, beside the table in use). */
+static int scan_dynamic(const char *root, dyn_line **ret, size_t *ret_n) {
+        dyn_scan d = {};
+        size_t n = 0;
+        int r;
+
+        r = kallsyms_stream(root, scan_line, &d);
+        if (r >= 0 && d.n_addrs > 0 && !d.nonzero)
+                r = -EPERM;     /* addresses hidden (kptr_restrict), as kallsyms_parse() says */
+        if (r < 0) {
+                free(d.addrs);
+                dyn_lines_free(d.v, d.n);
+                return r;
+        }
+        qsort(d.addrs, d.n_addrs, sizeof *d.addrs, cmp_u64);
+        if (d.n > 0)
+                qsort(d.v, d.n, sizeof *d.v, cmp_dyn_line);
+        for (size_t i = 0; i < d.n; i++) {
+                dyn_line *x = d.v + i;
+                uint64_t end = x->addr + KSYM_GUESS_MAX_BYTES;
+                size_t lo = 0, hi = d.n_addrs;
+
+                /* The first address above x's. */
+                while (lo < hi) {
+                        size_t mid = lo + (hi - lo) / 2;
+                        if (d.addrs[mid] <= x->addr)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                if (lo < d.n_addrs)
+                        end = MIN(end, d.addrs[lo]);
+                if (end <= x->addr) {
+                        free(x->own);
+                        continue;
+                }
+                x->len = end - x->addr;
+                d.v[n++] = *x;
+        }
+        free(d.addrs);
+        *ret = d.v;
+        *ret_n = n;
+        return 0;
+}
 
 static int collect_dynamic(const kallsyms *k, dyn_line **ret, size_t *ret_n) {
         dyn_line *v = NULL;
@@ -307,23 +416,17 @@ void tracker_start_ksyms(tracker *t, uint64_t wall) {
 int tracker_rescan_ksyms(tracker *t, const char *why, tracker_rescan_result *ret) {
         layout *l = t->layout;
         uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = tracker_wall_from_mono(mono);
-        _cleanup_free_ dyn_line *lines = NULL;
         tracker_rescan_result res = {};
-        kallsyms *k = NULL;
+        dyn_line *lines = NULL;
         char detail[160];
         size_t n = 0;
         int r;
 
         t->stats.ksym_rescans++;
         t->last_ksym_rescan_ns = mono;
-        r = kallsyms_load(t->root, &k);
+        r = scan_dynamic(t->root, &lines, &n);
         if (r < 0)
                 return log_error_errno(r, "Failed to read kallsyms for a rescan of the dynamic symbols: %m");
-        r = collect_dynamic(k, &lines, &n);
-        if (r < 0) {
-                kallsyms_free(k);
-                return log_oom();
-        }
 
         snprintf(detail, sizeof detail, "found by a rescan (%s)", why);
         for (size_t i = 0; i < layout_n_ksyms(l); i++) {
@@ -350,7 +453,7 @@ int tracker_rescan_ksyms(tracker *t, const char *why, tracker_rescan_result *ret
                                   LAYOUT_SOURCE_RESCAN, detail))
                         res.ksyms_added++;
         }
-        kallsyms_free(k);
+        dyn_lines_free(lines, n);
 
         res.ksyms_live = (unsigned) layout_n_live_ksyms(l);
         if (res.ksyms_added + res.ksyms_removed > 0)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -474,6 +475,38 @@ int kallsyms_load(const char *root, kallsyms **ret) {
         if (r < 0)
                 return r;
         return kallsyms_parse(text, size, ret);
+}
+
+int kallsyms_stream(const char *root, int (*cb)(const kallsyms_line *l, void *userdata), void *userdata) {
+        _cleanup_free_ char *path = path_join(root, "proc/kallsyms");
+        _cleanup_free_ char *line = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        size_t alloc = 0, total = 0;
+        ssize_t n;
+
+        if (!path || !cb)
+                return path ? -EINVAL : -ENOMEM;
+        f = fopen(path, "re");
+        if (!f)
+                return negative_errno();
+        while ((n = getline(&line, &alloc, f)) >= 0) {
+                kallsyms_line l;
+                size_t len = (size_t) n;
+
+                total += len;
+                if (total > KALLSYMS_FILE_MAX_BYTES)
+                        return -EFBIG;
+                if (len > 0 && line[len - 1] == '\n')
+                        len--;
+                if (kallsyms_line_parse(line, len, &l)) {
+                        int r = cb(&l, userdata);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (ferror(f))
+                return -EIO;
+        return 0;
 }
 
 int kallsyms_parse_module(const char *text, size_t len, const char *module, kallsyms **ret) {

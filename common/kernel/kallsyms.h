@@ -58,6 +58,13 @@ int kallsyms_parse(const char *text, size_t len, kallsyms **ret);
 /* Reads and parses ROOT/proc/kallsyms (root "/" for the running kernel). */
 int kallsyms_load(const char *root, kallsyms **ret);
 
+/* Reads ROOT/proc/kallsyms as a stream, calling cb with each line
+ * kallsyms_line_parse() accepts (its strings valid during the call
+ * only): nothing of the file is held past its line. Stops at cb's first
+ * negative return, which it returns; -EFBIG past the size kallsyms_load()
+ * reads at most. */
+int kallsyms_stream(const char *root, int (*cb)(const kallsyms_line *l, void *userdata), void *userdata);
+
 /* The same for the lines of one module only ("... [module]"): a module
  * loaded after start-up gets a table of its own. */
 int kallsyms_parse_module(const char *text, size_t len, const char *module, kallsyms **ret);

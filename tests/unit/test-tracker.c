@@ -179,3 +179,43 @@ TEST(uevents_that_change_nothing_are_ignored) {
         ASSERT_EQ(tracker_get_stats(f.t)->modules_added, 0);
         teardown(&f);
 }
+
+/* A rescan reads kallsyms as a stream: BPF lines appended to the
+ * fixture's are registered, each as long as the gap to the next higher
+ * address of any line; a second rescan finds the one removed. */
+TEST(a_rescan_streams_the_dynamic_lines) {
+        tracker_rescan_result res = {};
+        fixture f = {};
+        layout *l;
+        size_t found = 0;
+
+        setup(&f);
+        l = ingest_layout(f.in);
+        ASSERT_OK(fixture_sh("printf 'ffffffffc0200100 t bpf_prog_bbbb_two\\t[bpf]\\n"
+                             "ffffffffc0200000 t bpf_prog_aaaa_one\\t[bpf]\\n"
+                             "ffffffffc0200180 t other_fn\\t[foo]\\n' >> %s/proc/kallsyms", f.dir));
+        ASSERT_OK(tracker_rescan_ksyms(f.t, "test", &res));
+        ASSERT_EQ(res.ksyms_added, 2);
+        ASSERT_EQ(res.ksyms_removed, 0);
+        for (size_t i = 0; i < layout_n_ksyms(l); i++) {
+                const layout_ksym *k = layout_get_ksym(l, i);
+
+                if (streq(k->name, "bpf_prog_aaaa_one")) {
+                        ASSERT_U64_EQ(k->addr, 0xffffffffc0200000ULL);
+                        ASSERT_U64_EQ(k->len, 0x100);
+                        found++;
+                } else if (streq(k->name, "bpf_prog_bbbb_two")) {
+                        ASSERT_U64_EQ(k->len, 0x80);
+                        ASSERT_EQ(k->type, LAYOUT_KSYM_BPF);
+                        found++;
+                }
+        }
+        ASSERT_EQ(found, 2);
+
+        ASSERT_OK(fixture_sh("grep -v bpf_prog_aaaa_one %s/proc/kallsyms > %s/k && mv %s/k %s/proc/kallsyms", f.dir,
+                             f.dir, f.dir, f.dir));
+        ASSERT_OK(tracker_rescan_ksyms(f.t, "test", &res));
+        ASSERT_EQ(res.ksyms_added, 0);
+        ASSERT_EQ(res.ksyms_removed, 1);
+        teardown(&f);
+}
