@@ -684,15 +684,6 @@ static int pending_cmp(const void *a, const void *b) {
         return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Merges in->pend, made of the runs that begin at in->runs[0..n_runs)
- * (the records kept by the last drain, then each CPU's), into time
- * order. A CPU's ring buffer holds its records nearly in time order (a
- * side-band record takes its time before its space, so a sample can
- * slip in before it): a run out of order is sorted by itself, then
- * adjacent runs are merged pairwise, O(n log runs), against the sort's
- * O(n log n) calls through a comparison pointer. Ties keep arrival
- * order (the left run first), which is what the sort by (time, seq)
- * gives. Without memory for the merge, the whole is sorted. */
 /* Sorts pend[start, end), in order up to `first`, by (time, seq) if it is
  * nearly in order: an insertion sort, each record moved back past the
  * few that came before it. false once the moves pass a few a record (a
@@ -718,6 +709,15 @@ static bool sort_nearly_sorted(pending *pend, size_t start, size_t first, size_t
         return true;
 }
 
+/* Merges in->pend, made of the runs that begin at in->runs[0..n_runs)
+ * (the records kept by the last drain, then each CPU's), into time
+ * order. A CPU's ring buffer holds its records nearly in time order (a
+ * side-band record takes its time before its space, so a sample can
+ * slip in before it): a run out of order is sorted by itself, then
+ * adjacent runs are merged pairwise, O(n log runs), against the sort's
+ * O(n log n) calls through a comparison pointer. Ties keep arrival
+ * order (the left run first), which is what the sort by (time, seq)
+ * gives. Without memory for the merge, the whole is sorted. */
 static void merge_runs(ingest *in, size_t n_runs) {
         size_t n = in->n_pend;
 

@@ -100,7 +100,7 @@ struct symbolizer {
          * or another (other addresses, same code), is one lookup instead
          * of one per stack node. User frames are in the key by their
          * resolved ids; kernel frames by their addresses and the layout
-         * epoch (see chain_key()), for a kernel frame is its address in
+         * epoch (see chain_key_mark()), for a kernel frame is its address in
          * an epoch: a hit resolves none of them. There is no cache by raw
          * user addresses: on a machine that starts processes all the
          * time, they (pid, ASLR) rarely repeat (8.6 % of samples' chains

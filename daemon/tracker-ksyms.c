@@ -246,12 +246,6 @@ static int scan_line(const kallsyms_line *l, void *userdata) {
         return 0;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-
-        return x < y ? -1 : x > y;
-}
-
 static int cmp_dyn_line(const void *a, const void *b) {
         const dyn_line *x = a, *y = b;
 
@@ -281,7 +275,7 @@ static int scan_dynamic(const char *root, dyn_line **ret, size_t *ret_n) {
                 dyn_lines_free(d.v, d.n);
                 return r;
         }
-        qsort(d.addrs, d.n_addrs, sizeof *d.addrs, cmp_u64);
+        sort_u64(d.addrs, d.n_addrs);
         if (d.n > 0)
                 qsort(d.v, d.n, sizeof *d.v, cmp_dyn_line);
         for (size_t i = 0; i < d.n; i++) {
