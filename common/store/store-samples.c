@@ -324,6 +324,11 @@ int samples_acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limi
                 return 1;
         if (a->n == a->alloc) {
                 size_t n = MAX(a->alloc * 2, (size_t) 1024);
+
+                /* So do its entries: grown from 1,024, realloc() copied
+                 * 31,744 of a period of 32,768 on the way. */
+                while (a->alloc == 0 && n < MIN(a->closed_n, (size_t) 2 * ACC_MAX_ENTRIES))
+                        n *= 2;
                 block_entry *p = reallocarray(a->v, n, sizeof *p);
                 if (!p)
                         return -ENOMEM;

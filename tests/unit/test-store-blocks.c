@@ -890,6 +890,8 @@ TEST(a_period_starts_as_large_as_the_last_ended) {
         ASSERT_U64_EQ(a->closed_n, 5120);
         ASSERT_U64_EQ(a->n, 16);
         ASSERT_U64_EQ(a->capacity, 16384);
+        /* and as many entries, without a copy on the way */
+        ASSERT_U64_EQ(a->alloc, 8192);
 }
 
 /* Brief processes fold into an entry a CPU, so an hour of them sums well
