@@ -140,10 +140,10 @@ static void on_bpf_event(tracker *t, const perf_record *rec) {
                 return;
         build_id_to_hex(rec->bpf.tag, sizeof rec->bpf.tag, tag);
         n = snprintf(prefix, sizeof prefix, "bpf_prog_%s", tag);
-        for (size_t i = 0; i < layout_n_ksyms(l); i++) {
-                layout_ksym *k = layout_get_ksym(l, i);
+        for (size_t i = 0; i < layout_n_live_ksyms(l); i++) {
+                layout_ksym *k = layout_get_live_ksym(l, i);
 
-                if (k->unregistered_ns != LAYOUT_TIME_MAX || k->prog_id != 0 || k->type != LAYOUT_KSYM_BPF ||
+                if (k->prog_id != 0 || k->type != LAYOUT_KSYM_BPF ||
                     k->registered_how != LAYOUT_SOURCE_PERF || strncmp(k->name, prefix, (size_t) n) != 0)
                         continue;
                 if (!best || k->registered_ns > best->registered_ns ||

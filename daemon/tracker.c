@@ -199,7 +199,7 @@ static int journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym
         int r;
 
         mods = calloc(layout_n_modules(l) + 1, sizeof *mods);
-        ksyms = calloc(layout_n_ksyms(l) + 1, sizeof *ksyms);
+        ksyms = calloc(layout_n_live_ksyms(l) + 1, sizeof *ksyms);
         if (!mods || !ksyms)
                 return -ENOMEM;
         for (size_t i = 0; i < layout_n_modules(l); i++) {
@@ -207,9 +207,9 @@ static int journal(tracker *t, const char *kind, int64_t module_id, int64_t ksym
                 if (x->unloaded_ns == LAYOUT_TIME_MAX && x->id > 0)
                         mods[n_mods++] = x->id;
         }
-        for (size_t i = 0; i < layout_n_ksyms(l); i++) {
-                const layout_ksym *x = layout_get_ksym(l, i);
-                if (x->unregistered_ns == LAYOUT_TIME_MAX && x->id > 0)
+        for (size_t i = 0; i < layout_n_live_ksyms(l); i++) {
+                const layout_ksym *x = layout_get_live_ksym(l, i);
+                if (x->id > 0)
                         ksyms[n_ksyms++] = x->id;
         }
         r = store_add_event(t->store, &(store_event) {

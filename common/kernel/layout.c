@@ -17,6 +17,12 @@ struct layout {
 
         layout_ksym **ksyms;            /* by address, then in the order added */
         size_t n_ksyms, ksyms_alloc;
+        /* The registered ones among them, in the same order: what a
+         * record of a new symbol is checked against and the journal
+         * lists. A storm of programs loaded and unloaded leaves thousands
+         * unregistered in ksyms until the drain's horizon passes them. */
+        layout_ksym **live;
+        size_t n_live, live_alloc;
         uint64_t ksym_max_len;          /* the longest ever added: bounds the lookup's backward scan */
 
         uint64_t *bounds;               /* sorted window boundaries, see layout_epoch() */
@@ -111,6 +117,7 @@ layout *layout_free(layout *l) {
         for (size_t i = 0; i < l->n_ksyms; i++)
                 free(l->ksyms[i]);
         free(l->ksyms);
+        free(l->live);
         free(l->bounds);
         kallsyms_free(l->kernel);
         free(l);
@@ -375,13 +382,13 @@ size_t layout_forget_before(layout *l, uint64_t time_ns) {
         return gone;
 }
 
-/* The index of the first symbol starting above addr. */
-static size_t ksym_upper_bound(const layout *l, uint64_t addr) {
-        size_t lo = 0, hi = l->n_ksyms;
+/* The index of the first of v[0..n) starting above addr. */
+static size_t ksym_upper_bound(layout_ksym *const *v, size_t n, uint64_t addr) {
+        size_t lo = 0, hi = n;
 
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
-                if (l->ksyms[mid]->addr <= addr)
+                if (v[mid]->addr <= addr)
                         lo = mid + 1;
                 else
                         hi = mid;
@@ -401,7 +408,8 @@ int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type typ
 
         if (!name || !name[0] || len == 0 || addr + len < addr)
                 return -EINVAL;
-        if (GREEDY_REALLOC(l->ksyms, l->ksyms_alloc, l->n_ksyms + 1) < 0)
+        if (GREEDY_REALLOC(l->ksyms, l->ksyms_alloc, l->n_ksyms + 1) < 0 ||
+            GREEDY_REALLOC(l->live, l->live_alloc, l->n_live + 1) < 0)
                 return -ENOMEM;
         n = strlen(name);
         k = calloc(1, sizeof *k + n + 1);
@@ -417,10 +425,14 @@ int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type typ
         };
         memcpy(k->name, name, n + 1);
 
-        i = ksym_upper_bound(l, addr);
+        i = ksym_upper_bound(l->ksyms, l->n_ksyms, addr);
         memmove(l->ksyms + i + 1, l->ksyms + i, (l->n_ksyms - i) * sizeof *l->ksyms);
         l->ksyms[i] = k;
         l->n_ksyms++;
+        i = ksym_upper_bound(l->live, l->n_live, addr);
+        memmove(l->live + i + 1, l->live + i, (l->n_live - i) * sizeof *l->live);
+        l->live[i] = k;
+        l->n_live++;
         if (len > l->ksym_max_len)
                 l->ksym_max_len = len;
 
@@ -432,15 +444,16 @@ int layout_add_ksym(layout *l, uint64_t addr, uint64_t len, layout_ksym_type typ
         return 0;
 }
 
-/* Calls the symbols that may overlap [addr, addr + len), newest first at
- * each address, until fn returns true; returns that symbol. */
-static layout_ksym *ksym_scan(const layout *l, uint64_t addr, uint64_t len,
-                              bool (*fn)(const layout_ksym *k, const void *arg), const void *arg) {
+/* Calls the symbols of v[0..n) (l's, or its live ones) that may overlap
+ * [addr, addr + len), newest first at each address, until fn returns
+ * true; returns that symbol. */
+static layout_ksym *ksym_scan_in(const layout *l, layout_ksym *const *v, size_t n, uint64_t addr, uint64_t len,
+                                 bool (*fn)(const layout_ksym *k, const void *arg), const void *arg) {
         uint64_t end = addr + len < addr ? UINT64_MAX : addr + len;
 
         /* Symbols starting before end, back to the longest symbol's reach. */
-        for (size_t i = ksym_upper_bound(l, end - 1); i > 0; i--) {
-                layout_ksym *k = l->ksyms[i - 1];
+        for (size_t i = ksym_upper_bound(v, n, end - 1); i > 0; i--) {
+                layout_ksym *k = v[i - 1];
 
                 /* (No wrap-around: then it may still reach addr.) */
                 if (k->addr + l->ksym_max_len <= addr && k->addr + l->ksym_max_len >= k->addr)
@@ -449,6 +462,11 @@ static layout_ksym *ksym_scan(const layout *l, uint64_t addr, uint64_t len,
                         return k;
         }
         return NULL;
+}
+
+static layout_ksym *ksym_scan(const layout *l, uint64_t addr, uint64_t len,
+                              bool (*fn)(const layout_ksym *k, const void *arg), const void *arg) {
+        return ksym_scan_in(l, l->ksyms, l->n_ksyms, addr, len, fn, arg);
 }
 
 static bool is_live(const layout_ksym *k, const void *arg) {
@@ -467,9 +485,9 @@ static bool is_live_at(const layout_ksym *k, const void *arg) {
 }
 
 layout_ksym *layout_find_live_ksym(const layout *l, uint64_t addr, uint64_t len, const char *name) {
-        layout_ksym *k = ksym_scan(l, addr, 1, is_live_at, &(live_match) { addr, name });
+        layout_ksym *k = ksym_scan_in(l, l->live, l->n_live, addr, 1, is_live_at, &(live_match) { addr, name });
 
-        return k ?: ksym_scan(l, addr, MAX(len, (uint64_t) 1), is_live, NULL);
+        return k ?: ksym_scan_in(l, l->live, l->n_live, addr, MAX(len, (uint64_t) 1), is_live, NULL);
 }
 
 void layout_ksym_set_len(layout *l, layout_ksym *k, uint64_t len, bool exact) {
@@ -483,8 +501,17 @@ void layout_ksym_set_len(layout *l, layout_ksym *k, uint64_t len, bool exact) {
 }
 
 int layout_remove_ksym(layout *l, layout_ksym *k, uint64_t now_ns, layout_source how) {
+        size_t i;
+
         if (k->unregistered_ns != LAYOUT_TIME_MAX)
                 return -ENOENT;
+        /* Among the live ones at its address (they are by address). */
+        for (i = ksym_upper_bound(l->live, l->n_live, k->addr); i > 0 && l->live[i - 1]->addr == k->addr; i--)
+                if (l->live[i - 1] == k) {
+                        memmove(l->live + i - 1, l->live + i, (l->n_live - i) * sizeof *l->live);
+                        l->n_live--;
+                        break;
+                }
         k->unregistered_ns = MAX(now_ns, k->registered_ns);
         k->unregistered_how = how;
         return add_bound(l, k->unregistered_ns);
@@ -518,11 +545,11 @@ layout_ksym *layout_get_ksym(const layout *l, size_t i) {
 }
 
 size_t layout_n_live_ksyms(const layout *l) {
-        size_t n = 0;
+        return l->n_live;
+}
 
-        for (size_t i = 0; i < l->n_ksyms; i++)
-                n += is_live(l->ksyms[i], NULL);
-        return n;
+layout_ksym *layout_get_live_ksym(const layout *l, size_t i) {
+        return i < l->n_live ? l->live[i] : NULL;
 }
 
 size_t layout_forget_ksyms_before(layout *l, uint64_t time_ns) {

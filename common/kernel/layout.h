@@ -182,7 +182,9 @@ uint64_t layout_ksym_free_since(const layout *l, uint64_t addr, uint64_t len);
 /* All dynamic symbols, live and unregistered, in address order. */
 size_t layout_n_ksyms(const layout *l);
 layout_ksym *layout_get_ksym(const layout *l, size_t i);
+/* The registered ones among them, in address order. */
 size_t layout_n_live_ksyms(const layout *l);
+layout_ksym *layout_get_live_ksym(const layout *l, size_t i);
 
 /* Forgets symbols unregistered before time_ns. Returns how many went. */
 size_t layout_forget_ksyms_before(layout *l, uint64_t time_ns);

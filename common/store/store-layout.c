@@ -139,28 +139,33 @@ int store_add_module(store *s, const store_module *m, int64_t *ret_id) {
 }
 
 /* Runs one UPDATE of a row: ?1 the id, ?2 an integer, ?3 (if the statement
- * has it) text or NULL. -ENOENT if it changed nothing. */
-static int update_row_locked(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+ * has it) text or NULL. -ENOENT if it changed nothing. The statement is
+ * kept as stmt_idx, or prepared for this once with stmt_idx _STMT_MAX. */
+static int update_row_locked(store *s, unsigned stmt_idx, const char *sql, int64_t id, int64_t v, const char *text) {
+        _cleanup_finalize_ sqlite3_stmt *own = NULL;
+        sqlite3_stmt *st;
         int r;
 
-        r = store_prepare(s, sql, &st);
+        if (stmt_idx < _STMT_MAX)
+                r = store_get_stmt_sql(s, stmt_idx, sql, &st);
+        else
+                r = store_prepare(s, sql, &own), st = own;
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_int64(st, 2, v);
-        if (sqlite3_bind_parameter_count(st) >= 3) {
-                r = bind_text_or_null(st, 3, text);
-                if (r < 0)
-                        return r;
-        }
-        r = store_step_done(s, st);
+        /* Kept in binary for a replay: sqlite3_expanded_sql() of each
+         * statement was a tenth of a BPF storm's cost. */
+        store_value vals[] = { STORE_INT(id), STORE_INT(v), STORE_TEXT(text) };
+        size_t n = sqlite3_bind_parameter_count(st) >= 3 ? 3 : 2;
+
+        r = store_bind_values(st, vals, n);
+        if (r >= 0)
+                r = store_step_kept(s, st, vals, n);
         if (r < 0)
                 return r;
         return sqlite3_changes(store_sqlite(s)) > 0 ? 0 : -ENOENT;
 }
 
-static int update_row(store *s, const char *sql, int64_t id, int64_t v, const char *text) {
+static int update_row(store *s, unsigned stmt_idx, const char *sql, int64_t id, int64_t v, const char *text) {
         bool owned;
         int r;
 
@@ -169,11 +174,11 @@ static int update_row(store *s, const char *sql, int64_t id, int64_t v, const ch
         r = store_write_begin(s, &owned);
         if (r < 0)
                 return r;
-        return store_write_end(s, owned, update_row_locked(s, sql, id, v, text));
+        return store_write_end(s, owned, update_row_locked(s, stmt_idx, sql, id, v, text));
 }
 
 int store_unload_module(store *s, int64_t module_id, uint64_t unloaded_ns, const char *how) {
-        return update_row(s, "UPDATE modules SET unloaded_ns = ?2, unloaded_how = ?3 "
+        return update_row(s, _STMT_MAX, "UPDATE modules SET unloaded_ns = ?2, unloaded_how = ?3 "
                              "WHERE id = ?1 AND unloaded_ns IS NULL", module_id, i64(unloaded_ns), how);
 }
 
@@ -199,25 +204,22 @@ int store_foreach_open_module(store *s, int64_t boot_id, store_open_module_cb cb
 }
 
 static int add_ksym_locked(store *s, const store_ksym *k, int64_t *ret_id) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        sqlite3_stmt *st;
         int r;
 
-        r = store_prepare(s, "INSERT INTO ksyms(boot, name, addr, len, type, registered_ns, registered_how) "
-                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
+        r = store_get_stmt_sql(s, STMT_KSYM_INSERT,
+                               "INSERT INTO ksyms(boot, name, addr, len, type, registered_ns, registered_how) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, k->boot_id);
-        r = bind_text_or_null(st, 2, k->name);
+        const char *type = k->type ?: "unknown";
+        store_value vals[] = {
+                STORE_INT(k->boot_id), STORE_TEXT(k->name), STORE_INT(i64(k->addr)), STORE_INT(i64(k->len)),
+                STORE_TEXT(type), STORE_INT(i64(k->registered_ns)), STORE_TEXT(k->registered_how),
+        };
+        r = store_bind_values(st, vals, ELEMENTSOF(vals));
         if (r >= 0)
-                r = bind_text_or_null(st, 5, k->type ?: "unknown");
-        if (r >= 0)
-                r = bind_text_or_null(st, 7, k->registered_how);
-        if (r < 0)
-                return r;
-        sqlite3_bind_int64(st, 3, i64(k->addr));
-        sqlite3_bind_int64(st, 4, i64(k->len));
-        sqlite3_bind_int64(st, 6, i64(k->registered_ns));
-        r = store_step_done(s, st);
+                r = store_step_kept(s, st, vals, ELEMENTSOF(vals));
         if (r < 0)
                 return r;
         *ret_id = sqlite3_last_insert_rowid(store_sqlite(s));
@@ -242,12 +244,12 @@ int store_add_ksym(store *s, const store_ksym *k, int64_t *ret_id) {
 }
 
 int store_unregister_ksym(store *s, int64_t ksym_id, uint64_t unregistered_ns, const char *how) {
-        return update_row(s, "UPDATE ksyms SET unregistered_ns = ?2, unregistered_how = ?3 "
+        return update_row(s, STMT_KSYM_UNREGISTER, "UPDATE ksyms SET unregistered_ns = ?2, unregistered_how = ?3 "
                               "WHERE id = ?1 AND unregistered_ns IS NULL", ksym_id, i64(unregistered_ns), how);
 }
 
 int store_set_ksym_prog_id(store *s, int64_t ksym_id, uint32_t prog_id) {
-        return update_row(s, "UPDATE ksyms SET prog_id = ?2 WHERE id = ?1", ksym_id, prog_id, NULL);
+        return update_row(s, STMT_KSYM_PROG_ID, "UPDATE ksyms SET prog_id = ?2 WHERE id = ?1", ksym_id, prog_id, NULL);
 }
 
 int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, void *userdata) {
@@ -272,20 +274,23 @@ int store_foreach_open_ksym(store *s, int64_t boot_id, store_open_ksym_cb cb, vo
 }
 
 /* Inserts (?1 = event, ?2 = each id) with the statement given. */
-static int add_event_refs(store *s, const char *sql, int64_t event_id, const int64_t *ids, size_t n) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+static int add_event_refs(store *s, unsigned stmt_idx, const char *sql, int64_t event_id, const int64_t *ids,
+                          size_t n) {
+        sqlite3_stmt *st;
         int r;
 
         if (n == 0)
                 return 0;
-        r = store_prepare(s, sql, &st);
+        r = store_get_stmt_sql(s, stmt_idx, sql, &st);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {
+                store_value vals[] = { STORE_INT(event_id), STORE_INT(ids[i]) };
+
                 sqlite3_reset(st);
-                sqlite3_bind_int64(st, 1, event_id);
-                sqlite3_bind_int64(st, 2, ids[i]);
-                r = store_step_done(s, st);
+                r = store_bind_values(st, vals, ELEMENTSOF(vals));
+                if (r >= 0)
+                        r = store_step_kept(s, st, vals, ELEMENTSOF(vals));
                 if (r < 0)
                         return r;
         }
@@ -293,36 +298,35 @@ static int add_event_refs(store *s, const char *sql, int64_t event_id, const int
 }
 
 static int add_event_locked(store *s, const store_event *e, int64_t *ret_id) {
-        _cleanup_finalize_ sqlite3_stmt *st = NULL;
+        sqlite3_stmt *st;
         int64_t id;
         int r;
 
-        r = store_prepare(s, "INSERT INTO events(time_ns, boot, kind, module, ksym, detail, snapshot) "
-                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
+        r = store_get_stmt_sql(s, STMT_EVENT_INSERT,
+                               "INSERT INTO events(time_ns, boot, kind, module, ksym, detail, snapshot) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, i64(e->time_ns));
-        sqlite3_bind_int64(st, 2, e->boot_id);
-        sqlite3_bind_int64(st, 4, e->module_id);
-        sqlite3_bind_int64(st, 5, e->ksym_id);
-        sqlite3_bind_int64(st, 7, e->snapshot_id);
-        r = bind_text_or_null(st, 3, e->kind);
+        store_value vals[] = {
+                STORE_INT(i64(e->time_ns)), STORE_INT(e->boot_id), STORE_TEXT(e->kind), STORE_INT(e->module_id),
+                STORE_INT(e->ksym_id), STORE_TEXT(e->detail), STORE_INT(e->snapshot_id),
+        };
+        r = store_bind_values(st, vals, ELEMENTSOF(vals));
         if (r >= 0)
-                r = bind_text_or_null(st, 6, e->detail);
-        if (r < 0)
-                return r;
-        r = store_step_done(s, st);
+                r = store_step_kept(s, st, vals, ELEMENTSOF(vals));
         if (r < 0)
                 return r;
         id = sqlite3_last_insert_rowid(store_sqlite(s));
 
         /* The re-emit: every section of every live module, and every live
          * dynamic symbol, as of this event. */
-        r = add_event_refs(s, "INSERT INTO event_sections(event, section) SELECT ?1, id FROM module_sections WHERE module = ?2",
+        r = add_event_refs(s, STMT_EVENT_SECTIONS_INSERT,
+                           "INSERT INTO event_sections(event, section) SELECT ?1, id FROM module_sections WHERE module = ?2",
                            id, e->live_modules, e->n_live_modules);
         if (r < 0)
                 return r;
-        r = add_event_refs(s, "INSERT INTO event_ksyms(event, ksym) VALUES (?1, ?2)", id, e->live_ksyms, e->n_live_ksyms);
+        r = add_event_refs(s, STMT_EVENT_KSYMS_INSERT, "INSERT INTO event_ksyms(event, ksym) VALUES (?1, ?2)", id,
+                           e->live_ksyms, e->n_live_ksyms);
         if (r < 0)
                 return r;
         if (ret_id)
@@ -756,5 +760,5 @@ int store_prune_snapshot(store *s, const char *build_id, const char *name, uint6
         r = get_snapshot_locked(s, build_id, name, &id, NULL);
         if (r < 0)
                 return r;
-        return update_row(s, "UPDATE snapshots SET pruned_ns = ?2 WHERE id = ?1", id, i64(pruned_ns), NULL);
+        return update_row(s, _STMT_MAX, "UPDATE snapshots SET pruned_ns = ?2 WHERE id = ?1", id, i64(pruned_ns), NULL);
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hashmap.h"
 #include "macro.h"
@@ -77,7 +78,9 @@ static inline size_t slot_pos(uint32_t slot, unsigned shift) {
 DEFINE_TRIVIAL_CLEANUP_FUNC(hashmap *, hashmap_free);
 #define _cleanup_hashmap_ _cleanup_(hashmap_freep)
 
-/* Statements prepared once per writer (store.c's stmt_sql). */
+/* Statements prepared once per writer: store.c's stmt_sql, or the text
+ * given to store_get_stmt_sql() (store-layout.c's: a storm of BPF programs
+ * journals thousands of events a second). */
 enum {
         STMT_BEGIN,
         STMT_COMMIT,
@@ -87,6 +90,12 @@ enum {
         STMT_LOST_INSERT,
         STMT_BOOT_INSERT,
         STMT_BOOT_SELECT,
+        STMT_EVENT_INSERT,
+        STMT_EVENT_SECTIONS_INSERT,
+        STMT_EVENT_KSYMS_INSERT,
+        STMT_KSYM_INSERT,
+        STMT_KSYM_UNREGISTER,
+        STMT_KSYM_PROG_ID,
         _STMT_MAX,
 };
 
@@ -137,6 +146,8 @@ int store_sql_exec(sqlite3 *db, const char *sql);
 int store_sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **ret);
 int store_sql_int64(sqlite3 *db, const char *sql, int64_t *ret);
 int store_get_stmt(store *s, unsigned idx, sqlite3_stmt **ret);
+/* The statement idx, prepared from sql the first time. */
+int store_get_stmt_sql(store *s, unsigned idx, const char *sql, sqlite3_stmt **ret);
 int store_step_done(store *s, sqlite3_stmt *st);
 /* store_commit() of a write's own transaction: never held (see
  * store_write_begin()). */
@@ -146,11 +157,17 @@ int store_commit_owned(store *s);
  * expanded SQL text: for statements that carry blobs. v: its parameters
  * in order, bound already; blob NULL for an integer. */
 typedef struct store_value {
-        const void *blob;
+        const void *blob;       /* with text: the text (size bytes), NULL for SQL NULL */
         size_t size;
         int64_t i;
+        bool text;
 } store_value;
+#define STORE_INT(x) ((store_value) { .i = (x) })
+#define STORE_TEXT(t) ((store_value) { .blob = (t), .size = (t) ? strlen(t) : 0, .text = true })
 int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n);
+/* Binds v[0..n) to ?1..?n of st (text and blobs not copied); then
+ * store_step_kept(s, st, v, n) runs it. */
+int store_bind_values(sqlite3_stmt *st, const store_value *v, size_t n);
 int store_step_id(store *s, sqlite3_stmt *st, int64_t *ret);
 void store_caches_clear(store *s);
 void store_check_rolled_back(store *s);

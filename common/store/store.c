@@ -132,14 +132,18 @@ int store_sql_int64(sqlite3 *db, const char *sql, int64_t *ret) {
         return 0;
 }
 
-int store_get_stmt(store *s, unsigned idx, sqlite3_stmt **ret) {
+int store_get_stmt_sql(store *s, unsigned idx, const char *sql, sqlite3_stmt **ret) {
         if (!s->stmts[idx]) {
-                int rc = sqlite3_prepare_v3(s->db, stmt_sql[idx], -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[idx], NULL);
+                int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->stmts[idx], NULL);
                 if (rc != SQLITE_OK)
                         return store_sql_errno(s->db, rc);
         }
         *ret = s->stmts[idx];
         return 0;
+}
+
+int store_get_stmt(store *s, unsigned idx, sqlite3_stmt **ret) {
+        return store_get_stmt_sql(s, idx, stmt_sql[idx], ret);
 }
 
 /* Steps a write statement to completion and resets it. */
@@ -203,9 +207,10 @@ static void redo_reset(store *s) {
 
 /* The log's entries: REDO_SQL, then the statement's expanded text, NUL
  * terminated; or REDO_VALUES, the statement's text, NUL terminated, a
- * byte of count and its values (REDO_INT and 8 bytes, or REDO_BLOB, 4
- * bytes of size and the bytes), in host byte order. */
-enum { REDO_SQL = 'S', REDO_VALUES = 'V', REDO_INT = 'i', REDO_BLOB = 'b' };
+ * byte of count and its values (REDO_INT and 8 bytes, REDO_BLOB or
+ * REDO_TEXT, 4 bytes of size and the bytes, or REDO_NULL), in host byte
+ * order. */
+enum { REDO_SQL = 'S', REDO_VALUES = 'V', REDO_INT = 'i', REDO_BLOB = 'b', REDO_TEXT = 't', REDO_NULL = 'n' };
 
 /* Room for n more bytes of log, or false (and nothing more is kept). */
 static bool redo_reserve(store *s, size_t n) {
@@ -270,7 +275,7 @@ int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n) 
                 size_t need = 1 + strlen(sql) + 1 + 1;
 
                 for (size_t i = 0; i < n; i++)
-                        need += v[i].blob ? 1 + 4 + v[i].size : 1 + 8;
+                        need += v[i].blob ? 1 + 4 + v[i].size : 1 + 8;  /* (a NULL: less) */
                 if (n > UINT8_MAX)
                         s->redo_over = true;
                 else if (redo_reserve(s, need)) {
@@ -278,10 +283,12 @@ int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n) 
                         redo_put(s, sql, strlen(sql) + 1);
                         redo_put(s, &(uint8_t) { (uint8_t) n }, 1);
                         for (size_t i = 0; i < n; i++)
-                                if (v[i].blob) {
+                                if (v[i].text && !v[i].blob)
+                                        redo_put(s, &(char) { REDO_NULL }, 1);
+                                else if (v[i].blob) {
                                         uint32_t size = (uint32_t) v[i].size;
 
-                                        redo_put(s, &(char) { REDO_BLOB }, 1);
+                                        redo_put(s, &(char) { v[i].text ? REDO_TEXT : REDO_BLOB }, 1);
                                         redo_put(s, &size, 4);
                                         redo_put(s, v[i].blob, v[i].size);
                                 } else {
@@ -294,6 +301,24 @@ int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n) 
         r = store_step_done(s, st);
         s->redo_kept = NULL;
         return r;
+}
+
+int store_bind_values(sqlite3_stmt *st, const store_value *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                int rc;
+
+                if (v[i].text && !v[i].blob)
+                        rc = sqlite3_bind_null(st, (int) i + 1);
+                else if (v[i].text)
+                        rc = sqlite3_bind_text(st, (int) i + 1, v[i].blob, (int) v[i].size, SQLITE_STATIC);
+                else if (v[i].blob)
+                        rc = sqlite3_bind_blob(st, (int) i + 1, v[i].blob, (int) v[i].size, SQLITE_STATIC);
+                else
+                        rc = sqlite3_bind_int64(st, (int) i + 1, v[i].i);
+                if (rc != SQLITE_OK)
+                        return rc == SQLITE_NOMEM ? -ENOMEM : -EINVAL;
+        }
+        return 0;
 }
 
 /* The COMMIT failed: keep the batch, unless it cannot be (see above). */
@@ -343,11 +368,17 @@ static int replay_values(store *s, const uint8_t **p) {
         for (unsigned i = 0; i < n; i++) {
                 int rc;
 
-                if (*q++ == REDO_BLOB) {
+                char tag = (char) *q++;
+
+                if (tag == REDO_NULL)
+                        rc = r < 0 ? SQLITE_OK : sqlite3_bind_null(st, (int) i + 1);
+                else if (tag == REDO_BLOB || tag == REDO_TEXT) {
                         uint32_t size;
 
                         memcpy(&size, q, 4);
-                        rc = r < 0 ? SQLITE_OK : sqlite3_bind_blob(st, (int) i + 1, q + 4, (int) size, SQLITE_STATIC);
+                        rc = r < 0 ? SQLITE_OK
+                           : tag == REDO_TEXT ? sqlite3_bind_text(st, (int) i + 1, (const char *) q + 4, (int) size, SQLITE_STATIC)
+                                              : sqlite3_bind_blob(st, (int) i + 1, q + 4, (int) size, SQLITE_STATIC);
                         q += 4 + size;
                 } else {
                         int64_t v;

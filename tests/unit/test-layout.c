@@ -592,6 +592,58 @@ TEST(ksym_resolves_within_its_window_also_after_unregister) {
         ASSERT_EQ(layout_forget_ksyms_before(l, 100 * SEC), 0);
 }
 
+/* The registered symbols are indexed apart: a storm of programs loaded
+ * and unloaded at the same addresses leaves the unregistered ones in the
+ * layout (for their windows) but not in the way of the live ones, which
+ * come in address order, and of equal addresses in the order added. */
+TEST(live_ksyms_apart_from_the_unregistered) {
+        _cleanup_(layout_freep) layout *l = NULL;
+        layout_ksym *k[6] = {};
+        char name[32];
+
+        ASSERT_OK(layout_new(&l));
+        for (unsigned i = 0; i < 1000; i++) {
+                layout_ksym *x = NULL;
+
+                snprintf(name, sizeof name, "bpf_prog_%u", i);
+                ASSERT_OK(layout_add_ksym(l, PROG_A, 0x200, LAYOUT_KSYM_BPF, name, (2 * i + 1) * SEC,
+                                          LAYOUT_SOURCE_PERF, &x));
+                ASSERT_TRUE(layout_find_live_ksym(l, PROG_A, 1, name) == x);
+                ASSERT_EQ(layout_n_live_ksyms(l), 1);
+                ASSERT_OK(layout_remove_ksym(l, x, (2 * i + 2) * SEC, LAYOUT_SOURCE_PERF));
+                ASSERT_TRUE(layout_find_live_ksym(l, PROG_A, 0x200, NULL) == NULL);
+        }
+        ASSERT_EQ(layout_n_ksyms(l), 1000);
+        ASSERT_EQ(layout_n_live_ksyms(l), 0);
+        ASSERT_TRUE(layout_get_live_ksym(l, 0) == NULL);
+
+        /* Three at PROG_B (added out of order around two others). */
+        ASSERT_OK(layout_add_ksym(l, PROG_B, 0x10, LAYOUT_KSYM_BPF, "b0", 0, LAYOUT_SOURCE_PERF, &k[0]));
+        ASSERT_OK(layout_add_ksym(l, PROG_A, 0x10, LAYOUT_KSYM_BPF, "a", 0, LAYOUT_SOURCE_PERF, &k[1]));
+        ASSERT_OK(layout_add_ksym(l, PROG_B, 0x10, LAYOUT_KSYM_BPF, "b1", 0, LAYOUT_SOURCE_PERF, &k[2]));
+        ASSERT_OK(layout_add_ksym(l, PROG_B + 0x100, 0x10, LAYOUT_KSYM_BPF, "c", 0, LAYOUT_SOURCE_PERF, &k[3]));
+        ASSERT_OK(layout_add_ksym(l, PROG_B, 0x10, LAYOUT_KSYM_BPF, "b2", 0, LAYOUT_SOURCE_PERF, &k[4]));
+        ASSERT_EQ(layout_n_live_ksyms(l), 5);
+        ASSERT_TRUE(layout_get_live_ksym(l, 0) == k[1]);
+        ASSERT_TRUE(layout_get_live_ksym(l, 1) == k[0]);
+        ASSERT_TRUE(layout_get_live_ksym(l, 2) == k[2]);
+        ASSERT_TRUE(layout_get_live_ksym(l, 3) == k[4]);
+        ASSERT_TRUE(layout_get_live_ksym(l, 4) == k[3]);
+        ASSERT_TRUE(layout_find_live_ksym(l, PROG_B, 1, "b1") == k[2]);
+        /* The middle one of three at an address goes; the others stay. */
+        ASSERT_OK(layout_remove_ksym(l, k[2], 3000 * SEC, LAYOUT_SOURCE_PERF));
+        ASSERT_EQ(layout_n_live_ksyms(l), 4);
+        ASSERT_TRUE(layout_get_live_ksym(l, 1) == k[0]);
+        ASSERT_TRUE(layout_get_live_ksym(l, 2) == k[4]);
+        ASSERT_TRUE(layout_find_live_ksym(l, PROG_B, 1, "b1") == k[4]);         /* overlaps */
+        ASSERT_TRUE(layout_find_live_ksym(l, PROG_B, 1, "b0") == k[0]);
+        /* Forgetting the unregistered leaves the live index as it was. */
+        ASSERT_EQ(layout_forget_ksyms_before(l, 5000 * SEC), 1001);
+        ASSERT_EQ(layout_n_ksyms(l), 4);
+        ASSERT_EQ(layout_n_live_ksyms(l), 4);
+        ASSERT_TRUE(layout_get_live_ksym(l, 3) == k[3]);
+}
+
 TEST(ksyms_in_address_order_and_bad_ones_refused) {
         _cleanup_(layout_freep) layout *l = NULL;
         layout_hit hit;

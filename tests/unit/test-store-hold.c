@@ -289,6 +289,57 @@ TEST(held_batches_are_written_when_the_disk_has_room) {
         ASSERT_U64_EQ(r->total_samples, 200);
 }
 
+/* The journal's rows (a dynamic symbol, its unregistration, events with
+ * and without a detail) are kept in binary while held: replayed, they are
+ * what they were, text as text, NULL as NULL. */
+TEST(held_journal_rows_replay_as_they_were) {
+        _cleanup_vfs_ bool vfs = true;
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        int64_t ksym = 0, ev = 0, ev2 = 0;
+        char sql[512];
+
+        use_full_vfs();
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        add_second(s, 1, 40);
+        ASSERT_OK(store_commit(s));
+
+        disk_full = true;
+        add_second(s, 2, 40);
+        ASSERT_OK(store_add_ksym(s, &(store_ksym) { .boot_id = 1, .name = "bpf_prog_0123456789abcdef_it's",
+                                                   .addr = 0xffffffffc0001000ULL, .len = 0x200, .type = "bpf",
+                                                   .registered_ns = 7, .registered_how = "perf" }, &ksym));
+        ASSERT_OK(store_set_ksym_prog_id(s, ksym, 42));
+        ASSERT_OK(store_add_event(s, &(store_event) { .time_ns = 8, .boot_id = 1, .kind = "ksym-register",
+                                                     .ksym_id = ksym, .detail = "PERF_RECORD_KSYMBOL",
+                                                     .live_ksyms = &ksym, .n_live_ksyms = 1 }, &ev));
+        ASSERT_OK(store_unregister_ksym(s, ksym, 9, "rescan"));
+        ASSERT_OK(store_add_event(s, &(store_event) { .time_ns = 9, .boot_id = 1, .kind = "ksym-unregister",
+                                                     .ksym_id = ksym }, &ev2));
+        ASSERT_ERROR(store_commit(s), ENOSPC);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM ksyms"), 0);
+
+        disk_full = false;
+        add_second(s, 3, 40);
+        ASSERT_OK(store_commit(s));
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM ksyms WHERE id = %lld AND name = 'bpf_prog_0123456789abcdef_it''s' "
+                 "AND typeof(name) = 'text' AND addr = %lld AND len = 512 AND type = 'bpf' AND prog_id = 42 "
+                 "AND registered_ns = 7 AND registered_how = 'perf' AND unregistered_ns = 9 "
+                 "AND unregistered_how = 'rescan'", (long long) ksym, (long long) (int64_t) 0xffffffffc0001000ULL);
+        ASSERT_EQ(sql_int(t.db, sql), 1);
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM events WHERE id = %lld AND kind = 'ksym-register' AND typeof(kind) = 'text' "
+                 "AND detail = 'PERF_RECORD_KSYMBOL' AND ksym = %lld AND time_ns = 8", (long long) ev, (long long) ksym);
+        ASSERT_EQ(sql_int(t.db, sql), 1);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM events WHERE id = %lld AND detail IS NULL", (long long) ev2);
+        ASSERT_EQ(sql_int(t.db, sql), 1);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM event_ksyms WHERE event = %lld AND ksym = %lld",
+                 (long long) ev, (long long) ksym);
+        ASSERT_EQ(sql_int(t.db, sql), 1);
+}
+
 TEST(held_batches_past_the_limit_are_dropped_and_counted) {
         _cleanup_vfs_ bool vfs = true;
         _cleanup_tmpdir_ tmpdir t;
