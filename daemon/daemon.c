@@ -543,6 +543,7 @@ static void status_fill(json_object *p, void *userdata) {
                 .user_frames_no_build_id = sy->user_frames_no_build_id,
                 .user_frames_unknown = sy->user_frames_unknown,
                 .deferred_records = st->deferred,
+                .rescued_records = st->rescued,
                 .ksymbol_records = d->events && perf_events_has_ksymbol(d->events),
                 .cgroup_source = ingest_cgroup_source(d->ingest),
                 .cgroups_known = ingest_cgroups_known(d->ingest),

@@ -32,6 +32,11 @@
 /* Frames an off-CPU stack may have above __schedule (the tracepoint's
  * and the BPF program's own). */
 #define OFFCPU_SCHEDULER_FRAMES_MAX 8
+/* While a drain works through its records, a ring buffer past half full
+ * is emptied for the next drain (rescue_rings()): looked at every this
+ * many records, up to this many bytes a drain. */
+#define RESCUE_CHECK_RECORDS 64
+#define RESCUE_MAX_BYTES (4u << 20)
 
 /* One raw record copied out of a ring buffer, waiting to be merged. */
 typedef struct pending {
@@ -90,6 +95,10 @@ struct ingest {
         size_t merged_alloc;
         size_t *runs;
         size_t runs_alloc;
+        /* bytes of records rescued during a drain (rescue_rings()), and
+         * whether the arrays grew for them */
+        size_t rescued_bytes;
+        bool rescuing, grown_by_rescue;
 
         uint64_t lost_per_cpu[MAX_CPUS];
         size_t n_lost_cpus;
@@ -653,6 +662,13 @@ static int collect_record(const struct perf_event_header *hdr, void *userdata) {
         ingest *in = userdata;
         uint64_t time = 0;
 
+        /* A rescue past its bytes leaves the record in the ring. */
+        if (in->rescuing) {
+                if (in->rescued_bytes + hdr->size > RESCUE_MAX_BYTES)
+                        return -ENOBUFS;
+                in->rescued_bytes += hdr->size;
+        }
+
         /* Only the time here; the record is decoded once, after the merge.
          * One without a time sorts first; if malformed, it is skipped then. */
         (void) perf_record_time(hdr, hdr->size, in->sample_type, &time);
@@ -795,6 +811,36 @@ static int keep_for_next_drain(ingest *in, size_t first) {
         return 0;
 }
 
+/* A drain's records are copied out of the ring buffers when it begins;
+ * the kernel writes on meanwhile. Where every CPU is busy, a drain that
+ * has many records to work through (a storm of BPF programs loaded and
+ * unloaded: each is journaled) waits its turn between them, and a ring
+ * buffer filled at that pace overflows before the drain ends: the kernel
+ * drops what does not fit. So every RESCUE_CHECK_RECORDS records, a ring
+ * buffer past half full is emptied into the pending records, up to
+ * RESCUE_MAX_BYTES a drain (beyond that, the kernel drops and counts as
+ * before). The next drain takes them with the records it keeps: its first
+ * run, sorted by time when merge_runs() finds it out of order. */
+static void rescue_rings(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                size_t start = in->n_pend;
+                int r;
+
+                if (ringbuf_pending(bufs[i]) < bufs[i]->data_size / 2)
+                        continue;
+                in->rescuing = true;
+                r = ringbuf_drain(bufs[i], collect_record, in);
+                in->rescuing = false;
+                if (r == -EBADMSG)
+                        log_warning_ratelimited("Ring buffer of CPU %u held a malformed record; skipped to its head.",
+                                                cpus[i]);
+                if (in->n_pend == start)
+                        continue;
+                in->stats.rescued += in->n_pend - start;
+                in->grown_by_rescue = true;
+        }
+}
+
 /* Every record before the horizon is in: the buckets that end by it are
  * complete, and are written. */
 static int flush_buckets(ingest *in, uint64_t horizon_ns, int64_t mono_to_wall_ns) {
@@ -815,11 +861,13 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         size_t n_now = 0;
         int r, ret = 0;
 
-        /* Records kept by the previous drain stay at the front. */
+        /* Records kept (or rescued) by the previous drain stay at the
+         * front. */
         symbolizer_new_pass(in->symbolizer);
         if (GREEDY_REALLOC(in->runs, in->runs_alloc, n + 1) < 0)
                 return log_oom();
         in->runs[0] = 0;
+        in->rescued_bytes = 0;
 
         for (size_t i = 0; i < n; i++) {
                 in->runs[i + 1] = in->n_pend;
@@ -852,6 +900,8 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
         for (size_t i = 0; i < n_now; i++) {
                 perf_record rec;
 
+                if (i % RESCUE_CHECK_RECORDS == RESCUE_CHECK_RECORDS - 1)
+                        rescue_rings(in, bufs, cpus, n);
                 in->stats.records++;
                 r = perf_record_decode(in->arena + in->pend[i].off, in->pend[i].len, in->sample_type, &rec);
                 if (r < 0) {
@@ -899,6 +949,18 @@ done:
                 in->stats.bad_records += in->n_pend - n_now;
                 in->n_pend = 0;
                 in->arena_len = 0;
+        }
+        /* What a storm's rescues grew is given back once it is worked
+         * through (the next drain grows the arrays again as it needs). */
+        if (in->grown_by_rescue && in->n_pend == 0) {
+                free(in->arena);
+                free(in->carry);
+                free(in->pend);
+                free(in->merged);
+                in->arena = in->carry = NULL;
+                in->pend = in->merged = NULL;
+                in->arena_alloc = in->carry_alloc = in->pend_alloc = in->merged_alloc = 0;
+                in->grown_by_rescue = false;
         }
         in->stats.drains++;
         in->stats.cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;

@@ -25,6 +25,7 @@ typedef struct ingest_stats {
         uint64_t samples;               /* stored since start */
         uint64_t records;               /* all records decoded */
         uint64_t deferred;              /* records kept for the next drain (at or after its horizon) */
+        uint64_t rescued;               /* records taken out of a ring buffer past half full during a drain */
         uint64_t bad_records;           /* failed to decode, skipped */
         uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
         uint64_t drains;

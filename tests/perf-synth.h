@@ -133,6 +133,25 @@ static inline int synth_comm(synth_rb *c, uint32_t pid, const char *comm, uint64
         return synth_put(c, rec, n * 8);
 }
 
+/* PERF_RECORD_KSYMBOL: a dynamic symbol registered (or, with flags
+ * PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER, unregistered). */
+static inline int synth_ksymbol(synth_rb *c, uint64_t addr, uint32_t len, uint16_t type, uint16_t flags,
+                                const char *name, uint64_t time, uint32_t cpu) {
+        uint64_t rec[8 + 64] = {};
+        struct perf_event_header *h = (void *) rec;
+        size_t n = 1, nl = strlen(name) + 1;
+
+        if (nl > 64 * 8)
+                return -E2BIG;
+        rec[n++] = addr;
+        rec[n++] = (uint64_t) len | (uint64_t) type << 32 | (uint64_t) flags << 48;
+        memcpy(rec + n, name, nl);
+        n += (nl + 7) / 8;
+        n += synth_sample_id(rec + n, 0, 0, time, cpu);
+        *h = (struct perf_event_header) { .type = PERF_RECORD_KSYMBOL, .size = (uint16_t) (n * 8) };
+        return synth_put(c, rec, n * 8);
+}
+
 /* type: PERF_RECORD_FORK or PERF_RECORD_EXIT. */
 static inline int synth_task(synth_rb *c, uint32_t type, uint32_t pid, uint32_t ppid, uint64_t time, uint32_t cpu) {
         uint64_t rec[16] = {};

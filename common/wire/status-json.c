@@ -94,6 +94,7 @@ void status_json(const status_info *s, json_object *p) {
         add_u64(p, "user_frames_no_build_id", s->user_frames_no_build_id);
         add_u64(p, "user_frames_unknown", s->user_frames_unknown);
         add_u64(p, "deferred_records", s->deferred_records);
+        add_u64(p, "rescued_records", s->rescued_records);
         add_bool(p, "ksymbol_records", s->ksymbol_records);
         if (s->cgroup_source)
                 add_str(p, "cgroup_source", s->cgroup_source);

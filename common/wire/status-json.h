@@ -63,6 +63,7 @@ typedef struct status_info {
         uint64_t samples, lost;
         const uint64_t *lost_per_cpu;   /* cpus of them */
         uint64_t bad_records, ingest_cpu_ns, stack_cache_hits, invalid_user_frames, jit_frames, deferred_records;
+        uint64_t rescued_records;
         uint64_t user_frames_build_id, user_frames_no_build_id, user_frames_unknown;
         bool ksymbol_records;
         /* attribution: "perf", "proc" or "none" (ingest_cgroup_source()) */

@@ -233,6 +233,67 @@ TEST(records_at_the_horizon_wait_for_the_next_drain) {
         teardown(&f);
 }
 
+/* What the kernel writes while a drain works through its records: each
+ * KSYMBOL record the drain processes (a BPF storm's journaling is slow)
+ * is followed by 5 samples into CPU 1's ring buffer, and in the middle a
+ * COMM record on CPU 0 renames the process. */
+typedef struct storm {
+        fixture *f;
+        unsigned ksyms;
+        unsigned refused;       /* records the full ring buffer could not take: the kernel's drops */
+} storm;
+
+static void write_during_drain(const perf_record *rec, int64_t mono_to_wall_ns, void *userdata) {
+        storm *s = userdata;
+        uint64_t t = 1000 + 5 * (uint64_t) s->ksyms;
+
+        if (rec->type != PERF_RECORD_KSYMBOL)
+                return;
+        if (s->ksyms == 100 && synth_comm(&s->f->rb[0], 100, "late", t - 1, 0, false) < 0)
+                s->refused++;
+        for (unsigned j = 0; j < 5; j++) {
+                const uint64_t chain[] = { (uint64_t) PERF_CONTEXT_KERNEL, KADDR };
+
+                if (synth_sample(&s->f->rb[1], 100, 100, t + j, 1, 1, chain, ELEMENTSOF(chain), false) < 0)
+                        s->refused++;
+        }
+        s->ksyms++;
+}
+
+/* 200 KSYMBOL records make 1,000 samples (about 100 KiB) come into a
+ * ring buffer of 64 KiB during the drain: a ring buffer past half full
+ * is emptied every 64 records, so none is refused, and the next drain
+ * merges what was rescued in time order with the rest (the rename, left
+ * in CPU 0's ring buffer). */
+TEST(a_ring_filled_during_a_drain_is_rescued) {
+        fixture f = {};
+        storm s = { .f = &f };
+        char name[32];
+
+        setup(&f);
+        ASSERT_OK(synth_comm(&f.rb[0], 100, "early", 1, 0, true));
+        for (unsigned k = 0; k < 200; k++) {
+                snprintf(name, sizeof name, "bpf_prog_%u", k);
+                ASSERT_OK(synth_ksymbol(&f.rb[0], 0xffffffffc0000000ULL + k * 4096, 100, PERF_RECORD_KSYMBOL_TYPE_BPF,
+                                        0, name, 2 + k, 0));
+        }
+        ingest_set_record_handler(f.in, write_during_drain, &s);
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_EQ(s.ksyms, 200);
+        ASSERT_EQ(s.refused, 0);
+        ASSERT_GE(ingest_get_stats(f.in)->rescued, 500);
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 0);
+
+        drain(&f, INGEST_HORIZON_ALL);
+        ASSERT_OK(ingest_commit(f.in));
+        ASSERT_EQ(ingest_get_stats(f.in)->samples, 1000);
+        ASSERT_EQ(ingest_get_stats(f.in)->records, 1 + 200 + 1 + 1000);
+        /* The samples from time 1500 on come after the rename. */
+        ASSERT_EQ(samples_of(&f, "late"), 500);
+        ASSERT_EQ(samples_of(&f, "early"), 500);
+        teardown(&f);
+}
+
 TEST(a_time_far_past_the_horizon_is_not_kept) {
         fixture f = {};
 

@@ -39,7 +39,7 @@ TEST(minimal_daemon) {
         keys_of(p, keys, sizeof keys);
         ASSERT_STREQ(keys, "version,protocol,pid,uptime_ns,cpus,frequency_hz,event,samples,lost,lost_per_cpu,"
                            "bad_records,ingest_cpu_ns,stack_cache_hits,invalid_user_frames,jit_frames,user_frames_build_id,"
-                           "user_frames_no_build_id,user_frames_unknown,deferred_records,"
+                           "user_frames_no_build_id,user_frames_unknown,deferred_records,rescued_records,"
                            "ksymbol_records,cgroups_known,cgroups_unknown,offcpu,offcpu_program,offcpu_verified_insns,offcpu_clock,offcpu_clock_why,offcpu_waits,offcpu_wait_ns,offcpu_switches,offcpu_short_waits," "offcpu_full_waits,offcpu_full_ns,offcpu_no_stack,offcpu_no_room,offcpu_no_time,offcpu_dropped_waits,offcpu_dropped_ns,offcpu_stacks_taken,offcpu_stacks_at_end,commits,pending_samples,bad_sample_blocks,dropped_samples,dropped_reason,"
                            "dropped_since_ns,held_samples,held_bytes,held_reason,held_since_ns,database_max_size,cap_removed_samples,cap_removed_newest_ns,db_path,"
                            "kernel_release,kernel_build_id,kernel_text_addr,kernel_symbols,clients,heap_bytes,"
