@@ -132,6 +132,14 @@ struct store {
         int held_error;         /* the last commit's error */
         uint64_t epoch;         /* store_epoch() */
 
+        /* The section map the journal wrote last (store_add_event()): the
+         * live modules it is of, the entry whose rows hold it, and the
+         * epoch it was written in (a batch rolled back takes it along). */
+        int64_t *map_mods;
+        size_t n_map_mods;
+        int64_t map_event;
+        uint64_t map_epoch;
+
         uint8_t *keybuf;        /* scratch for frame_key() */
         size_t keybuf_size;
 };
@@ -164,6 +172,7 @@ typedef struct store_value {
 } store_value;
 #define STORE_INT(x) ((store_value) { .i = (x) })
 #define STORE_TEXT(t) ((store_value) { .blob = (t), .size = (t) ? strlen(t) : 0, .text = true })
+#define STORE_NULL ((store_value) { .text = true })
 int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n);
 /* Binds v[0..n) to ?1..?n of st (text and blobs not copied); then
  * store_step_kept(s, st, v, n) runs it. */
@@ -181,6 +190,7 @@ void store_read_end(store *s, bool owned);
 int store_migrate_1_to_2(sqlite3 *db);
 int store_migrate_2_to_3(sqlite3 *db);
 int store_migrate_3_to_4(sqlite3 *db);
+int store_migrate_11_to_12(sqlite3 *db);
 int store_expire_layout(store *s, uint64_t before_ns);
 
 /* Writes outside store_begin() .. store_commit() run in a transaction of

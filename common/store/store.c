@@ -454,6 +454,7 @@ int store_drop_held(store *s) {
 void store_caches_clear(store *s) {
         hashmap_clear(s->string_cache);
         hashmap_clear(s->frame_cache);
+        s->map_event = 0;
 }
 
 /* The open periods and the stack index may hold ids of the batch: read
@@ -534,6 +535,7 @@ static const migration_fn migrations[] = {
         store_migrate_8_to_9,   /* store-samples-upkeep.c */
         store_migrate_9_to_10,  /* store-samples-upkeep.c */
         store_migrate_10_to_11, /* store-samples-upkeep.c */
+        store_migrate_11_to_12, /* store-layout.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");
@@ -920,6 +922,7 @@ store *store_free(store *s) {
         hashmap_free(s->string_cache);
         hashmap_free(s->frame_cache);
         free(s->keybuf);
+        free(s->map_mods);
         free(s->redo);
         free(s->path);
         free(s);

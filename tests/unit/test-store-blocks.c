@@ -287,10 +287,12 @@ static void make_schema(const char *path, int version) {
                       "DELETE FROM sample_meta WHERE key IN ('complete3', 'complete4', 'fed3', 'fed4', "
                       "'complete5', 'complete6', 'fed5', 'fed6', 'complete7');"
                       "DROP TABLE sample_spill;"
+                      "ALTER TABLE events DROP COLUMN sections_of;"
                       "PRAGMA user_version = 7;",
                 [8] = "DELETE FROM sample_blocks WHERE level >= 5;"
                       "DELETE FROM sample_meta WHERE key IN ('complete5', 'complete6', 'fed5', 'fed6', 'complete7');"
                       "DROP TABLE sample_spill;"
+                      "ALTER TABLE events DROP COLUMN sections_of;"
                       "PRAGMA user_version = 8;",
         };
         sqlite3 *db = NULL;

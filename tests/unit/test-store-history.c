@@ -103,6 +103,104 @@ static json_object *member_at(json_object *list, const char *key, size_t i) {
         return json_object_array_get_idx(a, i);
 }
 
+/* The section records of entry i of the journal (from 0), as
+ * "module:section" joined by spaces; n_records into *ret_n. */
+static void sections_of_entry(store *s, size_t i, char *buf, size_t size, int *ret_n) {
+        json_object *res = NULL, *e, *a;
+        size_t len = 0;
+
+        ASSERT_OK(list_events_json(s, 0, true, 0, 0, &res));
+        e = member_at(res, "events", i);
+        ASSERT_TRUE(e);
+        *ret_n = json_object_get_int(json_object_object_get(e, "n_records"));
+        buf[0] = 0;
+        ASSERT_TRUE(json_object_object_get_ex(e, "records", &a));
+        for (size_t k = 0; k < json_object_array_length(a); k++) {
+                json_object *r = json_object_array_get_idx(a, k);
+
+                if (!streq(json_object_get_string(json_object_object_get(r, "type")), "section"))
+                        continue;
+                len += (size_t) snprintf(buf + len, size - len, "%s%s:%s", len ? " " : "",
+                                         json_object_get_string(json_object_object_get(r, "module")),
+                                         json_object_get_string(json_object_object_get(r, "section")));
+                ASSERT_LT(len, size);
+        }
+        json_object_put(res);
+}
+
+/* Entries that do not change the loaded modules (those of dynamic
+ * symbols) refer to the section map of the last entry that wrote one,
+ * and list it as their own; retention hands a map on to the first entry
+ * it keeps. */
+TEST(entries_share_the_section_map_of_the_same_modules) {
+        char dir[] = "/tmp/test-store-maps.XXXXXX", path[128], got[256];
+        store_section secs[2] = {
+                { .name = ".text", .addr = 0xffffffffc0a00000, .len = 0x800, .len_source = "elf", .exec = true },
+                { .name = ".data", .addr = 0xffffffffc0a01000, .len = 0x100, .len_source = "elf" },
+        };
+        int64_t boot = 0, a = 0, b = 0, k = 0;
+        store *s = NULL;
+        int n = 0;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        ASSERT_OK(store_add_boot(s, "uuid", "bid", 0xffffffff81000000, "6.1", 100, &boot));
+        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "a", .base = 0xffffffffc0a00000,
+                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
+                                   .sections = secs, .n_sections = 2 }, &a));
+        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "b", .base = 0xffffffffc0b00000,
+                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
+                                   .sections = secs, .n_sections = 1 }, &b));
+        ASSERT_OK(store_add_ksym(s, &(store_ksym) { .boot_id = boot, .name = "bpf_prog_0123456789abcdef_x",
+                                 .addr = 0xffffffffc0200000, .len = 0x40, .type = "bpf", .registered_ns = 150,
+                                 .registered_how = "perf" }, &k));
+        int64_t ab[] = { a, b };
+        ASSERT_OK(add_event(s, 100, boot, "start", 0, 0, ab, 2, NULL, 0));
+        for (unsigned i = 0; i < 3; i++)
+                ASSERT_OK(add_event(s, 150 + i, boot, "ksym-register", 0, k, ab, 2, &k, 1));
+        ASSERT_OK(store_unload_module(s, b, 200, "uevent"));
+        ASSERT_OK(add_event(s, 200, boot, "module-remove", b, 0, &a, 1, &k, 1));
+        ASSERT_OK(add_event(s, 210, boot, "ksym-unregister", 0, k, &a, 1, NULL, 0));
+        /* Back to a and b: the map of a and b again, the entries' own. */
+        ASSERT_OK(add_event(s, 220, boot, "module-add", b, 0, ab, 2, NULL, 0));
+
+        /* Three maps written: 3 + 2 + 3 rows, not one a section an entry. */
+        ASSERT_EQ(sql_int(path, "SELECT count(*) FROM event_sections"), 8);
+        ASSERT_EQ(sql_int(path, "SELECT count(*) FROM events WHERE sections_of IS NOT NULL"), 4);
+        for (size_t i = 0; i < 4; i++) {
+                sections_of_entry(s, i, got, sizeof got, &n);
+                ASSERT_STREQ(got, "a:.text b:.text a:.data");
+                ASSERT_EQ(n, i == 0 ? 3 : 4);
+        }
+        sections_of_entry(s, 5, got, sizeof got, &n);
+        ASSERT_STREQ(got, "a:.text a:.data");
+        ASSERT_EQ(n, 2);
+        sections_of_entry(s, 6, got, sizeof got, &n);
+        ASSERT_STREQ(got, "a:.text b:.text a:.data");
+
+        /* Retention past the start entry: the first register entry takes
+         * its map, the next two refer to it. */
+        ASSERT_GE(store_expire(s, 140, NULL), 0);
+        ASSERT_EQ(sql_int(path, "SELECT count(*) FROM events"), 6);
+        ASSERT_EQ(sql_int(path, "SELECT count(*) FROM event_sections"), 8);
+        for (size_t i = 0; i < 3; i++) {
+                sections_of_entry(s, i, got, sizeof got, &n);
+                ASSERT_STREQ(got, "a:.text b:.text a:.data");
+                ASSERT_EQ(n, 4);
+        }
+        /* And past those: their rows go. */
+        ASSERT_GE(store_expire(s, 190, NULL), 0);
+        ASSERT_EQ(sql_int(path, "SELECT count(*) FROM events"), 3);
+        ASSERT_EQ(sql_int(path, "SELECT count(*) FROM event_sections"), 5);
+        sections_of_entry(s, 1, got, sizeof got, &n);
+        ASSERT_STREQ(got, "a:.text a:.data");
+
+        store_free(s);
+        snprintf(path, sizeof path, "rm -rf %s", dir);
+        ASSERT_EQ(system(path), 0);
+}
+
 TEST(ksyms_are_journaled_listed_and_expired) {
         char dir[] = "/tmp/test-store-ksyms.XXXXXX", path[128];
         store_section sec = { .name = ".text", .addr = 0xffffffffc0a00000, .len = 0x800,
