@@ -180,9 +180,10 @@ static inline int u64_cmp(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-/* Sorts v[0..n) ascending. */
+/* Sorts v[0..n) ascending (v may be NULL with n 0: qsort()'s may not). */
 static inline void sort_u64(uint64_t *v, size_t n) {
-        qsort(v, n, sizeof *v, u64_cmp);
+        if (n > 1)
+                qsort(v, n, sizeof *v, u64_cmp);
 }
 
 /* Makes room for one more element after n (doubling). */

@@ -16,6 +16,8 @@
  * lines of at most KSYM_NAME_LEN (512) bytes of name each); 64 MiB leaves
  * ample room while still bounding what a broken file can make us allocate. */
 #define KALLSYMS_FILE_MAX_BYTES (64u * 1024u * 1024u)
+/* The longest line kallsyms_stream() reads (see there). */
+#define KALLSYMS_LINE_MAX 4096
 
 /* Every TOP_STRIDE-th address is copied into a small top-level array that
  * stays in L1 cache; a lookup searches it first and then one block of
@@ -479,30 +481,42 @@ int kallsyms_load(const char *root, kallsyms **ret) {
 
 int kallsyms_stream(const char *root, int (*cb)(const kallsyms_line *l, void *userdata), void *userdata) {
         _cleanup_free_ char *path = path_join(root, "proc/kallsyms");
-        _cleanup_free_ char *line = NULL;
         _cleanup_fclose_ FILE *f = NULL;
-        size_t alloc = 0, total = 0;
-        ssize_t n;
+        /* A line of kallsyms is an address, a type, a name of at most
+         * KSYM_NAME_LEN (512) and a module's; a longer one is none, and
+         * is skipped without being held. (getline() held it whole, and
+         * took a failure to grow its buffer for the end of the file.) */
+        char line[KALLSYMS_LINE_MAX];
+        size_t total = 0;
 
         if (!path || !cb)
                 return path ? -EINVAL : -ENOMEM;
         f = fopen(path, "re");
         if (!f)
                 return negative_errno();
-        while ((n = getline(&line, &alloc, f)) >= 0) {
+        for (;;) {
                 kallsyms_line l;
-                size_t len = (size_t) n;
+                size_t len = 0;
+                bool too_long = false;
+                int c;
 
-                total += len;
-                if (total > KALLSYMS_FILE_MAX_BYTES)
+                while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+                        if (len < sizeof line)
+                                line[len++] = (char) c;
+                        else
+                                too_long = true;
+                        if (++total > KALLSYMS_FILE_MAX_BYTES)
+                                return -EFBIG;
+                }
+                if (c == '\n' && ++total > KALLSYMS_FILE_MAX_BYTES)
                         return -EFBIG;
-                if (len > 0 && line[len - 1] == '\n')
-                        len--;
-                if (kallsyms_line_parse(line, len, &l)) {
+                if (!too_long && len > 0 && kallsyms_line_parse(line, len, &l)) {
                         int r = cb(&l, userdata);
                         if (r < 0)
                                 return r;
                 }
+                if (c == EOF)
+                        break;
         }
         if (ferror(f))
                 return -EIO;

@@ -11,7 +11,9 @@
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -217,5 +219,62 @@ TEST(a_rescan_streams_the_dynamic_lines) {
         ASSERT_OK(tracker_rescan_ksyms(f.t, "test", &res));
         ASSERT_EQ(res.ksyms_added, 0);
         ASSERT_EQ(res.ksyms_removed, 1);
+        teardown(&f);
+}
+
+/* A rescan that cannot read kallsyms to its end must fail and change
+ * nothing, as kallsyms_load() made it (-EFBIG past 64 MiB). Here a 256
+ * MiB run of NULs without a newline (a hole: no disk) stands before the
+ * six [bpf] lines, and the rescan runs with 160 MiB of address space to
+ * spare: the stream's getline() fails with ENOMEM, taken for the end of
+ * the file, and the rescan unregisters every live BPF symbol. */
+TEST(a_rescan_that_cannot_read_to_the_end_changes_nothing) {
+        tracker_rescan_result res = {};
+        fixture f = {};
+        int status = 0;
+        pid_t pid;
+
+#if defined(__SANITIZE_ADDRESS__)
+        TEST_SKIP("RLIMIT_AS and ASan do not mix");
+#endif
+        setup(&f);
+        ASSERT_OK(fixture_sh("cd %s/proc && grep -v '\\[bpf\\]' kallsyms > k && grep '\\[bpf\\]' kallsyms > b && "
+                             "truncate -s +256M k && printf '\\n' >> k && cat b >> k && mv k kallsyms && rm b", f.dir));
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                size_t vm = 0;
+                struct rlimit rl;
+                FILE *st = fopen("/proc/self/statm", "re");
+                int r;
+
+                if (!st || fscanf(st, "%zu", &vm) != 1)
+                        _exit(2);
+                fclose(st);
+                rl.rlim_cur = rl.rlim_max = vm * (size_t) sysconf(_SC_PAGESIZE) + (160u << 20);
+                if (setrlimit(RLIMIT_AS, &rl) < 0)
+                        _exit(2);
+                r = tracker_rescan_ksyms(f.t, "test", &res);
+                fprintf(stderr, "rescan: %d, %u registered, %u unregistered\n", r, res.ksyms_added, res.ksyms_removed);
+                _exit(r < 0 || (res.ksyms_added == 0 && res.ksyms_removed == 0) ? 0 : 1);
+        }
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        teardown(&f);
+        ASSERT_TRUE(WIFEXITED(status));
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
+/* An empty kallsyms (or one with no line in kallsyms form): the rescan
+ * sorts no addresses. Run under -Db_sanitize=undefined: sort_u64(NULL, 0)
+ * is qsort(NULL, 0, ...), whose first argument glibc declares nonnull. */
+TEST(a_rescan_of_an_empty_kallsyms) {
+        tracker_rescan_result res = {};
+        fixture f = {};
+
+        setup(&f);
+        ASSERT_OK(fixture_sh(": > %s/proc/kallsyms", f.dir));
+        ASSERT_OK(tracker_rescan_ksyms(f.t, "test", &res));
+        ASSERT_EQ(res.ksyms_added, 0);
+        ASSERT_EQ(res.ksyms_removed, 6);
         teardown(&f);
 }
