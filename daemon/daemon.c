@@ -223,6 +223,17 @@ static void on_drain_timer(evutil_socket_t fd, short what, void *userdata) {
         daemon_drain(userdata, false);
 }
 
+/* sqlite's progress handler on the writer's connection: a commit, blocks
+ * written, retention or the cap do not keep the ring buffers from being
+ * emptied past a quarter full (ingest_rescue()). */
+#define SQLITE_PROGRESS_STEPS 10000
+static int on_sqlite_progress(void *userdata) {
+        daemon_ctx *d = userdata;
+
+        ingest_rescue(d->ingest, d->bufs, d->cpus, d->n_cpus);
+        return 0;
+}
+
 /* On the checkpoint thread. */
 static void run_checkpoint(workqueue_item *item, void *userdata) {
         daemon_ctx *d = userdata;
@@ -804,6 +815,8 @@ int daemon_start(daemon_ctx *d) {
                         return log_oom();
         }
 
+        store_set_progress_handler(d->store, SQLITE_PROGRESS_STEPS, on_sqlite_progress, d);
+
         r = tracker_new(d->base, d->store, ingest_layout(d->ingest), d->ingest, d->cfg.root, &d->tracker);
         if (r < 0)
                 return log_oom();
@@ -933,6 +946,9 @@ int daemon_run(daemon_ctx *d) {
 daemon_ctx *daemon_free(daemon_ctx *d) {
         if (!d)
                 return NULL;
+        /* Before the ring buffers go; the store's last writes follow. */
+        if (d->store)
+                store_set_progress_handler(d->store, 0, NULL, NULL);
         /* Finishes a snapshot being written, so none is left half-made
          * in the cache's .tmp (the next start would clean it anyway). */
         snapshotter_free(d->snapshotter);

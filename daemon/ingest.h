@@ -25,7 +25,7 @@ typedef struct ingest_stats {
         uint64_t samples;               /* stored since start */
         uint64_t records;               /* all records decoded */
         uint64_t deferred;              /* records kept for the next drain (at or after its horizon) */
-        uint64_t rescued;               /* records taken out of a ring buffer past half full during a drain */
+        uint64_t rescued;               /* records taken out of a ring buffer past a quarter full during a drain */
         uint64_t bad_records;           /* failed to decode, skipped */
         uint64_t lost;                  /* PERF_RECORD_LOST totals, all CPUs */
         uint64_t drains;
@@ -123,6 +123,13 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
 /* Commits the open batch, if any. */
 int ingest_commit(ingest *in);
+
+/* Between drains, and after a drain's records are processed (a commit,
+ * blocks written, retention, the cap: sqlite's progress handler on the
+ * event loop's thread calls it): empties the ring buffers past a quarter
+ * full into the records the next drain takes, as a drain does every 32
+ * records. Does nothing while a drain processes its records. */
+void ingest_rescue(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n);
 /* ingest_commit() does not try while batches held for a full disk wait
  * for their next try (1 .. 16 s apart; store_held()); this one does. */
 int ingest_commit_now(ingest *in);

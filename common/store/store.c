@@ -142,6 +142,10 @@ int store_get_stmt_sql(store *s, unsigned idx, const char *sql, sqlite3_stmt **r
         return 0;
 }
 
+void store_set_progress_handler(store *s, int n, int (*fn)(void *userdata), void *userdata) {
+        sqlite3_progress_handler(s->db, n, n > 0 ? fn : NULL, userdata);
+}
+
 int store_get_stmt(store *s, unsigned idx, sqlite3_stmt **ret) {
         return store_get_stmt_sql(s, idx, stmt_sql[idx], ret);
 }

@@ -164,6 +164,11 @@ typedef struct store_cap_result {
 } store_cap_result;
 int store_enforce_cap(store *s, uint64_t max_bytes, store_cap_result *ret);
 
+/* Calls fn(userdata) every n virtual machine instructions of the
+ * statements of this connection (n 0: never); fn returns 0, or the
+ * statement is interrupted. */
+void store_set_progress_handler(store *s, int n, int (*fn)(void *userdata), void *userdata);
+
 /* Builds the aggregates made from written blocks (the hours by cgroup)
  * of the hours that are over, a step at a time (a minute of one, or a
  * block of it), in a transaction of its own (unless in a batch): steps
