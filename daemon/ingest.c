@@ -819,9 +819,9 @@ static int keep_for_next_drain(ingest *in, size_t first) {
  * drops what does not fit. So every RESCUE_CHECK_RECORDS records, a ring
  * buffer past a quarter full is emptied into the pending records, up to
  * RESCUE_MAX_BYTES a drain (beyond that, the kernel drops and counts as
- * before). A quarter, not a half: a drain in a storm beside busy loops
- * went up to 68 ms between two looks (its turns on the CPU), in which a
- * ring buffer of 512 KiB took up to 130 KiB more. The next drain takes
+ * before). A quarter, not a half: between two looks the drain may wait
+ * for its turn on a busy CPU while the kernel writes on, and what is left
+ * of the buffer must hold that. The next drain takes
  * them with the records it keeps: its first run, sorted by time when
  * merge_runs() finds it out of order. */
 static void rescue_rings(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t n) {

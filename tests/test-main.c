@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "test.h"
 
 test_case test_cases_[256];
@@ -9,6 +13,22 @@ void test_register_(const char *name, void (*func)(void)) {
         if (n_test_cases_ >= sizeof(test_cases_) / sizeof(test_cases_[0]))
                 abort();
         test_cases_[n_test_cases_++] = (test_case) { name, func };
+}
+
+int test_limit_address_space(size_t spare) {
+        size_t pages = 0;
+        struct rlimit rl;
+        FILE *f = fopen("/proc/self/statm", "re");
+        int ok;
+
+        if (!f)
+                return -errno;
+        ok = fscanf(f, "%zu", &pages) == 1;
+        fclose(f);
+        if (!ok)
+                return -EIO;
+        rl.rlim_cur = rl.rlim_max = pages * (size_t) sysconf(_SC_PAGESIZE) + spare;
+        return setrlimit(RLIMIT_AS, &rl) < 0 ? -errno : 0;
 }
 
 int main(int argc, char **argv) {

@@ -103,5 +103,10 @@ void test_register_(const char *name, void (*func)(void));
                         TEST_FAIL_("expected %s to be NULL, got %p", #p, _p);   \
         } while (0)
 
+/* Limits this process's address space (RLIMIT_AS) to what it maps now
+ * plus spare bytes, for a child that checks how code fails without memory.
+ * 0, or -errno. */
+int test_limit_address_space(size_t spare);
+
 /* Path of a test data file: TEST_DATA_DIR is defined by meson. */
 #define TEST_DATA(rel) TEST_DATA_DIR "/" rel

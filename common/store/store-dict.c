@@ -425,9 +425,7 @@ static int write_open_block(dict *d, bool close) {
                         if (r < 0)
                                 return r;
                 }
-                sqlite3_bind_int64(d->drop_st, 1, row_at(d, d->open_start)[0]);
-                sqlite3_bind_int64(d->drop_st, 2, row_at(d, d->n_rows - 1)[0]);
-                r = store_step_kept(d->store, d->drop_st, (store_value[]) {
+                r = store_run_kept(d->store, d->drop_st, (store_value[]) {
                                 { .i = row_at(d, d->open_start)[0] }, { .i = row_at(d, d->n_rows - 1)[0] } }, 2);
                 sqlite3_clear_bindings(d->drop_st);
                 if (r < 0)

@@ -164,9 +164,7 @@ static int update_row_locked(store *s, unsigned stmt_idx, const char *sql, int64
         store_value vals[] = { STORE_INT(id), STORE_INT(v), STORE_TEXT(text) };
         size_t n = sqlite3_bind_parameter_count(st) >= 3 ? 3 : 2;
 
-        r = store_bind_values(st, vals, n);
-        if (r >= 0)
-                r = store_step_kept(s, st, vals, n);
+        r = store_run_kept(s, st, vals, n);
         if (r < 0)
                 return r;
         return sqlite3_changes(store_sqlite(s)) > 0 ? 0 : -ENOENT;
@@ -224,9 +222,7 @@ static int add_ksym_locked(store *s, const store_ksym *k, int64_t *ret_id) {
                 STORE_INT(k->boot_id), STORE_TEXT(k->name), STORE_INT(i64(k->addr)), STORE_INT(i64(k->len)),
                 STORE_TEXT(type), STORE_INT(i64(k->registered_ns)), STORE_TEXT(k->registered_how),
         };
-        r = store_bind_values(st, vals, ELEMENTSOF(vals));
-        if (r >= 0)
-                r = store_step_kept(s, st, vals, ELEMENTSOF(vals));
+        r = store_run_kept(s, st, vals, ELEMENTSOF(vals));
         if (r < 0)
                 return r;
         *ret_id = sqlite3_last_insert_rowid(store_sqlite(s));
@@ -295,9 +291,7 @@ static int add_event_refs(store *s, unsigned stmt_idx, const char *sql, int64_t 
                 store_value vals[] = { STORE_INT(event_id), STORE_INT(ids[i]) };
 
                 sqlite3_reset(st);
-                r = store_bind_values(st, vals, ELEMENTSOF(vals));
-                if (r >= 0)
-                        r = store_step_kept(s, st, vals, ELEMENTSOF(vals));
+                r = store_run_kept(s, st, vals, ELEMENTSOF(vals));
                 if (r < 0)
                         return r;
         }
@@ -327,9 +321,7 @@ static int add_event_locked(store *s, const store_event *e, int64_t *ret_id) {
                 STORE_INT(e->ksym_id), STORE_TEXT(e->detail), STORE_INT(e->snapshot_id),
                 same_map ? STORE_INT(s->map_event) : STORE_NULL,
         };
-        r = store_bind_values(st, vals, ELEMENTSOF(vals));
-        if (r >= 0)
-                r = store_step_kept(s, st, vals, ELEMENTSOF(vals));
+        r = store_run_kept(s, st, vals, ELEMENTSOF(vals));
         if (r < 0)
                 return r;
         id = sqlite3_last_insert_rowid(store_sqlite(s));

@@ -174,9 +174,9 @@ typedef struct store_value {
 #define STORE_TEXT(t) ((store_value) { .blob = (t), .size = (t) ? strlen(t) : 0, .text = true })
 #define STORE_NULL ((store_value) { .text = true })
 int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n);
-/* Binds v[0..n) to ?1..?n of st (text and blobs not copied); then
- * store_step_kept(s, st, v, n) runs it. */
-int store_bind_values(sqlite3_stmt *st, const store_value *v, size_t n);
+/* Binds v[0..n) to ?1..?n of st (text and blobs not copied), then runs it
+ * as store_step_kept() does. */
+int store_run_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n);
 int store_step_id(store *s, sqlite3_stmt *st, int64_t *ret);
 void store_caches_clear(store *s);
 void store_check_rolled_back(store *s);

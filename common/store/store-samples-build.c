@@ -229,9 +229,7 @@ static int spill(sample_writer *w) {
                         r = samples_wstmt(w, WSTMT_INSERT_SPILL, &st);
                 if (r < 0)
                         return r;
-                sqlite3_bind_int64(st, 1, p);
-                sqlite3_bind_blob(st, 2, data, (int) size, SQLITE_STATIC);
-                r = store_step_kept(w->store, st, (store_value[]) { { .i = p }, { .blob = data, .size = size } }, 2);
+                r = store_run_kept(w->store, st, (store_value[]) { { .i = p }, { .blob = data, .size = size } }, 2);
                 if (r < 0)
                         return r;
         }

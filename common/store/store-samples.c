@@ -464,16 +464,7 @@ int samples_write_block(sample_writer *w, unsigned level, uint64_t start_ns, uin
         r = samples_wstmt(w, WSTMT_INSERT_BLOCK, &st);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(st, 1, level);
-        sqlite3_bind_int64(st, 2, i64(start_ns));
-        sqlite3_bind_int64(st, 3, i64(end_ns));
-        sqlite3_bind_int64(st, 4, i64(first_ns));
-        sqlite3_bind_int64(st, 5, i64(last_ns));
-        sqlite3_bind_int64(st, 6, boot_id);
-        sqlite3_bind_int64(st, 7, i64(samples));
-        sqlite3_bind_int64(st, 8, i64(gen_min));
-        sqlite3_bind_blob(st, 9, data, (int) size, SQLITE_STATIC);
-        r = store_step_kept(w->store, st, (store_value[]) {
+        r = store_run_kept(w->store, st, (store_value[]) {
                         { .i = level }, { .i = i64(start_ns) }, { .i = i64(end_ns) }, { .i = i64(first_ns) },
                         { .i = i64(last_ns) }, { .i = boot_id }, { .i = i64(samples) }, { .i = i64(gen_min) },
                         { .blob = data, .size = size } }, 9);

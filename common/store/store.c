@@ -307,7 +307,7 @@ int store_step_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n) 
         return r;
 }
 
-int store_bind_values(sqlite3_stmt *st, const store_value *v, size_t n) {
+static int bind_values(sqlite3_stmt *st, const store_value *v, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 int rc;
 
@@ -323,6 +323,12 @@ int store_bind_values(sqlite3_stmt *st, const store_value *v, size_t n) {
                         return rc == SQLITE_NOMEM ? -ENOMEM : -EINVAL;
         }
         return 0;
+}
+
+int store_run_kept(store *s, sqlite3_stmt *st, const store_value *v, size_t n) {
+        int r = bind_values(st, v, n);
+
+        return r < 0 ? r : store_step_kept(s, st, v, n);
 }
 
 /* The COMMIT failed: keep the batch, unless it cannot be (see above). */

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -488,16 +487,10 @@ TEST(stream_bounds_memory_like_load) {
         ASSERT_TRUE(pid >= 0);
         if (pid == 0) {
                 kallsyms *k = NULL;
-                size_t n = 0, vm = 0;
-                struct rlimit rl;
-                FILE *st = fopen("/proc/self/statm", "re");
+                size_t n = 0;
                 int r1, r2;
 
-                if (!st || fscanf(st, "%zu", &vm) != 1)
-                        _exit(2);
-                fclose(st);
-                rl.rlim_cur = rl.rlim_max = vm * (size_t) sysconf(_SC_PAGESIZE) + (160u << 20);
-                if (setrlimit(RLIMIT_AS, &rl) < 0)
+                if (test_limit_address_space(160u << 20) < 0)
                         _exit(2);
                 r1 = kallsyms_load(dir, &k);
                 r2 = kallsyms_stream(dir, count_line, &n);

@@ -11,7 +11,6 @@
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -243,16 +242,9 @@ TEST(a_rescan_that_cannot_read_to_the_end_changes_nothing) {
         pid = fork();
         ASSERT_TRUE(pid >= 0);
         if (pid == 0) {
-                size_t vm = 0;
-                struct rlimit rl;
-                FILE *st = fopen("/proc/self/statm", "re");
                 int r;
 
-                if (!st || fscanf(st, "%zu", &vm) != 1)
-                        _exit(2);
-                fclose(st);
-                rl.rlim_cur = rl.rlim_max = vm * (size_t) sysconf(_SC_PAGESIZE) + (160u << 20);
-                if (setrlimit(RLIMIT_AS, &rl) < 0)
+                if (test_limit_address_space(160u << 20) < 0)
                         _exit(2);
                 r = tracker_rescan_ksyms(f.t, "test", &res);
                 fprintf(stderr, "rescan: %d, %u registered, %u unregistered\n", r, res.ksyms_added, res.ksyms_removed);
