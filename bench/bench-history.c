@@ -28,6 +28,16 @@
  * the calls (of 20 ms of steps, as the daemon's), their CPU time and the
  * longest.
  *
+ * bench-history --replay PERF.DATA DB SAMPLES [STRETCH]: the same, with
+ * the records of a real machine instead of a model: those of `perf record
+ * -a -g --buildid-mmap [--all-cgroups]` (samples, mmap2 with a build-id,
+ * comm, fork, exit, cgroup), written again pass after pass until SAMPLES
+ * samples are written, ending now. Tasks perf saw start get new ids in
+ * each pass (and end with it); older ones keep theirs; what perf wrote of
+ * the machine before it started is written once. STRETCH (default 1)
+ * spreads the passes over that many times their time: a capture at 999 Hz
+ * stretched by 10.09 has the samples of 99 Hz.
+ *
  * bench-history --queries DB: only the queries, over a database written
  * before, ending at its newest sample. With BENCH_QUERY=NAME[|NAME...] in
  * the environment, only the queries of those names (as printed, e.g.
@@ -38,18 +48,21 @@
  * all; default 20,000, as the daemon's query_max_stacks); with
  * BENCH_GROUP_SLOTS=N, a group table of at most N slots. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ingest.h"
 #include "macro.h"
+#include "perf/perf-record.h"
 #include "perf-synth.h"
 #include "store/store.h"
 #include "text-symbols.h"
@@ -79,10 +92,11 @@ static size_t zipf(size_t n) {
         return (size_t) ((double) n * pow(u, 3.0)) % n;
 }
 
-/* Writers that stop the benchmark when a buffer is full: drain more often. */
+/* Stops the benchmark when a record cannot be written (a buffer is full:
+ * drain more often) or read, or a drain or commit fails. */
 static void must(int r) {
         if (r < 0) {
-                fprintf(stderr, "writing a record: %s\n", strerror(-r));
+                fprintf(stderr, "writing, reading, draining or committing records: %s\n", strerror(-r));
                 exit(1);
         }
 }
@@ -446,22 +460,383 @@ static void time_queries(const char *db, uint64_t now) {
         }
 }
 
-int main(int argc, char **argv) {
-        uint64_t n_samples, cpus, hz, span_ns, mono0 = 1000 * NSEC_PER_SEC, wall_end, t_next_drain, t_next_commit;
-        uint64_t t_next_spawn, emitted = 0;
-        synth_rb rbs[64];
+/* --replay: a perf.data file of `perf record -a -g` (a real machine's
+ * load), written again and again through the same path, as a long history
+ * of that load. */
+
+/* perf.data's header (tools/perf/Documentation/perf.data-file-format.txt). */
+typedef struct pd_section {
+        uint64_t offset, size;
+} pd_section;
+
+typedef struct pd_header {
+        char magic[8];          /* "PERFILE2" */
+        uint64_t size, attr_size;
+        pd_section attrs, data, event_types;
+} pd_header;
+
+typedef struct cap_rec {
+        uint64_t time;          /* 0 for what perf wrote of the machine before it started */
+        uint64_t off;           /* in the file */
+} cap_rec;
+
+typedef struct cap_task {
+        uint32_t pid, tid;
+        bool exited;
+} cap_task;
+
+typedef struct capture {
+        const uint8_t *map;
+        size_t map_size;
+        uint64_t sample_type;
+        cap_rec *recs;          /* by time */
+        size_t n_recs;
+        uint64_t samples;       /* in one pass */
+        uint64_t t0, t1;        /* first and last record perf timed */
+        cap_task *tasks;        /* started while perf recorded (PERF_RECORD_FORK) */
+        size_t n_tasks;
+        uint32_t lo, hi;        /* their ids' range */
+} capture;
+
+#define PID_LIMIT 4194304u
+
+static int cmp_cap_rec(const void *a, const void *b) {
+        const cap_rec *x = a, *y = b;
+
+        if (x->time != y->time)
+                return x->time < y->time ? -1 : 1;
+        return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Process and thread ids of tasks started during the capture move on by a
+ * span each pass, so each pass's are new tasks, as a machine's would be;
+ * those of tasks older than the capture stay. */
+static uint32_t cap_id(const capture *c, const bool *started, uint32_t id, uint64_t pass) {
+        uint64_t span = (uint64_t) c->hi - c->lo + 1, room = PID_LIMIT - c->lo;
+
+        if (id == 0 || id >= PID_LIMIT || !started[id])
+                return id;
+        return c->lo + (uint32_t) (((uint64_t) (id - c->lo) + pass * span) % room);
+}
+
+static int capture_open(const char *path, capture *c) {
+        const pd_header *h;
+        struct stat st;
+        int fd, r = 0;
+
+        *c = (capture) { .t0 = UINT64_MAX, .lo = UINT32_MAX };
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                r = -errno;
+                if (fd >= 0)
+                        close(fd);
+                return r;
+        }
+        c->map_size = (size_t) st.st_size;
+        c->map = c->map_size >= sizeof(pd_header) ? mmap(NULL, c->map_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+        close(fd);
+        if (c->map == MAP_FAILED)
+                return -EINVAL;
+        h = (const pd_header *) (const void *) c->map;
+        if (memcmp(h->magic, "PERFILE2", 8) != 0 || h->attr_size < 16 + PERF_ATTR_SIZE_VER0 ||
+            h->attrs.size < h->attr_size || h->attrs.offset + h->attrs.size > c->map_size ||
+            h->data.offset + h->data.size > c->map_size) {
+                fprintf(stderr, "%s: not a perf.data file this reads (PERFILE2, not a pipe)\n", path);
+                return -EINVAL;
+        }
+        for (uint64_t a = 0; a < h->attrs.size / h->attr_size; a++) {
+                struct perf_event_attr attr = {};
+                uint64_t st_a;
+
+                memcpy(&attr, c->map + h->attrs.offset + a * h->attr_size,
+                       MIN(sizeof attr, (size_t) h->attr_size - 16));
+                st_a = attr.sample_type;
+                if (a == 0)
+                        c->sample_type = st_a;
+                if (st_a != c->sample_type || !attr.sample_id_all || !(st_a & PERF_SAMPLE_TIME) ||
+                    !(st_a & PERF_SAMPLE_CPU) || !(st_a & PERF_SAMPLE_CALLCHAIN)) {
+                        fprintf(stderr, "%s: its events differ in sample_type or lack time, cpu, callchain or "
+                                        "sample_id_all (record with: perf record -a -g [--all-cgroups] --buildid-mmap)\n",
+                                path);
+                        return -EINVAL;
+                }
+        }
+
+        size_t alloc = 0, talloc = 0;
+        for (uint64_t off = h->data.offset; off + sizeof(struct perf_event_header) <= h->data.offset + h->data.size;) {
+                const struct perf_event_header *eh = (const void *) (c->map + off);
+                perf_record rec;
+                uint64_t t;
+
+                if (eh->size < sizeof *eh || off + eh->size > h->data.offset + h->data.size)
+                        return -EBADMSG;
+                switch (eh->type) {
+                case PERF_RECORD_SAMPLE:
+                case PERF_RECORD_MMAP2:
+                case PERF_RECORD_COMM:
+                case PERF_RECORD_FORK:
+                case PERF_RECORD_EXIT:
+                case PERF_RECORD_CGROUP:
+                        r = perf_record_decode(eh, eh->size, c->sample_type, &rec);
+                        if (r < 0)
+                                return r;
+                        t = eh->type == PERF_RECORD_SAMPLE ? rec.sample.time : rec.sid.time;
+                        c->samples += eh->type == PERF_RECORD_SAMPLE;
+                        if (t > 0)
+                                c->t0 = MIN(c->t0, t);
+                        c->t1 = MAX(c->t1, t);
+                        if (eh->type == PERF_RECORD_FORK || eh->type == PERF_RECORD_EXIT) {
+                                size_t i;
+
+                                for (i = 0; i < c->n_tasks && c->tasks[i].tid != rec.task.tid; i++)
+                                        ;
+                                if (eh->type == PERF_RECORD_EXIT) {
+                                        if (i < c->n_tasks)
+                                                c->tasks[i].exited = true;
+                                } else if (i == c->n_tasks && rec.task.tid > 0 && rec.task.tid < PID_LIMIT) {
+                                        if (GREEDY_REALLOC(c->tasks, talloc, c->n_tasks + 1) < 0)
+                                                return -ENOMEM;
+                                        c->tasks[c->n_tasks++] = (cap_task) { rec.task.pid, rec.task.tid, false };
+                                        c->lo = MIN(c->lo, rec.task.tid);
+                                        c->hi = MAX(c->hi, rec.task.tid);
+                                }
+                        }
+                        if (GREEDY_REALLOC(c->recs, alloc, c->n_recs + 1) < 0)
+                                return -ENOMEM;
+                        c->recs[c->n_recs++] = (cap_rec) { t, off };
+                        break;
+                default:
+                        break;
+                }
+                off += eh->size;
+        }
+        if (c->samples == 0 || c->t0 > c->t1)
+                return -ENODATA;
+        /* What perf wrote of the machine as it found it (time 0) comes first. */
+        qsort(c->recs, c->n_recs, sizeof *c->recs, cmp_cap_rec);
+        return 0;
+}
+
+/* The daemon's cadence over simulated time: a drain every DRAIN_NS, a
+ * commit, checkpoint and 20 ms of housekeeping steps every second. */
+typedef struct sim {
+        ingest *in;
+        store *st;
+        synth_rb rbs[64];       /* a CPU's ring buffer */
         ringbuf *bufs[64];
         uint32_t cpu_ids[64];
+        size_t cpus;
+        int64_t mono_to_wall;
+        uint64_t next_drain, next_commit;
+} sim;
+
+/* A new database db, written as the daemon writes (ingest of records of
+ * sample_type); simulated time starts at mono0. */
+static int sim_open(sim *s, const char *db, size_t cpus, uint64_t sample_type, int64_t mono_to_wall, uint64_t mono0) {
+        int r;
+
+        *s = (sim) {
+                .cpus = cpus, .mono_to_wall = mono_to_wall,
+                .next_drain = mono0 + DRAIN_NS, .next_commit = mono0 + NSEC_PER_SEC,
+        };
+        (void) unlink(db);
+        r = store_open(db, STORE_READWRITE, &s->st);
+        if (r >= 0)
+                r = ingest_new(s->st, "/", &s->in);
+        if (r >= 0)
+                r = ingest_load_kernel(s->in);
+        for (size_t i = 0; r >= 0 && i < cpus; i++) {
+                r = synth_rb_init(&s->rbs[i], RB_DATA);
+                s->bufs[i] = &s->rbs[i].rb;
+                s->cpu_ids[i] = (uint32_t) i;
+        }
+        if (r < 0) {
+                fprintf(stderr, "set-up: %s\n", strerror(-r));
+                return r;
+        }
+        ingest_set_sample_type(s->in, sample_type);
+        return 0;
+}
+
+static void sim_advance(sim *s, uint64_t t) {
+        if (t >= s->next_drain) {
+                must(ingest_drain(s->in, s->bufs, s->cpu_ids, s->cpus, s->mono_to_wall, t - 10 * NSEC_PER_MSEC));
+                while (s->next_drain <= t)
+                        s->next_drain += DRAIN_NS;
+        }
+        if (t >= s->next_commit) {
+                bool more;
+
+                must(ingest_commit(s->in));
+                (void) store_checkpoint(s->st);
+                /* The daemon's housekeeping: the hours by cgroup,
+                 * 20 ms of steps a second. */
+                must(store_build_step(s->st, 20 * NSEC_PER_MSEC, &more));
+                while (s->next_commit <= t)
+                        s->next_commit += NSEC_PER_SEC;
+        }
+}
+
+static void sim_finish(sim *s) {
+        must(ingest_drain(s->in, s->bufs, s->cpu_ids, s->cpus, s->mono_to_wall, INGEST_HORIZON_ALL));
+        must(ingest_commit(s->in));
+}
+
+/* Writes the capture's record cr again, in pass `pass`, at time t. */
+static void replay_record(const capture *c, const bool *started, const cap_rec *cr, uint64_t pass, uint64_t t,
+                          synth_rb *rbs, size_t cpus, uint64_t *emitted) {
+        const struct perf_event_header *eh = (const void *) (c->map + cr->off);
+        perf_record rec;
+        uint32_t cpu;
+        synth_rb *rb;
+
+        must(perf_record_decode(eh, eh->size, c->sample_type, &rec));
+        cpu = (eh->type == PERF_RECORD_SAMPLE ? rec.sample.cpu : rec.sid.cpu) % (uint32_t) cpus;
+        rb = &rbs[cpu];
+        switch (eh->type) {
+        case PERF_RECORD_SAMPLE: {
+                uint64_t chain[256];
+                size_t nr = MIN((size_t) rec.sample.nr, ELEMENTSOF(chain));
+
+                for (size_t i = 0; i < nr; i++)
+                        chain[i] = perf_sample_ip(&rec.sample, i);
+                must(synth_sample_cg(rb, cap_id(c, started, rec.sample.pid, pass),
+                                     cap_id(c, started, rec.sample.tid, pass), t, cpu, rec.sample.period, chain, nr,
+                                     rec.sample.user, c->sample_type & PERF_SAMPLE_CGROUP ? &rec.sample.cgroup : NULL));
+                (*emitted)++;
+                break;
+        }
+        case PERF_RECORD_COMM:
+                must(synth_comm_tid(rb, cap_id(c, started, rec.comm.pid, pass), cap_id(c, started, rec.comm.tid, pass),
+                                    rec.comm.comm, t, cpu, rec.comm.exec));
+                break;
+        case PERF_RECORD_FORK:
+        case PERF_RECORD_EXIT:
+                must(synth_task_tid(rb, eh->type, cap_id(c, started, rec.task.pid, pass),
+                                    cap_id(c, started, rec.task.tid, pass), cap_id(c, started, rec.task.ppid, pass),
+                                    cap_id(c, started, rec.task.ptid, pass), t, cpu));
+                break;
+        case PERF_RECORD_MMAP2:
+                must(synth_mmap2(rb, cap_id(c, started, rec.mmap2.pid, pass), rec.mmap2.addr, rec.mmap2.len,
+                                 rec.mmap2.pgoff, rec.mmap2.filename,
+                                 rec.mmap2.build_id_size ? rec.mmap2.build_id : NULL, t, cpu));
+                break;
+        case PERF_RECORD_CGROUP:
+                must(synth_cgroup(rb, rec.cgroup.id, rec.cgroup.path, t, cpu));
+                break;
+        }
+}
+
+static int replay(const char *data, const char *db, uint64_t n_samples, double stretch) {
+        const uint64_t mono0 = 1000 * NSEC_PER_SEC;
+        uint64_t span, last = 0, emitted = 0, passes, seen = 0, wall_end;
+        size_t cpus = 1;
+        bool *started;
+        capture c;
+        double c0, w0, c1, w1;
+        static sim s;
+        int r;
+
+        r = capture_open(data, &c);
+        if (r < 0) {
+                fprintf(stderr, "%s: %s\n", data, strerror(-r));
+                return 1;
+        }
+        started = calloc(PID_LIMIT, sizeof *started);
+        if (!started)
+                return 1;
+        for (size_t i = 0; i < c.n_tasks; i++)
+                started[c.tasks[i].tid] = true;
+        for (size_t i = 0; i < c.n_recs; i++) {
+                const struct perf_event_header *eh = (const void *) (c.map + c.recs[i].off);
+                perf_record rec;
+
+                must(perf_record_decode(eh, eh->size, c.sample_type, &rec));
+                cpus = MAX(cpus, (size_t) (eh->type == PERF_RECORD_SAMPLE ? rec.sample.cpu : rec.sid.cpu) + 1);
+        }
+        cpus = MIN(cpus, ELEMENTSOF(s.rbs));
+        /* The passes follow each other with no gap; the last ends at its
+         * n_samples-th sample, now. */
+        span = (uint64_t) ((double) (c.t1 - c.t0 + NSEC_PER_MSEC) * stretch);
+        passes = (n_samples - 1) / c.samples;
+        for (size_t i = 0; i < c.n_recs && seen < n_samples - passes * c.samples; i++) {
+                const struct perf_event_header *eh = (const void *) (c.map + c.recs[i].off);
+
+                if (eh->type == PERF_RECORD_SAMPLE) {
+                        seen++;
+                        last = c.recs[i].time;
+                }
+        }
+#define REPLAY_T(pass, time) \
+        (mono0 + (pass) * span + ((time) ? (uint64_t) ((double) ((time) - c.t0) * stretch) : 0))
+        wall_end = (uint64_t) time(NULL) * NSEC_PER_SEC;
+        if (sim_open(&s, db, cpus, PERFSNAP_SAMPLE_TYPE | (c.sample_type & PERF_SAMPLE_CGROUP),
+                     (int64_t) wall_end - (int64_t) REPLAY_T(passes, last), mono0) < 0)
+                return 1;
+
+        c0 = cpu_seconds();
+        w0 = wall_seconds();
+        for (uint64_t pass = 0; emitted < n_samples; pass++) {
+                for (size_t i = 0; i < c.n_recs && emitted < n_samples; i++) {
+                        uint64_t t = REPLAY_T(pass, c.recs[i].time);
+
+                        if (pass > 0 && c.recs[i].time == 0)
+                                continue;
+                        replay_record(&c, started, &c.recs[i], pass, t, s.rbs, cpus, &emitted);
+                        sim_advance(&s, t);
+                }
+                if (emitted == n_samples)
+                        break;
+                /* Tasks alive when perf stopped end with the pass, so the
+                 * next pass's start as new ones. */
+                for (size_t i = 0; i < c.n_tasks; i++)
+                        if (!c.tasks[i].exited)
+                                must(synth_task_tid(&s.rbs[0], PERF_RECORD_EXIT,
+                                                    cap_id(&c, started, c.tasks[i].pid, pass),
+                                                    cap_id(&c, started, c.tasks[i].tid, pass), 1, 1,
+                                                    REPLAY_T(pass, c.t1), 0));
+        }
+#undef REPLAY_T
+        sim_finish(&s);
+        c1 = cpu_seconds();
+        w1 = wall_seconds();
+
+        const ingest_stats *is = ingest_get_stats(s.in);
+        printf("replayed %s: %" PRIu64 " samples (%" PRIu64 " stored), %" PRIu64 " a pass over %.1f s, each pass "
+               "%.1f s of history (x%.2f), %" PRIu64 " passes or part of one, %zu CPUs; %zu tasks started in a pass\n",
+               data, emitted, is->samples, c.samples, (double) (c.t1 - c.t0) / 1e9, (double) span / 1e9, stretch,
+               passes + 1, cpus, c.n_tasks);
+        printf("replay + ingest: %.2f s CPU (%.2f s wall), %.3f us/sample (the records' writing included)\n", c1 - c0,
+               w1 - w0, (c1 - c0) * 1e6 / (double) emitted);
+        printf("ingest_drain alone: %.3f us/sample\n", (double) is->cpu_ns / 1e3 / (double) emitted);
+        ingest_free(s.in);
+        store_free(s.st);
+        printf("database: %" PRIu64 " bytes after a clean close, %.2f bytes/sample\n", file_bytes(db),
+               (double) file_bytes(db) / (double) emitted);
+        free(started);
+        free(c.recs);
+        free(c.tasks);
+        munmap((void *) c.map, c.map_size);
+        time_queries(db, wall_end + NSEC_PER_SEC);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        uint64_t n_samples, cpus, hz, span_ns, mono0 = 1000 * NSEC_PER_SEC, wall_end;
+        uint64_t t_next_spawn, emitted = 0;
+        synth_rb *rbs;
         store *st = NULL;
         ingest *in = NULL;
         double c0, w0, c1, w1;
         int64_t mono_to_wall;
+        static sim s;
         int r;
 
         if (argc < 3) {
                 fprintf(stderr, "usage: bench-history DB SAMPLES [CPUS] [HZ]\n"
                                 "       bench-history --queries DB\n"
-                                "       bench-history --build DB\n");
+                                "       bench-history --build DB\n"
+                                "       bench-history --replay PERF.DATA DB SAMPLES [STRETCH]\n");
                 return 2;
         }
         if (geteuid() != 0) {
@@ -495,6 +870,15 @@ int main(int argc, char **argv) {
                        c - c1, w - w0, longest * 1e3);
                 return 0;
         }
+        if (streq(argv[1], "--replay")) {
+                double stretch = argc > 5 ? strtod(argv[5], NULL) : 1.0;
+
+                if (argc < 5 || strtoull(argv[4], NULL, 10) == 0 || !(stretch >= 1.0 && stretch <= 1000.0)) {
+                        fprintf(stderr, "usage: bench-history --replay PERF.DATA DB SAMPLES [STRETCH]\n");
+                        return 2;
+                }
+                return replay(argv[2], argv[3], strtoull(argv[4], NULL, 10), stretch);
+        }
         if (streq(argv[1], "--queries")) {
                 store_stats stats;
 
@@ -526,25 +910,12 @@ int main(int argc, char **argv) {
         make_kernel_paths();
         make_programs();
 
-        (void) unlink(argv[1]);
-        r = store_open(argv[1], STORE_READWRITE, &st);
-        if (r >= 0)
-                r = ingest_new(st, "/", &in);
-        if (r >= 0)
-                r = ingest_load_kernel(in);
-        if (r < 0) {
-                fprintf(stderr, "set-up: %s\n", strerror(-r));
-                return 1;
-        }
-        for (size_t i = 0; i < cpus; i++) {
-                if (synth_rb_init(&rbs[i], RB_DATA) < 0)
-                        return 1;
-                bufs[i] = &rbs[i].rb;
-                cpu_ids[i] = (uint32_t) i;
-        }
-
         /* The events of a 5.7+ kernel: samples carry their cgroup. */
-        ingest_set_sample_type(in, PERFSNAP_SAMPLE_TYPE | PERF_SAMPLE_CGROUP);
+        if (sim_open(&s, argv[1], cpus, PERFSNAP_SAMPLE_TYPE | PERF_SAMPLE_CGROUP, mono_to_wall, mono0) < 0)
+                return 1;
+        st = s.st;
+        in = s.in;
+        rbs = s.rbs;
         for (size_t i = 0; i < 2 + N_SESSIONS + N_BUILDS; i++) {
                 char path[96];
 
@@ -554,8 +925,6 @@ int main(int argc, char **argv) {
         w0 = wall_seconds();
         for (int i = 0; i < 12; i++)
                 spawn(&rbs[0], mono0, 0, 0);
-        t_next_drain = mono0 + DRAIN_NS;
-        t_next_commit = mono0 + NSEC_PER_SEC;
         t_next_spawn = mono0;
 
         uint64_t step = NSEC_PER_SEC / hz;
@@ -612,30 +981,9 @@ int main(int argc, char **argv) {
                         emitted++;
                 }
 
-                if (t >= t_next_drain) {
-                        r = ingest_drain(in, bufs, cpu_ids, cpus, mono_to_wall, t - 10 * NSEC_PER_MSEC);
-                        if (r < 0)
-                                return 1;
-                        t_next_drain += DRAIN_NS;
-                }
-                if (t >= t_next_commit) {
-                        bool more;
-
-                        if (ingest_commit(in) < 0)
-                                return 1;
-                        (void) store_checkpoint(st);
-                        /* The daemon's housekeeping: the hours by cgroup,
-                         * 20 ms of steps a second. */
-                        if (store_build_step(st, 20 * NSEC_PER_MSEC, &more) < 0)
-                                return 1;
-                        t_next_commit += NSEC_PER_SEC;
-                }
+                sim_advance(&s, t);
         }
-        r = ingest_drain(in, bufs, cpu_ids, cpus, mono_to_wall, INGEST_HORIZON_ALL);
-        if (r >= 0)
-                r = ingest_commit(in);
-        if (r < 0)
-                return 1;
+        sim_finish(&s);
         c1 = cpu_seconds();
         w1 = wall_seconds();
 

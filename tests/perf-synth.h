@@ -119,18 +119,24 @@ static inline int synth_cgroup(synth_rb *c, uint64_t id, const char *path, uint6
         return synth_put(c, rec, n * 8);
 }
 
-static inline int synth_comm(synth_rb *c, uint32_t pid, const char *comm, uint64_t time, uint32_t cpu, bool exec) {
+/* A thread's comm (tid: the thread's id; a process's main thread has its pid). */
+static inline int synth_comm_tid(synth_rb *c, uint32_t pid, uint32_t tid, const char *comm, uint64_t time,
+                                 uint32_t cpu, bool exec) {
         uint64_t rec[16] = {};
         struct perf_event_header *h = (void *) rec;
         size_t n = 1;
 
-        rec[n++] = (uint64_t) pid | (uint64_t) pid << 32;
+        rec[n++] = (uint64_t) pid | (uint64_t) tid << 32;
         snprintf((char *) (rec + n), 16, "%s", comm);
         n += 2;
-        n += synth_sample_id(rec + n, pid, pid, time, cpu);
+        n += synth_sample_id(rec + n, pid, tid, time, cpu);
         *h = (struct perf_event_header) { .type = PERF_RECORD_COMM, .misc = exec ? PERF_RECORD_MISC_COMM_EXEC : 0,
                                           .size = (uint16_t) (n * 8) };
         return synth_put(c, rec, n * 8);
+}
+
+static inline int synth_comm(synth_rb *c, uint32_t pid, const char *comm, uint64_t time, uint32_t cpu, bool exec) {
+        return synth_comm_tid(c, pid, pid, comm, time, cpu, exec);
 }
 
 /* PERF_RECORD_KSYMBOL: a dynamic symbol registered (or, with flags
@@ -152,21 +158,30 @@ static inline int synth_ksymbol(synth_rb *c, uint64_t addr, uint32_t len, uint16
         return synth_put(c, rec, n * 8);
 }
 
-/* type: PERF_RECORD_FORK or PERF_RECORD_EXIT. */
-static inline int synth_task(synth_rb *c, uint32_t type, uint32_t pid, uint32_t ppid, uint64_t time, uint32_t cpu) {
+/* type: PERF_RECORD_FORK or PERF_RECORD_EXIT, of thread tid of process
+ * pid, whose parent is thread ptid of process ppid. */
+static inline int synth_task_tid(synth_rb *c, uint32_t type, uint32_t pid, uint32_t tid, uint32_t ppid,
+                                 uint32_t ptid, uint64_t time, uint32_t cpu) {
         uint64_t rec[16] = {};
         struct perf_event_header *h = (void *) rec;
         size_t n = 1;
 
         rec[n++] = (uint64_t) pid | (uint64_t) ppid << 32;
-        rec[n++] = (uint64_t) pid | (uint64_t) ppid << 32;
+        rec[n++] = (uint64_t) tid | (uint64_t) ptid << 32;
         rec[n++] = time;
-        n += synth_sample_id(rec + n, pid, pid, time, cpu);
+        n += synth_sample_id(rec + n, pid, tid, time, cpu);
         *h = (struct perf_event_header) { .type = (uint16_t) type, .size = (uint16_t) (n * 8) };
         return synth_put(c, rec, n * 8);
 }
 
-/* An executable private file mapping with a 20-byte build-id. */
+/* type: PERF_RECORD_FORK or PERF_RECORD_EXIT, of a single-threaded process. */
+static inline int synth_task(synth_rb *c, uint32_t type, uint32_t pid, uint32_t ppid, uint64_t time, uint32_t cpu) {
+        return synth_task_tid(c, type, pid, pid, ppid, ppid, time, cpu);
+}
+
+/* An executable private file mapping with a 20-byte build-id; with
+ * build_id NULL, without one (device and inode 0), as the kernel writes
+ * when it cannot read the file's. */
 static inline int synth_mmap2(synth_rb *c, uint32_t pid, uint64_t addr, uint64_t len, uint64_t pgoff,
                               const char *filename, const uint8_t build_id[20], uint64_t time, uint32_t cpu) {
         uint64_t rec[48] = {};
@@ -180,15 +195,17 @@ static inline int synth_mmap2(synth_rb *c, uint32_t pid, uint64_t addr, uint64_t
         rec[n++] = addr;
         rec[n++] = len;
         rec[n++] = pgoff;
-        b = (uint8_t *) (rec + n);      /* build_id_size, reserved, build_id[20] */
-        b[0] = 20;
-        memcpy(b + 4, build_id, 20);
+        b = (uint8_t *) (rec + n);      /* build_id_size, reserved, build_id[20]; or maj, min, ino, ino_generation */
+        if (build_id) {
+                b[0] = 20;
+                memcpy(b + 4, build_id, 20);
+        }
         n += 3;
         rec[n++] = (uint64_t) 5 | (uint64_t) 2 << 32;   /* prot r-x, flags MAP_PRIVATE */
         memcpy(rec + n, filename, fl);
         n += (fl + 7) / 8;
         n += synth_sample_id(rec + n, pid, pid, time, cpu);
-        *h = (struct perf_event_header) { .type = PERF_RECORD_MMAP2, .misc = PERF_RECORD_MISC_MMAP_BUILD_ID,
+        *h = (struct perf_event_header) { .type = PERF_RECORD_MMAP2, .misc = build_id ? PERF_RECORD_MISC_MMAP_BUILD_ID : 0,
                                           .size = (uint16_t) (n * 8) };
         return synth_put(c, rec, n * 8);
 }
