@@ -69,6 +69,10 @@ typedef struct level_info {
          * to a period built or being built is copied up (feed()). */
         bool built;
         bool no_pid;            /* a process level without the pid: (cpu, comm, cgroup, leaf frame) */
+        /* A built level whose key holds this one's and more: a reader of
+         * all pids reads this one's markers from it where it has the
+         * period and is no marker there, before the finer level. 0: none. */
+        unsigned wider;
 } level_info;
 
 extern const level_info sample_levels[SAMPLE_LEVELS];
@@ -181,6 +185,7 @@ typedef struct scan_ctx {
         sqlite3_stmt *range[SAMPLE_LEVELS];
         sqlite3_stmt *period;   /* the blocks of one period (scan_folded()) */
         sqlite3_stmt *periods;  /* the periods with blocks (scan_folded()) */
+        sqlite3_stmt *held;     /* whether a period of a level is stored (scan_marker()) */
         sample_counters c;
         sample_scan_cb cb;
         void *userdata;

@@ -62,7 +62,7 @@ const level_info sample_levels[SAMPLE_LEVELS] = {
          * marker. As many entries as the other accumulators allocate when
          * a bucket takes them past ACC_MAX_ENTRIES. */
         [SAMPLE_LEVEL_LEAF_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_LEAF_MINUTE, true, true, 9, 10,
-                                       false, false, 2 * ACC_MAX_ENTRIES },
+                                       false, false, 2 * ACC_MAX_ENTRIES, false, false, SAMPLE_LEVEL_CGROUP_HOUR },
         [SAMPLE_LEVEL_PROC_MINUTE] = { 60 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_BUCKET, true, true, 9, 10, true },
         [SAMPLE_LEVEL_PROC_HOUR]   = { 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_BUCKET, SAMPLE_LEVEL_PROC_MINUTE, true, true, 9, 10, true,
                                        true },
@@ -1374,7 +1374,8 @@ void samples_scan_done(scan_ctx *x) {
         }
         sqlite3_finalize(x->period);
         sqlite3_finalize(x->periods);
-        x->period = x->periods = NULL;
+        sqlite3_finalize(x->held);
+        x->period = x->periods = x->held = NULL;
 }
 
 /* *st, prepared from sql at its first use in this scan. */
@@ -1484,6 +1485,42 @@ static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
         return rc == SQLITE_DONE ? 0 : store_step_errno(x->store, rc);
 }
 
+/* A marker's period [start, end) of `level`, [from, to) of it wanted:
+ * read from the wider level (level_info.wider) if that has the whole
+ * period stored, else from the finer level. The leaf hours of a real
+ * machine's load are markers: gcc's code alone gave an hour more leaf
+ * frames than an accumulator holds, and a week's report of functions read
+ * 8,400 leaf minutes, where the hours by cgroup hold the same counts in
+ * a third of the bytes (bench/RESULTS.md). */
+static int scan_marker(scan_ctx *x, unsigned level, uint64_t start, uint64_t end, uint64_t from, uint64_t to) {
+        unsigned wider = sample_levels[level].wider;
+        int r, rc;
+
+        if (wider != 0 && x->pid < 0 && from == start && to == end && end <= x->c.complete[wider] &&
+            start >= x->c.trimmed_ns) {
+                int64_t blocks, markers;
+
+                /* length() leaves the blobs unread. */
+                r = scan_stmt(x, &x->held,
+                              "SELECT count(*), coalesce(sum(length(data) = 1 AND data = x'00'), 0) FROM sample_blocks "
+                              "WHERE level = ?1 AND start_ns = ?2 AND id <= ?3");
+                if (r < 0)
+                        return r;
+                sqlite3_bind_int64(x->held, 1, wider);
+                sqlite3_bind_int64(x->held, 2, samples_clamp_i64(start));
+                sqlite3_bind_int64(x->held, 3, x->max_id);
+                rc = sqlite3_step(x->held);
+                blocks = sqlite3_column_int64(x->held, 0);
+                markers = sqlite3_column_int64(x->held, 1);
+                sqlite3_reset(x->held);
+                if (rc != SQLITE_ROW)
+                        return store_step_errno(x->store, rc);
+                if (blocks > 0 && markers == 0)
+                        return samples_scan_range(x, wider, start, end);
+        }
+        return scan_plan(x, sample_levels[level].finer, from, to);
+}
+
 /* The blocks of `level` whose period overlaps [from, to). */
 int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         sqlite3_stmt *st;
@@ -1517,7 +1554,7 @@ int samples_scan_range(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
                 if (level > 0 && sample_block_is_marker(data, size))
                         /* Not stored: the period from the finer level
                          * (its own statement; this one stays where it is). */
-                        r = x->one_level ? 0 : scan_plan(x, sample_levels[level].finer, MAX(from, b.start_ns), MIN(to, b.end_ns));
+                        r = x->one_level ? 0 : scan_marker(x, level, b.start_ns, b.end_ns, MAX(from, b.start_ns), MIN(to, b.end_ns));
                 else {
                         r = sample_block_decode_some(x->codec, data, size, x->need, &v, &n);
                         if (r >= 0)

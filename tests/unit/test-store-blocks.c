@@ -973,6 +973,14 @@ static int count_entries(const scan_block *b, const block_entry *v, size_t n, vo
         return 0;
 }
 
+/* Entries a scan passed on, by the level of their block. */
+static int count_by_level(const scan_block *b, const block_entry *v, size_t n, void *userdata) {
+        uint64_t *c = userdata;
+
+        c[b->level] += n;
+        return 0;
+}
+
 /* A leaf hour holds more functions than an accumulator of a minute: an
  * hour whose minutes run 8,000 functions each, 24,000 in all, is stored
  * whole, in blocks of at most 16,384 entries, not left to its minutes,
@@ -1073,6 +1081,41 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
                 q.want_stacks = true;
                 query_result *full = run_query(s, &q, 0, 0);
                 ASSERT_EQ(r->n_rows, k == 0 ? 24000 : k == 1 ? 44000 : 56000);
+                assert_same_rows(r, full);
+                query_result_free(r);
+                query_result_free(full);
+        }
+
+        /* A report of functions reads the marker's hour from its minutes
+         * until its hour by cgroup is built, then from that (44,000
+         * entries where the minutes have 80,000), and answers alike. */
+        for (int built = 0; built < 2; built++) {
+                uint64_t by_level[SAMPLE_LEVELS] = {};
+                query_params q = { .pid = -1, .cpu = -1, .since_ns = h1, .until_ns = h1 + 3600 * NSEC_PER_SEC };
+
+                if (built) {
+                        build_all(s);
+                        snprintf(sql, sizeof sql,
+                                 "SELECT sum(data = x'00') FROM sample_blocks WHERE level = 7 AND start_ns = %lld",
+                                 (long long) h1);
+                        ASSERT_EQ(sql_int(t.db, sql), 0);
+                }
+                ASSERT_OK(sample_scan_some(s, h1, h1 + 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_LEAF_HOUR, -1,
+                                           SAMPLE_NEED_ALL, count_by_level, by_level));
+                fprintf(stderr, "hour 2, %s: %" PRIu64 " leaf minute entries, %" PRIu64 " of the hour by cgroup\n",
+                        built ? "built" : "not built", by_level[SAMPLE_LEVEL_LEAF_MINUTE],
+                        by_level[SAMPLE_LEVEL_CGROUP_HOUR]);
+                ASSERT_U64_EQ(by_level[SAMPLE_LEVEL_LEAF_MINUTE], built ? 0 : 10 * 500 * 16);
+                ASSERT_U64_EQ(by_level[SAMPLE_LEVEL_CGROUP_HOUR], built ? (250 + 10 * 250) * 16 : 0);
+                /* Not for one pid: the hours by cgroup have none. */
+                ASSERT_OK(sample_scan_some(s, h1, h1 + 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_LEAF_HOUR, 1001,
+                                           SAMPLE_NEED_ALL, count_by_level, by_level));
+                ASSERT_U64_EQ(by_level[SAMPLE_LEVEL_CGROUP_HOUR], built ? (250 + 10 * 250) * 16 : 0);
+
+                query_result *r = run_query(s, &q, 0, 0);
+                q.want_stacks = true;
+                query_result *full = run_query(s, &q, 0, 0);
+                ASSERT_EQ(r->n_rows, 44000);
                 assert_same_rows(r, full);
                 query_result_free(r);
                 query_result_free(full);
