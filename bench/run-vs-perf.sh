@@ -14,7 +14,9 @@
 # Needs root and perf. With KEEP_DB=PATH the database is copied there
 # after the stop. With CACHE_DIR=PATH the daemon's cache directory is PATH
 # (kept between runs: the function tables of an earlier run are there, as
-# for a daemon that has run a while) instead of an empty one.
+# for a daemon that has run a while) instead of an empty one. CONF, if
+# set, is configuration lines added to the daemon's file (e.g.
+# CONF='ring_buffer_pages = 128').
 set -u
 B=$(readlink -f "${1:?usage: run-vs-perf.sh BUILD_DIR [SECONDS] [FREQ] [WORKLOAD]}")
 SECS=${2:-25}
@@ -33,6 +35,7 @@ socket = $T/sock
 frequency_hz = $FREQ
 callchain_depth = 127
 CONF
+printf '%b\n' "${CONF:-}" >> "$T/conf"
 export PERFSNAPD_SOCKET=$T/sock
 
 # CPU time of all threads of a live process, in seconds with ns precision

@@ -21,7 +21,7 @@ void config_init(config *c) {
                 .frequency_hz = 99,
                 .event = strdup("cpu-clock"),
                 .callchain_depth = 64,
-                .ring_buffer_pages = 128,
+                .ring_buffer_pages = 0,         /* auto */
                 .drain_interval_ns = 1 * NSEC_PER_SEC,
                 .commit_interval_ns = 1 * NSEC_PER_SEC,
                 .database = strdup("/var/lib/perfsnapd/perfsnapd.db"),
@@ -191,8 +191,12 @@ static int config_set(config *c, const char *key, const char *v, const char **re
                         ? (*ret_why = "expected a number of frames, 1..127", -EINVAL) : 0;
         if (strcmp(key, "ring_buffer_pages") == 0) {
                 uint32_t x;
+                if (strcmp(v, "auto") == 0) {
+                        c->ring_buffer_pages = 0;
+                        return 0;
+                }
                 if (parse_u32(v, 1, 1u << 16, &x) < 0 || !is_power_of_two(x))
-                        return *ret_why = "expected a power of two number of pages, 1..65536", -EINVAL;
+                        return *ret_why = "expected auto or a power of two number of pages, 1..65536", -EINVAL;
                 c->ring_buffer_pages = x;
                 return 0;
         }
@@ -522,7 +526,7 @@ static void fmt_size_key(uint64_t bytes, char *buf, size_t size) {
 }
 
 char *config_format(const config *c) {
-        char drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
+        char pages[16], drain[32], commit[32], retention[32], rescan[32], delay[32], max_age[32], max_size[32], db_max[32];
         char client_timeout[32], hold_max[32], sym_max[32], dtimeout[32], export_interval[32], offcpu_min[32];
         char query_timeout[32];
         char *s;
@@ -567,6 +571,10 @@ char *config_format(const config *c) {
         else
                 strcpy(rescan, "never");
 
+        if (c->ring_buffer_pages)
+                snprintf(pages, sizeof pages, "%u", c->ring_buffer_pages);
+        else
+                strcpy(pages, "auto");
         fmt_duration_key(c->drain_interval_ns, drain, sizeof drain);
         fmt_duration_key(c->commit_interval_ns, commit, sizeof commit);
         if (c->retention_ns)
@@ -578,7 +586,7 @@ char *config_format(const config *c) {
                      "frequency_hz = %u\n"
                      "event = %s\n"
                      "callchain_depth = %u\n"
-                     "ring_buffer_pages = %u\n"
+                     "ring_buffer_pages = %s\n"
                      "drain_interval = %s\n"
                      "commit_interval = %s\n"
                      "database = %s\n"
@@ -613,7 +621,7 @@ char *config_format(const config *c) {
                      "offcpu_max_threads = %u\n"
                      "offcpu_max_sums = %u\n"
                      "offcpu_clock = %s\n",
-                     c->frequency_hz, c->event, c->callchain_depth, c->ring_buffer_pages, drain, commit,
+                     c->frequency_hz, c->event, c->callchain_depth, pages, drain, commit,
                      c->database, c->socket, c->group, retention, db_max, hold_max, rescan, c->max_clients,
                      c->max_clients_per_user, c->max_queries_per_user, client_timeout,
                      c->query_max_rows, c->query_max_stacks, query_timeout,
@@ -623,6 +631,23 @@ char *config_format(const config *c) {
                      c->offcpu_max_threads, c->offcpu_max_sums, c->offcpu_clock) < 0)
                 return NULL;
         return s;
+}
+
+uint32_t config_ring_buffer_pages(const config *c, size_t page_size) {
+        uint64_t half, pages = 128;
+
+        if (c->ring_buffer_pages)
+                return c->ring_buffer_pages;
+        /* A drain's samples at 512 bytes each (a chain of about 60
+         * frames), in half the buffer: the kernel's wake-up at half full
+         * comes after the timer's drain, not before it. Drains of 1,000
+         * samples a CPU instead of about 500 cost 8-10 % less CPU a sample
+         * at 999 Hz (bench/RESULTS.md): their first records find the
+         * caches cold. */
+        half = (uint64_t) c->frequency_hz * 512 * (c->drain_interval_ns / NSEC_PER_MSEC) / 1000;
+        while (pages < 1024 && pages * page_size / 2 < half)
+                pages *= 2;
+        return (uint32_t) pages;
 }
 
 uint64_t config_database_max_size(const config *c, uint64_t fs_bytes) {

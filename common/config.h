@@ -13,7 +13,7 @@ typedef struct config {
         uint32_t frequency_hz;          /* per CPU */
         char *event;                    /* "cpu-clock" or "cycles" */
         uint32_t callchain_depth;       /* frames per sample, 1..PERF_MAX_STACK_DEPTH */
-        uint32_t ring_buffer_pages;     /* data pages per CPU, power of two */
+        uint32_t ring_buffer_pages;     /* data pages per CPU, power of two; 0 = auto (config_ring_buffer_pages()) */
         uint64_t drain_interval_ns;     /* timer drain, besides watermark wakeups */
         uint64_t commit_interval_ns;    /* how long drained samples may wait for a commit */
         char *database;
@@ -60,6 +60,13 @@ typedef struct config {
 void config_init(config *c);            /* the documented defaults */
 void config_done(config *c);
 int config_copy(const config *from, config *to);
+
+/* The ring buffer pages (of page_size bytes) in effect: ring_buffer_pages,
+ * or with auto the smallest power of two whose half holds a drain
+ * interval of samples at 512 bytes each, 128..1024 (with the default
+ * drain_interval of 1s: 128 up to 512 Hz, 256 at 999 Hz, 1024 from 2049
+ * Hz). */
+uint32_t config_ring_buffer_pages(const config *c, size_t page_size);
 
 /* The size cap in effect for a file system of fs_bytes. */
 uint64_t config_database_max_size(const config *c, uint64_t fs_bytes);

@@ -728,15 +728,16 @@ static int add_signal(daemon_ctx *d, int sig, event_callback_fn cb, struct event
 }
 
 int daemon_start(daemon_ctx *d) {
+        const uint32_t pages = config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE));
         perf_events_config pc = {
                 .freq_hz = d->cfg.frequency_hz,
                 .max_stack = d->cfg.callchain_depth,
-                .pages = d->cfg.ring_buffer_pages,
+                .pages = pages,
                 .use_cycles = strcmp(d->cfg.event, "cycles") == 0,
                 /* Woken at half full: each drain takes more records, which
                  * costs less CPU a record (bench/RESULTS.md); the other
                  * half is the time the loop has to answer. */
-                .wakeup_bytes = (uint32_t) ((size_t) d->cfg.ring_buffer_pages * (size_t) sysconf(_SC_PAGESIZE) / 2),
+                .wakeup_bytes = (uint32_t) ((size_t) pages * (size_t) sysconf(_SC_PAGESIZE) / 2),
                 .clockid = CLOCK_MONOTONIC,
                 .want_ksymbol = true,
         };
@@ -910,8 +911,10 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 return r;
 
-        log_info("Sampling %s at %u Hz on %zu CPUs, callchains up to %u frames, database %s.",
-                 perf_events_kind(d->events), d->cfg.frequency_hz, d->n_cpus, d->cfg.callchain_depth, d->cfg.database);
+        log_info("Sampling %s at %u Hz on %zu CPUs, callchains up to %u frames, ring buffers of %u pages%s, database %s.",
+                 perf_events_kind(d->events), d->cfg.frequency_hz, d->n_cpus, d->cfg.callchain_depth,
+                 config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE)),
+                 d->cfg.ring_buffer_pages ? "" : " (auto)", d->cfg.database);
         (void) sd_notifyf(0, "READY=1\nSTATUS=Sampling %zu CPUs at %u Hz", d->n_cpus, d->cfg.frequency_hz);
         return 0;
 }

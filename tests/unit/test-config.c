@@ -91,6 +91,44 @@ TEST(format_round_trips) {
         config_done(&d);
 }
 
+/* ring_buffer_pages = auto (the default): half a buffer holds a drain
+ * interval of samples at 512 bytes, in 128..1024 pages; a number is
+ * taken as it is. */
+TEST(ring_buffer_pages_auto) {
+        _cleanup_free_ char *error = NULL, *text = NULL;
+        static const struct {
+                const char *conf;
+                uint32_t pages_4k, pages_64k;
+        } cases[] = {
+                { "", 128, 128 },                               /* 99 Hz, 1s */
+                { "frequency_hz = 512\n", 128, 128 },          /* 262,144 bytes: half of 128 pages */
+                { "frequency_hz = 513\n", 256, 128 },
+                { "frequency_hz = 999\n", 256, 128 },
+                { "frequency_hz = 999\ndrain_interval = 3s\n", 1024, 128 },
+                { "frequency_hz = 4999\n", 1024, 128 },
+                { "frequency_hz = 99999\ndrain_interval = 60s\n", 1024, 1024 },
+                { "frequency_hz = 999\ndrain_interval = 100ms\n", 128, 128 },
+                { "frequency_hz = 999\nring_buffer_pages = 64\n", 64, 64 },
+                { "ring_buffer_pages = 64\nring_buffer_pages = auto\n", 128, 128 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                config c;
+
+                config_init(&c);
+                ASSERT_OK(config_parse(&c, cases[i].conf, "t", &error));
+                fprintf(stderr, "%s-> %u pages of 4 KiB, %u of 64 KiB\n", cases[i].conf,
+                        config_ring_buffer_pages(&c, 4096), config_ring_buffer_pages(&c, 65536));
+                ASSERT_EQ(config_ring_buffer_pages(&c, 4096), cases[i].pages_4k);
+                ASSERT_EQ(config_ring_buffer_pages(&c, 65536), cases[i].pages_64k);
+                free(text);
+                text = config_format(&c);
+                ASSERT_TRUE(strstr(text, c.ring_buffer_pages ? "\nring_buffer_pages = 64\n"
+                                                             : "\nring_buffer_pages = auto\n") != NULL);
+                config_done(&c);
+        }
+}
+
 static void expect_error(const char *text, const char *expected_message) {
         _cleanup_free_ char *error = NULL;
         config c;
