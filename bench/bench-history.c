@@ -46,7 +46,8 @@
  * With BENCH_TIMEOUT=SECONDS, queries have that deadline, as the daemon's
  * query_timeout gives them; with BENCH_MAX_STACKS=N, at most N stacks (0:
  * all; default 20,000, as the daemon's query_max_stacks); with
- * BENCH_GROUP_SLOTS=N, a group table of at most N slots. */
+ * BENCH_GROUP_SLOTS=N, a group table of at most N slots; with BENCH_PID=N,
+ * the pid queries are of pid N (default 1003, a process of the model). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -439,16 +440,21 @@ static void time_query(const char *db, const char *what, uint64_t since_ns, cons
 
 static void time_queries(const char *db, uint64_t now) {
         const uint64_t hour = 3600 * NSEC_PER_SEC, week = 7 * 86400 * NSEC_PER_SEC;
+        const char *env = getenv("BENCH_PID");
+        int64_t pid = env ? strtoll(env, NULL, 10) : 1003;
+        char pid_hour[48], pid_week[48];
 
+        snprintf(pid_hour, sizeof pid_hour, "--since 1h --pid %" PRId64, pid);
+        snprintf(pid_week, sizeof pid_week, "--since 7d --pid %" PRId64, pid);
         for (int cold = 1; cold >= 0; cold--) {
                 time_query(db, "--since 1h", now - hour, NULL, -1, -1, false, cold);
                 time_query(db, "--since 1h --comm cc1", now - hour, "cc1", -1, -1, false, cold);
-                time_query(db, "--since 1h --pid 1003", now - hour, NULL, 1003, -1, false, cold);
+                time_query(db, pid_hour, now - hour, NULL, pid, -1, false, cold);
                 time_query(db, "--since 1h --cpu 1", now - hour, NULL, -1, 1, false, cold);
                 time_query(db, "--since 1h --format folded", now - hour, NULL, -1, -1, true, cold);
                 time_query(db, "--since 5m", now - 300 * NSEC_PER_SEC, NULL, -1, -1, false, cold);
                 time_query(db, "--since 7d", now - week, NULL, -1, -1, false, cold);
-                time_query(db, "--since 7d --pid 1003", now - week, NULL, 1003, -1, false, cold);
+                time_query(db, pid_week, now - week, NULL, pid, -1, false, cold);
                 time_query(db, "--since 7d --format folded", now - week, NULL, -1, -1, true, cold);
                 /* Attribution: a unit filter, and perfsnapctl units. */
                 time_query_ex(db, "--since 1h --unit 'session-*.scope'", now - hour, NULL, -1, -1, false, cold,
