@@ -1485,37 +1485,54 @@ static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
         return rc == SQLITE_DONE ? 0 : store_step_errno(x->store, rc);
 }
 
+/* The blocks of a period of `level` written up to x->max_id: how many,
+ * how many are markers (length() leaves the blobs unread), and the
+ * samples they count. */
+static int scan_period_sums(scan_ctx *x, unsigned level, uint64_t start, int64_t *ret_blocks, int64_t *ret_markers,
+                            int64_t *ret_samples) {
+        int r, rc;
+
+        r = scan_stmt(x, &x->held,
+                      "SELECT count(*), coalesce(sum(length(data) = 1 AND data = x'00'), 0), "
+                      "coalesce(sum(n_samples), 0) FROM sample_blocks WHERE level = ?1 AND start_ns = ?2 AND id <= ?3");
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(x->held, 1, level);
+        sqlite3_bind_int64(x->held, 2, samples_clamp_i64(start));
+        sqlite3_bind_int64(x->held, 3, x->max_id);
+        rc = sqlite3_step(x->held);
+        *ret_blocks = sqlite3_column_int64(x->held, 0);
+        *ret_markers = sqlite3_column_int64(x->held, 1);
+        *ret_samples = sqlite3_column_int64(x->held, 2);
+        sqlite3_reset(x->held);
+        return rc == SQLITE_ROW ? 0 : store_step_errno(x->store, rc);
+}
+
 /* A marker's period [start, end) of `level`, [from, to) of it wanted:
  * read from the wider level (level_info.wider) if that has the whole
- * period stored, else from the finer level. The leaf hours of a real
- * machine's load are markers: gcc's code alone gave an hour more leaf
- * frames than an accumulator holds, and a week's report of functions read
- * 8,400 leaf minutes, where the hours by cgroup hold the same counts in
- * a third of the bytes (bench/RESULTS.md). */
+ * period stored, with no marker and the samples the marker counts, else
+ * from the finer level. (The builder of the hours by cgroup leaves out a
+ * block it cannot decode, whose samples the leaf minutes still have; a
+ * bucket late to the hour, copied up to the wider level, also sends the
+ * reader to the finer one.) The leaf hours of a real machine's load are
+ * markers: gcc's code alone gave an hour more leaf frames than an
+ * accumulator holds, and a week's report of functions read 8,400 leaf
+ * minutes, where the hours by cgroup hold the same counts in a third of
+ * the bytes (bench/RESULTS.md). */
 static int scan_marker(scan_ctx *x, unsigned level, uint64_t start, uint64_t end, uint64_t from, uint64_t to) {
         unsigned wider = sample_levels[level].wider;
-        int r, rc;
+        int r;
 
         if (wider != 0 && x->pid < 0 && from == start && to == end && end <= x->c.complete[wider] &&
             start >= x->c.trimmed_ns) {
-                int64_t blocks, markers;
+                int64_t blocks, markers, samples, own_blocks, own_markers, own_samples;
 
-                /* length() leaves the blobs unread. */
-                r = scan_stmt(x, &x->held,
-                              "SELECT count(*), coalesce(sum(length(data) = 1 AND data = x'00'), 0) FROM sample_blocks "
-                              "WHERE level = ?1 AND start_ns = ?2 AND id <= ?3");
+                r = scan_period_sums(x, wider, start, &blocks, &markers, &samples);
+                if (r >= 0 && blocks > 0 && markers == 0)
+                        r = scan_period_sums(x, level, start, &own_blocks, &own_markers, &own_samples);
                 if (r < 0)
                         return r;
-                sqlite3_bind_int64(x->held, 1, wider);
-                sqlite3_bind_int64(x->held, 2, samples_clamp_i64(start));
-                sqlite3_bind_int64(x->held, 3, x->max_id);
-                rc = sqlite3_step(x->held);
-                blocks = sqlite3_column_int64(x->held, 0);
-                markers = sqlite3_column_int64(x->held, 1);
-                sqlite3_reset(x->held);
-                if (rc != SQLITE_ROW)
-                        return store_step_errno(x->store, rc);
-                if (blocks > 0 && markers == 0)
+                if (blocks > 0 && markers == 0 && samples == own_samples)
                         return samples_scan_range(x, wider, start, end);
         }
         return scan_plan(x, sample_levels[level].finer, from, to);

@@ -1088,11 +1088,25 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
 
         /* A report of functions reads the marker's hour from its minutes
          * until its hour by cgroup is built, then from that (44,000
-         * entries where the minutes have 80,000), and answers alike. */
-        for (int built = 0; built < 2; built++) {
+         * entries where the minutes have 80,000), and answers alike; and
+         * from the minutes again once the hour by cgroup counts fewer
+         * samples than the marker (as when its builder left out a block
+         * it could not decode): here one of its blocks is deleted. */
+        for (int stage = 0; stage < 3; stage++) {
                 uint64_t by_level[SAMPLE_LEVELS] = {};
                 query_params q = { .pid = -1, .cpu = -1, .since_ns = h1, .until_ns = h1 + 3600 * NSEC_PER_SEC };
+                bool built = stage == 1;
 
+                if (stage == 2) {
+                        sqlite3 *db = NULL;
+
+                        snprintf(sql, sizeof sql, "DELETE FROM sample_blocks WHERE id = (SELECT max(id) FROM "
+                                 "sample_blocks WHERE level = 7 AND start_ns = %lld)", (long long) h1);
+                        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
+                        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+                        ASSERT_EQ(sqlite3_changes(db), 1);
+                        sqlite3_close(db);
+                }
                 if (built) {
                         build_all(s);
                         snprintf(sql, sizeof sql,
@@ -1103,7 +1117,7 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
                 ASSERT_OK(sample_scan_some(s, h1, h1 + 3600 * NSEC_PER_SEC, SAMPLE_LEVEL_LEAF_HOUR, -1,
                                            SAMPLE_NEED_ALL, count_by_level, by_level));
                 fprintf(stderr, "hour 2, %s: %" PRIu64 " leaf minute entries, %" PRIu64 " of the hour by cgroup\n",
-                        built ? "built" : "not built", by_level[SAMPLE_LEVEL_LEAF_MINUTE],
+                        stage == 0 ? "not built" : stage == 1 ? "built" : "a block short", by_level[SAMPLE_LEVEL_LEAF_MINUTE],
                         by_level[SAMPLE_LEVEL_CGROUP_HOUR]);
                 ASSERT_U64_EQ(by_level[SAMPLE_LEVEL_LEAF_MINUTE], built ? 0 : 10 * 500 * 16);
                 ASSERT_U64_EQ(by_level[SAMPLE_LEVEL_CGROUP_HOUR], built ? (250 + 10 * 250) * 16 : 0);
