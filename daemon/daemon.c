@@ -84,6 +84,8 @@ struct daemon_ctx {
         workqueue_item checkpoint_item;
         bool checkpoint_running;
         uint64_t start_mono_ns;
+        uint32_t ring_pages;            /* each CPU's ring buffer, as opened */
+        uint32_t ring_pages_asked;      /* as the configuration asked (more, where they did not fit) */
         uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
         uint64_t last_retention_ns;     /* CLOCK_MONOTONIC */
@@ -466,7 +468,8 @@ static void on_sighup(evutil_socket_t sig, short what, void *userdata) {
         }
         if (strcmp(n.database, d->cfg.database) != 0 || strcmp(n.socket, d->cfg.socket) != 0 ||
             strcmp(n.root, d->cfg.root) != 0 || strcmp(n.event, d->cfg.event) != 0 ||
-            n.ring_buffer_pages != d->cfg.ring_buffer_pages || n.callchain_depth != d->cfg.callchain_depth ||
+            (d->events && config_ring_buffer_pages(&n, (size_t) sysconf(_SC_PAGESIZE)) != d->ring_pages_asked) ||
+            n.callchain_depth != d->cfg.callchain_depth ||
             !streq(n.cache_dir, d->cfg.cache_dir) || !streq(n.debuginfod_urls, d->cfg.debuginfod_urls) ||
             n.debuginfod_timeout_ns != d->cfg.debuginfod_timeout_ns || n.offcpu != d->cfg.offcpu ||
             n.offcpu_min_wait_ns != d->cfg.offcpu_min_wait_ns || n.offcpu_max_threads != d->cfg.offcpu_max_threads ||
@@ -728,16 +731,16 @@ static int add_signal(daemon_ctx *d, int sig, event_callback_fn cb, struct event
 }
 
 int daemon_start(daemon_ctx *d) {
-        const uint32_t pages = config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE));
         perf_events_config pc = {
                 .freq_hz = d->cfg.frequency_hz,
                 .max_stack = d->cfg.callchain_depth,
-                .pages = pages,
+                .pages = config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE)),
                 .use_cycles = strcmp(d->cfg.event, "cycles") == 0,
                 /* Woken at half full: each drain takes more records, which
                  * costs less CPU a record (bench/RESULTS.md); the other
                  * half is the time the loop has to answer. */
-                .wakeup_bytes = (uint32_t) ((size_t) pages * (size_t) sysconf(_SC_PAGESIZE) / 2),
+                .wakeup_bytes = (uint32_t) ((size_t) config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE)) *
+                                            (size_t) sysconf(_SC_PAGESIZE) / 2),
                 .clockid = CLOCK_MONOTONIC,
                 .want_ksymbol = true,
         };
@@ -784,7 +787,18 @@ int daemon_start(daemon_ctx *d) {
          * BPF program loaded in between then reach the ring buffers (an
          * event that is not enabled gets none), and one that also made it
          * into kallsyms is recognised as a duplicate. */
+        d->ring_pages_asked = pc.pages;
         r = perf_events_open(&pc, &d->events);
+        if (r == -EPERM && d->cfg.ring_buffer_pages == 0 && pc.pages > 128) {
+                /* Pages past perf_event_mlock_kb (516 KiB a CPU) count
+                 * against RLIMIT_MEMLOCK without CAP_IPC_LOCK (the shipped
+                 * unit sets 64M): auto falls back to what fits. */
+                log_notice("Ring buffers of %u pages a CPU exceed the locked-memory limit; using 128 "
+                           "(set LimitMEMLOCK= higher, or ring_buffer_pages, for larger ones).", pc.pages);
+                pc.pages = 128;
+                pc.wakeup_bytes = (uint32_t) ((size_t) pc.pages * (size_t) sysconf(_SC_PAGESIZE) / 2);
+                r = perf_events_open(&pc, &d->events);
+        }
         if (r == -EACCES || r == -EPERM) {
                 _cleanup_free_ char *p = NULL;
                 int paranoid = read_full_file_at(d->cfg.root, "proc/sys/kernel/perf_event_paranoid", 64, &p, NULL) >= 0 ? atoi(p) : -1;
@@ -797,6 +811,7 @@ int daemon_start(daemon_ctx *d) {
         }
         if (r < 0)
                 return log_error_errno(r, "Failed to open perf events: %m");
+        d->ring_pages = pc.pages;
         d->n_cpus = perf_events_count(d->events);
         ingest_set_sample_type(d->ingest, perf_events_sample_type(d->events));
         if (!(perf_events_sample_type(d->events) & PERF_SAMPLE_CGROUP))
@@ -912,8 +927,7 @@ int daemon_start(daemon_ctx *d) {
                 return r;
 
         log_info("Sampling %s at %u Hz on %zu CPUs, callchains up to %u frames, ring buffers of %u pages%s, database %s.",
-                 perf_events_kind(d->events), d->cfg.frequency_hz, d->n_cpus, d->cfg.callchain_depth,
-                 config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE)),
+                 perf_events_kind(d->events), d->cfg.frequency_hz, d->n_cpus, d->cfg.callchain_depth, d->ring_pages,
                  d->cfg.ring_buffer_pages ? "" : " (auto)", d->cfg.database);
         (void) sd_notifyf(0, "READY=1\nSTATUS=Sampling %zu CPUs at %u Hz", d->n_cpus, d->cfg.frequency_hz);
         return 0;

@@ -89,5 +89,32 @@ if grep -q "^#define HAVE_OFFCPU 1" "$(dirname "$PERFSNAPD")/daemon-config.h" 2>
         pass "offcpu = on: CAP_BPF loads it; without, CPU samples go on and status says why"
 fi
 
+# ring_buffer_pages = auto past the locked-memory limit. Without
+# CAP_IPC_LOCK (as under the unit), buffer pages past the kernel's
+# allowance (perf_event_mlock_kb a CPU, shared by all of root's perf
+# buffers) count against RLIMIT_MEMLOCK. A limit that holds 129 pages a
+# CPU (128 always fit, whatever other buffers root has) but not the 1,024
+# of auto at 4999 Hz: the daemon falls back to 128 pages and says so.
+NCPU=$(getconf _NPROCESSORS_ONLN)
+PAGE=$(getconf PAGESIZE)
+cp "$CONF" "$T/conf.saved"
+printf 'frequency_hz = 4999\ndrain_interval = 1s\n' >> "$CONF"
+rm -f "$DB"*
+DAEMON_LOG=$T/log.memlock
+prlimit --memlock=$((NCPU * 129 * PAGE + 65536)) setpriv --bounding-set=-all,+perfmon,+syslog --inh-caps=-all -- \
+        "$PERFSNAPD" --config "$CONF" > "$DAEMON_LOG" 2>&1 &
+DPID=$!
+wait_until "perfsnapd under a locked-memory limit to start sampling or exit" sampling_or_exited
+exit_status
+cat "$DAEMON_LOG"
+[ "$RC" = running ] || fail "auto ring buffers past RLIMIT_MEMLOCK: exited ($RC) instead of falling back"
+grep -q "Ring buffers of 1024 pages a CPU exceed the locked-memory limit; using 128" "$DAEMON_LOG" ||
+        fail "auto ring buffers past RLIMIT_MEMLOCK: no fallback notice"
+grep -q "ring buffers of 128 pages (auto)" "$DAEMON_LOG" || fail "auto ring buffers past RLIMIT_MEMLOCK: not 128 pages"
+wait_field samples -gt 0
+stop_daemon
+cp "$T/conf.saved" "$CONF"
+pass "ring_buffer_pages = auto past RLIMIT_MEMLOCK without CAP_IPC_LOCK: 128 pages, samples stored"
+
 expect_refusal +syslog CAP_PERFMON "Failed to open perf events.*CAP_PERFMON"
 expect_refusal +perfmon CAP_SYSLOG "proc/kallsyms.*CAP_SYSLOG"
