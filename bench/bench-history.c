@@ -544,9 +544,11 @@ static int capture_open(const char *path, capture *c) {
         if (c->map == MAP_FAILED)
                 return -EINVAL;
         h = (const pd_header *) (const void *) c->map;
+        /* Sections within the file (no sum that can wrap), records 8-byte aligned. */
         if (memcmp(h->magic, "PERFILE2", 8) != 0 || h->attr_size < 16 + PERF_ATTR_SIZE_VER0 ||
-            h->attrs.size < h->attr_size || h->attrs.offset + h->attrs.size > c->map_size ||
-            h->data.offset + h->data.size > c->map_size) {
+            h->attrs.size < h->attr_size || h->attrs.offset > c->map_size ||
+            h->attrs.size > c->map_size - h->attrs.offset || h->data.offset > c->map_size ||
+            h->data.size > c->map_size - h->data.offset || h->data.offset % 8 != 0) {
                 fprintf(stderr, "%s: not a perf.data file this reads (PERFILE2, not a pipe)\n", path);
                 return -EINVAL;
         }
@@ -574,7 +576,7 @@ static int capture_open(const char *path, capture *c) {
                 perf_record rec;
                 uint64_t t;
 
-                if (eh->size < sizeof *eh || off + eh->size > h->data.offset + h->data.size)
+                if (eh->size < sizeof *eh || eh->size % 8 != 0 || eh->size > h->data.offset + h->data.size - off)
                         return -EBADMSG;
                 switch (eh->type) {
                 case PERF_RECORD_SAMPLE:
@@ -599,7 +601,10 @@ static int capture_open(const char *path, capture *c) {
                                 if (eh->type == PERF_RECORD_EXIT) {
                                         if (i < c->n_tasks)
                                                 c->tasks[i].exited = true;
-                                } else if (i == c->n_tasks && rec.task.tid > 0 && rec.task.tid < PID_LIMIT) {
+                                } else if (i < c->n_tasks)
+                                        c->tasks[i].exited = false;     /* the id's next task */
+                                /* Time 0: what perf wrote of the tasks it found. */
+                                else if (t > 0 && rec.task.tid > 0 && rec.task.tid < PID_LIMIT) {
                                         if (GREEDY_REALLOC(c->tasks, talloc, c->n_tasks + 1) < 0)
                                                 return -ENOMEM;
                                         c->tasks[c->n_tasks++] = (cap_task) { rec.task.pid, rec.task.tid, false };
