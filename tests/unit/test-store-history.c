@@ -44,6 +44,27 @@ static int list_events_json(store *s, uint64_t since_ns, bool with_records, uint
         return r;
 }
 
+/* A new store in dir (made from its template) with a boot and two
+ * modules loaded at start: the first at 0xffffffffc0a00000 with both
+ * sections, the second at 0xffffffffc0b00000 with the first. */
+static store *open_with_two_modules(char *dir, store_section secs[2], const char *first, const char *second,
+                                    int64_t *boot, int64_t *a, int64_t *b) {
+        char path[128];
+        store *s = NULL;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/db", dir);
+        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
+        ASSERT_OK(store_add_boot(s, "uuid", "bid", 0xffffffff81000000, "6.1", 100, boot));
+        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = *boot, .name = first, .base = 0xffffffffc0a00000,
+                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
+                                   .sections = secs, .n_sections = 2 }, a));
+        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = *boot, .name = second, .base = 0xffffffffc0b00000,
+                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
+                                   .sections = secs, .n_sections = 1 }, b));
+        return s;
+}
+
 TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         char dir[] = "/tmp/test-store-journal.XXXXXX", path[128];
         store_section secs[2] = {
@@ -54,16 +75,7 @@ TEST(expire_drops_old_journal_entries_and_unloaded_modules) {
         int64_t boot = 0, old_mod = 0, live_mod = 0;
         store *s = NULL;
 
-        ASSERT_TRUE(mkdtemp(dir));
-        snprintf(path, sizeof path, "%s/db", dir);
-        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
-        ASSERT_OK(store_add_boot(s, "uuid", "bid", 0xffffffff81000000, "6.1", 100, &boot));
-        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "old", .base = 0xffffffffc0a00000,
-                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
-                                   .sections = secs, .n_sections = 2 }, &old_mod));
-        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "live", .base = 0xffffffffc0b00000,
-                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
-                                   .sections = secs, .n_sections = 1 }, &live_mod));
+        s = open_with_two_modules(dir, secs, "old", "live", &boot, &old_mod, &live_mod);
         ASSERT_OK(add_event(s, 100, boot, "start", 0, 0, (int64_t[]) { old_mod, live_mod }, 2, NULL, 0));
         ASSERT_OK(store_unload_module(s, old_mod, 200, "uevent"));
         ASSERT_ERROR(store_unload_module(s, old_mod, 210, "uevent"), ENOENT);
@@ -142,16 +154,8 @@ TEST(entries_share_the_section_map_of_the_same_modules) {
         store *s = NULL;
         int n = 0;
 
-        ASSERT_TRUE(mkdtemp(dir));
+        s = open_with_two_modules(dir, secs, "a", "b", &boot, &a, &b);
         snprintf(path, sizeof path, "%s/db", dir);
-        ASSERT_OK(store_open(path, STORE_READWRITE, &s));
-        ASSERT_OK(store_add_boot(s, "uuid", "bid", 0xffffffff81000000, "6.1", 100, &boot));
-        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "a", .base = 0xffffffffc0a00000,
-                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
-                                   .sections = secs, .n_sections = 2 }, &a));
-        ASSERT_OK(store_add_module(s, &(store_module) { .boot_id = boot, .name = "b", .base = 0xffffffffc0b00000,
-                                   .size = 0x2000, .loaded_ns = 100, .loaded_how = "startup",
-                                   .sections = secs, .n_sections = 1 }, &b));
         ASSERT_OK(store_add_ksym(s, &(store_ksym) { .boot_id = boot, .name = "bpf_prog_0123456789abcdef_x",
                                  .addr = 0xffffffffc0200000, .len = 0x40, .type = "bpf", .registered_ns = 150,
                                  .registered_how = "perf" }, &k));
