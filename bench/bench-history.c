@@ -499,6 +499,7 @@ typedef struct capture {
         size_t n_recs;
         uint64_t samples;       /* in one pass */
         uint64_t t0, t1;        /* first and last record perf timed */
+        size_t cpus;            /* 1 + the highest CPU a record names */
         cap_task *tasks;        /* started while perf recorded (PERF_RECORD_FORK) */
         size_t n_tasks;
         uint32_t lo, hi;        /* their ids' range */
@@ -530,7 +531,7 @@ static int capture_open(const char *path, capture *c) {
         struct stat st;
         int fd, r = 0;
 
-        *c = (capture) { .t0 = UINT64_MAX, .lo = UINT32_MAX };
+        *c = (capture) { .t0 = UINT64_MAX, .lo = UINT32_MAX, .cpus = 1 };
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0) {
                 r = -errno;
@@ -590,6 +591,8 @@ static int capture_open(const char *path, capture *c) {
                                 return r;
                         t = eh->type == PERF_RECORD_SAMPLE ? rec.sample.time : rec.sid.time;
                         c->samples += eh->type == PERF_RECORD_SAMPLE;
+                        c->cpus = MAX(c->cpus,
+                                      (size_t) (eh->type == PERF_RECORD_SAMPLE ? rec.sample.cpu : rec.sid.cpu) + 1);
                         if (t > 0)
                                 c->t0 = MIN(c->t0, t);
                         c->t1 = MAX(c->t1, t);
@@ -741,7 +744,7 @@ static void replay_record(const capture *c, const bool *started, const cap_rec *
 static int replay(const char *data, const char *db, uint64_t n_samples, double stretch) {
         const uint64_t mono0 = 1000 * NSEC_PER_SEC;
         uint64_t span, last = 0, emitted = 0, passes, seen = 0, wall_end;
-        size_t cpus = 1;
+        size_t cpus;
         bool *started;
         capture c;
         double c0, w0, c1, w1;
@@ -758,14 +761,7 @@ static int replay(const char *data, const char *db, uint64_t n_samples, double s
                 return 1;
         for (size_t i = 0; i < c.n_tasks; i++)
                 started[c.tasks[i].tid] = true;
-        for (size_t i = 0; i < c.n_recs; i++) {
-                const struct perf_event_header *eh = (const void *) (c.map + c.recs[i].off);
-                perf_record rec;
-
-                must(perf_record_decode(eh, eh->size, c.sample_type, &rec));
-                cpus = MAX(cpus, (size_t) (eh->type == PERF_RECORD_SAMPLE ? rec.sample.cpu : rec.sid.cpu) + 1);
-        }
-        cpus = MIN(cpus, ELEMENTSOF(s.rbs));
+        cpus = MIN(c.cpus, ELEMENTSOF(s.rbs));
         /* The passes follow each other with no gap; the last ends at its
          * n_samples-th sample, now. */
         span = (uint64_t) ((double) (c.t1 - c.t0 + NSEC_PER_MSEC) * stretch);

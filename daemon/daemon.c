@@ -731,16 +731,12 @@ static int add_signal(daemon_ctx *d, int sig, event_callback_fn cb, struct event
 }
 
 int daemon_start(daemon_ctx *d) {
+        const size_t page_size = (size_t) sysconf(_SC_PAGESIZE);
         perf_events_config pc = {
                 .freq_hz = d->cfg.frequency_hz,
                 .max_stack = d->cfg.callchain_depth,
-                .pages = config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE)),
+                .pages = config_ring_buffer_pages(&d->cfg, page_size),
                 .use_cycles = strcmp(d->cfg.event, "cycles") == 0,
-                /* Woken at half full: each drain takes more records, which
-                 * costs less CPU a record (bench/RESULTS.md); the other
-                 * half is the time the loop has to answer. */
-                .wakeup_bytes = (uint32_t) ((size_t) config_ring_buffer_pages(&d->cfg, (size_t) sysconf(_SC_PAGESIZE)) *
-                                            (size_t) sysconf(_SC_PAGESIZE) / 2),
                 .clockid = CLOCK_MONOTONIC,
                 .want_ksymbol = true,
         };
@@ -788,16 +784,20 @@ int daemon_start(daemon_ctx *d) {
          * event that is not enabled gets none), and one that also made it
          * into kallsyms is recognised as a duplicate. */
         d->ring_pages_asked = pc.pages;
-        r = perf_events_open(&pc, &d->events);
-        if (r == -EPERM && d->cfg.ring_buffer_pages == 0 && pc.pages > 128) {
+        for (;;) {
+                /* Woken at half full: each drain takes more records, which
+                 * costs less CPU a record (bench/RESULTS.md); the other
+                 * half is the time the loop has to answer. */
+                pc.wakeup_bytes = (uint32_t) ((size_t) pc.pages * page_size / 2);
+                r = perf_events_open(&pc, &d->events);
+                if (r != -EPERM || d->cfg.ring_buffer_pages != 0 || pc.pages <= 128)
+                        break;
                 /* Pages past perf_event_mlock_kb (516 KiB a CPU) count
                  * against RLIMIT_MEMLOCK without CAP_IPC_LOCK (the shipped
                  * unit sets 64M): auto falls back to what fits. */
                 log_notice("Ring buffers of %u pages a CPU exceed the locked-memory limit; using 128 "
                            "(set LimitMEMLOCK= higher, or ring_buffer_pages, for larger ones).", pc.pages);
                 pc.pages = 128;
-                pc.wakeup_bytes = (uint32_t) ((size_t) pc.pages * (size_t) sysconf(_SC_PAGESIZE) / 2);
-                r = perf_events_open(&pc, &d->events);
         }
         if (r == -EACCES || r == -EPERM) {
                 _cleanup_free_ char *p = NULL;
