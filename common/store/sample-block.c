@@ -625,6 +625,77 @@ int sample_block_decode_some(sample_codec *codec, const uint8_t *data, size_t si
         return 0;
 }
 
+/* ---- pid sets ---- */
+
+int pid_set_encode(sample_codec *codec, const uint32_t *pids, size_t n, uint8_t **ret, size_t *ret_size) {
+        _cleanup_free_ uint8_t *raw = NULL;
+        wbuf local = {}, *cols;
+        int r;
+
+        if (n > SAMPLE_BLOCK_MAX_ENTRIES)
+                return -E2BIG;
+        for (size_t i = 1; i < n; i++)
+                if (pids[i] <= pids[i - 1])
+                        return -EINVAL;
+        if (n == 0) {
+                wbuf out = {};
+
+                r = wbuf_reserve(&out, 3);
+                if (r < 0)
+                        return r;
+                out.p[out.len++] = PID_SET_FORMAT;
+                put_varint(&out, 0);
+                put_varint(&out, 0);
+                *ret = out.p;
+                *ret_size = out.len;
+                return 0;
+        }
+        r = cols_begin(codec, n, n * VARINT_MAX, &local, &cols, &raw);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                put_varint(cols, i == 0 ? pids[0] : (uint64_t) (pids[i] - pids[i - 1] - 1));
+        return block_finish(codec, PID_SET_FORMAT, n, pids[n - 1], cols, ret, ret_size);
+}
+
+int pid_set_has(sample_codec *codec, const uint8_t *data, size_t size, uint32_t pid, bool *ret) {
+        _cleanup_free_ uint8_t *raw = NULL;
+        const uint8_t *p, *q, *qend;
+        uint64_t n, max, at = 0;
+        size_t raw_size;
+        uint8_t format;
+        int r;
+
+        r = block_header(data, size, PID_SET_FORMAT, PID_SET_FORMAT, &format, &n, &max, &p);
+        if (r < 0)
+                return r;
+        if (n > SAMPLE_BLOCK_MAX_ENTRIES || max > UINT32_MAX || (n == 0 && (max != 0 || p != data + size)))
+                return -EBADMSG;
+        *ret = false;
+        if (n == 0)
+                return 0;
+        /* Checked whole, as a block is, whatever pid is asked. */
+        r = block_inflate(codec, p, data + size, n, 1, &raw, &raw_size);
+        if (r < 0)
+                return r;
+        q = raw;
+        qend = raw + raw_size;
+        for (uint64_t i = 0; i < n; i++) {
+                uint64_t x;
+
+                if (!get_varint(&q, qend, &x) || x > UINT32_MAX || (i > 0 && x >= UINT32_MAX - at))
+                        return -EBADMSG;
+                at = i == 0 ? x : at + x + 1;
+                if (at == pid)
+                        *ret = true;
+        }
+        if (q != qend || at != max) {
+                *ret = false;
+                return -EBADMSG;
+        }
+        return 0;
+}
+
 /* ---- dictionary blocks ---- */
 
 enum { COL_DELTA, COL_PARENT };

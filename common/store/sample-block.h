@@ -118,6 +118,28 @@ int sample_block_decode(sample_codec *codec, const uint8_t *data, size_t size, b
 int sample_block_decode_some(sample_codec *codec, const uint8_t *data, size_t size, unsigned need, block_entry **ret,
                              size_t *ret_n);
 
+/* The pids a process hour's block folded into its SAMPLE_PID_BRIEF
+ * entries (sample_blocks.folded_pids, schema 13): a report of one pid
+ * reads the minutes of an hour that folded processes only if one of its
+ * blocks folded that pid, or does not say which it folded.
+ *
+ * Encoding:
+ *   u8      format (1)
+ *   varint  number of pids n
+ *   varint  the greatest pid (0 when n is 0)
+ *   rest    (n > 0) a zstd frame of n varints: the first pid, then each
+ *           pid's difference from the one before it, less 1
+ * Pids of a machine that starts many processes come in order, so the
+ * differences are mostly 0 and small numbers. */
+#define PID_SET_FORMAT 1
+
+/* pids: n in strictly increasing order (-EINVAL otherwise). */
+int pid_set_encode(sample_codec *codec, const uint32_t *pids, size_t n, uint8_t **ret, size_t *ret_size);
+/* Whether the set holds pid; -EBADMSG for a malformed set (one whose pids
+ * are not increasing, or more than SAMPLE_BLOCK_MAX_ENTRIES),
+ * -EPROTONOSUPPORT for another format. */
+int pid_set_has(sample_codec *codec, const uint8_t *data, size_t size, uint32_t pid, bool *ret);
+
 int block_entry_cmp(const void *a, const void *b);
 
 /* Sorts v by block_entry_cmp() in place, as sample_block_encode() does:

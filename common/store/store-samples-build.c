@@ -317,7 +317,7 @@ static int write_part(sample_writer *w, unsigned level) {
                 for (size_t i = 0; i < m; i++)
                         samples += b->acc.v[at + i].count;
                 r = samples_write_block(w, level, b->start_ns, b->start_ns + width, b->boot_id, b->first_ns,
-                                        b->last_ns, samples, b->gen_min, b->acc.v + at, m, &id);
+                                        b->last_ns, samples, b->gen_min, b->acc.v + at, m, NULL, &id);
                 if (r < 0)
                         return r;
         }

@@ -107,7 +107,7 @@ typedef struct acc {
 } acc;
 
 /* What the level that folds brief processes knows of the pids of its
- * open period: five bitmaps of SAMPLE_PID_LIMIT bits (FOLD_*), and the
+ * open period: six bitmaps of SAMPLE_PID_LIMIT bits (FOLD_*), and the
  * range of words that may have bits set. */
 typedef struct pid_fold {
         uint64_t *bits;
@@ -219,9 +219,23 @@ uint64_t samples_entry_hash(const block_entry *e);
  * limit, 1 if it is a new key and the accumulator holds `limit` entries
  * (it is not added). */
 int samples_acc_add_hashed(acc *a, const block_entry *e, uint64_t h, size_t limit);
+/* An encoded pid_set_encode() set (malloc'ed). */
+typedef struct pid_set {
+        uint8_t *data;
+        size_t size;
+} pid_set;
+
+static inline void pid_set_done(pid_set *s) {
+        free(s->data);
+        s->data = NULL;
+}
+
+/* folded: of a level that folds brief processes, the pids folded into
+ * the block's SAMPLE_PID_BRIEF entries, or more (sample_blocks.folded_pids,
+ * written only if it has such an entry); NULL: not known. */
 int samples_write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint64_t end_ns, int64_t boot_id,
                         uint64_t first_ns, uint64_t last_ns, uint64_t samples, uint64_t gen_min, block_entry *v,
-                        size_t n, int64_t *ret_id);
+                        size_t n, const pid_set *folded, int64_t *ret_id);
 int samples_write_marker(sample_writer *w, unsigned level, const acc *a);
 /* sql prepared, its first two parameters (those it has) bound to a and b. */
 int samples_prepare2(store *s, const char *sql, int64_t a, int64_t b, sqlite3_stmt **ret);

@@ -280,6 +280,17 @@ int store_migrate_10_to_11(sqlite3 *db) {
         return rc == SQLITE_OK ? 0 : -EIO;
 }
 
+/* Schema 13: a block of a process hour with a folded entry says which
+ * pids it folded (sample_blocks.folded_pids, sample-block.h), so that a
+ * report of one pid reads the minutes of only the hours that folded it.
+ * Blocks written before have none (NULL): their hours' minutes are read
+ * as before. The new version keeps a writer of schema 12, whose blocks
+ * would not say, away from the files whose readers rely on it. */
+int store_migrate_12_to_13(sqlite3 *db) {
+        int rc = sqlite3_exec(db, "ALTER TABLE sample_blocks ADD COLUMN folded_pids BLOB;", NULL, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted) {
         _cleanup_finalize_ sqlite3_stmt *st = NULL;
         sqlite3 *db = store_sqlite(w->store);

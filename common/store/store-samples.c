@@ -78,7 +78,7 @@ const level_info sample_levels[SAMPLE_LEVELS] = {
 
 static const char *const wstmt_sql[_WSTMT_MAX] = {
         [WSTMT_INSERT_BLOCK] = "INSERT INTO sample_blocks(level, start_ns, end_ns, first_ns, last_ns, boot, n_samples, "
-                               "gen_min, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                               "gen_min, data, folded_pids) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         [WSTMT_SET_META]     = "INSERT INTO sample_meta(key, value) VALUES (?1, ?2) "
                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         [WSTMT_PERIOD_BLOCKS] = "SELECT count(*), coalesce(sum(data = x'00'), 0) FROM sample_blocks "
@@ -449,9 +449,16 @@ static int feed_up(sample_writer *w, unsigned level, int64_t id, const block_ent
 
 /* ---- writing blocks ---- */
 
+static bool block_folds(const block_entry *v, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (v[i].pid == SAMPLE_PID_BRIEF)
+                        return true;
+        return false;
+}
+
 int samples_write_block(sample_writer *w, unsigned level, uint64_t start_ns, uint64_t end_ns, int64_t boot_id,
                        uint64_t first_ns, uint64_t last_ns, uint64_t samples, uint64_t gen_min, block_entry *v,
-                       size_t n, int64_t *ret_id) {
+                       size_t n, const pid_set *folded, int64_t *ret_id) {
         _cleanup_free_ uint8_t *data = NULL;
         sqlite3_stmt *st;
         size_t size;
@@ -467,7 +474,10 @@ int samples_write_block(sample_writer *w, unsigned level, uint64_t start_ns, uin
         r = store_run_kept(w->store, st, (store_value[]) {
                         { .i = level }, { .i = i64(start_ns) }, { .i = i64(end_ns) }, { .i = i64(first_ns) },
                         { .i = i64(last_ns) }, { .i = boot_id }, { .i = i64(samples) }, { .i = i64(gen_min) },
-                        { .blob = data, .size = size } }, 9);
+                        { .blob = data, .size = size },
+                        /* Only on a block with a folded entry; else NULL. */
+                        folded && block_folds(v, n) ? (store_value) { .blob = folded->data, .size = folded->size }
+                                                    : STORE_NULL }, 10);
         if (r < 0)
                 return r;
         *ret_id = sqlite3_last_insert_rowid(store_sqlite(w->store));
@@ -494,6 +504,8 @@ int samples_write_marker(sample_writer *w, unsigned level, const acc *a) {
          * generation, the one it is written in. */
         sqlite3_bind_int64(st, 8, i64(MIN(a->gen_min, w->c.gen)));
         sqlite3_bind_blob(st, 9, SAMPLE_BLOCK_MARKER, 1, SQLITE_STATIC);
+        /* Bound by the last block written: a set freed since. */
+        sqlite3_bind_null(st, 10);
         return store_step_done(w->store, st);
 }
 
@@ -556,6 +568,7 @@ enum {
         FOLD_2,         /* seen in two earlier minutes */
         FOLD_P,         /* seen in an earlier minute */
         FOLD_C,         /* seen in the current minute */
+        FOLD_W,         /* folded into the accumulator since it was last written */
         _FOLD_MAX,
 };
 #define FOLD_WORDS (SAMPLE_PID_LIMIT / 64)
@@ -611,12 +624,19 @@ static void fold_out(block_entry *e) {
         e->comm_id = e->cgroup_id = e->stack_id = e->frame_id = 0;
 }
 
+/* An entry of a folded pid: it goes into the accumulator folded, and
+ * the pid into the list of the block it is written in. */
+static void fold_into(pid_fold *f, block_entry *e) {
+        fold_set(f, FOLD_W, e->pid);
+        fold_out(e);
+}
+
 static void fold_entry(pid_fold *f, block_entry *e) {
         if (e->pid >= SAMPLE_PID_LIMIT)
                 return;
         fold_set(f, FOLD_C, e->pid);
         if (fold_test(f, FOLD_F, e->pid))
-                fold_out(e);
+                fold_into(f, e);
 }
 
 /* Calls cb for the decoded blocks of a period of `level` (markers and
@@ -677,7 +697,7 @@ static int fold_open(sample_writer *w, unsigned level, uint64_t start_ns) {
                 fold_map(f, FOLD_F)[i] = fold_map(f, FOLD_M)[i] = 0;
                 fold_map(f, FOLD_2)[i] = last & fold_map(f, FOLD_P)[i];
                 fold_map(f, FOLD_P)[i] = last;
-                fold_map(f, FOLD_C)[i] = 0;
+                fold_map(f, FOLD_C)[i] = fold_map(f, FOLD_W)[i] = 0;
         }
         if (!carry)
                 f->lo = f->hi = 0;
@@ -732,7 +752,7 @@ static int fold_pass(sample_writer *w, unsigned level, bool all) {
                 block_entry e = a->v[i];
 
                 if (e.pid < SAMPLE_PID_LIMIT && fold_test(f, FOLD_F, e.pid))
-                        fold_out(&e);
+                        fold_into(f, &e);
                 r = samples_acc_add(a, &e);
                 if (r < 0)
                         return r;
@@ -771,15 +791,61 @@ static int cmp_u32(const void *x, const void *y) {
         return a < b ? -1 : a > b;
 }
 
+/* Sorts v[0..n) and drops repeats: how many are left. */
+static size_t sort_unique_u32(uint32_t *v, size_t n) {
+        size_t k = 0;
+
+        if (n > 1)
+                qsort(v, n, sizeof *v, cmp_u32);
+        for (size_t i = 0; i < n; i++)
+                if (k == 0 || v[i] != v[k - 1])
+                        v[k++] = v[i];
+        return k;
+}
+
+/* Every pid that folds fits a set. */
+_Static_assert(SAMPLE_PID_LIMIT <= SAMPLE_BLOCK_MAX_ENTRIES, "a set of every pid that folds");
+
+/* The pids folded into the accumulator since it was last written
+ * (FOLD_W), as a set for its blocks; the list starts again. */
+static int fold_written(sample_writer *w, pid_set *ret) {
+        pid_fold *f = &w->fold;
+        uint64_t *bits = fold_map(f, FOLD_W);
+        _cleanup_free_ uint32_t *pids = NULL;
+        size_t n = 0, alloc = 0;
+        int r;
+
+        for (size_t i = f->lo; i < f->hi; i++)
+                for (uint64_t m = bits[i]; m != 0; m &= m - 1) {
+                        if (n == alloc) {
+                                size_t want = MAX(alloc * 2, (size_t) 1024);
+                                uint32_t *p = reallocarray(pids, want, sizeof *p);
+
+                                if (!p)
+                                        return -ENOMEM;
+                                pids = p;
+                                alloc = want;
+                        }
+                        pids[n++] = (uint32_t) (i * 64 + (size_t) __builtin_ctzll(m));
+                }
+        r = pid_set_encode(w->codec, pids, n, &ret->data, &ret->size);
+        if (r < 0)
+                return r;
+        memset(bits + f->lo, 0, (f->hi - f->lo) * sizeof *bits);
+        return 0;
+}
+
 /* Entries that come after their period of `level` was written: a pid its
  * blocks hold stays, any other is folded. The pids are read once a period
  * (the late blocks written keep only those). */
-static int fold_late(sample_writer *w, unsigned level, uint64_t start_ns, block_entry *v, size_t n) {
+static int fold_late(sample_writer *w, unsigned level, uint64_t start_ns, block_entry *v, size_t n,
+                     pid_set *ret_folded) {
+        _cleanup_free_ uint32_t *folded = NULL;
         pid_fold *f = &w->fold;
+        size_t k = 0;
 
         if (!f->late_valid || f->late_start_ns != start_ns) {
                 pid_list l = {};
-                size_t k = 0;
                 int r;
 
                 r = period_entries(w, level, start_ns, pid_list_add, &l);
@@ -789,22 +855,23 @@ static int fold_late(sample_writer *w, unsigned level, uint64_t start_ns, block_
                         free(l.v);
                         return r;
                 }
-                if (l.n > 0)
-                        qsort(l.v, l.n, sizeof *l.v, cmp_u32);
-                for (size_t i = 0; i < l.n; i++)
-                        if (k == 0 || l.v[i] != l.v[k - 1])
-                                l.v[k++] = l.v[i];
                 free(f->late_pids);
                 f->late_pids = l.v;
-                f->n_late_pids = k;
+                f->n_late_pids = sort_unique_u32(l.v, l.n);
                 f->late_start_ns = start_ns;
                 f->late_valid = true;
         }
+        folded = malloc(MAX(n, (size_t) 1) * sizeof *folded);
+        if (!folded)
+                return -ENOMEM;
         for (size_t i = 0; i < n; i++)
                 if (v[i].pid < SAMPLE_PID_LIMIT &&
-                    (f->n_late_pids == 0 || !bsearch(&v[i].pid, f->late_pids, f->n_late_pids, sizeof(uint32_t), cmp_u32)))
+                    (f->n_late_pids == 0 || !bsearch(&v[i].pid, f->late_pids, f->n_late_pids, sizeof(uint32_t), cmp_u32))) {
+                        folded[k++] = v[i].pid;
                         fold_out(v + i);
-        return 0;
+                }
+        k = sort_unique_u32(folded, k);
+        return pid_set_encode(w->codec, folded, k, &ret_folded->data, &ret_folded->size);
 }
 
 /* An aggregate whose entries sum too little, or that outgrew
@@ -835,6 +902,7 @@ static int maybe_delegate(sample_writer *w, unsigned level, bool outgrown) {
 /* Writes what accumulator `level` holds; closes its period if `closing`.
  * A delegated period writes its marker when it closes. */
 int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
+        _cleanup_(pid_set_done) pid_set folded = {};
         acc *a = &w->acc[level];
         uint64_t read_instead = 0;      /* what a reader of the coarser level reads for this */
         int64_t id;
@@ -845,6 +913,9 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
 
         if (sample_levels[level].fold && !a->delegated && a->n > 0) {
                 r = fold_pass(w, level, true);
+                if (r < 0)
+                        return r;
+                r = fold_written(w, &folded);
                 if (r < 0)
                         return r;
         }
@@ -874,7 +945,8 @@ int samples_acc_flush(sample_writer *w, unsigned level, bool closing) {
                         for (size_t i = 0; m < a->n && i < m; i++)
                                 samples += a->v[at + i].count;
                         r = samples_write_block(w, level, a->start_ns, a->end_ns, a->boot_id, a->first_ns, a->last_ns,
-                                        m < a->n ? samples : a->samples, a->gen_min, a->v + at, m, &id);
+                                        m < a->n ? samples : a->samples, a->gen_min, a->v + at, m,
+                                        folded.data ? &folded : NULL, &id);
                         if (r < 0)
                                 return r;
                 }
@@ -936,15 +1008,17 @@ static int feed(sample_writer *w, unsigned level, int64_t lower_id, const block_
                 if (r < 0)
                         return r;
                 if (!marker) {
+                        _cleanup_(pid_set_done) pid_set folded = {};
+
                         for (size_t i = 0; i < n; i++)
                                 copy[i] = samples_entry_for_level(v + i, level);
                         if (sample_levels[level].fold) {
-                                r = fold_late(w, level, start, copy, n);
+                                r = fold_late(w, level, start, copy, n, &folded);
                                 if (r < 0)
                                         return r;
                         }
                         r = samples_write_block(w, level, start, start + width, boot_id, first_ns, last_ns, samples, gen_min,
-                                        copy, n, &id);
+                                        copy, n, folded.data ? &folded : NULL, &id);
                         if (r < 0)
                                 return r;
                 }
@@ -1395,16 +1469,31 @@ static scan_block scan_block_of(sqlite3_stmt *st, unsigned level) {
         };
 }
 
+/* Whether x->pid may be among the pids a block with folded entries
+ * folded: its set (column 6 of st) has it, or there is none or it does
+ * not decode (the minutes tell). */
+static bool scan_may_have_folded(scan_ctx *x, sqlite3_stmt *st) {
+        const void *set = sqlite3_column_blob(st, 6);
+        bool has = true;
+
+        if (x->pid < 0 || x->pid >= SAMPLE_PID_BRIEF || !set)
+                return true;
+        if (pid_set_has(x->codec, set, (size_t) sqlite3_column_bytes(st, 6), (uint32_t) x->pid, &has) < 0)
+                return true;
+        return has;
+}
+
 /* One read of the blocks of a period of a level that folds: whether the
- * period is a marker, holds x->pid, or folded processes; with `call`,
- * passes its blocks on (with a pid, those that hold it). */
+ * period is a marker, holds x->pid, or folded processes, and whether
+ * x->pid may be among those (*maybe); with `call`, passes its blocks on
+ * (with a pid, those that hold it). */
 static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call, bool *held, bool *folded,
-                       bool *marker) {
+                       bool *maybe, bool *marker) {
         sqlite3_stmt *st;
         int r, rc;
 
         r = scan_stmt(x, &x->period,
-                      "SELECT boot, start_ns, end_ns, first_ns, last_ns, data FROM sample_blocks "
+                      "SELECT boot, start_ns, end_ns, first_ns, last_ns, data, folded_pids FROM sample_blocks "
                       "WHERE level = ?1 AND start_ns = ?2");
         if (r < 0)
                 return r;
@@ -1416,7 +1505,7 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
                 const void *data = sqlite3_column_blob(st, 5);
                 size_t size = (size_t) sqlite3_column_bytes(st, 5), n;
                 scan_block b = scan_block_of(st, level);
-                bool has = false;
+                bool has = false, folds = false;
 
                 if (sample_block_is_marker(data, size)) {
                         *marker = true;
@@ -1428,8 +1517,11 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
                         if (x->pid >= 0 && v[i].pid == (uint64_t) x->pid)
                                 has = true;
                         else if (v[i].pid == SAMPLE_PID_BRIEF)
-                                *folded = true;
+                                folds = true;
                 }
+                *folded = *folded || folds;
+                if (folds && !*maybe)
+                        *maybe = scan_may_have_folded(x, st);
                 *held = *held || has;
                 if (r >= 0 && call && (x->pid < 0 || has))
                         r = x->cb(&b, v, n, x->userdata);
@@ -1449,8 +1541,10 @@ static int scan_period(scan_ctx *x, unsigned level, uint64_t start_ns, bool call
 
 /* The periods of a level that folds brief processes in [from, to). For
  * one pid, an hour that holds it, or that folded none, answers (its
- * blocks without the pid are left out); for anything else, an hour that
- * folded none. Other hours, and markers, are read from the finer level. */
+ * blocks without the pid are left out), and so does one whose blocks say
+ * which pids they folded, none of them the pid (it has none of the
+ * pid's samples); for anything else, an hour that folded none. Other
+ * hours, and markers, are read from the finer level. */
 static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) {
         uint64_t width = sample_levels[level].width_ns;
         sqlite3_stmt *st;
@@ -1469,14 +1563,14 @@ static int scan_folded(scan_ctx *x, unsigned level, uint64_t from, uint64_t to) 
         sqlite3_bind_int64(st, 3, samples_clamp_i64(to));
         while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
                 uint64_t t = u64(sqlite3_column_int64(st, 0));
-                bool held = false, folded = false, marker = false;
+                bool held = false, folded = false, maybe = false, marker = false;
 
                 /* Without a pid, the blocks are passed on once the hour
                  * is known to have folded none: a second read. */
-                r = scan_period(x, level, t, x->pid >= 0, &held, &folded, &marker);
+                r = scan_period(x, level, t, x->pid >= 0, &held, &folded, &maybe, &marker);
                 if (r >= 0 && x->pid < 0 && !folded && !marker)
-                        r = scan_period(x, level, t, true, &held, &folded, &marker);
-                if (r >= 0 && (marker || (folded && !held)))
+                        r = scan_period(x, level, t, true, &held, &folded, &maybe, &marker);
+                if (r >= 0 && (marker || (folded && !held && maybe)))
                         r = scan_plan(x, sample_levels[level].finer, MAX(from, t), MIN(to, t + width));
         }
         sqlite3_reset(st);

@@ -142,6 +142,7 @@ int store_migrate_7_to_8(sqlite3 *db);
 int store_migrate_8_to_9(sqlite3 *db);
 int store_migrate_9_to_10(sqlite3 *db);
 int store_migrate_10_to_11(sqlite3 *db);
+int store_migrate_12_to_13(sqlite3 *db);
 /* Moves the rows of a schema-4 samples table into blocks; 1 if there was one. */
 int sample_writer_convert_v4(sample_writer *w, uint64_t *ret_converted);
 

@@ -546,6 +546,7 @@ static const migration_fn migrations[] = {
         store_migrate_9_to_10,  /* store-samples-upkeep.c */
         store_migrate_10_to_11, /* store-samples-upkeep.c */
         store_migrate_11_to_12, /* store-layout.c */
+        store_migrate_12_to_13, /* store-samples-upkeep.c */
 };
 
 _Static_assert(ELEMENTSOF(migrations) == STORE_SCHEMA_VERSION, "one migration per schema version");

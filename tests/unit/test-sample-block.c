@@ -824,3 +824,73 @@ TEST(bad_dict_blocks_are_refused) {
                 free(data);
         }
 }
+
+/* Sets of pids: members are found and no other, from the empty set to
+ * 100,000 pids (each tested up to 1,000, a sample of them past that;
+ * each test decodes the set), with pid 0 and UINT32_MAX; a set out of
+ * order is refused, and so is every truncation of one. */
+TEST(pid_sets_round_trip) {
+        const size_t sizes[] = { 0, 1, 2, 17, 1000, 100000 };
+        sample_codec *codec = sample_codec_new();
+        uint32_t *pids = malloc(100000 * sizeof *pids);
+        uint8_t *data = NULL;
+        size_t size;
+        bool has;
+
+        ASSERT_TRUE(codec && pids);
+        for (size_t k = 0; k < ELEMENTSOF(sizes); k++) {
+                size_t n = sizes[k];
+                uint32_t at = k % 2 ? 0 : 1 + (uint32_t) (rnd() % 5000);
+
+                /* Mostly runs of forks (differences 1-3), a jump now and then. */
+                for (size_t i = 0; i < n; i++) {
+                        pids[i] = at;
+                        at += (rnd() % 64 == 0) ? 1 + (uint32_t) (rnd() % 100000) : 1 + (uint32_t) (rnd() % 3);
+                }
+                if (n == 2)
+                        pids[1] = UINT32_MAX;
+                ASSERT_OK(pid_set_encode(k % 2 ? codec : NULL, pids, n, &data, &size));
+                fprintf(stderr, "%zu pids: %zu bytes\n", n, size);
+                if (n >= 1000)
+                        ASSERT_LT(size, n);     /* under a byte a pid */
+                for (size_t i = 0; i < n; i += n > 1000 ? 97 : 1) {
+                        ASSERT_OK(pid_set_has(codec, data, size, pids[i], &has));
+                        ASSERT_TRUE(has);
+                        if (i + 1 < n && pids[i] + 1 < pids[i + 1]) {
+                                ASSERT_OK(pid_set_has(codec, data, size, pids[i] + 1, &has));
+                                ASSERT_TRUE(!has);
+                        }
+                }
+                ASSERT_OK(pid_set_has(NULL, data, size, n > 0 ? pids[n - 1] + 1 : 7, &has));
+                ASSERT_TRUE(!has);
+                if (n > 0 && pids[0] > 0) {
+                        ASSERT_OK(pid_set_has(NULL, data, size, pids[0] - 1, &has));
+                        ASSERT_TRUE(!has);
+                }
+                /* Every truncation is refused. */
+                for (size_t len = 0; len < size; len += size > 4096 ? 61 : 1)
+                        ASSERT_TRUE(pid_set_has(NULL, data, len, 1, &has) < 0);
+                free(data);
+        }
+
+        /* Out of order, or repeated: refused. */
+        uint32_t bad[][2] = { { 5, 5 }, { 6, 5 } };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_ERROR(pid_set_encode(NULL, bad[i], 2, &data, &size), EINVAL);
+        /* A set whose greatest pid is not the one it ends at, of another
+         * format, or that claims more pids than it holds. */
+        uint32_t two[] = { 10, 20 };
+        ASSERT_OK(pid_set_encode(NULL, two, 2, &data, &size));
+        ASSERT_EQ(data[2], 20);
+        data[2] = 21;
+        ASSERT_ERROR(pid_set_has(NULL, data, size, 10, &has), EBADMSG);
+        data[2] = 20;
+        data[0] = PID_SET_FORMAT + 1;
+        ASSERT_ERROR(pid_set_has(NULL, data, size, 10, &has), EPROTONOSUPPORT);
+        data[0] = PID_SET_FORMAT;
+        data[1] = 3;
+        ASSERT_ERROR(pid_set_has(NULL, data, size, 10, &has), EBADMSG);
+        free(data);
+        free(pids);
+        sample_codec_free(codec);
+}

@@ -288,11 +288,13 @@ static void make_schema(const char *path, int version) {
                       "'complete5', 'complete6', 'fed5', 'fed6', 'complete7');"
                       "DROP TABLE sample_spill;"
                       "ALTER TABLE events DROP COLUMN sections_of;"
+                      "ALTER TABLE sample_blocks DROP COLUMN folded_pids;"
                       "PRAGMA user_version = 7;",
                 [8] = "DELETE FROM sample_blocks WHERE level >= 5;"
                       "DELETE FROM sample_meta WHERE key IN ('complete5', 'complete6', 'fed5', 'fed6', 'complete7');"
                       "DROP TABLE sample_spill;"
                       "ALTER TABLE events DROP COLUMN sections_of;"
+                      "ALTER TABLE sample_blocks DROP COLUMN folded_pids;"
                       "PRAGMA user_version = 8;",
         };
         sqlite3 *db = NULL;
@@ -842,6 +844,216 @@ TEST(process_hours_fold_brief_processes) {
                 query_result_free(r);
                 query_result_free(full);
         }
+}
+
+/* Whether any block of level 6 of the hour at h0 says it folded pid
+ * (sample_blocks.folded_pids). */
+static bool hour_folded(const char *path, uint64_t h0, uint32_t pid) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        bool any = false;
+
+        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT folded_pids FROM sample_blocks WHERE level = 6 AND start_ns = ?1 "
+                                         "AND folded_pids IS NOT NULL", -1, &st, NULL), SQLITE_OK);
+        sqlite3_bind_int64(st, 1, (int64_t) h0);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+                bool has = false;
+
+                ASSERT_OK(pid_set_has(NULL, sqlite3_column_blob(st, 0), (size_t) sqlite3_column_bytes(st, 0), pid, &has));
+                any = any || has;
+        }
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return any;
+}
+
+static int query_pid(store *s, int64_t pid, uint64_t *ret_samples) {
+        query_params q = { .pid = pid, .cpu = -1 };
+        query_result *r = NULL;
+        int ret = store_query(s, &q, 0, 0, &r);
+
+        *ret_samples = r ? r->total_samples : 0;
+        query_result_free(r);
+        return ret;
+}
+
+/* A process hour's blocks say which pids they folded, so that a report
+ * of a pid the hour neither holds nor folded does not read its minutes,
+ * and one of a pid it folded does. Shown with the hour's process minutes
+ * damaged: only a report that reads them fails. Blocks that do not say
+ * (NULL, as schema 12 wrote them) send every pid to the minutes. */
+TEST(process_hours_say_which_pids_they_folded) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t H = 3600 * NSEC_PER_SEC, h0 = (T0 / H + 1) * H;
+        const uint64_t hs = (h0 - T0) / NSEC_PER_SEC;
+        const char *busy = "/system.slice/busy.service", *build = "/system.slice/build.service";
+        uint32_t brief = 1000, next = 0;       /* the next hour's first */
+        uint64_t got;
+        char sql[200];
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        /* Pid 500 all through the hour and into the next; a brief
+         * process every 2 s, each in one minute (the next hour's minutes
+         * of them sum nothing: markers, written after the hour). */
+        for (uint64_t sec = hs; sec < hs + 3600 + 120; sec += 2) {
+                ASSERT_OK(store_begin(s));
+                add_busy_second(s, sec, 500, busy);
+                if (sec == hs + 3600)
+                        next = brief;
+                add_busy_second(s, sec, brief++, build);
+                ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
+                ASSERT_OK(store_commit(s));
+        }
+        /* A brief process late to the written hour. */
+        ASSERT_OK(store_begin(s));
+        add_busy_second(s, hs + 1800, 7777, build);
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_commit(s));
+
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND start_ns = %lld "
+                 "AND folded_pids IS NOT NULL", (long long) h0);
+        ASSERT_GE(sql_int(t.db, sql), 2);       /* the hour's, and the late block's */
+        for (uint32_t pid = 1000; pid < next; pid++)
+                ASSERT_TRUE(hour_folded(t.db, h0, pid));
+        ASSERT_TRUE(hour_folded(t.db, h0, 7777));
+        /* Markers and blocks of other levels say nothing. */
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sample_blocks WHERE data = x'00' AND start_ns >= %lld",
+                 (long long) (h0 + H));
+        ASSERT_GT(sql_int(t.db, sql), 0);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE folded_pids IS NOT NULL AND "
+                                "(level != 6 OR data = x'00')"), 0);
+        ASSERT_TRUE(!hour_folded(t.db, h0, 500));
+        ASSERT_TRUE(!hour_folded(t.db, h0, 999));
+        ASSERT_TRUE(!hour_folded(t.db, h0, next));
+        ASSERT_OK(query_pid(s, 1010, &got));
+        ASSERT_U64_EQ(got, 16);
+
+        snprintf(sql, sizeof sql, "UPDATE sample_blocks SET data = x'01ffffffff0f' WHERE level = 5 AND "
+                 "start_ns >= %lld AND start_ns < %lld", (long long) h0, (long long) (h0 + H));
+        ASSERT_GE(sql_exec(t.db, sql), 60);    /* and the late block */
+        /* Neither held nor folded: the hour says so. */
+        ASSERT_OK(query_pid(s, 4242, &got));
+        ASSERT_U64_EQ(got, 0);
+        /* Held: the hour answers (and the next hour's two minutes). */
+        ASSERT_OK(query_pid(s, 500, &got));
+        ASSERT_U64_EQ(got, 16 * 1860);
+        /* Folded, as it came or late: the minutes are read. */
+        ASSERT_ERROR(query_pid(s, 1010, &got), EBADMSG);
+        ASSERT_ERROR(query_pid(s, 7777, &got), EBADMSG);
+
+        snprintf(sql, sizeof sql, "UPDATE sample_blocks SET folded_pids = NULL WHERE level = 6 AND start_ns = %lld",
+                 (long long) h0);
+        ASSERT_GE(sql_exec(t.db, sql), 2);
+        ASSERT_ERROR(query_pid(s, 4242, &got), EBADMSG);
+        ASSERT_OK(query_pid(s, 500, &got));
+}
+
+static uint64_t xorshift(uint64_t *state) {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        return *state;
+}
+
+/* Three hours of a pid that runs on and 0-4 new ones every 2 s, old pids
+ * coming back, samples late to earlier hours, a rollback one batch in
+ * 300, a restart one in 500 and stack generations of 256 KiB: for every
+ * late pid, pid 500 and every 61st other, a report of the pid from the
+ * process levels (with the hours' sets of folded pids) counts what the
+ * buckets count. */
+TEST(process_hours_fold_under_random_load) {
+        _cleanup_tmpdir_ tmpdir t;
+        _cleanup_store_ store *s = NULL;
+        const uint64_t H = 3600 * NSEC_PER_SEC, h0 = (T0 / H + 1) * H;
+        const uint64_t hs = (h0 - T0) / NSEC_PER_SEC, dict_limit = 256 << 10;
+        const char *busy = "/system.slice/busy.service", *build = "/system.slice/build.service";
+        uint32_t late[1024], ring[4096], next = 1000;
+        size_t n_late = 0, n_ring = 0;
+        uint64_t seed = 88172645463325252ULL;
+        unsigned restarts = 0, rollbacks = 0;
+
+        tmpdir_make(&t);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        store_set_dictionary_limit(s, dict_limit);
+        for (uint64_t sec = hs - 120; sec < hs + 3 * 3600; sec += 2) {
+                bool rollback = xorshift(&seed) % 300 == 0;
+                unsigned k = (unsigned) (xorshift(&seed) % 5);
+
+                ASSERT_OK(store_begin(s));
+                add_busy_set(s, sec, 500, busy, (uint32_t) (sec / 2) % 40);
+                for (unsigned i = 0; i < k; i++, next++) {
+                        add_busy_set(s, sec, next, build, (uint32_t) (xorshift(&seed) % 4));
+                        if (!rollback)
+                                ring[n_ring++ % ELEMENTSOF(ring)] = next;
+                }
+                /* Old pids come back now and then, recent or not. */
+                for (unsigned i = 0; n_ring > 0 && i < 3; i++)
+                        if (xorshift(&seed) % 4 == 0) {
+                                size_t span = MIN(n_ring, (size_t) (xorshift(&seed) % 2 ? 64 : ELEMENTSOF(ring)));
+                                uint32_t pid = ring[(n_ring - 1 - xorshift(&seed) % span) % ELEMENTSOF(ring)];
+
+                                add_busy_set(s, sec, pid, build, (uint32_t) (xorshift(&seed) % 4));
+                        }
+                /* A sample late to an earlier hour: of pid 500, of an old
+                 * pid or of a new one. */
+                if (sec > hs + 3600 && xorshift(&seed) % 150 == 0 && n_late < ELEMENTSOF(late)) {
+                        uint64_t span = (S(sec) / H * H - h0) / NSEC_PER_SEC;
+                        uint64_t at = hs + xorshift(&seed) % span;
+                        uint64_t x = xorshift(&seed) % 3;
+                        uint32_t pid = x == 0 ? 500 : x == 1 ? ring[(n_ring - 1 - xorshift(&seed) % MIN(n_ring, ELEMENTSOF(ring))) %
+                                                                     ELEMENTSOF(ring)]
+                                                             : next++;
+
+                        add_busy_set(s, at, pid, build, (uint32_t) (xorshift(&seed) % 4));
+                        late[n_late++] = pid;
+                }
+                ASSERT_OK(store_flush_samples(s, S(sec) - NSEC_PER_SEC));
+                if (rollback) {
+                        ASSERT_OK(store_rollback(s));
+                        rollbacks++;
+                } else
+                        ASSERT_OK(store_commit(s));
+                if (xorshift(&seed) % 500 == 0) {
+                        s = store_free(s);
+                        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+                        store_set_dictionary_limit(s, dict_limit);
+                        restarts++;
+                }
+        }
+        ASSERT_OK(store_begin(s));
+        ASSERT_OK(store_flush_samples(s, UINT64_MAX));
+        ASSERT_OK(store_commit(s));
+        fprintf(stderr, "pids 1000-%u, %u restarts, %u rollbacks, %zu late samples, %lld process-hour blocks "
+                "(%lld with sets), %" PRIu64 " stack generations\n", next - 1, restarts, rollbacks, n_late,
+                (long long) sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6"),
+                (long long) sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND folded_pids IS NOT NULL"),
+                store_generation(s));
+        ASSERT_GT(restarts, 0u);
+        ASSERT_GT(rollbacks, 0u);
+        ASSERT_GT(n_late, 10u);
+        ASSERT_GT(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 6 AND folded_pids IS NOT NULL"), 3);
+
+        unsigned differ = 0, checked = 0;
+        for (size_t j = 0; j < n_late + 1 + (next - 1000) / 61; j++, checked++) {
+                uint32_t pid = j < n_late ? late[j] : j == n_late ? 500 : 1000 + (uint32_t) (j - n_late - 1) * 61;
+                query_params q = { .pid = pid, .cpu = -1 };
+                query_result *r = run_query(s, &q, 0, 0);
+
+                q.want_stacks = true;
+                query_result *full = run_query(s, &q, 0, 0);
+                if (r->total_samples != full->total_samples) {
+                        fprintf(stderr, "pid %" PRIu32 ": %" PRIu64 " samples, the buckets say %" PRIu64 "\n", pid,
+                                r->total_samples, full->total_samples);
+                        differ++;
+                }
+                query_result_free(r);
+                query_result_free(full);
+        }
+        fprintf(stderr, "%u pids checked\n", checked);
+        ASSERT_EQ(differ, 0u);
 }
 
 /* One sample of pid at each of 16 functions of libc, from the 16 * leaves

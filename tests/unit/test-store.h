@@ -72,6 +72,19 @@ static inline int64_t sql_int(const char *path, const char *sql) {
         return v;
 }
 
+/* Runs sql on the file, bypassing the store: the rows it changed. */
+static inline int sql_exec(const char *path, const char *sql) {
+        sqlite3 *db = NULL;
+        int n;
+
+        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+        sqlite3_busy_timeout(db, 5000);
+        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        n = sqlite3_changes(db);
+        sqlite3_close(db);
+        return n;
+}
+
 static const frame _unused_ K_MEMCPY_10 = { FRAME_KERNEL, 0xffffffff81a00010ULL, "memcpy", 0x10, MODULE_KERNEL, "ab12" };
 static const frame _unused_ K_MEMCPY_20 = { FRAME_KERNEL, 0xffffffff81a00020ULL, "memcpy", 0x20, MODULE_KERNEL, "ab12" };
 static const frame _unused_ K_ENTRY = { FRAME_KERNEL, 0xffffffff82000040ULL, "entry_SYSCALL_64", 0x40, MODULE_KERNEL, "ab12" };
