@@ -43,7 +43,8 @@
  * the environment, only the queries of those names (as printed, e.g.
  * "--since 7d --pid 1003"). With BENCH_HASH=1, each query's line ends
  * with a hash of its answer (totals, rows, stacks), to compare builds.
- * With BENCH_TIMEOUT=SECONDS, queries have that deadline, as the daemon's
+ * With BENCH_ROWS=1 too, the rows it hashes are printed. With
+ * BENCH_TIMEOUT=SECONDS, queries have that deadline, as the daemon's
  * query_timeout gives them; with BENCH_MAX_STACKS=N, at most N stacks (0:
  * all; default 20,000, as the daemon's query_max_stacks); with
  * BENCH_GROUP_SLOTS=N, a group table of at most N slots; with BENCH_PID=N,
@@ -320,6 +321,7 @@ static uint64_t fnv_str(uint64_t h, const char *s) {
 
 static uint64_t answer_hash(const query_result *res) {
         uint64_t h = UINT64_C(0xcbf29ce484222325);
+        bool print = getenv("BENCH_ROWS");
 
         h = fnv(h, &res->total_samples, sizeof res->total_samples);
         for (size_t i = 0; i < res->n_rows; i++) {
@@ -327,6 +329,9 @@ static uint64_t answer_hash(const query_result *res) {
 
                 h = fnv_str(fnv_str(fnv_str(fnv_str(h, r->comm), r->module), r->symbol), r->cgroup);
                 h = fnv(h, &r->samples, sizeof r->samples);
+                if (print)
+                        fprintf(stderr, "  row %zu: %s %s %s %s %" PRIu64 "\n", i, r->comm ?: "-", r->module ?: "-",
+                                r->symbol ?: "-", r->cgroup ?: "-", r->samples);
         }
         for (size_t i = 0; i < res->n_stacks; i++) {
                 const query_stack *st = res->stacks + i;
