@@ -882,7 +882,8 @@ static int query_pid(store *s, int64_t pid, uint64_t *ret_samples) {
  * of a pid the hour neither holds nor folded does not read its minutes,
  * and one of a pid it folded does. Shown with the hour's process minutes
  * damaged: only a report that reads them fails. Blocks that do not say
- * (NULL, as schema 12 wrote them) send every pid to the minutes. */
+ * (NULL, as schema 12 wrote them, and a file of schema 12 migrated)
+ * send every pid to the minutes. */
 TEST(process_hours_say_which_pids_they_folded) {
         _cleanup_tmpdir_ tmpdir t;
         _cleanup_store_ store *s = NULL;
@@ -949,6 +950,17 @@ TEST(process_hours_say_which_pids_they_folded) {
         ASSERT_GE(sql_exec(t.db, sql), 2);
         ASSERT_ERROR(query_pid(s, 4242, &got), EBADMSG);
         ASSERT_OK(query_pid(s, 500, &got));
+
+        /* A file of schema 12 (no column) gets it, NULL everywhere, and
+         * reads as one whose blocks do not say. */
+        s = store_free(s);
+        ASSERT_EQ(sql_exec(t.db, "ALTER TABLE sample_blocks DROP COLUMN folded_pids; PRAGMA user_version = 12;"), 0);
+        ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
+        ASSERT_EQ(sql_int(t.db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE folded_pids IS NOT NULL"), 0);
+        ASSERT_ERROR(query_pid(s, 4242, &got), EBADMSG);
+        ASSERT_OK(query_pid(s, 500, &got));
+        ASSERT_U64_EQ(got, 16 * 1860);
 }
 
 static uint64_t xorshift(uint64_t *state) {
