@@ -662,6 +662,11 @@ static int sim_open(sim *s, const char *db, size_t cpus, uint64_t sample_type, i
         r = store_open(db, STORE_READWRITE, &s->st);
         if (r >= 0)
                 r = ingest_new(s->st, "/", &s->in);
+        /* The tasks are the model's or a capture's: a live task of the
+         * same id would lend them its comm and mappings, and the history
+         * would depend on what runs on this machine now. */
+        if (r >= 0)
+                ingest_stop_task_lookups(s->in);
         if (r >= 0)
                 r = ingest_load_kernel(s->in);
         for (size_t i = 0; r >= 0 && i < cpus; i++) {

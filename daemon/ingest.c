@@ -186,6 +186,11 @@ size_t ingest_cgroups_known(const ingest *in) {
         return in->cgroups ? cgroups_size(in->cgroups) : hashmap_size(in->pid_cgroups);
 }
 
+void ingest_stop_task_lookups(ingest *in) {
+        tasks_stop_lookups(in->tasks);
+        jitmaps_stop_lookups(in->jit);
+}
+
 ingest *ingest_free(ingest *in) {
         if (!in)
                 return NULL;

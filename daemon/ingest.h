@@ -45,6 +45,11 @@ typedef struct kernel_info {
 /* Takes ownership of nothing; store must outlive the ingest object. */
 int ingest_new(store *st, const char *root, ingest **ret);
 ingest *ingest_free(ingest *in);
+/* Threads and processes the records have not named are not looked up in
+ * ROOT/proc (comm, maps, JIT maps) from now on: for records replayed from
+ * a capture (bench-history --replay), whose ids the machine's live tasks
+ * may have. The kernel's files under ROOT are still read. */
+void ingest_stop_task_lookups(ingest *in);
 
 /* The sample_type of the events the records come from (default
  * PERFSNAP_SAMPLE_TYPE). With PERF_SAMPLE_CGROUP, samples are attributed

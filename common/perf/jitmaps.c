@@ -74,6 +74,13 @@ size_t jitmaps_memory_bytes(const jitmaps *j) {
         return bytes;
 }
 
+void jitmaps_stop_lookups(jitmaps *j) {
+        if (j) {
+                free(j->root);
+                j->root = NULL;
+        }
+}
+
 int jitmaps_new(const char *root, jitmaps **ret) {
         jitmaps *j = calloc(1, sizeof *j);
 
@@ -199,6 +206,8 @@ static int open_map(jitmaps *j, uint32_t pid) {
         uint32_t uid, nspid;
         int r;
 
+        if (!j->root)
+                return -ENOENT;
         r = read_status(j->root, pid, &uid, &nspid);
         if (r < 0)
                 return r;

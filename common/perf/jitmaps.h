@@ -47,6 +47,9 @@ typedef struct jitmaps_stats {
 /* root: where proc/ and tmp/ are read ("/" or a test's tree). */
 int jitmaps_new(const char *root, jitmaps **ret);
 jitmaps *jitmaps_free(jitmaps *j);
+/* No map is read from now on (lookups find nothing): see
+ * tasks_stop_lookups(). */
+void jitmaps_stop_lookups(jitmaps *j);
 
 /* The name of the JIT function covering addr in pid, and its start in
  * *ret_start; NULL if none (no map, or no line covers addr). now_ns: a

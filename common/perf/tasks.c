@@ -593,6 +593,13 @@ static thread *thread_lookup(tasks *t, uint32_t pid, uint32_t tid) {
         return th;
 }
 
+void tasks_stop_lookups(tasks *t) {
+        if (t) {
+                free(t->root);
+                t->root = NULL;
+        }
+}
+
 int tasks_new(const char *root, tasks **ret) {
         tasks *t;
 

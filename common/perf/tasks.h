@@ -39,6 +39,9 @@ typedef struct mapping {
 /* root: where proc/ is read lazily for unknown pids (NULL disables lazy reads). */
 int tasks_new(const char *root, tasks **ret);
 tasks *tasks_free(tasks *t);
+/* No lazy reads from now on, as with a NULL root: for records of another
+ * machine's (or another time's) tasks, whose ids live ones may have. */
+void tasks_stop_lookups(tasks *t);
 
 /* Overrides the caps above; 0 keeps a cap as it is. */
 void tasks_set_limits(tasks *t, size_t max_processes, size_t max_threads,

@@ -142,6 +142,10 @@ TEST(lookup_and_append) {
         ASSERT_TRUE(v4 != v1 && v4 != v2 && v4 != v3);
         /* No map, no process. */
         ASSERT_NULL(jitmaps_lookup(j, 43, 0x1044, 5 * SEC, &start));
+        /* Lookups stopped (a replay): a map there is not read. */
+        jitmaps_forget(j, 42);
+        jitmaps_stop_lookups(j);
+        ASSERT_NULL(jitmaps_lookup(j, 42, 0x1044, 6 * SEC, &start));
         jitmaps_free(j);
 }
 

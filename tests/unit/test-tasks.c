@@ -207,12 +207,16 @@ TEST(negative_cache) {
         ASSERT_STREQ(tasks_get_comm(t, 999, 999), "dbus-daemon");
         ASSERT_EQ(tasks_n_threads(t), 1);
 
-        /* Without a root nothing is read. */
-        tasks_free(t);
-        ASSERT_OK(tasks_new(NULL, &t));
-        ASSERT_ERROR(tasks_find_mapping(t, 123, 0x55de2a2e9000ULL, &m), ENOENT);
-        ASSERT_NULL(tasks_get_comm(t, 123, 123));
-        ASSERT_EQ(tasks_n_processes(t), 0);
+        /* Without a root nothing is read, nor once lookups are stopped. */
+        for (int k = 0; k < 2; k++) {
+                tasks_free(t);
+                ASSERT_OK(tasks_new(k == 0 ? NULL : r.dir, &t));
+                if (k == 1)
+                        tasks_stop_lookups(t);
+                ASSERT_ERROR(tasks_find_mapping(t, 123, 0x55de2a2e9000ULL, &m), ENOENT);
+                ASSERT_NULL(tasks_get_comm(t, 123, 123));
+                ASSERT_EQ(tasks_n_processes(t), 0);
+        }
 
         tasks_free(t);
         root_remove(&r);
