@@ -297,12 +297,8 @@ static void make_schema(const char *path, int version) {
                       "ALTER TABLE sample_blocks DROP COLUMN folded_pids;"
                       "PRAGMA user_version = 8;",
         };
-        sqlite3 *db = NULL;
-
         ASSERT_TRUE(version == 7 || version == 8);
-        ASSERT_EQ(sqlite3_open(path, &db), SQLITE_OK);
-        ASSERT_EQ(sqlite3_exec(db, sql[version], NULL, NULL, NULL), SQLITE_OK);
-        sqlite3_close(db);
+        (void) sql_exec(path, sql[version]);
 }
 
 /* After a migration: the file is of this schema, and the levels from
@@ -470,7 +466,6 @@ TEST(process_levels_answer_a_pid_and_a_unit) {
                 { .pid = -1, .cpu = -1, .by_cgroup = true, .no_comm = true },
         };
         query_result *before[ELEMENTSOF(windows)];
-        sqlite3 *db = NULL;
         char sql[160];
 
         tmpdir_make(&t);
@@ -494,12 +489,9 @@ TEST(process_levels_answer_a_pid_and_a_unit) {
         query_result *stacks_before = run_query(s, &stacks, 0, 0);
         s = store_free(s);
 
-        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
         snprintf(sql, sizeof sql, "DELETE FROM sample_blocks WHERE level IN (0, 1, 2) AND start_ns >= %lld AND start_ns < %lld",
                  (long long) hour, (long long) (hour + 3600 * NSEC_PER_SEC));
-        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-        ASSERT_GT(sqlite3_changes(db), 60);
-        sqlite3_close(db);
+        ASSERT_GT(sql_exec(t.db, sql), 60);
 
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
         for (size_t i = 0; i < ELEMENTSOF(windows); i++) {
@@ -644,7 +636,6 @@ TEST(cgroup_hours_skip_a_damaged_block) {
         _cleanup_store_ store *s = NULL;
         const uint64_t H = 3600 * NSEC_PER_SEC, hour = (S(0) / H + 1) * H;
         uint32_t pid = 1000;
-        sqlite3 *db = NULL;
         char sql[200];
 
         tmpdir_make(&t);
@@ -653,10 +644,7 @@ TEST(cgroup_hours_skip_a_damaged_block) {
         ASSERT_EQ(sql_int(t.db, "SELECT count(*) FROM sample_blocks WHERE level = 7"), 0);
         snprintf(sql, sizeof sql, "UPDATE sample_blocks SET data = x'01ffffffff0f' WHERE id = (SELECT min(id) FROM "
                  "sample_blocks WHERE level = 5 AND start_ns >= %lld)", (long long) (hour + 30 * 60 * NSEC_PER_SEC));
-        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
-        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-        ASSERT_EQ(sqlite3_changes(db), 1);
-        sqlite3_close(db);
+        ASSERT_EQ(sql_exec(t.db, sql), 1);
 
         uint64_t bad = store_bad_blocks(s);
         build_all(s);
@@ -1322,14 +1310,9 @@ TEST(leaf_hours_hold_more_functions_than_a_minute) {
                 bool built = stage == 1;
 
                 if (stage == 2) {
-                        sqlite3 *db = NULL;
-
                         snprintf(sql, sizeof sql, "DELETE FROM sample_blocks WHERE id = (SELECT max(id) FROM "
                                  "sample_blocks WHERE level = 7 AND start_ns = %lld)", (long long) h1);
-                        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
-                        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-                        ASSERT_EQ(sqlite3_changes(db), 1);
-                        sqlite3_close(db);
+                        ASSERT_EQ(sql_exec(t.db, sql), 1);
                 }
                 if (built) {
                         build_all(s);
@@ -1580,7 +1563,6 @@ TEST(migration_marks_a_damaged_period) {
                 { .pid = -1, .cpu = -1, .unit = "*" },
         };
         query_result *before[ELEMENTSOF(windows)];
-        sqlite3 *db = NULL;
         char sql[1024];
         uint64_t n;
 
@@ -1610,16 +1592,13 @@ TEST(migration_marks_a_damaged_period) {
         /* Schema 8, with the first block of m1, the second of m2 and the
          * hour h damaged. */
         make_schema(t.db, 8);
-        ASSERT_EQ(sqlite3_open(t.db, &db), SQLITE_OK);
         snprintf(sql, sizeof sql,
                  "UPDATE sample_blocks SET data = x'01ffffffff0f' WHERE id IN ("
                  "(SELECT min(id) FROM sample_blocks WHERE level = 1 AND start_ns = %lld),"
                  "(SELECT max(id) FROM sample_blocks WHERE level = 1 AND start_ns = %lld),"
                  "(SELECT id FROM sample_blocks WHERE level = 2 AND start_ns = %lld));",
                  (long long) m1, (long long) m2, (long long) h);
-        ASSERT_EQ(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-        ASSERT_EQ(sqlite3_changes(db), 3);
-        sqlite3_close(db);
+        ASSERT_EQ(sql_exec(t.db, sql), 3);
 
         ASSERT_OK(store_open(t.db, STORE_READWRITE, &s));
         for (size_t i = 0; i < 3; i++) {
