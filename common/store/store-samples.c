@@ -817,15 +817,8 @@ static int fold_written(sample_writer *w, pid_set *ret) {
 
         for (size_t i = f->lo; i < f->hi; i++)
                 for (uint64_t m = bits[i]; m != 0; m &= m - 1) {
-                        if (n == alloc) {
-                                size_t want = MAX(alloc * 2, (size_t) 1024);
-                                uint32_t *p = reallocarray(pids, want, sizeof *p);
-
-                                if (!p)
-                                        return -ENOMEM;
-                                pids = p;
-                                alloc = want;
-                        }
+                        if (GREEDY_REALLOC(pids, alloc, n + 1) < 0)
+                                return -ENOMEM;
                         pids[n++] = (uint32_t) (i * 64 + (size_t) __builtin_ctzll(m));
                 }
         r = pid_set_encode(w->codec, pids, n, &ret->data, &ret->size);
