@@ -63,9 +63,8 @@ int config_copy(const config *from, config *to);
 
 /* The ring buffer pages (of page_size bytes) in effect: ring_buffer_pages,
  * or with auto the smallest power of two whose half holds a drain
- * interval of samples at 512 bytes each, 128..1024 (with the default
- * drain_interval of 1s: 128 up to 512 Hz, 256 at 999 Hz, 1024 from 2049
- * Hz). */
+ * interval of samples at 512 bytes each, 128..1024 (with 4 KiB pages and
+ * the default drain_interval of 3s: 128 up to 170 Hz, 1024 from 683 Hz). */
 uint32_t config_ring_buffer_pages(const config *c, size_t page_size);
 
 /* The size cap in effect for a file system of fs_bytes. */

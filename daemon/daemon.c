@@ -89,6 +89,7 @@ struct daemon_ctx {
         uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
         uint64_t last_retention_ns;     /* CLOCK_MONOTONIC */
+        uint64_t last_freshen_ns;       /* CLOCK_MONOTONIC of the last drain for a query */
         bool retention_more;            /* the last step left expired blocks */
         uint64_t db_max_bytes;          /* database_max_size in effect */
         uint64_t cap_removed_samples, cap_removed_newest_ns;
@@ -262,6 +263,30 @@ static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
                 return;
         d->checkpoint_running = true;
         workqueue_submit(d->checkpoints, &d->checkpoint_item);
+}
+
+/* A query reads what is committed. Drained and committed every
+ * drain_interval and commit_interval (3 s each by default: fewer, larger
+ * batches cost less CPU a sample), a sample would wait up to both before
+ * a query sees it; so a call that reads samples (a query, the journal,
+ * modules, ksyms) drains and commits first, and sees every sample taken
+ * up to the last whole bucket (about a second). At most once in
+ * FRESHEN_MIN_NS whatever the clients ask: more often, a query sees what
+ * the last one saw, and clients can make the daemon drain no more often
+ * than a drain_interval of that would. */
+#define FRESHEN_MIN_NS (250 * NSEC_PER_MSEC)
+
+static void on_freshen(void *userdata) {
+        daemon_ctx *d = userdata;
+        uint64_t now = clock_ns(CLOCK_MONOTONIC);
+
+        if (d->last_freshen_ns != 0 && now - d->last_freshen_ns < FRESHEN_MIN_NS)
+                return;
+        d->last_freshen_ns = now;
+        daemon_drain(d, false);
+        /* While batches are held (a full disk) this waits for the next
+         * try, as the commit timer does. */
+        (void) ingest_commit(d->ingest);
 }
 
 static void expire_step(daemon_ctx *d, uint64_t now) {
@@ -794,11 +819,14 @@ int daemon_start(daemon_ctx *d) {
                         break;
                 /* Pages past perf_event_mlock_kb (516 KiB a CPU) count
                  * against RLIMIT_MEMLOCK without CAP_IPC_LOCK (the shipped
-                 * unit sets 64M): auto falls back to what fits. */
-                log_notice("Ring buffers of %u pages a CPU exceed the locked-memory limit; using 128 "
-                           "(set LimitMEMLOCK= higher, or ring_buffer_pages, for larger ones).", pc.pages);
-                pc.pages = 128;
+                 * unit sets 64M): auto falls back to the largest that
+                 * fits, down to 128. */
+                pc.pages /= 2;
         }
+        if (pc.pages != d->ring_pages_asked && r >= 0)
+                log_notice("Ring buffers of %u pages a CPU exceed the locked-memory limit; using %u "
+                           "(set LimitMEMLOCK= higher, or ring_buffer_pages, for larger ones).", d->ring_pages_asked,
+                           pc.pages);
         if (r == -EACCES || r == -EPERM) {
                 _cleanup_free_ char *p = NULL;
                 int paranoid = read_full_file_at(d->cfg.root, "proc/sys/kernel/perf_event_paranoid", 64, &p, NULL) >= 0 ? atoi(p) : -1;
@@ -901,6 +929,7 @@ int daemon_start(daemon_ctx *d) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the socket server: %m");
         server_set_rescan_cb(d->server, on_rescan_request);
+        server_set_freshen_cb(d->server, on_freshen);
 
         r = snapshotter_new(d->base, &d->cfg, d->store, d->ingest, d->tracker, d->server, &d->snapshotter);
         if (r < 0)

@@ -52,6 +52,9 @@ typedef struct method {
         /* Worker threads: a NULL-terminated array of formatted replies,
          * NULL when out of memory. */
         char **(*run)(method_job *j);
+        /* Reads what the daemon drains into the database: the loop drains
+         * and commits first (server_set_freshen_cb()). */
+        bool fresh;
 } method;
 
 /* The entry of a method name; NULL if there is none. */

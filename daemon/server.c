@@ -82,6 +82,7 @@ struct server {
         bool output_paused;     /* some client waits for the unread total to fall */
         server_status_cb status_cb;
         server_rescan_cb rescan_cb;
+        server_freshen_cb freshen_cb;
         server_async_cb async_cb;
         server_status_cb cache_cb;
         void *cache_userdata;
@@ -304,6 +305,8 @@ static int submit_job(server *s, client *c, const method *m, json_object *params
                 json_object_put(params);
                 return -ENOMEM;
         }
+        if (m->fresh && s->freshen_cb)
+                s->freshen_cb(s->userdata);
         workqueue_submit(on_query_queue(m) ? s->queue : s->status_queue, &j->item);
         return 0;
 }
@@ -760,6 +763,10 @@ int server_listen(server *s) {
 
 void server_set_rescan_cb(server *s, server_rescan_cb cb) {
         s->rescan_cb = cb;
+}
+
+void server_set_freshen_cb(server *s, server_freshen_cb cb) {
+        s->freshen_cb = cb;
 }
 
 void server_set_cache_cbs(server *s, server_async_cb async_cb, server_status_cb cache_cb, void *userdata) {

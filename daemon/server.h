@@ -36,6 +36,10 @@ void server_call_reply(server *s, server_call *call, char *msg);
 int server_new(struct event_base *base, const config *c, server_status_cb status_cb, void *userdata, server **ret);
 server *server_free(server *s);
 void server_set_rescan_cb(server *s, server_rescan_cb cb);
+/* Called on the loop before a call that reads what the daemon drains
+ * (method.fresh) is queued, with server_new()'s userdata. */
+typedef void (*server_freshen_cb)(void *userdata);
+void server_set_freshen_cb(server *s, server_freshen_cb cb);
 /* async_cb answers Snapshot and CachePrune; cache_cb adds the daemon's
  * side to a CacheList call ("current": the snapshot in use). */
 void server_set_cache_cbs(server *s, server_async_cb async_cb, server_status_cb cache_cb, void *userdata);

@@ -100,12 +100,16 @@ TEST(ring_buffer_pages_auto) {
                 const char *conf;
                 uint32_t pages_4k, pages_64k;
         } cases[] = {
-                { "", 128, 128 },                               /* 99 Hz, 1s */
-                { "frequency_hz = 512\n", 128, 128 },          /* 262,144 bytes: half of 128 pages */
-                { "frequency_hz = 513\n", 256, 128 },
-                { "frequency_hz = 999\n", 256, 128 },
-                { "frequency_hz = 999\ndrain_interval = 3s\n", 1024, 128 },
-                { "frequency_hz = 4999\n", 1024, 128 },
+                { "", 128, 128 },                               /* 99 Hz, 3s */
+                { "frequency_hz = 170\n", 128, 128 },          /* 261,120 bytes: under half of 128 pages */
+                { "frequency_hz = 171\n", 256, 128 },
+                { "frequency_hz = 682\n", 512, 128 },
+                { "frequency_hz = 683\n", 1024, 128 },         /* 1,049,088 bytes: past half of 512 pages */
+                { "frequency_hz = 999\n", 1024, 128 },
+                { "frequency_hz = 512\ndrain_interval = 1s\n", 128, 128 },  /* 262,144 bytes: half of 128 pages */
+                { "frequency_hz = 513\ndrain_interval = 1s\n", 256, 128 },
+                { "frequency_hz = 999\ndrain_interval = 1s\n", 256, 128 },
+                { "frequency_hz = 4999\n", 1024, 256 },       /* 7,678,464 bytes: past half of 128 pages of 64 KiB */
                 { "frequency_hz = 99999\ndrain_interval = 60s\n", 1024, 1024 },
                 { "frequency_hz = 999\ndrain_interval = 100ms\n", 128, 128 },
                 { "frequency_hz = 999\nring_buffer_pages = 64\n", 64, 64 },
