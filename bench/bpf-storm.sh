@@ -4,8 +4,8 @@
 #
 #   bench/bpf-storm.sh BUILD_DIR [CYCLES] [ROUNDS] [WORKLOAD] [SECONDS]
 #
-# Starts perfsnapd from BUILD_DIR at 999 Hz (otherwise its defaults: 128
-# pages a ring buffer, drains every second) with a private database, and
+# Starts perfsnapd from BUILD_DIR at 999 Hz (otherwise its defaults: at 999
+# Hz 1,024 pages a ring buffer, drains every 3 s) with a private database, and
 # perf record -a -g -F 999 beside it; runs bench/workload.sh WORKLOAD (default
 # mixed) for SECONDS (default 16), and ROUNDS (default 3) times CYCLES
 # (default 8000) load/unload cycles of BUILD_DIR's bpf-prog during it.

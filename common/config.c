@@ -23,7 +23,7 @@ void config_init(config *c) {
                 .callchain_depth = 64,
                 .ring_buffer_pages = 0,         /* auto */
                 .drain_interval_ns = 3 * NSEC_PER_SEC,
-                .commit_interval_ns = 3 * NSEC_PER_SEC,
+                .commit_interval_ns = 1 * NSEC_PER_SEC,
                 .database = strdup("/var/lib/perfsnapd/perfsnapd.db"),
                 .socket = strdup("/run/perfsnapd/perfsnapd.sock"),
                 .group = strdup("perfsnap"),

@@ -265,12 +265,12 @@ static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
         workqueue_submit(d->checkpoints, &d->checkpoint_item);
 }
 
-/* A query reads what is committed. Drained and committed every
- * drain_interval and commit_interval (3 s each by default: fewer, larger
- * batches cost less CPU a sample), a sample would wait up to both before
- * a query sees it; so a call that reads samples (a query, the journal,
- * modules, ksyms) drains and commits first, and sees every sample taken
- * up to the last whole bucket (about a second). At most once in
+/* A query reads what is committed. Drained every drain_interval (3 s by
+ * default: fewer, larger batches cost less CPU a sample) and committed at
+ * most a second later, a sample would wait up to both before a query
+ * sees it; so a call that reads samples (a query, the journal, ksyms) and
+ * a pushed profile drain, write the open bucket and commit first, and see
+ * every sample taken up to the drain's horizon. At most once in
  * FRESHEN_MIN_NS whatever the clients ask: more often, a query sees what
  * the last one saw, and clients can make the daemon drain no more often
  * than a drain_interval of that would. */
@@ -284,8 +284,27 @@ static void on_freshen(void *userdata) {
                 return;
         d->last_freshen_ns = now;
         daemon_drain(d, false);
-        /* While batches are held (a full disk) this waits for the next
-         * try, as the commit timer does. */
+#if HAVE_OFFCPU
+        if (d->offcpu) {
+                /* Off-CPU waits are taken from the map the program left at
+                 * the drain before, 10 ms after it: a second drain, after
+                 * that wait (on the loop: at most 10 ms, at most 4 times a
+                 * second), takes the waits that ended before the first. */
+                uint64_t w = offcpu_drain_wait_ns(d->offcpu);
+                struct timespec ts = { .tv_sec = 0, .tv_nsec = (long) w };
+
+                if (w > 0)
+                        (void) nanosleep(&ts, NULL);
+                daemon_drain(d, false);
+        }
+#endif
+        /* The open bucket too (a block of its second so far; the rest of
+         * the second comes in another): a query sees every sample up to
+         * the drain, and the off-CPU waits just taken, which are stamped
+         * in it. While batches are held (a full disk) the commit waits for
+         * the next try, as the commit timer's does. */
+        if (d->events)
+                (void) ingest_write_open_bucket(d->ingest);
         (void) ingest_commit(d->ingest);
 }
 
@@ -823,7 +842,10 @@ int daemon_start(daemon_ctx *d) {
                  * fits, down to 128. */
                 pc.pages /= 2;
         }
-        if (pc.pages != d->ring_pages_asked && r >= 0)
+        if (pc.pages != d->ring_pages_asked && r == -EPERM)
+                log_error("Ring buffers of even %u pages a CPU exceed the locked-memory limit (LimitMEMLOCK=, "
+                          "perf_event_mlock_kb), or perf events are not permitted.", pc.pages);
+        else if (pc.pages != d->ring_pages_asked && r >= 0)
                 log_notice("Ring buffers of %u pages a CPU exceed the locked-memory limit; using %u "
                            "(set LimitMEMLOCK= higher, or ring_buffer_pages, for larger ones).", d->ring_pages_asked,
                            pc.pages);
@@ -950,6 +972,7 @@ int daemon_start(daemon_ctx *d) {
         r = pusher_new(d->base, &d->cfg, NSEC_PER_SEC / MAX(d->cfg.frequency_hz, 1u), &d->pusher);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up pushing profiles to export_url: %m");
+        pusher_set_freshen(d->pusher, on_freshen, d);
 
         r = server_listen(d->server);
         if (r < 0)

@@ -657,6 +657,17 @@ int ingest_commit(ingest *in) {
         return 0;
 }
 
+int ingest_write_open_bucket(ingest *in) {
+        int r = begin_batch(in);
+
+        if (r < 0)
+                return r;
+        r = store_write_open_bucket(in->store);
+        if (r < 0)
+                return log_error_errno(r, "Failed to write the open bucket: %m");
+        return 0;
+}
+
 int ingest_commit_now(ingest *in) {
         in->retry_at_ns = 0;
         return ingest_commit(in);

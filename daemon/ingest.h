@@ -128,6 +128,10 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
 /* Commits the open batch, if any. */
 int ingest_commit(ingest *in);
+/* Writes the open bucket into the batch (store_write_open_bucket()): what
+ * was drained is then all readable at the next commit, not only the
+ * seconds before the drain's horizon. */
+int ingest_write_open_bucket(ingest *in);
 
 /* Between drains, and after a drain's records are processed (a commit,
  * blocks written, retention, the cap: sqlite's progress handler on the

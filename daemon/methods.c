@@ -253,7 +253,7 @@ static char **run_cache_list(method_job *j) {
 static const method methods[] = {
         { PERFSNAP_METHOD_QUERY,       false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_query, true },
         { PERFSNAP_METHOD_STATUS,      false, NULL, METHOD_STATUS_THREAD, METHOD_FILL_STATUS, run_status, false },
-        { PERFSNAP_METHOD_MODULES,     false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_modules, true },
+        { PERFSNAP_METHOD_MODULES,     false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_modules, false },
         { PERFSNAP_METHOD_EVENTS,      false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_events, true },
         { PERFSNAP_METHOD_KSYMS,       false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_ksyms, true },
         { PERFSNAP_METHOD_CACHE_LIST,  false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_CACHE,  run_cache_list, false },

@@ -691,6 +691,15 @@ int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata) {
         return r < 0 ? r : o->cb_error;
 }
 
+uint64_t offcpu_drain_wait_ns(const offcpu *o) {
+        uint64_t since;
+
+        if (!o || o->stopped)
+                return 0;
+        since = clock_ns(CLOCK_MONOTONIC) - o->flipped_ns;
+        return since < DRAIN_AFTER_NS ? DRAIN_AFTER_NS - since : 0;
+}
+
 int offcpu_get_stats(offcpu *o, offcpu_stats *ret) {
         uint64_t sum[_OFFCPU_STAT_MAX] = {};
         _cleanup_free_ uint64_t *v = NULL;

@@ -127,6 +127,10 @@ typedef int (*offcpu_entry_cb)(const offcpu_entry *e, void *userdata);
  * rest are taken and counted in dropped_waits/dropped_ns with the one
  * that failed, and the error is returned at the end. */
 int offcpu_drain(offcpu *o, bool all, offcpu_entry_cb cb, void *userdata);
+/* A drain takes the waits of the map the program stopped adding to at the
+ * drain before, and not sooner than 10 ms after: how long until the next
+ * drain may (0: now). Waits end up stored two drains after they ended. */
+uint64_t offcpu_drain_wait_ns(const offcpu *o);
 
 typedef struct offcpu_stats {
         uint64_t switches;              /* context switches seen */

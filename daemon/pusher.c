@@ -42,6 +42,8 @@ typedef struct push_item {
 
 struct pusher {
         config cfg;                     /* own copy: the thread reads it */
+        void (*freshen)(void *userdata);        /* drains and commits, before an interval is read */
+        void *freshen_userdata;
         uint64_t period_ns;
         struct event *timer;
         workqueue *queue;
@@ -380,7 +382,19 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         it->until_ns = end;
         p->next_from_ns = end;
         p->busy = true;
+        /* The interval's last bucket may still be in the ring buffers
+         * (drain_interval is 3 s by default), and once pushed an interval
+         * is not read again. */
+        if (p->freshen)
+                p->freshen(p->freshen_userdata);
         workqueue_submit(p->queue, &it->base);
+}
+
+void pusher_set_freshen(pusher *p, void (*cb)(void *userdata), void *userdata) {
+        if (!p)
+                return;
+        p->freshen = cb;
+        p->freshen_userdata = userdata;
 }
 
 int pusher_new(struct event_base *base, const config *cfg, uint64_t period_ns, pusher **ret) {

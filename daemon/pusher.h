@@ -31,6 +31,9 @@ typedef struct pusher_stats {
 /* NULL in *ret if export_url is empty, or cache_dir is (the queue lives
  * there). period_ns: the CPU time a sample stands for. */
 int pusher_new(struct event_base *base, const config *cfg, uint64_t period_ns, pusher **ret);
+/* cb is called on the loop before an interval is handed to the thread that
+ * reads it (the daemon drains and commits). p may be NULL. */
+void pusher_set_freshen(pusher *p, void (*cb)(void *userdata), void *userdata);
 pusher *pusher_free(pusher *p);
 void pusher_get_stats(pusher *p, pusher_stats *ret);
 

@@ -22,6 +22,23 @@
 
 /* ---- readers ---- */
 
+/* A write of the batch failed: the batch must not commit without it. */
+static int batch_failed(store *s, int r) {
+        if (s->batch_error == 0)
+                s->batch_error = r;
+        store_check_rolled_back(s);
+        return r;
+}
+
+int store_write_open_bucket(store *s) {
+        int r;
+
+        if (!s->in_tx || !s->samples)
+                return -EINVAL;
+        r = sample_writer_flush_partial(s->samples);
+        return r < 0 ? batch_failed(s, r) : r;
+}
+
 /* A consistent snapshot for a multi-statement read. On the writer inside a
  * batch the batch's transaction is that snapshot already. */
 int store_read_begin(store *s, bool *ret_owned) {
@@ -36,13 +53,7 @@ int store_read_begin(store *s, bool *ret_owned) {
                         r = dict_before_commit(s->frames);
                 if (r >= 0)
                         r = sample_writer_flush_partial(s->samples);
-                if (r < 0) {
-                        /* The batch must not commit without what it wrote. */
-                        if (s->batch_error == 0)
-                                s->batch_error = r;
-                        store_check_rolled_back(s);
-                }
-                return r;
+                return r < 0 ? batch_failed(s, r) : r;
         }
         if (s->samples && !store_held(s, NULL, NULL, NULL, NULL)) {
                 /* The writer outside a batch: write its open bucket first

@@ -52,6 +52,10 @@ store *store_free(store *s);    /* commits an open transaction first */
  * a time. */
 int store_begin(store *s);
 int store_commit(store *s);
+/* Inside a batch: writes the open bucket as it is (the rest of its second
+ * goes into another block of it), so that the batch's commit makes every
+ * sample added so far readable. A failure fails the batch. */
+int store_write_open_bucket(store *s);
 /* Drops the open batch (and the interning caches, which may hold its ids).
  * A failed store_commit() rolls back by itself. */
 int store_rollback(store *s);

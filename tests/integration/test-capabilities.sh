@@ -117,15 +117,14 @@ memlock_case() {
         wait_field samples -gt 0
         stop_daemon
 }
-# 64 pages a CPU: 128 fit in the allowance (129 with the header page, if
-# no other perf buffer of root's takes it), 256 do not (128 a CPU past it).
-memlock_case 64 128
 # 300 pages a CPU: 256 fit (257 with the header page, even if other
 # buffers took the whole allowance), 512 do not (384 a CPU past the
-# allowance at the least): not 128, as before.
+# allowance at the least): 256, not 128 as before. (No limit gives 128 on
+# every machine: whether 256 fit depends on what other perf buffers of
+# root's, a running perfsnapd's or perf's, take of the allowance.)
 memlock_case 300 256
 cp "$T/conf.saved" "$CONF"
-pass "ring_buffer_pages = auto past RLIMIT_MEMLOCK without CAP_IPC_LOCK: the largest that fits (128, 256), samples stored"
+pass "ring_buffer_pages = auto past RLIMIT_MEMLOCK without CAP_IPC_LOCK: the largest size that fits (256), samples stored"
 
 expect_refusal +syslog CAP_PERFMON "Failed to open perf events.*CAP_PERFMON"
 expect_refusal +perfmon CAP_SYSLOG "proc/kallsyms.*CAP_SYSLOG"

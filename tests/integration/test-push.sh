@@ -32,13 +32,16 @@ timeout 6 dd if=/dev/zero of=/dev/null bs=64k 2>/dev/null || true
 WAIT_TIMEOUT=30 wait_field push_pushed -ge 2
 [ "$(status_field push_failed)" = 0 ] || fail "pushes failed: $(status_field push_last_error)"
 
-for body in "$T"/recv/*.pb.gz; do
+for u in "$T"/recv/*.url; do      # written after its body
+        body=${u%.url}.pb.gz
         go tool pprof -raw "$body" > "$body.raw" 2> "$body.err" || { cat "$body.err"; fail "go tool pprof cannot read $body"; }
 done
+# Profiles that came after the loop above are left out.
 python3 - "$T/recv" <<'PY' || fail "the pushed profiles are wrong (above)"
 import glob, os, re, sys
 d = sys.argv[1]
-urls = sorted(glob.glob(f"{d}/*.url"), key=lambda p: int(os.path.basename(p).split(".")[0]))
+urls = sorted((u for u in glob.glob(f"{d}/*.url") if os.path.exists(u.replace(".url", ".pb.gz.raw"))),
+              key=lambda p: int(os.path.basename(p).split(".")[0]))
 assert len(urls) >= 2, urls
 prev_until = None
 total = 0
@@ -94,3 +97,40 @@ busy_stop
 echo "status: pushed $(status_field push_pushed), failed $(status_field push_failed), dropped $(status_field push_dropped)"
 stop_daemon
 pass "profiles pushed to export_url, queued, dropped past the bound and sent again"
+
+# An interval is read only once: the daemon drains and commits before it
+# reads one, so with a drain_interval of 60 s the profiles still hold every
+# sample of their intervals (the same total as a query of the same span,
+# which drains too).
+rm -f "$T"/recv/[0-9]*
+echo "drain_interval = 60s" >> "$CONF"
+start_daemon
+busy_start 1
+WAIT_TIMEOUT=30 wait_field push_pushed -ge 3
+busy_stop
+# The profiles received so far (later ones are left out: the daemon goes
+# on pushing), then a query of the span they cover.
+for u in "$T"/recv/[0-9]*.url; do
+        body=${u%.url}.pb.gz
+        go tool pprof -raw "$body" > "$body.raw" 2> "$body.err" || { cat "$body.err"; fail "go tool pprof cannot read $body"; }
+done
+read -r FROM UNTIL PUSHED_N <<< "$(python3 - "$T/recv" <<'PY'
+import glob, os, re, sys
+d = sys.argv[1]
+lo, hi, total = None, None, 0
+for u in glob.glob(f"{d}/[0-9]*.url"):
+    if not os.path.exists(u.replace(".url", ".pb.gz.raw")):
+        continue
+    f, t = map(int, re.search(r"from=(\d+)&until=(\d+)", open(u).read()).groups())
+    lo, hi = min(lo or f, f), max(hi or t, t)
+    total += sum(int(x) for x in re.findall(r"^\s+(\d+)\s+\d+:", open(u.replace(".url", ".pb.gz.raw")).read(), re.M))
+print(lo, hi, total)
+PY
+)"
+QUERY_N=$("$PERFSNAPCTL" query --since "@$FROM" --until "@$UNTIL" --format json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["total"])')
+echo "drain_interval 60 s: profiles of $FROM..$UNTIL hold $PUSHED_N samples; a query of the span $QUERY_N"
+[ "$PUSHED_N" -gt 0 ] && [ "$PUSHED_N" = "$QUERY_N" ] ||
+        fail "with drain_interval 60 s the profiles of $FROM..$UNTIL hold $PUSHED_N samples, a query of the span $QUERY_N"
+stop_daemon
+pass "a pushed interval holds all its samples with a drain_interval of 60 s ($PUSHED_N)"
