@@ -89,7 +89,8 @@ struct daemon_ctx {
         uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
         uint64_t last_retention_ns;     /* CLOCK_MONOTONIC */
-        uint64_t last_freshen_ns;       /* CLOCK_MONOTONIC of the last drain for a query */
+        uint64_t last_freshen_ns;       /* CLOCK_MONOTONIC of the last drain for a call (freshen()) */
+        bool last_freshen_samples;      /* it wrote the open bucket */
         bool retention_more;            /* the last step left expired blocks */
         uint64_t db_max_bytes;          /* database_max_size in effect */
         uint64_t cap_removed_samples, cap_removed_newest_ns;
@@ -268,44 +269,67 @@ static void on_commit_timer(evutil_socket_t fd, short what, void *userdata) {
 /* A query reads what is committed. Drained every drain_interval (3 s by
  * default: fewer, larger batches cost less CPU a sample) and committed at
  * most a second later, a sample would wait up to both before a query
- * sees it; so a call that reads samples (a query, the journal, ksyms) and
- * a pushed profile drain, write the open bucket and commit first, and see
- * every sample taken up to the drain's horizon. At most once in
- * FRESHEN_MIN_NS whatever the clients ask: more often, a query sees what
- * the last one saw, and clients can make the daemon drain no more often
- * than a drain_interval of that would. */
+ * sees it; so a call that reads samples drains, writes the open bucket and
+ * commits first, and sees every sample taken up to the drain's horizon.
+ * Calls that read what drains record (the journal, ksyms) and the pusher
+ * (whose interval ended seconds ago) drain and commit only. At most once
+ * in FRESHEN_MIN_NS whatever the clients ask (once more for a query after
+ * a drain that did not write the open bucket): more often, a call sees
+ * what the last one saw, and clients can make the daemon drain no more
+ * often than a drain_interval of that would. */
 #define FRESHEN_MIN_NS (250 * NSEC_PER_MSEC)
 
-static void on_freshen(void *userdata) {
-        daemon_ctx *d = userdata;
-        uint64_t now = clock_ns(CLOCK_MONOTONIC);
-
-        if (d->last_freshen_ns != 0 && now - d->last_freshen_ns < FRESHEN_MIN_NS)
-                return;
-        d->last_freshen_ns = now;
-        daemon_drain(d, false);
 #if HAVE_OFFCPU
-        if (d->offcpu) {
-                /* Off-CPU waits are taken from the map the program left at
-                 * the drain before, 10 ms after it: a second drain, after
-                 * that wait (on the loop: at most 10 ms, at most 4 times a
-                 * second), takes the waits that ended before the first. */
-                uint64_t w = offcpu_drain_wait_ns(d->offcpu);
+/* Until the off-CPU map the program left at the last drain may be taken
+ * (10 ms after it), on the loop; again if a signal cut the sleep short. */
+static void offcpu_wait(daemon_ctx *d) {
+        uint64_t w;
+
+        while ((w = offcpu_drain_wait_ns(d->offcpu)) > 0) {
                 struct timespec ts = { .tv_sec = 0, .tv_nsec = (long) w };
 
-                if (w > 0)
-                        (void) nanosleep(&ts, NULL);
+                (void) nanosleep(&ts, NULL);
+        }
+}
+#endif
+
+static void freshen(daemon_ctx *d, bool samples) {
+        uint64_t now = clock_ns(CLOCK_MONOTONIC);
+
+        if (d->last_freshen_ns != 0 && now - d->last_freshen_ns < FRESHEN_MIN_NS &&
+            (!samples || d->last_freshen_samples))
+                return;
+        d->last_freshen_ns = now;
+        d->last_freshen_samples = samples;
+#if HAVE_OFFCPU
+        if (samples && d->offcpu) {
+                /* A drain takes the waits of the map the program left at the
+                 * drain before, and only 10 ms after it: two drains, each
+                 * after that wait (on the loop: at most 20 ms, at most 4
+                 * times a second), take every wait that ended before the
+                 * first. */
+                offcpu_wait(d);
                 daemon_drain(d, false);
+                offcpu_wait(d);
         }
 #endif
+        daemon_drain(d, false);
         /* The open bucket too (a block of its second so far; the rest of
          * the second comes in another): a query sees every sample up to
          * the drain, and the off-CPU waits just taken, which are stamped
          * in it. While batches are held (a full disk) the commit waits for
          * the next try, as the commit timer's does. */
-        if (d->events)
+        if (samples && d->events)
                 (void) ingest_write_open_bucket(d->ingest);
         (void) ingest_commit(d->ingest);
+}
+
+static void on_freshen(void *userdata, bool samples) {
+        freshen(userdata, samples);
+}
+
+static void on_push_freshen(void *userdata) {
+        freshen(userdata, false);
 }
 
 static void expire_step(daemon_ctx *d, uint64_t now) {
@@ -972,7 +996,7 @@ int daemon_start(daemon_ctx *d) {
         r = pusher_new(d->base, &d->cfg, NSEC_PER_SEC / MAX(d->cfg.frequency_hz, 1u), &d->pusher);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up pushing profiles to export_url: %m");
-        pusher_set_freshen(d->pusher, on_freshen, d);
+        pusher_set_freshen(d->pusher, on_push_freshen, d);
 
         r = server_listen(d->server);
         if (r < 0)

@@ -663,8 +663,14 @@ int ingest_write_open_bucket(ingest *in) {
         if (r < 0)
                 return r;
         r = store_write_open_bucket(in->store);
-        if (r < 0)
+        if (r < 0) {
+                /* The batch failed: dropped, as a drain that fails drops
+                 * its batch (counted in dropped_samples). */
+                (void) store_rollback(in->store);
+                in->in_transaction = false;
+                forget_batch_ids(in);
                 return log_error_errno(r, "Failed to write the open bucket: %m");
+        }
         return 0;
 }
 

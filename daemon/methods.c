@@ -251,15 +251,15 @@ static char **run_cache_list(method_job *j) {
 }
 
 static const method methods[] = {
-        { PERFSNAP_METHOD_QUERY,       false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_query, true },
-        { PERFSNAP_METHOD_STATUS,      false, NULL, METHOD_STATUS_THREAD, METHOD_FILL_STATUS, run_status, false },
-        { PERFSNAP_METHOD_MODULES,     false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_modules, false },
-        { PERFSNAP_METHOD_EVENTS,      false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_events, true },
-        { PERFSNAP_METHOD_KSYMS,       false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_ksyms, true },
-        { PERFSNAP_METHOD_CACHE_LIST,  false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_CACHE,  run_cache_list, false },
-        { PERFSNAP_METHOD_RESCAN,      true,  "request a rescan",   METHOD_LOOP,       METHOD_FILL_NONE, NULL, false },
-        { PERFSNAP_METHOD_SNAPSHOT,    true,  "request a snapshot", METHOD_LOOP_LATER, METHOD_FILL_NONE, NULL, false },
-        { PERFSNAP_METHOD_CACHE_PRUNE, true,  "prune the cache",    METHOD_LOOP_LATER, METHOD_FILL_NONE, NULL, false },
+        { PERFSNAP_METHOD_QUERY,       false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_query, METHOD_FRESH_SAMPLES },
+        { PERFSNAP_METHOD_STATUS,      false, NULL, METHOD_STATUS_THREAD, METHOD_FILL_STATUS, run_status, METHOD_FRESH_NO },
+        { PERFSNAP_METHOD_MODULES,     false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_modules, METHOD_FRESH_NO },
+        { PERFSNAP_METHOD_EVENTS,      false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_events, METHOD_FRESH_DRAIN },
+        { PERFSNAP_METHOD_KSYMS,       false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_NONE,   run_ksyms, METHOD_FRESH_DRAIN },
+        { PERFSNAP_METHOD_CACHE_LIST,  false, NULL, METHOD_QUERY_THREAD,  METHOD_FILL_CACHE,  run_cache_list, METHOD_FRESH_NO },
+        { PERFSNAP_METHOD_RESCAN,      true,  "request a rescan",   METHOD_LOOP,       METHOD_FILL_NONE, NULL, METHOD_FRESH_NO },
+        { PERFSNAP_METHOD_SNAPSHOT,    true,  "request a snapshot", METHOD_LOOP_LATER, METHOD_FILL_NONE, NULL, METHOD_FRESH_NO },
+        { PERFSNAP_METHOD_CACHE_PRUNE, true,  "prune the cache",    METHOD_LOOP_LATER, METHOD_FILL_NONE, NULL, METHOD_FRESH_NO },
 };
 
 const method *method_lookup(const char *name) {

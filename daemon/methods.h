@@ -29,6 +29,13 @@ typedef enum method_fill {
         METHOD_FILL_CACHE,      /* the cache callback */
 } method_fill;
 
+/* What the loop does before queueing the call (server_set_freshen_cb()). */
+typedef enum method_fresh {
+        METHOD_FRESH_NO,        /* nothing */
+        METHOD_FRESH_DRAIN,     /* reads what drains record (the journal, ksyms): drains and commits */
+        METHOD_FRESH_SAMPLES,   /* reads samples: drains, writes the open bucket, commits */
+} method_fresh;
+
 /* A call on a worker thread. */
 typedef struct method_job {
         struct json_object *params;     /* the call's parameters (may be NULL), or what the fill made */
@@ -52,9 +59,7 @@ typedef struct method {
         /* Worker threads: a NULL-terminated array of formatted replies,
          * NULL when out of memory. */
         char **(*run)(method_job *j);
-        /* Reads what the daemon drains into the database: the loop drains
-         * and commits first (server_set_freshen_cb()). */
-        bool fresh;
+        method_fresh fresh;
 } method;
 
 /* The entry of a method name; NULL if there is none. */

@@ -305,8 +305,8 @@ static int submit_job(server *s, client *c, const method *m, json_object *params
                 json_object_put(params);
                 return -ENOMEM;
         }
-        if (m->fresh && s->freshen_cb)
-                s->freshen_cb(s->userdata);
+        if (m->fresh != METHOD_FRESH_NO && s->freshen_cb)
+                s->freshen_cb(s->userdata, m->fresh == METHOD_FRESH_SAMPLES);
         workqueue_submit(on_query_queue(m) ? s->queue : s->status_queue, &j->item);
         return 0;
 }

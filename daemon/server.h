@@ -37,8 +37,9 @@ int server_new(struct event_base *base, const config *c, server_status_cb status
 server *server_free(server *s);
 void server_set_rescan_cb(server *s, server_rescan_cb cb);
 /* Called on the loop before a call that reads what the daemon drains
- * (method.fresh) is queued, with server_new()'s userdata. */
-typedef void (*server_freshen_cb)(void *userdata);
+ * (method.fresh) is queued, with server_new()'s userdata; samples: it
+ * reads samples (METHOD_FRESH_SAMPLES), up to the last one drained. */
+typedef void (*server_freshen_cb)(void *userdata, bool samples);
 void server_set_freshen_cb(server *s, server_freshen_cb cb);
 /* async_cb answers Snapshot and CachePrune; cache_cb adds the daemon's
  * side to a CacheList call ("current": the snapshot in use). */
