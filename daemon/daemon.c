@@ -89,7 +89,7 @@ struct daemon_ctx {
         uint64_t last_miss_rescan_ns;
         uint64_t watchdog_usec;
         uint64_t last_retention_ns;     /* CLOCK_MONOTONIC */
-        uint64_t last_freshen_ns;       /* CLOCK_MONOTONIC of the last drain for a call (freshen()) */
+        uint64_t last_freshen_ns;       /* CLOCK_MONOTONIC of the last drain for a call (on_freshen()) */
         bool last_freshen_samples;      /* it wrote the open bucket */
         bool retention_more;            /* the last step left expired blocks */
         uint64_t db_max_bytes;          /* database_max_size in effect */
@@ -293,7 +293,8 @@ static void offcpu_wait(daemon_ctx *d) {
 }
 #endif
 
-static void freshen(daemon_ctx *d, bool samples) {
+static void on_freshen(void *userdata, bool samples) {
+        daemon_ctx *d = userdata;
         uint64_t now = clock_ns(CLOCK_MONOTONIC);
 
         if (d->last_freshen_ns != 0 && now - d->last_freshen_ns < FRESHEN_MIN_NS &&
@@ -324,12 +325,8 @@ static void freshen(daemon_ctx *d, bool samples) {
         (void) ingest_commit(d->ingest);
 }
 
-static void on_freshen(void *userdata, bool samples) {
-        freshen(userdata, samples);
-}
-
 static void on_push_freshen(void *userdata) {
-        freshen(userdata, false);
+        on_freshen(userdata, false);
 }
 
 static void expire_step(daemon_ctx *d, uint64_t now) {

@@ -614,6 +614,13 @@ static void forget_batch_ids(ingest *in) {
         in->store_epoch = store_epoch(in->store);
 }
 
+/* Rolls the open batch back, and forgets the ids it interned. */
+static void drop_batch(ingest *in) {
+        (void) store_rollback(in->store);
+        in->in_transaction = false;
+        forget_batch_ids(in);
+}
+
 /* The store may drop ids on its own (held batches that could not be
  * replayed, in store_begin()). */
 static void check_store_epoch(ingest *in) {
@@ -666,9 +673,7 @@ int ingest_write_open_bucket(ingest *in) {
         if (r < 0) {
                 /* The batch failed: dropped, as a drain that fails drops
                  * its batch (counted in dropped_samples). */
-                (void) store_rollback(in->store);
-                in->in_transaction = false;
-                forget_batch_ids(in);
+                drop_batch(in);
                 return log_error_errno(r, "Failed to write the open bucket: %m");
         }
         return 0;
@@ -957,9 +962,7 @@ int ingest_drain(ingest *in, ringbuf *const *bufs, const uint32_t *cpus, size_t 
 
         if (ret < 0) {
                 /* Do not commit half a drain: drop the batch. */
-                (void) store_rollback(in->store);
-                in->in_transaction = false;
-                forget_batch_ids(in);
+                drop_batch(in);
         }
 
         tasks_gc(in->tasks, (uint64_t) ((int64_t) in->pend[n_now - 1].time + mono_to_wall_ns) - 10 * NSEC_PER_SEC);
@@ -972,9 +975,7 @@ done:
                 /* Nothing new, but time went on: close what ended. If that
                  * failed, the batch is gone (sqlite may have rolled it back
                  * already), and with it the ids it interned. */
-                (void) store_rollback(in->store);
-                in->in_transaction = false;
-                forget_batch_ids(in);
+                drop_batch(in);
         }
         if (keep_for_next_drain(in, n_now) < 0) {
                 log_error("Out of memory: dropping %zu records stamped after this drain began.", in->n_pend - n_now);

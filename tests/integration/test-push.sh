@@ -32,10 +32,17 @@ timeout 6 dd if=/dev/zero of=/dev/null bs=64k 2>/dev/null || true
 WAIT_TIMEOUT=30 wait_field push_pushed -ge 2
 [ "$(status_field push_failed)" = 0 ] || fail "pushes failed: $(status_field push_last_error)"
 
-for u in "$T"/recv/*.url; do      # written after its body
-        body=${u%.url}.pb.gz
-        go tool pprof -raw "$body" > "$body.raw" 2> "$body.err" || { cat "$body.err"; fail "go tool pprof cannot read $body"; }
-done
+# Each profile received so far as go tool pprof -raw reads it (BODY.raw),
+# found by its .url file, which the receiver writes after the body.
+read_profiles() {
+        local u body
+        for u in "$T"/recv/[0-9]*.url; do
+                body=${u%.url}.pb.gz
+                go tool pprof -raw "$body" > "$body.raw" 2> "$body.err" ||
+                        { cat "$body.err"; fail "go tool pprof cannot read $body"; }
+        done
+}
+read_profiles
 # Profiles that came after the loop above are left out.
 python3 - "$T/recv" <<'PY' || fail "the pushed profiles are wrong (above)"
 import glob, os, re, sys
@@ -110,10 +117,7 @@ WAIT_TIMEOUT=30 wait_field push_pushed -ge 3
 busy_stop
 # The profiles received so far (later ones are left out: the daemon goes
 # on pushing), then a query of the span they cover.
-for u in "$T"/recv/[0-9]*.url; do
-        body=${u%.url}.pb.gz
-        go tool pprof -raw "$body" > "$body.raw" 2> "$body.err" || { cat "$body.err"; fail "go tool pprof cannot read $body"; }
-done
+read_profiles
 read -r FROM UNTIL PUSHED_N <<< "$(python3 - "$T/recv" <<'PY'
 import glob, os, re, sys
 d = sys.argv[1]
